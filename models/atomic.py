@@ -1,0 +1,43 @@
+"""Atomic file output: write to a temporary file in the target folder, then rename.
+
+A failure (exception, kill) mid-write leaves the old file or nothing, never half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_path", "write_bytes", "write_text"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is renamed onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes(path, text.encode())

@@ -1,0 +1,1 @@
+"""Sparsity patterns, one module each; every one implements :class:`pruning.base.Pattern`."""

@@ -1,0 +1,77 @@
+"""The hwcosim command: subcommands, exit codes, files written."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cosim.cli import main
+from pruning.formats import csb
+
+
+def _hwcosim(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "cosim.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_help_everywhere():
+    r = _hwcosim("--help")
+    assert r.returncode == 0 and "verilog" in r.stdout and "sim" in r.stdout and "demo" in r.stdout
+    for sub in ("verilog", "sim", "demo", "bench"):
+        r = _hwcosim(sub, "--help")
+        assert r.returncode == 0, (sub, r.stderr)
+
+
+def test_verilog_without_synthesis(tmp_path):
+    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "none", "--rows", "16", "--cols", "32",
+                 "--banks", "4", "--k", "2", "--pes", "4"]) == 0
+    v = (tmp_path / "bbs_spmxv.v").read_text()
+    assert "module bbs_spmxv" in v and "w__payload" in v and "y__valid" in v
+    assert json.loads((tmp_path / "bbs_spmxv.params.json").read_text())["pes"] == 4
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["verilog", "bbs-spmxv", "--synth", "none", "--rows", "10", "--pes", "4"], "do not split over 4 PEs"),
+    (["verilog", "bbs-spmxv", "--synth", "none", "--weight-format", "eight"], "Q<int_bits>.<frac_bits>"),
+    (["verilog", "bbs-spmxv", "--synth", "vivado"], "unknown synthesis target"),
+    (["sim"], "needs --csb"),
+    (["sim", "--csb", "/nonexistent/w.json"], "no such CSB manifest"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    r = _hwcosim(*args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_sim_refuses_vectors_of_the_wrong_shape(tmp_path):
+    m = csb.encode(np.random.default_rng(0).normal(size=(8, 16)), banks=4, sparsity=0.5)
+    csb.save(m, tmp_path / "w")
+    np.save(tmp_path / "x.npy", np.zeros((2, 15)))
+    r = _hwcosim("sim", "--csb", str(tmp_path / "w"), "--pes", "2", "--vector", str(tmp_path / "x.npy"))
+    assert r.returncode == 2 and "needs (n, 16)" in r.stderr
+
+
+@pytest.mark.sim
+def test_sim_on_csb_files(tmp_path):
+    m = csb.encode(np.random.default_rng(1).normal(0, 0.4, size=(16, 32)), banks=4, sparsity=0.75)
+    csb.save(m, tmp_path / "w")
+    np.save(tmp_path / "x.npy", np.random.default_rng(2).uniform(-1, 1, size=(3, 32)))
+    r = _hwcosim("sim", "--csb", str(tmp_path / "w" / "weights.json"), "--pes", "4",
+                 "--vector", str(tmp_path / "x.npy"), "--stall", "0.3", "-o", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "mismatches" in r.stdout
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["mismatches"] == 0
+
+
+@pytest.mark.synth
+def test_verilog_with_yosys_resource_report(tmp_path):
+    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "xcup", "--rows", "8", "--cols", "16",
+                 "--banks", "2", "--k", "2", "--pes", "2"]) == 0
+    rep = json.loads((tmp_path / "bbs_spmxv.resources.json").read_text())[0]
+    # P * B = 4 multipliers of 8 x 16 bits: one DSP48E2 each
+    assert rep["resources"]["DSP"] == 4
+    assert rep["resources"]["LUT"] > 0 and rep["resources"]["FF"] > 0
+    assert "LUT" in (tmp_path / "bbs_spmxv.resources.txt").read_text()
