@@ -222,7 +222,9 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
         metrics = json.loads((test_dir / "metrics.json").read_text())
     wave = None
     if waves:
-        cands = sorted(test_dir.glob("*.vcd")) + sorted(test_dir.glob("*.fst")) + sorted(bdir.glob("*.fst"))
+        for f in bdir.glob(f"{toplevel}.fst"):  # Icarus dumps beside its build; keep it with this run
+            shutil.move(str(f), test_dir / f.name)
+        cands = sorted(test_dir.glob("*.vcd")) + sorted(test_dir.glob("*.fst"))
         wave = cands[0] if cands else None
         if wave:
             print(f"waveform: {wave}")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register, topk_mask
+from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from pruning.patterns._select import topk_groups
 
 __all__ = ["BankBalanced"]
 
@@ -62,7 +63,8 @@ class BankBalanced(Pattern):
         w = check_weights(w)
         rows, cols = w.shape
         size, k = self.bank_size(cols), self.k(cols)
-        return topk_mask(w.reshape(rows, self.banks, size), k).reshape(rows, cols)
+        # exact top-k per bank, ties to the lower column (same mask as pruning.base.topk_mask)
+        return topk_groups(w.reshape(rows, self.banks, size), k).reshape(rows, cols)
 
     def check(self, mask: np.ndarray) -> None:
         mask = np.asarray(mask, dtype=bool)

@@ -1,0 +1,418 @@
+"""``hwcosim prune``: prune weight tensors with a sparsity pattern and write them in the
+pattern's storage format, ready for the golden models and the RTL.
+
+The lead's dispatcher (:mod:`cosim.cli`) calls :func:`register` with its subparsers object;
+the parsed namespace carries ``func`` (returns the exit status). Exit status: 0 success,
+2 bad input (one ``error: ...`` line on stderr), 1 a failed invariant check.
+
+Output per pattern (stem = the tensor name, sanitised):
+
+========================  ===========================================================
+``bbs``, ``balanced``      CSB (:mod:`pruning.formats.csb`): ``.npz``, ``.json``, ``.hex``
+``fss``                    FSS (:mod:`pruning.formats.fss`) + memory image
+``nm``                     N:M compressed (:mod:`pruning.formats.nm`) + memory image
+``block``                  BSR (:mod:`pruning.formats.sparse`)
+``unstructured``, ``vector``  CSR (:mod:`pruning.formats.sparse`)
+========================  ===========================================================
+
+plus a top-level ``manifest.json`` listing every file written, with sha256 checksums.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from models.atomic import write_text
+from models.fixedpoint import Q
+from pruning.base import PatternError, get_pattern, pattern_names
+from pruning.formats import csb, fss, nm, sparse
+from pruning.formats.csb import FormatError
+from pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
+
+__all__ = ["register", "main", "run_prune", "sanitize"]
+
+MANIFEST_FORMAT = "hwcosim-prune-manifest"
+
+#: CLI flag -> pattern dataclass field (the flag is offered to a pattern that has that field).
+_FLAGS = {
+    "sparsity": "--sparsity",
+    "banks": "--banks",
+    "block": "--block",
+    "n": "--n",
+    "m": "--m",
+    "region": "--region",
+    "length": "--length",
+    "orient": "--orient",
+    "norm": "--norm",
+}
+
+EPILOG = """\
+patterns and their parameters:
+  bbs           --banks B --sparsity S      bank-balanced (Cao et al., FPGA 2019) -> CSB
+  balanced      --block N --sparsity S      balanced sparsity (Yao et al., AAAI 2019) -> CSB
+  fss           --region RxC (--n N | --sparsity S)   FSS (Zhang et al., TCAD 2025)
+  nm            --n N --m M                 N:M, e.g. 2:4 (NVIDIA sparse tensor cores)
+  block         --block RxC --sparsity S [--norm l2|l1]   -> BSR
+  vector        --length V [--orient row|col] --sparsity S -> CSR
+  unstructured  --sparsity S                global magnitude -> CSR
+
+examples:
+  hwcosim prune --pattern bbs --banks 16 --sparsity 0.875 weights.npy -o out/
+  hwcosim prune --pattern nm --n 2 --m 4 model.safetensors --tensors '*.weight' -o out/
+  hwcosim prune --config prune.toml model.pt --dry-run
+"""
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``prune`` subcommand to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "prune",
+        help="prune weights with a sparsity pattern and write CSB/FSS/N:M/CSR files",
+        description="Prune the 2-D weight tensors of a .npy/.npz/.safetensors/.pt file with a sparsity "
+        "pattern, quantise the kept values and write them in the pattern's format.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("weights", help="weight file: .npy, .npz, .safetensors, .pt/.pth (state dict)")
+    p.add_argument("-o", "--out", default="build/prune", help="output folder (default: build/prune)")
+    p.add_argument(
+        "--pattern", default="bbs", help=f"sparsity pattern: {', '.join(pattern_names())} (default bbs)"
+    )
+    p.add_argument("--sparsity", type=float, help="fraction of weights pruned, e.g. 0.875")
+    p.add_argument("--banks", type=int, help="bbs: banks per row")
+    p.add_argument("--block", help="balanced: block width (e.g. 32); block: tile RxC (e.g. 4x4)")
+    p.add_argument("--n", type=int, help="nm / fss: nonzeros kept per group / region")
+    p.add_argument("--m", type=int, help="nm: group length (e.g. 4 for 2:4)")
+    p.add_argument("--region", help="fss: region RxC (e.g. 1x16, 4x4)")
+    p.add_argument("--length", type=int, help="vector: vector length")
+    p.add_argument("--orient", choices=("row", "col"), help="vector: 1 x v (row) or v x 1 (col)")
+    p.add_argument("--norm", choices=("l2", "l1"), help="block / vector: score norm")
+    p.add_argument(
+        "--format",
+        default="auto",
+        help="value format Q<int>.<frac>, e.g. Q2.6 (default auto: 8 bits fitting max |w|)",
+    )
+    p.add_argument(
+        "--tensors", help="comma-separated names/globs of the tensors to prune (default: all 2-D+)"
+    )
+    p.add_argument(
+        "--config", help="per-tensor pattern config (.toml; .yaml with pyyaml); overrides --pattern"
+    )
+    p.add_argument(
+        "--image",
+        choices=("hex", "bin", "both", "none"),
+        default="hex",
+        help="memory image(s) for fss/nm outputs (CSB always writes .hex)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="prune and report, write no files")
+    p.set_defaults(func=run_prune)
+    return p
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry point (``python -m pruning.cli prune ...``)."""
+    parser = argparse.ArgumentParser(prog="hwcosim")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _fail(msg: str):
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def sanitize(name: str) -> str:
+    """A file stem from a tensor name: runs of characters other than ``[A-Za-z0-9_-]`` -> ``_``."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "tensor"
+
+
+def _parse_int(text, flag):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        _fail(f"{flag} takes an integer here, not {text!r}")
+
+
+def _pattern_from_flags(args):
+    from pruning.base import _REGISTRY  # registry filled by pattern_names()
+
+    names = pattern_names()
+    if args.pattern not in names:
+        _fail(f"unknown pattern {args.pattern!r}; choose one of: {', '.join(names)}")
+    cls = _REGISTRY[args.pattern]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    params = {}
+    for key, flag in _FLAGS.items():
+        val = getattr(args, key)
+        if val is None:
+            continue
+        if key not in fields:
+            takes = " ".join(_FLAGS[f] for f in _FLAGS if f in fields)
+            _fail(f"{flag} does not apply to --pattern {args.pattern} (it takes: {takes})")
+        if key == "block" and args.pattern == "balanced":
+            val = _parse_int(val, flag)
+        params[key] = val
+    try:
+        return get_pattern(args.pattern, **params)
+    except PatternError as e:
+        _fail(str(e))
+
+
+def _as_matrix(a: np.ndarray) -> np.ndarray:
+    return a if a.ndim == 2 else a.reshape(a.shape[0], -1)
+
+
+def _encode(pattern, w: np.ndarray, mask: np.ndarray, fmt: Q | None):
+    """Encode ``w`` under ``mask``; returns (object, format name, dense dequantised, packed bytes)."""
+    kept = np.abs(w[mask])
+    if fmt is None:
+        fmt = Q.fitting(float(kept.max()) if kept.size else 0.0, 8)
+    rows, cols = w.shape
+    name = pattern.name
+    if name in ("bbs", "balanced"):
+        banks = pattern.banks if name == "bbs" else pattern.banks(cols)
+        m = csb.encode(w, banks, mask=mask, fmt=fmt)
+        return m, csb.FORMAT_NAME, m.to_dense(), -(-m.values.size * (fmt.width + m.index_bits) // 8)
+    if name == "fss":
+        m = fss.encode(w, pattern.region, mask=mask, fmt=fmt)
+        return m, fss.FORMAT_NAME, m.to_dense(), m.payload_bytes
+    if name == "nm":
+        m = nm.encode(w, pattern.n, pattern.m, mask=mask, fmt=fmt)
+        return m, nm.FORMAT_NAME, m.to_dense(), m.payload_bytes
+    nnz = int(mask.sum())
+    if name == "block":
+        a = sparse.to_bsr(w, mask, pattern.block)
+        br, bc = pattern.block
+        nb = nnz // (br * bc)
+        bits = nb * (br * bc * fmt.width + max(1, (cols // bc - 1).bit_length())) + (rows // br + 1) * max(
+            1, nb.bit_length()
+        )
+    else:
+        a = sparse.to_csr(w, mask)
+        bits = nnz * (fmt.width + max(1, (cols - 1).bit_length())) + (rows + 1) * max(1, nnz.bit_length())
+    deq = np.zeros_like(w)
+    from models.fixedpoint import dequantize, quantize
+
+    deq[mask] = dequantize(quantize(w[mask], fmt), fmt)
+    return (a, fmt), sparse.FORMAT_NAME, deq, -(-bits // 8)
+
+
+def _save(obj, fmt_name: str, out: Path, stem: str, images, extra: dict) -> dict:
+    if fmt_name == csb.FORMAT_NAME:
+        man = csb.save(obj, out, stem, extra=extra)
+        return {"manifest": man, "files": [f"{stem}.npz", f"{stem}.hex", f"{stem}.json"]}
+    if fmt_name == fss.FORMAT_NAME:
+        man = fss.save(obj, out, stem, images=images, extra=extra)
+    elif fmt_name == nm.FORMAT_NAME:
+        man = nm.save(obj, out, stem, images=images, extra=extra)
+    else:
+        a, q = obj
+        man = sparse.save(a, out, stem, fmt=q, extra=extra)
+    return {"manifest": man, "files": [f["file"] for f in man["files"].values()] + [f"{stem}.json"]}
+
+
+def _plan(args, tensors: dict) -> tuple[list, list]:
+    """(name, matrix, pattern, fmt) for every tensor to prune, and (name, reason) skips."""
+    try:
+        default_fmt = None if args.format == "auto" else Q.parse(args.format)
+    except ValueError as e:
+        _fail(str(e))
+    names = list(tensors)
+    try:
+        chosen = select(names, args.tensors)
+    except WeightIOError as e:
+        _fail(str(e))
+    config: PruneConfig | None = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except WeightIOError as e:
+            _fail(str(e))
+    cli_pattern = None if config else _pattern_from_flags(args)
+    plan, skipped = [], []
+    for name in chosen:
+        a = tensors[name]
+        if a.ndim < 2:
+            skipped.append((name, f"{a.ndim}-D"))
+            continue
+        if a.dtype.kind not in "fiu":
+            skipped.append((name, f"dtype {a.dtype}"))
+            continue
+        if config is not None:
+            rule: Rule | None = config.rule_for(name)
+            if rule is None or rule.pattern is None:
+                skipped.append((name, "no rule" if rule is None else "skip rule"))
+                continue
+            plan.append(
+                (name, a, rule.pattern, rule.fmt or (default_fmt if args.format != "auto" else config.fmt))
+            )
+        else:
+            plan.append((name, a, cli_pattern, default_fmt))
+    if not plan:
+        _fail(
+            f"nothing to prune in {args.weights}: no 2-D tensor selected"
+            + (f" (skipped: {', '.join(f'{n} ({r})' for n, r in skipped[:6])})" if skipped else "")
+        )
+    return plan, skipped
+
+
+def run_prune(args) -> int:
+    """Run ``hwcosim prune`` on a parsed namespace; returns the exit status."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    console = Console()
+    try:
+        tensors = load_tensors(args.weights)
+    except WeightIOError as e:
+        _fail(str(e))
+    plan, skipped = _plan(args, tensors)
+    images = {"hex": ("hex",), "bin": ("bin",), "both": ("hex", "bin"), "none": ()}[args.image]
+
+    results, stems = [], set()
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=len(plan) < 2,
+    ) as progress:
+        task = progress.add_task("pruning", total=len(plan))
+        for name, a, pattern, fmt in plan:
+            progress.update(task, description=f"pruning {name}")
+            w = _as_matrix(a).astype(np.float64)
+            try:
+                mask = pattern.mask(w)
+                obj, fmt_name, deq, packed = _encode(pattern, w, mask, fmt)
+            except (PatternError, ValueError) as e:
+                _fail(f"tensor {name!r} {tuple(a.shape)}: {e}")
+            try:
+                pattern.check(mask)
+                ok = True
+            except PatternError:
+                ok = False
+            norm = float(np.linalg.norm(w))
+            err = float(np.linalg.norm(w - deq)) / norm if norm > 0 else 0.0
+            stem = sanitize(name)
+            base, i = stem, 1
+            while stem in stems:
+                i += 1
+                stem = f"{base}_{i}"
+            stems.add(stem)
+            qfmt = obj.fmt if hasattr(obj, "fmt") else obj[1]
+            results.append(
+                {
+                    "tensor": name,
+                    "stem": stem,
+                    "shape": list(w.shape),
+                    "original_shape": list(a.shape),
+                    "pattern": pattern.describe(),
+                    "format": fmt_name,
+                    "value_format": str(qfmt),
+                    "sparsity": float(1.0 - mask.mean()),
+                    "check": "ok" if ok else "FAILED",
+                    "rel_error": err,
+                    "bytes_before": int(a.nbytes),
+                    "bytes_after": int(packed),
+                    "_obj": obj,
+                }
+            )
+            progress.advance(task)
+
+    out = Path(args.out)
+    written = []
+    if not args.dry_run:
+        for r in results:
+            extra = {
+                "source": {
+                    "file": str(args.weights),
+                    "tensor": r["tensor"],
+                    "original_shape": r["original_shape"],
+                },
+                "pattern": r["pattern"],
+                "rel_error": r["rel_error"],
+            }
+            try:
+                saved = _save(r["_obj"], r["format"], out, r["stem"], images, extra)
+            except (FormatError, OSError) as e:
+                _fail(f"cannot write {r['stem']} to {out}: {e}")
+            r["files"] = [
+                {
+                    "file": f,
+                    "sha256": hashlib.sha256((out / f).read_bytes()).hexdigest(),
+                    "bytes": (out / f).stat().st_size,
+                }
+                for f in saved["files"]
+            ]
+            written += saved["files"]
+    for r in results:
+        r.pop("_obj")
+
+    table = Table(
+        title=f"hwcosim prune: {args.weights}" + (" (dry run, nothing written)" if args.dry_run else "")
+    )
+    name_w = min(40, max(len(r["tensor"]) for r in results))
+    table.add_column("tensor", min_width=max(6, name_w), overflow="fold")
+    table.add_column("shape", no_wrap=True)
+    table.add_column("pattern", overflow="fold")
+    table.add_column("value", overflow="fold")
+    for col in ("sparse", "check", "rel.err", "bytes in->out"):
+        table.add_column(col, justify="right", overflow="fold")
+    for r in results:
+        table.add_row(
+            r["tensor"],
+            "x".join(map(str, r["shape"])),
+            _short(r["pattern"]),
+            f"{r['format'].removeprefix('hwcosim-')} {r['value_format']}",
+            f"{r['sparsity']:.4f}",
+            "[green]ok[/]" if r["check"] == "ok" else "[red]FAILED[/]",
+            f"{r['rel_error']:.4f}",
+            f"{r['bytes_before']}->{r['bytes_after']}",
+        )
+    console.print(table)
+    if skipped:
+        console.print("skipped: " + ", ".join(f"{n} ({why})" for n, why in skipped))
+
+    if not args.dry_run:
+        src = Path(args.weights)
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "version": 1,
+            "tool": "hwcosim prune",
+            "source": {"file": str(src), "sha256": hashlib.sha256(src.read_bytes()).hexdigest()},
+            "outputs": results,
+            "skipped": [{"tensor": n, "reason": why} for n, why in skipped],
+        }
+        write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+        console.print(f"wrote {len(written) + 1} files to {out}/ (manifest.json lists them)")
+    if any(r["check"] != "ok" for r in results):
+        print("error: a pruned mask broke its pattern's invariant (see the check column)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _short(desc: dict) -> str:
+    def fmt(v):
+        return "x".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+    return (
+        desc["pattern"]
+        + " "
+        + " ".join(f"{k}={fmt(v)}" for k, v in desc.items() if k != "pattern" and v is not None)
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

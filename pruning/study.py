@@ -1,0 +1,441 @@
+"""Studies on real data: pruning patterns vs accuracy, and SeerNet's output-sparsity prediction.
+
+**Accuracy study.** Claim under test (Yao et al., "Balanced Sparsity for Efficient DNN
+Inference on GPU", AAAI 2019; Cao et al., "Efficient and Effective Sparse LSTM on FPGA with
+Bank-Balanced Sparsity", FPGA 2019): bank-balanced sparsity keeps about the accuracy of
+unstructured sparsity and beats block sparsity at the same sparsity. Our setting is much
+smaller than the papers' (an LSTM with H=64 on scikit-learn's 8x8 digits, read row by row,
+instead of language models and speech recognition), so the outcome here is evidence on this
+setting only. Both the fused gate matrix ``W`` (4H x (I+H)) and the readout ``W_out`` are
+pruned with the same pattern and target sparsity, first one-shot from the trained dense model
+(no fine-tuning), then gradually on the cubic schedule with masked fine-tuning
+(:mod:`pruning.schedule`). A pattern that cannot reach a target on a matrix (e.g. 8 banks of 9
+weights keep at least 1 of 9, 88.9%) is recorded as skipped with the reason, not clamped.
+
+**SeerNet study** (Cao et al., CVPR 2019; :mod:`pruning.seernet`): a CNN trained on the digits
+images, each conv layer run with a k-bit predictor, k = 1..8.
+
+CLI: :func:`register` adds ``study accuracy`` and ``study seernet``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from models.atomic import atomic_path, write_text
+from models.nn.cnn import CNNConfig
+from models.nn.lstm import LSTMConfig
+from models.nn.train import TrainConfig, get_trained
+from pruning.base import PatternError, pattern_names
+from pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
+
+__all__ = ["default_specs", "accuracy_study", "seernet_study", "register", "PRUNED"]
+
+#: LSTM parameters the accuracy study prunes.
+PRUNED = ("W", "W_out")
+
+#: Training recipe of the dense LSTM (about 97-98% test accuracy on digits for H=64).
+LSTM_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=1e-2, lr_final=1e-3, seed=0)
+CNN_TRAIN = TrainConfig(epochs=15, batch_size=32, lr=1e-2, lr_final=1e-3, seed=0)
+
+# Per pattern: (label, parameters for W (256 x 72), parameters for W_out (10 x 64)).
+# Group sizes must divide 72 and 64 columns (and 256 and 10 rows for 2-D tiles).
+_SPECS = {
+    "unstructured": [("unstructured", {}, {})],
+    "bbs": [("bbs-4banks", {"banks": 4}, {"banks": 4}), ("bbs-8banks", {"banks": 8}, {"banks": 8})],
+    "balanced": [("balanced-24", {"block": 24}, {"block": 16})],
+    "block": [("block-4x4", {"block": (4, 4)}, {"block": (2, 4)})],
+    "vector": [("vector-row4", {"length": 4, "orient": "row"}, {"length": 4, "orient": "row"})],
+    "nm": [("nm-m8", {"m": 8}, {"m": 8})],
+    "fss": [("fss-2x8", {"region": (2, 8)}, {"region": (2, 8)})],
+}
+
+
+def default_specs(names=None) -> list[dict]:
+    """Pattern specs for the study: one or more per registered pattern.
+
+    Each spec is ``{"label", "pattern", "params": {param: {...}}}``; patterns registered
+    without a spec here are tried with their default parameters plus the sparsity.
+    ``names`` selects patterns (registered names) or spec labels.
+    """
+    specs = []
+    for name in pattern_names():
+        for label, pw, po in _SPECS.get(name, [(name, {}, {})]):
+            specs.append({"label": label, "pattern": name, "params": {"W": pw, "W_out": po}})
+    if names:
+        want = set(names)
+        known = {s["label"] for s in specs} | {s["pattern"] for s in specs}
+        bad = sorted(want - known)
+        if bad:
+            raise ValueError(f"unknown pattern(s) {', '.join(bad)}; choose from {', '.join(sorted(known))}")
+        specs = [s for s in specs if s["label"] in want or s["pattern"] in want]
+    return specs
+
+
+def _masks_for(spec: dict, params: dict, sparsity: float) -> dict[str, np.ndarray]:
+    out = {}
+    for p in PRUNED:
+        pat = pattern_for_sparsity(spec["pattern"], sparsity, **spec["params"][p])
+        m = np.asarray(pat.mask(params[p]), dtype=bool)
+        pat.check(m)
+        out[p] = m
+    return out
+
+
+def _achieved(masks: dict[str, np.ndarray]) -> float:
+    return 1.0 - sum(int(m.sum()) for m in masks.values()) / sum(m.size for m in masks.values())
+
+
+def accuracy_study(
+    sparsities=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95),
+    patterns=None,
+    hidden: int = 64,
+    seed: int = 0,
+    finetune: bool = True,
+    schedule_steps: int = 4,
+    epochs_per_step: int = 2,
+    final_epochs: int = 4,
+    cache_dir: str | Path | None = "build/cache",
+    progress=None,
+) -> dict:
+    """Prune the digits LSTM with every pattern at every sparsity; measure test accuracy.
+
+    Parameters
+    ----------
+    sparsities : sequence of float
+        Target sparsities in (0, 1).
+    patterns : sequence of str, optional
+        Pattern names or spec labels (default: every registered pattern).
+    hidden : int
+        LSTM hidden size H.
+    seed : int
+        Seed of the dense model's initial weights (training and fine-tuning seeds derive from
+        fixed constants, so the whole study is deterministic).
+    finetune : bool
+        Also run gradual pruning with fine-tuning (cubic schedule, ``schedule_steps`` steps of
+        ``epochs_per_step`` epochs, then ``final_epochs`` more).
+    cache_dir : path or None
+        Cache of the trained dense LSTM.
+    progress : callable(str), optional
+        Called with a line per finished point.
+
+    Returns
+    -------
+    dict
+        ``dense_accuracy``, ``model``, ``train``, ``finetune`` (recipe), ``points`` (one per
+        spec x sparsity: ``label``, ``pattern``, ``params``, ``target``, ``achieved``,
+        ``accuracy_oneshot``, ``accuracy_finetuned``, ``W_empty_rows`` (gate rows of W left
+        with no weight by the one-shot mask), or ``skipped`` with the reason), ``claim``,
+        ``seconds``.
+    """
+    for s in sparsities:
+        if not (0.0 < float(s) < 1.0):
+            raise ValueError(f"sparsity {s} is outside (0, 1); give fractions like 0.5,0.9")
+    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: one BLAS thread is fastest
+        return _accuracy_study(sparsities, patterns, hidden, seed, finetune, schedule_steps,
+                               epochs_per_step, final_epochs, cache_dir, progress)
+
+
+def _accuracy_study(sparsities, patterns, hidden, seed, finetune, schedule_steps, epochs_per_step,
+                    final_epochs, cache_dir, progress) -> dict:
+    t0 = time.perf_counter()
+    specs = default_specs(patterns)
+    model, ds, info = get_trained("lstm", LSTMConfig(hidden=hidden), LSTM_TRAIN, seed, cache_dir)
+    dense_acc = info["test_accuracy"]
+    ft = TrainConfig(epochs=epochs_per_step, batch_size=32, lr=2e-3, lr_final=5e-4, seed=1000 + seed)
+    points = []
+    for spec in specs:
+        for s in sparsities:
+            rec = {"label": spec["label"], "pattern": spec["pattern"], "params": spec["params"],
+                   "target": float(s)}
+            try:
+                masks = _masks_for(spec, model.params, float(s))
+            except PatternError as e:
+                rec["skipped"] = str(e)
+                points.append(rec)
+                continue
+            pruned = model.copy()
+            for p in PRUNED:
+                pruned.params[p] = pruned.params[p] * masks[p]
+            rec["achieved"] = _achieved(masks)
+            rec["W_empty_rows"] = int((~masks["W"].any(axis=1)).sum())
+            rec["accuracy_oneshot"] = pruned.accuracy(ds.x_test, ds.y_test)
+            if finetune:
+                tuned = model.copy()
+                sched = CubicSchedule(final=float(s), steps=schedule_steps)
+
+                def mask_fn(name, w, sp, spec=spec):
+                    return np.asarray(
+                        pattern_for_sparsity(spec["pattern"], sp, **spec["params"][name]).mask(w), bool)
+
+                fmasks, _ = gradual_prune(tuned, ds.x_train, ds.y_train, mask_fn, PRUNED, sched, ft,
+                                          final_epochs=final_epochs)
+                for p in PRUNED:
+                    pattern_for_sparsity(spec["pattern"], float(s), **spec["params"][p]).check(fmasks[p])
+                    assert not tuned.params[p][~fmasks[p]].any()
+                rec["achieved_finetuned"] = _achieved(fmasks)
+                rec["accuracy_finetuned"] = tuned.accuracy(ds.x_test, ds.y_test)
+            points.append(rec)
+            if progress:
+                progress(f"{spec['label']:>14} s={s:.2f}: one-shot {rec['accuracy_oneshot']:.3f}"
+                         + (f", fine-tuned {rec['accuracy_finetuned']:.3f}" if finetune else ""))
+    result = {
+        "study": "accuracy",
+        "dataset": ds.name,
+        "model": {"kind": "lstm", "hidden": hidden, "input_size": 8, "seed": seed,
+                  "W_shape": list(model.params["W"].shape), "W_out_shape": list(model.params["W_out"].shape)},
+        "pruned_params": list(PRUNED),
+        "dense_accuracy": dense_acc,
+        "train": LSTM_TRAIN.__dict__,
+        "finetune": ({"schedule": "cubic (Zhu & Gupta 2017)", "steps": schedule_steps,
+                      "epochs_per_step": epochs_per_step, "final_epochs": final_epochs, **ft.__dict__}
+                     if finetune else None),
+        "points": points,
+    }
+    result["claim"] = _claim(points, finetune)
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def _claim(points: list[dict], finetune: bool) -> dict:
+    """Compare bbs-4banks with unstructured and block-4x4 at the sparsities all three reached."""
+    by = {}
+    for p in points:
+        if "skipped" not in p:
+            by.setdefault(p["label"], {})[p["target"]] = p
+    need = ("bbs-4banks", "unstructured", "block-4x4")
+    if not all(k in by for k in need):
+        return {"evaluated": False, "reason": f"needs patterns {', '.join(need)}"}
+    common = sorted(set.intersection(*(set(by[k]) for k in need)))
+    out = {"evaluated": True, "sparsities": common,
+           "note": "compared at the same target sparsity; the achieved sparsity of each point (rounding "
+                   "of kept counts per bank/block) is listed with it",
+           "statement": "bank-balanced ~ unstructured (mean gap >= -1 point) and bank-balanced > block "
+                        "(mean gap > 0) over the common sparsities"}
+    for key in ("accuracy_oneshot", "accuracy_finetuned") if finetune else ("accuracy_oneshot",):
+        bu = [by["bbs-4banks"][s][key] - by["unstructured"][s][key] for s in common]
+        bb = [by["bbs-4banks"][s][key] - by["block-4x4"][s][key] for s in common]
+        mbu, mbb = float(np.mean(bu)), float(np.mean(bb))
+        out[key.removeprefix("accuracy_")] = {
+            "bbs_minus_unstructured": bu, "bbs_minus_block": bb,
+            "mean_bbs_minus_unstructured": mbu, "mean_bbs_minus_block": mbb,
+            "holds": bool(mbu >= -0.01 and mbb > 0),
+        }
+    return out
+
+
+def seernet_study(bits=tuple(range(1, 9)), seed: int = 0, channels=(16, 32), epochs: int | None = None,
+                  cache_dir: str | Path | None = "build/cache") -> dict:
+    """Train (or load) the digits CNN and measure SeerNet for each bit width.
+
+    Returns
+    -------
+    dict
+        ``model``, ``dense_accuracy`` and ``results`` (see :func:`pruning.seernet.evaluate`).
+    """
+    from pruning import seernet
+
+    bits = [int(b) for b in bits]
+    if not bits or any(not 1 <= b <= 8 for b in bits):
+        raise ValueError(f"bit widths must lie in 1..8, not {bits}")
+    t0 = time.perf_counter()
+    tc = CNN_TRAIN if epochs is None else replace(CNN_TRAIN, epochs=epochs)
+    cnn, ds, info = get_trained("cnn", CNNConfig(channels=tuple(channels), pool=(True,) * len(channels)),
+                                tc, seed, cache_dir)
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = seernet.evaluate(cnn, ds.x_test, ds.y_test, bits)
+    return {"study": "seernet", "dataset": ds.name, "model": {"kind": "cnn", **cnn.config.__dict__, "seed": seed},
+            "train": tc.__dict__, "evaluated_on": "test split", **res,
+            "seconds": time.perf_counter() - t0}
+
+
+# -- output ---------------------------------------------------------------------------------
+
+def _write_json(path: Path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, default=lambda o: list(o) if isinstance(o, tuple) else str(o)) + "\n")
+
+
+def _plot_accuracy(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("accuracy_oneshot", "one-shot (no fine-tuning)")]
+    if result["finetune"]:
+        keys.append(("accuracy_finetuned", "gradual + fine-tuning"))
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False, sharey=True)
+    labels = list(dict.fromkeys(p["label"] for p in result["points"]))
+    for ax, (key, title) in zip(axes[0], keys, strict=True):
+        for lab in labels:
+            pts = [p for p in result["points"] if p["label"] == lab and "skipped" not in p]
+            if pts:
+                ax.plot([p["achieved"] for p in pts], [p[key] for p in pts], "o-", label=lab)
+        ax.axhline(result["dense_accuracy"], color="k", ls="--", lw=1, label="dense")
+        ax.set_title(title)
+        ax.set_xlabel("achieved sparsity (W and W_out)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (digits)")
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(f"LSTM H={result['model']['hidden']} on digits: accuracy vs sparsity per pattern")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def _plot_seernet(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rs = result["results"]
+    bits = [r["bits"] for r in rs]
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    for li in range(len(rs[0]["layers"])):
+        ax[0].plot(bits, [r["layers"][li]["precision"] for r in rs], "o-", label=f"conv{li} precision")
+        ax[0].plot(bits, [r["layers"][li]["recall"] for r in rs], "s--", label=f"conv{li} recall")
+        ax[1].plot(bits, [r["layers"][li]["macs_skipped"] for r in rs], "o-", label=f"conv{li}")
+    ax[1].plot(bits, [r["macs_skipped"] for r in rs], "k^-", label="all conv layers")
+    ax[2].plot(bits, [r["accuracy"] for r in rs], "o-", label="SeerNet")
+    ax[2].axhline(result["dense_accuracy"], color="k", ls="--", lw=1, label="dense")
+    for a, t in zip(ax, ("mask precision / recall", "full-precision MACs skipped", "test accuracy"), strict=True):
+        a.set_xlabel("predictor bits k")
+        a.set_title(t)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+def _fail(msg: str):
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        _fail(f"cannot read sparsities {text!r}; write fractions separated by commas, e.g. 0.5,0.75,0.9")
+
+
+def _bits(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            a, b = (int(t) for t in text.split("-"))
+            return list(range(a, b + 1))
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        _fail(f"cannot read bit widths {text!r}; write a range like 1-8 or a list like 1,2,4,8")
+
+
+def _run_accuracy(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    sp = _floats(args.sparsities) if args.sparsities else ([0.5, 0.75, 0.9] if args.quick
+                                                          else [0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+    pats = [p.strip() for p in args.patterns.split(",") if p.strip()] if args.patterns else None
+    if args.hidden < 1:
+        _fail(f"--hidden must be a positive integer, not {args.hidden}")
+    kw = dict(schedule_steps=2, epochs_per_step=2, final_epochs=2) if args.quick else {}
+    console = Console(stderr=True)
+    try:
+        res = accuracy_study(sp, pats, args.hidden, args.seed, finetune=not args.no_finetune,
+                             cache_dir=args.cache_dir, progress=console.print if args.verbose else None, **kw)
+    except (ValueError, PatternError) as e:
+        _fail(str(e))
+    out = Path(args.output)
+    _write_json(out / "accuracy.json", res)
+    _plot_accuracy(res, out / "accuracy.png")
+    t = Table(title=f"LSTM H={args.hidden} on digits, dense accuracy {res['dense_accuracy']:.4f}")
+    for c in ("pattern", "target", "achieved", "one-shot", "fine-tuned"):
+        t.add_column(c, justify="right" if c != "pattern" else "left")
+    for p in res["points"]:
+        if "skipped" in p:
+            t.add_row(p["label"], f"{p['target']:.2f}", "skipped", "-", "-")
+        else:
+            ftc = f"{p['accuracy_finetuned']:.4f}" if "accuracy_finetuned" in p else "-"
+            t.add_row(p["label"], f"{p['target']:.2f}", f"{p['achieved']:.3f}", f"{p['accuracy_oneshot']:.4f}", ftc)
+    Console().print(t)
+    c = res["claim"]
+    if c.get("evaluated"):
+        for k in ("oneshot", "finetuned"):
+            if k in c:
+                Console().print(f"claim ({k}): bbs-unstructured {c[k]['mean_bbs_minus_unstructured']:+.4f}, "
+                                f"bbs-block {c[k]['mean_bbs_minus_block']:+.4f} -> "
+                                f"{'holds' if c[k]['holds'] else 'does not hold'}")
+    Console().print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'} ({res['seconds']:.1f} s)")
+    return 0
+
+
+def _run_seernet(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    bits = _bits(args.bits) if args.bits else ([1, 2, 4, 8] if args.quick else list(range(1, 9)))
+    try:
+        res = seernet_study(bits, args.seed, epochs=args.epochs, cache_dir=args.cache_dir)
+    except ValueError as e:
+        _fail(str(e))
+    out = Path(args.output)
+    _write_json(out / "seernet.json", res)
+    _plot_seernet(res, out / "seernet.png")
+    t = Table(title=f"SeerNet on the digits CNN, dense accuracy {res['dense_accuracy']:.4f}")
+    for c in ("bits", "layer", "precision", "recall", "MACs skipped", "accuracy", "change"):
+        t.add_column(c, justify="right")
+    for r in res["results"]:
+        for s in r["layers"]:
+            t.add_row(str(r["bits"]), f"conv{s['layer']}", f"{s['precision']:.3f}", f"{s['recall']:.3f}",
+                      f"{s['macs_skipped']:.3f}", f"{r['accuracy']:.4f}", f"{r['accuracy_change']:+.4f}")
+    Console().print(t)
+    Console().print(f"wrote {out / 'seernet.json'} and {out / 'seernet.png'} ({res['seconds']:.1f} s)")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``study accuracy`` and ``study seernet`` to an argparse subparsers object.
+
+    Each sets ``func`` (call ``args.func(args)``; it returns the exit status).
+    """
+    study = subparsers.add_parser("study", help="accuracy studies on real data (pruning patterns, SeerNet)",
+                                  description="Accuracy studies on real data.")
+    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet}")
+
+    a = sub.add_parser("accuracy", help="LSTM on digits pruned with every pattern, with/without fine-tuning",
+                       description="Train an LSTM on scikit-learn digits (cached), prune its fused gate "
+                                   "matrix and readout with every registered pattern at several "
+                                   "sparsities, one-shot and with gradual fine-tuning; write "
+                                   "accuracy.json and accuracy.png.")
+    a.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
+    a.add_argument("--quick", action="store_true", help="3 sparsities and a short fine-tuning (< 90 s)")
+    a.add_argument("--sparsities", help="comma-separated targets, e.g. 0.5,0.75,0.9")
+    a.add_argument("--patterns", help="comma-separated pattern names or labels (default: all registered)")
+    a.add_argument("--hidden", type=int, default=64, help="LSTM hidden size (default 64)")
+    a.add_argument("--seed", type=int, default=0, help="model seed (default 0)")
+    a.add_argument("--no-finetune", action="store_true", help="one-shot pruning only")
+    a.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
+    a.add_argument("-v", "--verbose", action="store_true", help="print each point as it finishes")
+    a.set_defaults(func=_run_accuracy)
+
+    s = sub.add_parser("seernet", help="SeerNet output-sparsity prediction on a digits CNN, k = 1..8 bits",
+                       description="Train a CNN on digits (cached) and run every conv layer the SeerNet "
+                                   "way with a k-bit predictor; write seernet.json and seernet.png.")
+    s.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
+    s.add_argument("--bits", help="bit widths, a range 1-8 or a list 1,2,4,8 (default 1-8; 1,2,4,8 with --quick)")
+    s.add_argument("--quick", action="store_true", help="only k = 1, 2, 4, 8")
+    s.add_argument("--epochs", type=int, default=None, help="CNN training epochs (default 15)")
+    s.add_argument("--seed", type=int, default=0, help="model seed (default 0)")
+    s.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
+    s.set_defaults(func=_run_seernet)
