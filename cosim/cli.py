@@ -26,7 +26,7 @@ def _register_all(sub) -> None:
 
 
 # Subcommands that live in other packages (each module has register(subparsers)).
-_PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "models.kvdirect.cli"]
+_PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "models.kvdirect.cli", "models.melo.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

