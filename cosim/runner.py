@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -101,6 +102,16 @@ def to_verilog(design, toplevel: str) -> str:
     return verilog.convert(design, name=toplevel, emit_src=False)
 
 
+def _have_lz4() -> bool:
+    """True when the C++ compiler finds lz4.h (Verilator's FST writer needs it); else VCD."""
+    try:
+        r = subprocess.run(["c++", "-E", "-x", "c++", "-"], input="#include <lz4.h>\n", capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
 @contextlib.contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +126,9 @@ def _locked(path: Path):
 def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Path, bool]:
     from cocotb_tools.runner import get_runner
 
-    flags = VERILATOR_FLAGS if sim == "verilator" else []
+    flags = list(VERILATOR_FLAGS) if sim == "verilator" else []
+    if waves and sim == "verilator" and _have_lz4():
+        flags.append("--trace-fst")  # FST: compressed; Verilator's FST writer needs lz4.h (liblz4-dev)
     import cocotb
 
     key_src = json.dumps([verilog_text, sim, flags, waves, TIMESCALE, cocotb.__version__])
@@ -224,10 +237,13 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
     if waves:
         for f in bdir.glob(f"{toplevel}.fst"):  # Icarus dumps beside its build; keep it with this run
             shutil.move(str(f), test_dir / f.name)
-        cands = sorted(test_dir.glob("*.vcd")) + sorted(test_dir.glob("*.fst"))
+        cands = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
         wave = cands[0] if cands else None
         if wave:
-            print(f"waveform: {wave}")
+            from cosim.waves import write_gtkw
+
+            gtkw = write_gtkw(verilog_text, toplevel, wave, sim)
+            print(f"waveform: {wave}\nGTKWave save file (streams grouped): {gtkw}")
     res = SimResult(passed=n_failed == 0 and n_tests > 0, n_tests=n_tests, n_failed=n_failed, sim=sim,
                     build_dir=bdir, test_dir=test_dir, log=log, waves=wave, metrics=metrics,
                     rebuilt=rebuilt, seconds=time.monotonic() - t0)

