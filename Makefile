@@ -38,9 +38,13 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 verilog: setup ## write every design's Verilog (default parameters) + a Yosys resource report to build/verilog/
 	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup
 
-bench: setup ## benchmarks and paper-reproduction runs (slow), JSON to build/bench/
-	$(BIN)/pytest -q -m slow -n 1 -p no:randomly
+bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in build/bench/
 	$(BIN)/hwcosim bench -o build/bench
+	$(BIN)/hwcosim study accuracy -o build/bench/study
+	$(BIN)/hwcosim study seernet -o build/bench/study
+	$(BIN)/hwcosim melo study -o build/bench/melo
+	$(BIN)/hwcosim kvdirect study -o build/bench/kvdirect
+	$(BIN)/pytest -q -m slow -n $(JOBS)
 
 lint: setup ## ruff
 	$(BIN)/ruff check hdl models pruning cosim tests
