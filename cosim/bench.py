@@ -97,9 +97,23 @@ def _kernels(out_dir: Path, quick: bool) -> dict:
     return run_kernel_bench(out_dir, quick=quick)
 
 
+def _lazy(module: str, name: str) -> Callable[[Path, bool], dict]:
+    def run(out_dir: Path, quick: bool) -> dict:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(out_dir, quick)
+
+    run.__name__ = name
+    return run
+
+
 BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "bbs_spmxv": bench_bbs_spmxv,
     "kernels": _kernels,
+    "cluster_arnold": _lazy("models.cluster.cli", "bench_arnold"),
+    "cluster_c4p": _lazy("models.cluster.cli", "bench_c4p"),
+    "cluster_crux": _lazy("models.cluster.cli", "bench_crux"),
+    "cluster_speed": _lazy("models.cluster.cli", "bench_cluster_speed"),
 }
 
 

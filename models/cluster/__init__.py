@@ -1,0 +1,31 @@
+"""Cluster layer: a flow-level GPU-cluster simulator and the C4P, Arnold and Crux studies.
+
+- :mod:`~models.cluster.topology`: three-tier Clos of multi-GPU hosts with bonded NIC ports;
+  generators (regular Clos, fat tree) and the real Lingjun 2023 topology (Crux data set).
+- :mod:`~models.cluster.network`: streams with max-min fair sharing and strict priorities.
+- :mod:`~models.cluster.collectives`: ring/tree all-reduce, all-gather, reduce-scatter, P2P.
+- :mod:`~models.cluster.job`: DP/TP/PP jobs; :mod:`~models.cluster.engine`: the event engine.
+- :mod:`~models.cluster.routing`: ECMP; :mod:`~models.cluster.c4p`, :mod:`~models.cluster.crux`:
+  the planners; :mod:`~models.cluster.arnold`: placement (MIP) and baselines.
+"""
+
+from .collectives import (
+                          Collective,
+                          StreamSpec,
+                          bus_bw_factor,
+                          p2p,
+                          ring_allgather,
+                          ring_allreduce,
+                          ring_reducescatter,
+                          tree_allreduce,
+)
+from .engine import JobRecord, Simulator
+from .job import Comm, Compute, JobSpec, placement
+from .network import FlowNetwork, maxmin_rates
+from .routing import ECMPRouter, Router
+from .topology import Topology, clos, fat_tree, hash_choices, lingjun_2023
+
+__all__ = ["Topology", "clos", "fat_tree", "lingjun_2023", "hash_choices", "FlowNetwork", "maxmin_rates",
+           "StreamSpec", "Collective", "ring_allreduce", "tree_allreduce", "ring_allgather", "ring_reducescatter",
+           "p2p", "bus_bw_factor", "JobSpec", "Compute", "Comm", "placement", "Simulator", "JobRecord",
+           "Router", "ECMPRouter"]

@@ -1,0 +1,74 @@
+"""Routing policies: how a stream's flows are mapped to paths, and at which priority.
+
+A router is asked once per stream start (:meth:`Router.route`) with a stable ``route_key``
+(job, step, collective, channel): collective connections (NCCL QPs) are long-lived, so the same
+key must get the same paths in every iteration unless the router re-plans.
+
+:class:`ECMPRouter` is the baseline of C4 and Crux: per-flow hashing of the flow key over all
+equal-cost choices (bond port, aggregation switch, core, parallel lane), oblivious to load. When a
+link fails, flows whose path uses it are re-hashed among the surviving paths (the next hop is
+removed from the ECMP group), flows on healthy paths stay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .topology import Topology, hash_choices
+
+__all__ = ["Router", "ECMPRouter"]
+
+
+class Router:
+    """Base class: subclasses implement :meth:`route`; :meth:`priority` defaults to 0."""
+
+    def __init__(self, topo: Topology, seed: int = 0):
+        self.topo = topo
+        self.seed = int(seed)
+        self.alive = np.ones(topo.n_links, dtype=bool)
+
+    def route(self, job_id: int, route_key: tuple, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def priority(self, job_id: int) -> int:
+        return 0
+
+    def on_job_start(self, sim, job_id: int) -> None:
+        """Hook: a job was added (planners may precompute)."""
+
+    def on_link_change(self, sim) -> dict[int, np.ndarray]:
+        """Hook after :attr:`alive` changed; returns {stream id: new paths} for active streams."""
+        return {}
+
+    def usable(self, paths: np.ndarray) -> np.ndarray:
+        """Row mask: every hop of the path is alive."""
+        ok = np.where(paths >= 0, self.alive[np.maximum(paths, 0)], True)
+        return ok.all(axis=1)
+
+
+class ECMPRouter(Router):
+    """Load-oblivious per-flow ECMP hashing (keys: job, src, dst, route key)."""
+
+    def _hashed(self, job_id, route_key, src, dst, salt: int) -> np.ndarray:
+        n = src.size
+        kh = abs(hash(route_key)) % (1 << 61)
+        keys = np.column_stack([np.full(n, job_id), src, dst, np.full(n, kh), np.full(n, salt)])
+        return self.topo.paths(src, dst, hash_choices(keys, self.seed))
+
+    def route(self, job_id, route_key, src, dst):
+        paths = self._hashed(job_id, route_key, src, dst, 0)
+        bad = ~self.usable(paths)
+        salt = 1
+        while bad.any() and salt < 64:
+            paths[bad] = self._hashed(job_id, route_key, src[bad], dst[bad], salt)
+            bad = ~self.usable(paths)
+            salt += 1
+        return paths
+
+    def on_link_change(self, sim):
+        out = {}
+        for sid, info in sim.active_streams().items():
+            p = info.paths
+            if not self.usable(p).all():
+                out[sid] = self.route(info.job_id, info.route_key, info.src, info.dst)
+        return out
