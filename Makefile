@@ -9,7 +9,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM
 
-.PHONY: help setup demo sim test verilog bench lint clean
+.PHONY: help setup demo sim test verilog bench lint docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hwcosim needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx]'
 	@touch $(STAMP)
 
 demo: setup ## prune a trained weight matrix -> CSB -> RTL simulation vs golden model -> Verilog + resources
@@ -46,9 +46,12 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim kvdirect study -o build/bench/kvdirect
 	$(BIN)/pytest -q -m slow -n $(JOBS)
 
+docs: setup ## build the documentation site into site/ (mkdocs, offline, warnings are errors)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: setup ## ruff
 	$(BIN)/ruff check hdl models pruning cosim tests
 
 clean: ## remove build outputs (keeps .venv)
-	rm -rf build .pytest_cache .ruff_cache
+	rm -rf build site .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

