@@ -110,6 +110,7 @@ def _lazy(module: str, name: str) -> Callable[[Path, bool], dict]:
 BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "bbs_spmxv": bench_bbs_spmxv,
     "kernels": _kernels,
+    "bbs_lstm": _lazy("cosim.bbs_lstm_bench", "bench_bbs_lstm"),
     "cluster_arnold": _lazy("models.cluster.cli", "bench_arnold"),
     "cluster_c4p": _lazy("models.cluster.cli", "bench_c4p"),
     "cluster_crux": _lazy("models.cluster.cli", "bench_crux"),

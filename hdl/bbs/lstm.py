@@ -1,0 +1,345 @@
+"""BBS LSTM layer engine in Amaranth: SpMxV + element-wise unit + vector builder + weight replay.
+
+Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity", FPGA 2019.
+The golden model, the hardware layout (interleaved banks, gate-interleaved rows) and the
+fixed-point rules are in :mod:`models.bbs_lstm`; this block meets them bit for bit.
+
+Blocks
+------
+- **Weight memory + replay.** ``rows/P * k`` CSB words of ``P * B`` lanes, loaded once over the
+  ``wload`` stream, then read in a loop (one word per cycle, a prefetched word waits in the
+  read register) into the SpMxV weight port: every time step replays the whole matrix.
+- **SpMxV** (:class:`hdl.bbs.spmxv.SpMxV`, unchanged): ``P`` PEs x ``B`` banks, double-buffered
+  vector memory.
+- **Element-wise unit** (:class:`ElementWise`): per output beat of the SpMxV (the four gates of
+  ``U = P/4`` units), adds the bias, evaluates PLAN sigmoid/tanh (shifts and adds only),
+  updates the cell state (a ``4H/P``-deep memory of ``U`` cells) and produces ``U`` hidden values.
+  Fully pipelined, one beat per cycle, latency 4 (bias/cell read, bias + activations, cell
+  update, tanh x o).
+- **Vector builder.** Writes the next step's vector into the SpMxV's idle vector buffer as
+  ``x_pad/B`` input beats (taken from the ``x`` stream, one beat per time step) followed by
+  ``H/B`` hidden beats: zeros at the first step of a sequence, otherwise ``h_{t-1}`` taken from
+  the feedback FIFO (which holds one hidden vector) through a ``U -> B`` width converter.
+
+Overlap and throughput. The input part of step ``t+1``'s vector loads while step ``t``
+computes; its hidden part is written as ``h_t`` leaves the element-wise unit; the first step of
+the next sequence loads and starts with no gap. Consecutive steps of one sequence are separated
+by :data:`models.bbs_lstm.STEP_GAP` cycles (the recurrence; it cannot overlap at batch 1), so
+a step costs ``rows/P * k + STEP_GAP`` cycles (:class:`models.bbs_lstm.LSTMCycleModel`).
+
+Resources. SpMxV (``P*B`` multipliers, ``P*B`` vector memories) + weight memory
+(``rows/P*k`` x ``P*B*(W+I)`` bits) + ``3 U`` small multipliers (f*c, i*g, o*tanh) + ``U``
+PLAN units (comparators, shifters, adders) + bias (``4H x GW``) and cell (``H x CW``) memories
++ a ``H/U``-entry feedback FIFO.
+
+Back-pressure. The ``h`` output stalls the element-wise pipeline, which stalls the SpMxV
+output, which stalls the weight replay; nothing is lost.
+
+Counters (saturating 32 bit): ``cycles`` (cycles with a step accepted and not finished),
+``mac_beats`` (weight beats consumed), ``steps`` (hidden vectors produced), ``stall_out``
+(``h`` refused).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
+from hdl.common.fixed import requantize
+from models.bbs_lstm import LSTMParams
+
+__all__ = ["plan_sigmoid", "plan_tanh", "ElementWise", "LSTMLayer", "h_out_layout"]
+
+
+def plan_sigmoid(x: Value, x_frac: int, out_frac: int) -> Value:
+    """PLAN sigmoid of signed ``x`` (``x_frac`` fraction bits) with ``out_frac`` fraction bits;
+    mirrors :func:`models.bbs_lstm.plan_sigmoid`."""
+    neg = x < 0
+    a = Mux(neg, -x, x)
+    one = 1 << out_frac
+
+    def lin(s, off32):
+        sh = x_frac + s - out_frac
+        t = (a >> sh) if sh >= 0 else (a << -sh)
+        return t + ((off32 << out_frac) >> 5)
+
+    y = Mux(a >= (5 << x_frac), one,
+            Mux(a >= (19 << (x_frac - 3)), lin(5, 27),
+                Mux(a >= (1 << x_frac), lin(3, 20), lin(2, 16))))
+    return Mux(neg, one - y, y)
+
+
+def plan_tanh(x: Value, x_frac: int, out_frac: int) -> Value:
+    return plan_sigmoid(x, x_frac - 1, out_frac + 1) - (1 << out_frac)
+
+
+def h_out_layout(p: LSTMParams) -> data.ArrayLayout:
+    return data.ArrayLayout(signed(p.vec_fmt.width), p.units)
+
+
+def _counter(m, ctr, cond):
+    with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
+        m.d.sync += ctr.eq(ctr + 1)
+
+
+class ElementWise(wiring.Component):
+    """Bias, activations and state update for ``U = P/4`` hidden units per cycle.
+
+    Attributes
+    ----------
+    y : In(stream of P gate values)  -- SpMxV output beats, physical row order (4u + q).
+    bload : In(stream of P gate values)  -- bias, ``4H/P`` beats, loaded once.
+    o : Out(stream of {h: U values, fb: 1})  -- ``fb`` = 0 on the last step of a sequence.
+    seq_len : In(16)
+    bias_loaded : Out(1)
+    """
+
+    def __init__(self, params: LSTMParams):
+        self.params = p = params
+        gl = data.ArrayLayout(signed(p.gate_fmt.width), p.pes)
+        super().__init__({
+            "y": In(stream.Signature(gl)),
+            "bload": In(stream.Signature(gl)),
+            "o": Out(stream.Signature(data.StructLayout({"h": h_out_layout(p), "fb": 1}))),
+            "seq_len": In(16),
+            "bias_loaded": Out(1),
+        })
+
+    def elaborate(self, platform):
+        p = self.params
+        m = Module()
+        P, U, G = p.pes, p.units, p.rows // p.pes
+        gw, cw, A = p.gate_fmt.width, p.cell_fmt.width, p.act_frac
+        gf, cf = p.gate_fmt.frac_bits, p.cell_fmt.frac_bits
+        aw = A + 2
+
+        # bias memory, loaded once
+        m.submodules.bmem = bmem = Memory(shape=unsigned(gw * P), depth=G, init=[])
+        bwp, brp = bmem.write_port(), bmem.read_port()
+        bl_cnt = Signal(range(G))
+        m.d.comb += [self.bload.ready.eq(~self.bias_loaded), bwp.addr.eq(bl_cnt),
+                     bwp.data.eq(self.bload.payload.as_value()),
+                     bwp.en.eq(self.bload.valid & ~self.bias_loaded)]
+        with m.If(self.bload.valid & ~self.bias_loaded):
+            m.d.sync += bl_cnt.eq(bl_cnt + 1)
+            with m.If(bl_cnt == G - 1):
+                m.d.sync += [bl_cnt.eq(0), self.bias_loaded.eq(1)]
+
+        # cell memory: U cells per group
+        m.submodules.cmem = cmem = Memory(shape=unsigned(cw * U), depth=G, init=[])
+        cwp, crp = cmem.write_port(), cmem.read_port()
+
+        adv = Signal()
+        m.d.comb += [adv.eq(~self.o.valid | self.o.ready), self.y.ready.eq(adv & self.bias_loaded)]
+        yfire = self.y.valid & self.y.ready
+        gcnt = Signal(range(G))
+        scnt = Signal(16)
+        m.d.comb += [brp.addr.eq(gcnt), brp.en.eq(adv), crp.addr.eq(gcnt), crp.en.eq(adv)]
+        with m.If(yfire):
+            m.d.sync += gcnt.eq(gcnt + 1)
+            with m.If(gcnt == G - 1):
+                m.d.sync += [gcnt.eq(0), scnt.eq(Mux(scnt + 1 >= self.seq_len, 0, scnt + 1))]
+
+        # stage A: operands registered (bias and cell read in flight)
+        vA, firstA, lastA = Signal(), Signal(), Signal()
+        gA = Signal(range(G))
+        yA = Signal(data.ArrayLayout(signed(gw), P))
+        # stage B: activations, previous cell
+        vB, lastB = Signal(), Signal()
+        gB = Signal(range(G))
+        act = [[Signal(signed(aw), name=f"act{u}_{q}") for q in range(4)] for u in range(U)]
+        cB = [Signal(signed(cw), name=f"cprev{u}") for u in range(U)]
+        # stage C: new cell
+        vC, lastC = Signal(), Signal()
+        cC = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
+        oC = [Signal(signed(aw), name=f"o{u}") for u in range(U)]
+
+        F = A + max(cf, A)
+        cnew = []
+        for u in range(U):
+            i_, f_, g_, _ = act[u]
+            acc = ((f_ * cB[u]) << (F - A - cf)) + ((i_ * g_) << (F - 2 * A))
+            s = Signal(signed(cw), name=f"cnext{u}")
+            m.d.comb += s.eq(requantize(acc, F, p.cell_fmt))
+            cnew.append(s)
+        m.d.comb += [cwp.addr.eq(gB), cwp.data.eq(Cat(*cnew)), cwp.en.eq(adv & vB)]
+
+        with m.If(adv):
+            m.d.sync += [vA.eq(yfire), firstA.eq(scnt == 0), lastA.eq(scnt + 1 >= self.seq_len), gA.eq(gcnt),
+                         yA.eq(self.y.payload),
+                         vB.eq(vA), lastB.eq(lastA), gB.eq(gA),
+                         vC.eq(vB), lastC.eq(lastB),
+                         self.o.valid.eq(vC), self.o.payload.fb.eq(~lastC)]
+            bias = brp.data
+            cold = crp.data
+            for u in range(U):
+                for q in range(4):
+                    r = 4 * u + q
+                    zs = Signal(signed(gw), name=f"z{u}_{q}")
+                    m.d.comb += zs.eq(requantize(yA[r] + bias.word_select(r, gw).as_signed(), gf, p.gate_fmt))
+                    fn = plan_tanh if q == 2 else plan_sigmoid
+                    m.d.sync += act[u][q].eq(fn(zs, gf, A))
+                m.d.sync += cB[u].eq(Mux(firstA, 0, cold.word_select(u, cw).as_signed()))
+                m.d.sync += [cC[u].eq(cnew[u]), oC[u].eq(act[u][3])]
+                tc = Signal(signed(aw), name=f"tanhc{u}")
+                m.d.comb += tc.eq(plan_tanh(cC[u], cf, A))
+                m.d.sync += self.o.payload.h[u].eq(requantize(oC[u] * tc, 2 * A, p.vec_fmt))
+        return m
+
+
+class LSTMLayer(wiring.Component):
+    """A whole BBS LSTM layer: runs sequences of ``seq_len`` steps, one hidden vector per step.
+
+    Parameters
+    ----------
+    params : LSTMParams
+
+    Attributes
+    ----------
+    wload : In(stream of CSB weight beats)  -- ``rows/P * k`` beats (layout of :mod:`models.bbs`),
+        physical order of :mod:`models.bbs_lstm`; loaded once after reset.
+    bload : In(stream of P gate_fmt biases)  -- ``4H/P`` beats.
+    x : In(stream of I vec_fmt values)  -- one beat per time step, sequences back to back.
+    h : Out(stream of U vec_fmt values)  -- ``H/U`` beats per step, units in order.
+    seq_len : In(16)  -- steps per sequence (>= 1), held constant while running.
+    loaded : Out(1)
+    cycles, mac_beats, steps, stall_out : Out(32)
+    """
+
+    def __init__(self, params: LSTMParams):
+        if not isinstance(params, LSTMParams):
+            raise TypeError(f"LSTMLayer takes a models.bbs_lstm.LSTMParams, not {params!r}")
+        self.params = p = params
+        gl = data.ArrayLayout(signed(p.gate_fmt.width), p.pes)
+        super().__init__({
+            "wload": In(stream.Signature(weight_layout(p.bbs))),
+            "bload": In(stream.Signature(gl)),
+            "x": In(stream.Signature(data.ArrayLayout(signed(p.vec_fmt.width), p.input_size))),
+            "h": Out(stream.Signature(h_out_layout(p))),
+            "seq_len": In(16),
+            "loaded": Out(1),
+            "cycles": Out(COUNTER_BITS),
+            "mac_beats": Out(COUNTER_BITS),
+            "steps": Out(COUNTER_BITS),
+            "stall_out": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        p = self.params
+        bbs = p.bbs
+        m = Module()
+        P, B, U, H = p.pes, p.banks, p.units, p.hidden
+        vw = p.vec_fmt.width
+        WB = bbs.weight_beats
+        wwidth = P * B * bbs.lane_width
+
+        m.submodules.spmxv = mx = SpMxV(bbs)
+        m.submodules.ew = ew = ElementWise(p)
+        m.d.comb += ew.seq_len.eq(self.seq_len)
+        wiring.connect(m, wiring.flipped(self.bload), ew.bload)
+        wiring.connect(m, mx.y, ew.y)
+
+        # --- weight memory: load once, replay forever ------------------------------------------
+        m.submodules.wmem = wmem = Memory(shape=unsigned(wwidth), depth=WB, init=[])
+        wwp, wrp = wmem.write_port(), wmem.read_port()
+        w_loaded = Signal()
+        wl_cnt = Signal(range(WB))
+        wl_fire = self.wload.valid & ~w_loaded
+        m.d.comb += [self.wload.ready.eq(~w_loaded), wwp.addr.eq(wl_cnt),
+                     wwp.data.eq(self.wload.payload.as_value()), wwp.en.eq(wl_fire)]
+        with m.If(wl_fire):
+            m.d.sync += wl_cnt.eq(wl_cnt + 1)
+            with m.If(wl_cnt == WB - 1):
+                m.d.sync += [wl_cnt.eq(0), w_loaded.eq(1)]
+        m.d.comb += self.loaded.eq(w_loaded & ew.bias_loaded)
+
+        ra = Signal(range(WB))
+        rvalid = Signal()
+        ren = ~rvalid | mx.w.ready
+        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), mx.w.valid.eq(rvalid),
+                     mx.w.payload.as_value().eq(wrp.data)]
+        with m.If(ren):
+            m.d.sync += rvalid.eq(self.loaded)
+            with m.If(self.loaded):
+                m.d.sync += ra.eq(Mux(ra == WB - 1, 0, ra + 1))
+
+        # --- outputs and feedback FIFO -----------------------------------------------------------
+        m.submodules.fb = fifo = SyncFIFOBuffered(width=U * vw, depth=H // U + 1)
+        m.d.comb += [self.h.valid.eq(ew.o.valid), self.h.payload.eq(ew.o.payload.h),
+                     ew.o.ready.eq(self.h.ready)]
+        h_fire = self.h.valid & self.h.ready
+        m.d.comb += [fifo.w_data.eq(ew.o.payload.h.as_value()), fifo.w_en.eq(h_fire & ew.o.payload.fb)]
+
+        # --- vector builder ------------------------------------------------------------------------
+        vx = mx.x
+        NXB, NHB = p.x_beats, p.h_beats
+        in_h = Signal()
+        xb = Signal(range(max(NXB, 2)))
+        hb = Signal(range(max(NHB, 2)))
+        bs = Signal(16)
+        vfire = vx.valid & vx.ready
+        xpad = Cat(self.x.payload.as_value(), Const(0, (p.x_pad - p.input_size) * vw))
+
+        with m.If(~in_h):
+            m.d.comb += [vx.valid.eq(self.x.valid), vx.payload.as_value().eq(xpad.word_select(xb, B * vw)),
+                         self.x.ready.eq(vx.ready & (xb == NXB - 1))]
+            with m.If(vfire):
+                m.d.sync += xb.eq(Mux(xb == NXB - 1, 0, xb + 1))
+                with m.If(xb == NXB - 1):
+                    m.d.sync += in_h.eq(1)
+        with m.Else():
+            with m.If(bs == 0):
+                m.d.comb += [vx.valid.eq(1), vx.payload.as_value().eq(0)]
+            with m.Else():
+                if U >= B:
+                    R = U // B
+                    sub = Signal(range(max(R, 2)))
+                    beat = fifo.r_data.word_select(sub, B * vw) if R > 1 else fifo.r_data
+                    m.d.comb += [vx.valid.eq(fifo.r_rdy), vx.payload.as_value().eq(beat),
+                                 fifo.r_en.eq(vx.ready & (sub == R - 1))]
+                    with m.If(vfire):
+                        m.d.sync += sub.eq(Mux(sub == R - 1, 0, sub + 1))
+                else:
+                    R = B // U
+                    hold = [Signal(U * vw, name=f"hold{i}") for i in range(R - 1)]
+                    cnt = Signal(range(R))
+                    with m.If(cnt < R - 1):
+                        m.d.comb += fifo.r_en.eq(1)
+                        with m.If(fifo.r_rdy):
+                            m.d.sync += cnt.eq(cnt + 1)
+                            with m.Switch(cnt):
+                                for i in range(R - 1):
+                                    with m.Case(i):
+                                        m.d.sync += hold[i].eq(fifo.r_data)
+                    with m.Else():
+                        m.d.comb += [vx.valid.eq(fifo.r_rdy), vx.payload.as_value().eq(Cat(*hold, fifo.r_data)),
+                                     fifo.r_en.eq(vx.ready)]
+                        with m.If(vfire):
+                            m.d.sync += cnt.eq(0)
+            with m.If(vfire):
+                m.d.sync += hb.eq(Mux(hb == NHB - 1, 0, hb + 1))
+                with m.If(hb == NHB - 1):
+                    m.d.sync += [in_h.eq(0), bs.eq(Mux(bs + 1 >= self.seq_len, 0, bs + 1))]
+
+        # --- counters ----------------------------------------------------------------------------
+        x_fire = self.x.valid & self.x.ready
+        hcnt = Signal(range(max(H // U, 2)))
+        step_done = Signal()
+        with m.If(h_fire):
+            m.d.sync += hcnt.eq(Mux(hcnt == H // U - 1, 0, hcnt + 1))
+        m.d.comb += step_done.eq(h_fire & (hcnt == H // U - 1))
+        pending = Signal(32)
+        with m.If(x_fire & ~step_done):
+            m.d.sync += pending.eq(pending + 1)
+        with m.Elif(step_done & ~x_fire):
+            m.d.sync += pending.eq(pending - 1)
+        _counter(m, self.cycles, (pending != 0) | x_fire)
+        _counter(m, self.mac_beats, mx.w.valid & mx.w.ready)
+        _counter(m, self.steps, step_done)
+        _counter(m, self.stall_out, self.h.valid & ~self.h.ready)
+        return m
