@@ -27,7 +27,7 @@ def _register_all(sub) -> None:
 
 # Subcommands that live in other packages (each module has register(subparsers)).
 _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "models.kvdirect.cli", "models.melo.cli",
-                                   "models.cluster.cli"]
+                                   "models.cluster.cli", "cosim.beamraster_cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

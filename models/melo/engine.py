@@ -4,7 +4,7 @@ MELO (Lu, Chen, Ruan, Xiao, Li, Zhang, Xiong, Cheng, Chen, "Memory Efficient Los
 Hardware-based Transport in Datacenter", APNet 2017) keeps packet *data* off chip and only the
 *metadata* on chip; reorder bitmaps are not provisioned per connection but taken from a shared
 bits pool, and only by connections that currently hold out-of-order packets. This module is the
-specification the RTL (``hdl/melo``, later) implements: a cycle-free *transaction* model. One
+specification the RTL (:mod:`hdl.melo.engine`) implements: a cycle-free *transaction* model. One
 input transaction is one arriving data packet ``(conn, psn)``; its output is the in-order list
 of PSNs released to the application and one response record. The paper gives neither the block
 size nor the free-list design nor the exhaustion policy *(unconfirmed)*; the choices below are
@@ -57,6 +57,14 @@ it) and ``psn`` (the arriving packet's PSN).
 - SACK: the packet was buffered out of order (sender may infer holes in ``[cum_psn, psn)``).
 - NACK: the packet was dropped (pool exhausted or out of window); the sender must resend ``psn``.
 - DUP: the packet was already delivered or already buffered; nothing changed.
+
+Stream words of the RTL
+-----------------------
+The RTL takes events and emits released PSNs and responses as stream words (fields LSB first):
+input ``{psn, conn, open}`` (:func:`pack_event`; ``open=1`` is :meth:`MeloEngine.open_connection`),
+released PSNs ``{psn, conn}`` one per PSN (:func:`pack_delivery`), and responses
+``{kind, conn, cum_psn, psn, used}`` (:func:`pack_response_beat`: :meth:`MeloResponse.pack` with
+the pool occupancy after the packet above it).
 """
 
 from __future__ import annotations
@@ -75,6 +83,10 @@ __all__ = [
     "MeloResponse",
     "MeloResult",
     "MeloEngine",
+    "pack_event",
+    "pack_delivery",
+    "pack_response_beat",
+    "unpack_response_beat",
 ]
 
 ACK, SACK, NACK, DUP = 0, 1, 2, 3
@@ -188,6 +200,27 @@ class MeloEngineParams:
     def response_bits(self) -> int:
         """Width of a packed :class:`MeloResponse` (kind, conn, cum_psn, psn)."""
         return 2 + self.conn_bits + 2 * self.psn_bits
+
+    # ---- stream words of the RTL engine (hdl/melo) ------------------------------------------
+    @property
+    def used_bits(self) -> int:
+        """Width of a pool-occupancy field (0 .. pool_blocks blocks in use)."""
+        return self.pool_blocks.bit_length()
+
+    @property
+    def event_bits(self) -> int:
+        """Width of an input event word ``{psn, conn, open}`` (see :func:`pack_event`)."""
+        return self.psn_bits + self.conn_bits + 1
+
+    @property
+    def delivery_bits(self) -> int:
+        """Width of a released-PSN word ``{psn, conn}`` (see :func:`pack_delivery`)."""
+        return self.psn_bits + self.conn_bits
+
+    @property
+    def response_beat_bits(self) -> int:
+        """Width of a response beat: the packed response, then the pool occupancy above it."""
+        return self.response_bits + self.used_bits
 
 
 @dataclass(frozen=True)
@@ -514,3 +547,31 @@ class MeloEngine:
     def quiescent(self) -> bool:
         """True when no connection buffers anything and every block is free."""
         return self.free_count == self.p.pool_blocks and not any(self.ooo)
+
+
+# ---- stream words of the RTL engine ----------------------------------------------------------------
+# Fields are listed LSB first, as in an Amaranth ``StructLayout``.
+def pack_event(params: MeloEngineParams, conn: int, psn: int, open_: bool = False) -> int:
+    """Input event word ``{psn: psn_bits, conn: conn_bits, open: 1}``.
+
+    ``open=0`` is a data packet (:meth:`MeloEngine.process`); ``open=1`` sets the expected PSN of
+    an idle connection to ``psn`` (:meth:`MeloEngine.open_connection`) and produces no output.
+    """
+    return psn | (conn << params.psn_bits) | (int(bool(open_)) << (params.psn_bits + params.conn_bits))
+
+
+def pack_delivery(params: MeloEngineParams, conn: int, psn: int) -> int:
+    """Released-PSN word ``{psn: psn_bits, conn: conn_bits}``; one per PSN, in delivery order."""
+    return psn | (conn << params.psn_bits)
+
+
+def pack_response_beat(params: MeloEngineParams, response: MeloResponse, blocks_in_use: int) -> int:
+    """Response beat ``{kind, conn, cum_psn, psn, used}``: :meth:`MeloResponse.pack` with the
+    pool occupancy after the transaction (``used_bits`` wide) above it."""
+    return response.pack(params) | (blocks_in_use << params.response_bits)
+
+
+def unpack_response_beat(params: MeloEngineParams, word: int) -> tuple[MeloResponse, int]:
+    """Inverse of :func:`pack_response_beat`: ``(response, blocks_in_use)``."""
+    resp = MeloResponse.unpack(word & ((1 << params.response_bits) - 1), params)
+    return resp, word >> params.response_bits
