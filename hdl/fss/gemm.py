@@ -1,0 +1,247 @@
+"""FSS sparse GEMM engine in Amaranth: FSS-sparse weights x dense activations.
+
+Zhang et al., "Fine-Grained Structured Sparse Computing for FPGA-Based AI Inference", IEEE TCAD
+44(7), 2025. The golden model, the stream word layouts and the cycle model are in
+:mod:`models.fss`; this block meets them bit for bit. The micro-architecture is ours.
+
+Architecture. A ``PR x PC`` array of PEs, each with ``N`` multipliers. PE ``(a, t)`` computes the
+``r_h`` output rows of region row ``g * PR + a`` for activation column ``t`` of the current
+column tile. Because every FSS region holds exactly ``N`` weights ("global regularity"), all PE
+rows consume one region per cycle and stay in lock-step on the same region column ``c``, so a
+single read of the activation staging buffer per cycle feeds the whole array. The buffer is
+banked ``r_w * PC`` ways (one memory per in-region column ``b`` and PE column ``t``, two tiles
+deep: double-buffered), so the read of address ``c`` returns the ``r_w`` activations of region
+column ``c`` for every PE column at once. Inside a PE, slot ``j``'s in-region index selects its
+operand through an ``r_w``-way multiplexer ("local randomness": any placement, no bank
+conflicts, no stalls) and its output row ``idx // r_w``; per-row masked adder trees reduce the
+``N`` products into ``r_h`` accumulators. After ``cols / r_w`` weight beats a row group is done;
+its ``PR * r_h * PC`` requantised results leave as one output beat. In the dense configuration
+(``n == r_h * r_w``) slot ``j`` is position ``j``: no index bits, no multiplexers, no masks.
+
+Throughput and latency. One weight beat per cycle while the output is not back-pressured and
+an activation tile is loaded: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal
+for ``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile
+``tau + 1`` (``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat
+to its row group's output is :data:`models.fss.PIPELINE_LATENCY` = 4 cycles (buffer read,
+select + multiply, row adder trees, accumulate + requantise).
+
+Back-pressure. The pipeline advances as a whole (``adv``): while the output register holds a
+beat that ``y.ready`` refuses, every stage and the buffer read hold, so ``y.payload`` is stable.
+
+Resources. ``PR * PC * N`` multipliers of ``W x XW`` bits (DSPs); ``r_w * PC`` memories of
+``2 * 2**ceil(log2(max_cols / r_w))`` x ``XW`` bits (shared by all PE rows: the activation
+storage does not grow with ``PR``); ``PR * PC * N`` operand multiplexers of ``r_w`` inputs;
+``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits.
+
+Configuration. ``cfg_k_regions`` (= cols / r_w) and ``cfg_row_groups`` (= rows / (r_h PR)) set
+the layer shape at run time; hold them stable while the engine holds work.
+
+Counters (saturating at 2**32 - 1): ``cycles`` counts cycles in which the engine holds work;
+``mac_beats`` accepted weight beats; ``stall_out`` cycles the output was refused; ``starve_w``
+cycles a loaded tile waited for a weight beat.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Array, Cat, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.common.fixed import requantize
+from models.fss import FSSParams
+
+__all__ = ["FSSGemm", "weight_layout"]
+
+COUNTER_BITS = 32
+
+
+def weight_layout(p: FSSParams) -> data.ArrayLayout:
+    """``PR * N`` lanes of {value: signed(W), index: unsigned(I)} (value only when dense)."""
+    fields = {"value": signed(p.weight_fmt.width)}
+    if p.index_bits:
+        fields["index"] = unsigned(p.index_bits)
+    return data.ArrayLayout(data.StructLayout(fields), p.pe_rows * p.n)
+
+
+def _tree_sum(terms: list):
+    """Balanced adder tree (each sum widens by one bit, so it cannot overflow)."""
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
+
+
+class FSSGemm(wiring.Component):
+    """Fine-grained structured sparse GEMM engine.
+
+    Parameters
+    ----------
+    params : FSSParams
+        Region shape, nonzeros per region, PE array, maximum layer shape, fixed-point formats.
+
+    Attributes
+    ----------
+    w : In(stream.Signature(weight_layout(params)))
+        FSS weight beats, one region per PE row; order tile, row group, region column.
+    x : In(stream.Signature(ArrayLayout(signed(XW), r_w * PC)))
+        Activation beats, ``cols / r_w`` per column tile.
+    y : Out(stream.Signature(ArrayLayout(signed(OW), PR * r_h * PC)))
+        Results, one beat per (tile, row group).
+    cfg_k_regions, cfg_row_groups : In
+        Layer shape: region columns and row groups.
+    cycles, mac_beats, stall_out, starve_w : Out(32)
+        Performance counters.
+    """
+
+    def __init__(self, params: FSSParams):
+        if not isinstance(params, FSSParams):
+            raise TypeError(f"FSSGemm takes a models.fss.FSSParams, not {params!r}")
+        self.params = p = params
+        super().__init__({
+            "w": In(stream.Signature(weight_layout(p))),
+            "x": In(stream.Signature(data.ArrayLayout(signed(p.act_fmt.width), p.r_w * p.pe_cols))),
+            "y": Out(stream.Signature(data.ArrayLayout(signed(p.out_fmt.width), p.out_lanes))),
+            "cfg_k_regions": In(range(p.max_k_regions + 1)),
+            "cfg_row_groups": In(range(p.max_row_groups + 1)),
+            "cycles": Out(COUNTER_BITS),
+            "mac_beats": Out(COUNTER_BITS),
+            "stall_out": Out(COUNTER_BITS),
+            "starve_w": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        p = self.params
+        m = Module()
+        PR, PC, N, RH, RW = p.pe_rows, p.pe_cols, p.n, p.r_h, p.r_w
+        KMAX, GMAX = p.max_k_regions, p.max_row_groups
+        abits = max(1, (KMAX - 1).bit_length())
+        kr, rg = self.cfg_k_regions, self.cfg_row_groups
+
+        # --- activation staging buffer: r_w * PC banks, two tiles --------------------------
+        full = Signal(2)
+        wr_sel, rd_sel = Signal(), Signal()
+        wr_cnt = Signal(range(max(2, KMAX)))
+        x_fire = self.x.valid & self.x.ready
+        m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
+        rd = [[None] * RW for _ in range(PC)]  # rd[t][b]: read data of bank (b, t)
+        rports = []
+        for t in range(PC):
+            for b in range(RW):
+                mem = Memory(shape=signed(p.act_fmt.width), depth=2 << abits, init=[])
+                m.submodules[f"abuf_{t}_{b}"] = mem
+                wp, rp = mem.write_port(), mem.read_port()
+                m.d.comb += [wp.addr.eq(Cat(wr_cnt[:abits], wr_sel)), wp.data.eq(self.x.payload[t * RW + b]),
+                             wp.en.eq(x_fire)]
+                rd[t][b] = rp.data
+                rports.append(rp)
+        with m.If(x_fire):
+            with m.If(wr_cnt == kr - 1):
+                m.d.sync += [wr_cnt.eq(0), wr_sel.eq(~wr_sel), full.bit_select(wr_sel, 1).eq(1)]
+            with m.Else():
+                m.d.sync += wr_cnt.eq(wr_cnt + 1)
+
+        # --- sequencing: region column c, row group g; the pipeline advances as a whole -------
+        adv = Signal()
+        m.d.comb += adv.eq(~self.y.valid | self.y.ready)
+        c = Signal(range(max(2, KMAX)))
+        g = Signal(range(max(2, GMAX)))
+        w_fire = self.w.valid & self.w.ready
+        m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
+        for rp in rports:
+            m.d.comb += [rp.addr.eq(Cat(c[:abits], rd_sel)), rp.en.eq(adv)]
+        with m.If(w_fire):
+            with m.If(c == kr - 1):
+                m.d.sync += c.eq(0)
+                with m.If(g == rg - 1):
+                    m.d.sync += [g.eq(0), rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
+                with m.Else():
+                    m.d.sync += g.eq(g + 1)
+            with m.Else():
+                m.d.sync += c.eq(c + 1)
+
+        lanes = self.w.payload
+        W, XW = p.weight_fmt.width, p.act_fmt.width
+        rbits = max(1, (RH - 1).bit_length())
+
+        # stage 1: weights (and indices) wait for the synchronous buffer read
+        s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
+        s1_w = [[Signal(signed(W), name=f"s1_w{a}_{j}") for j in range(N)] for a in range(PR)]
+        s1_i = [[Signal(unsigned(max(1, p.index_bits)), name=f"s1_i{a}_{j}") for j in range(N)] for a in range(PR)]
+        # stage 2: products and their output rows
+        s2_valid, s2_first, s2_last = Signal(), Signal(), Signal()
+        s2_prod = [[[Signal(signed(W + XW), name=f"s2_p{a}_{t}_{j}") for j in range(N)] for t in range(PC)]
+                   for a in range(PR)]
+        s2_row = [[Signal(unsigned(rbits), name=f"s2_r{a}_{j}") for j in range(N)] for a in range(PR)]
+        # stage 3: per-row sums
+        s3_valid, s3_first, s3_last = Signal(), Signal(), Signal()
+        nmax_row = min(N, RW)
+        sum_w = W + XW + max(0, (nmax_row - 1).bit_length())
+        s3_sum = [[[Signal(signed(sum_w), name=f"s3_s{a}_{t}_{i}") for i in range(RH)] for t in range(PC)]
+                  for a in range(PR)]
+        acc = [[[Signal(signed(p.acc_width), name=f"acc{a}_{t}_{i}") for i in range(RH)] for t in range(PC)]
+               for a in range(PR)]
+
+        with m.If(adv):
+            m.d.sync += [
+                s1_valid.eq(w_fire), s1_first.eq(c == 0), s1_last.eq(c == kr - 1),
+                s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
+                s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
+            ]
+            for a in range(PR):
+                for j in range(N):
+                    m.d.sync += s1_w[a][j].eq(lanes[a * N + j].value)
+                    if p.index_bits:
+                        m.d.sync += s1_i[a][j].eq(lanes[a * N + j].index)
+            # operand select (r_w-way mux per slot) + multiply
+            for a in range(PR):
+                for j in range(N):
+                    if p.dense:
+                        m.d.sync += s2_row[a][j].eq(j // RW)
+                    else:
+                        # idx // r_w as a sum of comparisons (no constant table: Icarus leaves a
+                        # case-statement lookup at X until its input first changes)
+                        m.d.sync += s2_row[a][j].eq(_tree_sum([s1_i[a][j] >= i * RW for i in range(1, RH)])
+                                                    if RH > 1 else 0)
+                    for t in range(PC):
+                        if p.dense:
+                            operand = rd[t][j % RW]
+                        else:
+                            operand = Array([rd[t][k % RW] for k in range(p.region_size)])[s1_i[a][j]]
+                        m.d.sync += s2_prod[a][t][j].eq(s1_w[a][j] * operand)
+            # per-row masked adder trees
+            for a in range(PR):
+                for t in range(PC):
+                    for i in range(RH):
+                        if p.dense:
+                            terms = [s2_prod[a][t][j] for j in range(N) if j // RW == i]
+                        elif RH == 1:
+                            terms = list(s2_prod[a][t])
+                        else:
+                            terms = [Mux(s2_row[a][j] == i, s2_prod[a][t][j], 0) for j in range(N)]
+                        m.d.sync += s3_sum[a][t][i].eq(_tree_sum(terms) if terms else 0)
+            # accumulate; on the last region column, requantise into the output register
+            m.d.sync += self.y.valid.eq(s3_valid & s3_last)
+            for a in range(PR):
+                for t in range(PC):
+                    for i in range(RH):
+                        new = Signal(signed(p.acc_width), name=f"acc_next{a}_{t}_{i}")
+                        m.d.comb += new.eq(s3_sum[a][t][i] + Mux(s3_first, 0, acc[a][t][i]))
+                        with m.If(s3_valid):
+                            m.d.sync += acc[a][t][i].eq(new)
+                            with m.If(s3_last):
+                                lane = (a * RH + i) * PC + t
+                                m.d.sync += self.y.payload[lane].eq(requantize(new, p.acc_frac, p.out_fmt))
+
+        # --- performance counters ------------------------------------------------------------
+        busy = Signal()
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | self.y.valid)
+        for ctr, cond in ((self.cycles, busy), (self.mac_beats, w_fire),
+                          (self.stall_out, self.y.valid & ~self.y.ready),
+                          (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)):
+            with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
+                m.d.sync += ctr.eq(ctr + 1)
+        return m
