@@ -99,12 +99,12 @@ def _jsonable(p) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def _load_vectors(path: str, cols: int) -> np.ndarray:
+    from pruning.io import WeightIOError, read_npy
+
     try:
-        x = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read vectors from {path}: {e}; give a .npy of shape (cols,) or (n, cols)") from None
-    if isinstance(x, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path} is an .npz; give a single-array .npy of shape (cols,) or (n, cols)")
+        x = read_npy(path)
+    except WeightIOError as e:
+        raise ValueError(f"cannot read vectors: {e}; give a .npy of shape (cols,) or (n, cols)") from None
     x = np.atleast_2d(x)
     if x.ndim != 2 or x.shape[1] != cols or x.dtype.kind not in "fiu":
         raise ValueError(f"vectors in {path} have shape {x.shape}; the matrix needs (n, {cols}) numbers")

@@ -302,17 +302,7 @@ TARGETS: dict[str, Target] = _Lazy()
 #: Reader bugs already recorded by strict-xfail tests in tests/test_fuzz_regressions.py:
 #: (target, exception type name). The atheris harness skips them to look for new ones; remove
 #: an entry when the bug is fixed (its xfail test then fails as XPASS, a reminder).
-KNOWN_BUGS: frozenset[tuple[str, str]] = frozenset({
-    ("npy", "TokenError"), ("npy", "IndentationError"), ("npy", "SyntaxError"),
-    ("config", "TypeError"), ("npy", "BadZipFile"), ("npy", "WrongResult"), ("vectors", "BadZipFile"),
-    ("vectors", "TokenError"), ("vectors", "IndentationError"), ("vectors", "SyntaxError"), ("vectors", "EOFError"),
-    ("csb-manifest", "IndexError"), ("csb-manifest", "OverflowError"),
-    ("fss-manifest", "OverflowError"), ("fss-manifest", "AttributeError"),
-    ("fss-manifest", "TypeError"), ("fss-manifest", "KeyError"),
-    ("nm-manifest", "OverflowError"), ("nm-manifest", "AttributeError"),
-    ("nm-manifest", "TypeError"), ("nm-manifest", "KeyError"),
-    ("sparse-manifest", "OverflowError"), ("sparse-manifest", "ValueError"),
-})
+KNOWN_BUGS: frozenset[tuple[str, str]] = frozenset()  # (target, exception) pairs still open; none now
 
 
 def known_bug(target: str, exc: BaseException | None) -> bool:

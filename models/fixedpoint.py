@@ -87,7 +87,7 @@ class Q:
     def from_dict(cls, d: dict) -> Q:
         try:
             return cls(int(d["int_bits"]), int(d["frac_bits"]))
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, OverflowError) as e:
             raise ValueError(f"a fixed-point format needs int_bits and frac_bits, got {d!r}") from e
 
     @classmethod

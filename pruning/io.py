@@ -60,17 +60,28 @@ class WeightIOError(ValueError):
     """A weight or config file that cannot be read, or a selection that matches nothing."""
 
 
-def _load_npy(path: Path) -> dict[str, np.ndarray]:
+def read_npy(path: str | Path) -> np.ndarray:
+    """One array from a ``.npy`` file, never unpickling; any damage -> :class:`WeightIOError`."""
+    path = Path(path)
     try:
-        return {path.stem: np.load(path, allow_pickle=False)}
-    except ValueError as e:
-        if "pickle" in str(e).lower():
+        a = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise WeightIOError(f"{path}: no such file") from None
+    except Exception as e:  # numpy's header parser raises many types on damaged bytes
+        if isinstance(e, ValueError) and "pickle" in str(e).lower():
             raise WeightIOError(
                 f"{path}: holds Python objects (pickled); only numeric arrays are read"
             ) from None
-        raise WeightIOError(f"{path}: not a readable .npy file ({e})") from None
-    except (OSError, EOFError) as e:
-        raise WeightIOError(f"{path}: not a readable .npy file ({e})") from None
+        raise WeightIOError(f"{path}: not a readable .npy file ({type(e).__name__}: {e})") from None
+    if not isinstance(a, np.ndarray):  # np.load opens a zip as an NpzFile
+        if hasattr(a, "close"):
+            a.close()
+        raise WeightIOError(f"{path}: is a zip (.npz) archive, not a .npy array; rename it to .npz")
+    return a
+
+
+def _load_npy(path: Path) -> dict[str, np.ndarray]:
+    return {path.stem: read_npy(path)}
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
@@ -293,7 +304,7 @@ def load_config(path: str | Path) -> PruneConfig:
         globs = r.pop("tensors", None)
         if isinstance(globs, str):
             globs = [globs]
-        if not globs or not all(isinstance(g, str) for g in globs):
+        if not isinstance(globs, list) or not globs or not all(isinstance(g, str) for g in globs):
             raise WeightIOError(f'{where}: needs tensors = "glob" or a list of globs')
         fmt = _parse_format(r.pop("format", None), where)
         if r.pop("skip", False):

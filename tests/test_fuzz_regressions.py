@@ -23,54 +23,7 @@ from cosim.fuzz import KNOWN_BUGS, TARGETS, Crash, bundle, run_target, seeds
 REGRESSIONS = Path(__file__).resolve().parent.parent / "fuzz" / "regressions"
 
 #: "<target>/<file>": why it still crashes (owner: the reader's module)
-OPEN = {
-    "npy/unclosed-header-dict.npy":
-        "pruning/io.py _load_npy: numpy raises tokenize.TokenError on a header dict with no closing "
-        "brace; only ValueError/OSError/EOFError become WeightIOError",
-    "npy/header-indentation.npy":
-        "pruning/io.py _load_npy: numpy's header parser raises IndentationError (a SyntaxError) on a "
-        "mangled header (found by atheris); same root cause as the TokenError",
-    "config/tensors-bool.toml":
-        "pruning/io.py load_config: tensors = true (or a number) -> TypeError iterating it "
-        "(found by hypothesis)",
-    "npy/zip-magic.npy":
-        "pruning/io.py _load_npy: a .npy that starts with a zip signature makes np.load try it as an "
-        ".npz; zipfile.BadZipFile escapes (found by atheris)",
-    "npy/empty-zip.npy":
-        "pruning/io.py _load_npy: an (empty) zip named .npy is returned as an NpzFile object in place "
-        "of an array, so load_tensors yields a non-array tensor",
-    "vectors/zip-magic.npy":
-        "cosim/commands.py _load_vectors: zipfile.BadZipFile escapes (found by atheris)",
-    "vectors/unclosed-header-dict.npy":
-        "cosim/commands.py _load_vectors: tokenize.TokenError escapes (catches only OSError, ValueError)",
-    "vectors/empty.npy":
-        "cosim/commands.py _load_vectors: np.load raises EOFError on an empty file",
-    "csb-manifest/shape-empty.json":
-        "pruning/formats/csb.py load: shape [] -> IndexError on shape[0] (outside the try)",
-    "csb-manifest/banks-infinity.json":
-        "pruning/formats/csb.py load: JSON Infinity -> int() raises OverflowError, not caught",
-    "fss-manifest/files-list.json":
-        "pruning/formats/fss.py _verify_images: a non-object 'files' -> AttributeError",
-    "fss-manifest/n-infinity.json":
-        "pruning/formats/_bundle.py field: int(Infinity) raises OverflowError, not caught",
-    "fss-manifest/files-hex-int.json":
-        "pruning/formats/fss.py _verify_images: files.hex not an object -> TypeError (entry['file'])",
-    "fss-manifest/files-hex-no-file.json":
-        "pruning/formats/fss.py _verify_images: files.hex without 'file' -> KeyError",
-    "nm-manifest/files-hex-int.json":
-        "pruning/formats/nm.py image check: files.hex not an object -> TypeError",
-    "nm-manifest/files-hex-no-file.json":
-        "pruning/formats/nm.py image check: files.hex without 'file' -> KeyError",
-    "nm-manifest/files-string.json":
-        "pruning/formats/nm.py image check: a non-object 'files' -> AttributeError",
-    "nm-manifest/m-infinity.json":
-        "pruning/formats/_bundle.py field: int(Infinity) raises OverflowError, not caught",
-    "sparse-manifest/shape-one-entry.json":
-        "pruning/formats/sparse.py load: 'rows, cols = field(...)' unpacking raises a bare ValueError "
-        "('not enough values to unpack'), not FormatError",
-    "sparse-manifest/blocksize-infinity.json":
-        "pruning/formats/_bundle.py field: int(Infinity) raises OverflowError, not caught",
-}
+OPEN: dict[str, str] = {}  # all reader crashes found so far are fixed; add new ones here
 
 _FILES = sorted(f"{p.parent.name}/{p.name}" for p in REGRESSIONS.glob("*/*") if p.is_file())
 
@@ -139,7 +92,6 @@ def _csb_dir(tmp_path: Path, manifest: bytes | None = None) -> Path:
     return d
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["npy/unclosed-header-dict.npy"])
 def test_cli_prune_npy_unclosed_header(tmp_path, capsys):
     f = tmp_path / "w.npy"
     f.write_bytes((REGRESSIONS / "npy/unclosed-header-dict.npy").read_bytes())
@@ -149,7 +101,6 @@ def test_cli_prune_npy_unclosed_header(tmp_path, capsys):
     _assert_refused(rc, err, out)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["config/tensors-bool.toml"])
 def test_cli_prune_config_tensors_bool(tmp_path, capsys):
     w, c, out = tmp_path / "w.npy", tmp_path / "c.toml", tmp_path / "out"
     np.save(w, np.ones((8, 16), dtype=np.float32))
@@ -158,7 +109,6 @@ def test_cli_prune_config_tensors_bool(tmp_path, capsys):
     _assert_refused(rc, err, out)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["vectors/empty.npy"])
 def test_cli_sim_empty_vector_file(tmp_path, capsys, no_sim):
     v = tmp_path / "x.npy"
     v.write_bytes(b"")
@@ -166,7 +116,6 @@ def test_cli_sim_empty_vector_file(tmp_path, capsys, no_sim):
     _assert_refused(rc, err)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["vectors/unclosed-header-dict.npy"])
 def test_cli_sim_vector_unclosed_header(tmp_path, capsys, no_sim):
     v = tmp_path / "x.npy"
     v.write_bytes((REGRESSIONS / "vectors/unclosed-header-dict.npy").read_bytes())
@@ -175,7 +124,7 @@ def test_cli_sim_vector_unclosed_header(tmp_path, capsys, no_sim):
 
 
 @pytest.mark.parametrize("key", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=OPEN[k]), id=k)
+    pytest.param(k, id=k)
     for k in ("csb-manifest/shape-empty.json", "csb-manifest/banks-infinity.json")])
 def test_cli_sim_csb_manifest(key, tmp_path, capsys, no_sim):
     d = _csb_dir(tmp_path, (REGRESSIONS / key).read_bytes())

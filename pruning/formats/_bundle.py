@@ -157,5 +157,5 @@ def field(man: dict, key: str, mpath: Path, kind=int):
     """A required manifest field converted by ``kind``, or :class:`FormatError`."""
     try:
         return kind(man[key])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
         raise FormatError(f"{mpath}: manifest is missing or has a bad field {key!r} ({e})") from None

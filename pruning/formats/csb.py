@@ -255,9 +255,11 @@ def load(path: str | Path) -> CSBMatrix:
                 raise FormatError(f"{npz}: array {name!r} does not match the manifest checksum; "
                                   "the file is corrupt or from another export")
         shape = tuple(int(s) for s in man["shape"])
+        if len(shape) != 2:
+            raise ValueError(f"shape must have two entries, got {list(shape)}")
         banks, k = int(man["banks"]), int(man["k"])
         fmt = Q.from_dict(man["value_format"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
         if isinstance(e, FormatError):
             raise
         raise FormatError(f"{path}: manifest is missing or has a bad field ({e})") from None

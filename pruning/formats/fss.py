@@ -239,10 +239,15 @@ def load(path: str | Path, verify_images: bool = True) -> FSSMatrix:
 
 
 def _verify_images(man: dict, mpath: Path, packed: np.ndarray, word_bits: int) -> None:
+    files = man.get("files", {})
+    if not isinstance(files, dict):
+        raise FormatError(f"{mpath}: manifest field 'files' must be an object")
     for kind in ("hex", "bin"):
-        entry = man.get("files", {}).get(kind)
+        entry = files.get(kind)
         if entry is None:
             continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise FormatError(f"{mpath}: manifest entry files.{kind} needs a 'file' name")
         got = memimage.read_image(mpath.parent / entry["file"], word_bits, kind, n_words=packed.shape[0])
         if not np.array_equal(got, packed):
             raise FormatError(f"{mpath.parent / entry['file']}: memory image disagrees with the arrays")

@@ -114,6 +114,13 @@ def save(
     return save_bundle(out_dir, stem, FORMAT_NAME, FORMAT_VERSION, arrays, fields)
 
 
+def _two_ints(s) -> list[int]:
+    out = [int(x) for x in s]
+    if len(out) != 2:
+        raise ValueError(f"expected two integers, got {len(out)}")
+    return out
+
+
 def load(path: str | Path):
     """Read a CSR/BSR file; returns ``(scipy array, Q or None)`` with float64 data.
 
@@ -125,8 +132,8 @@ def load(path: str | Path):
     """
     man, arrays, mpath = load_bundle(path, FORMAT_NAME, FORMAT_VERSION)
     kind = field(man, "kind", mpath, str)
-    rows, cols = field(man, "shape", mpath, lambda s: [int(x) for x in s])
-    br, bc = field(man, "blocksize", mpath, lambda s: [int(x) for x in s])
+    rows, cols = field(man, "shape", mpath, _two_ints)
+    br, bc = field(man, "blocksize", mpath, _two_ints)
     fmt = man.get("value_format")
     fmt = None if fmt is None else field(man, "value_format", mpath, Q.from_dict)
     data, indices, indptr = arrays.get("data"), arrays.get("indices"), arrays.get("indptr")
