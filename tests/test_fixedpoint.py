@@ -52,3 +52,19 @@ def test_fitting_and_roundtrip():
     x = np.array([-1.3, 0.5, 1.29])
     assert np.abs(dequantize(quantize(x, q), q) - x).max() <= q.lsb / 2
     assert acc_bits(Q(2, 6), Q(4, 12), 16) == 8 + 16 + 4
+
+
+def test_atomic_write_permissions_and_no_leftovers(tmp_path):
+    import os
+
+    from models.atomic import atomic_path, write_text
+
+    write_text(tmp_path / "a.txt", "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o666 & ~mask
+    with pytest.raises(RuntimeError):
+        with atomic_path(tmp_path / "b.txt") as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed mid-write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # no half file, no temp file
