@@ -120,6 +120,11 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "cluster_c4p": _lazy("models.cluster.cli", "bench_c4p"),
     "cluster_crux": _lazy("models.cluster.cli", "bench_crux"),
     "cluster_speed": _lazy("models.cluster.cli", "bench_cluster_speed"),
+    "reliability_byterobust": _lazy("models.reliability.cli", "bench_byterobust"),
+    "reliability_c4d": _lazy("models.reliability.cli", "bench_c4d"),
+    "reliability_mycroft": _lazy("models.reliability.cli", "bench_mycroft"),
+    "graph_engine": _lazy("models.graph.cli", "bench_graph_engine"),
+    "gnn_rewrite": _lazy("models.graph.cli", "bench_gnn_rewrite"),
 }
 
 

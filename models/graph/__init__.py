@@ -1,0 +1,18 @@
+"""Graph layer: a partitioned graph engine (GraM / PowerLyra / TuX2 style) and GNN rewrites.
+
+- :mod:`~models.graph.graph`: :class:`Graph` edge arrays, shipped real graphs, R-MAT generator.
+- :mod:`~models.graph.partition`: edge-cut, vertex-cut and hybrid-cut partitioners.
+- :mod:`~models.graph.engine`: vectorised vertex programs; serial, process-pool, Dask executors.
+- :mod:`~models.graph.algorithms`: PageRank, BFS, connected components, SSSP (GraM, SoCC 2015).
+- :mod:`~models.graph.gnn`: GCN/GAT/GIN/GraphSAGE operator graphs and the algebraic rewriter.
+"""
+
+from .algorithms import ALGORITHMS, BFS, SSSP, ConnectedComponents, PageRank, pagerank_scipy, run
+from .engine import DaskExecutor, Engine, ProcessExecutor, RunResult, SerialExecutor, VertexProgram, make_executor
+from .graph import REAL_GRAPHS, Graph, RMATParams, load_real, rmat
+from .partition import METHODS, Partitioning, partition
+
+__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "partition", "Partitioning", "METHODS",
+           "Engine", "VertexProgram", "RunResult", "SerialExecutor", "ProcessExecutor", "DaskExecutor",
+           "make_executor", "PageRank", "BFS", "ConnectedComponents", "SSSP", "run", "pagerank_scipy",
+           "ALGORITHMS"]
