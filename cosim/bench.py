@@ -112,6 +112,8 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "kernels": _kernels,
     "bbs_lstm": _lazy("cosim.bbs_lstm_bench", "bench_bbs_lstm"),
     "melo_engine": _lazy("cosim.melo", "bench_melo_engine"),
+    "kvdirect_rtl": _lazy("cosim.kvdirect", "bench_kvdirect_rtl"),
+    "kvdirect_resources": _lazy("cosim.kvdirect", "bench_kvdirect_resources"),
     "fss_layers": _lazy("cosim.fss_bench", "bench_fss_layers"),
     "fss_synth": _lazy("cosim.fss_bench", "bench_fss_synth"),
     "beamraster_realtime": _lazy("cosim.beamraster", "bench_beamraster_realtime"),
