@@ -48,6 +48,10 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim study seernet -o build/bench/study
 	$(BIN)/hwcosim melo study -o build/bench/melo
 	$(BIN)/hwcosim kvdirect study -o build/bench/kvdirect
+	$(BIN)/hwcosim beamraster study -o build/bench/beamraster
+	$(BIN)/hwcosim easyscale -o build/bench/elastic
+	$(BIN)/hwcosim elasticbatch -o build/bench/elastic
+	$(BIN)/hwcosim goldminer -o build/bench/elastic
 	$(BIN)/pytest -q -m slow -n $(JOBS)
 
 formal: setup ## bounded model checking + k-induction of every registered design (FULL=1: larger shapes)

@@ -127,6 +127,8 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "reliability_mycroft": _lazy("models.reliability.cli", "bench_mycroft"),
     "graph_engine": _lazy("models.graph.cli", "bench_graph_engine"),
     "gnn_rewrite": _lazy("models.graph.cli", "bench_gnn_rewrite"),
+    "cognn": _lazy("models.jobs.cli", "bench_cognn"),
+    "cpualloc": _lazy("models.jobs.cli", "bench_cpualloc"),
 }
 
 

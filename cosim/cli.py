@@ -28,7 +28,8 @@ def _register_all(sub) -> None:
 # Subcommands that live in other packages (each module has register(subparsers)).
 _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "models.kvdirect.cli", "models.melo.cli",
                                    "models.cluster.cli", "cosim.beamraster_cli",
-                                   "models.reliability.cli", "models.graph.cli"]
+                                   "models.reliability.cli", "models.graph.cli",
+                                   "models.jobs.cli", "models.elastic.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
