@@ -17,7 +17,8 @@ import numpy as np
 from models.atomic import write_text
 from models.bbs_lstm import LSTMCycleModel, LSTMParams, csr_step_cycles, gops
 
-__all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024"]
+__all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
+           "rtl_16x16", "bench_bbs_lstm_extra"]
 
 CLOCK_MHZ = 200.0  # the Arria 10 clock Cao et al. report 750.9 GOPS at (SPECS.md arithmetic)
 PAPER_GOPS = 750.9
@@ -128,6 +129,7 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
     except Exception as e:  # simulator missing: report, keep the model figures
         acc["rtl_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     res["digits_accuracy"] = acc
+    res.update(bench_bbs_lstm_extra(out_dir, quick))
 
     write_text(out_dir / "bbs_lstm.json", json.dumps(res, indent=1, default=float))
     try:
@@ -151,4 +153,75 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
         plt.close(fig)
     except ImportError:
         pass
+    return res
+
+
+# --- additions: CSR baseline in RTL, resources vs (P, B), P x B = 16 x 16 in RTL ----------------
+
+def resource_table(configs=((4, 4), (8, 8), (16, 8)), hidden: int = 64, input_size: int = 8,
+                   sparsity: float = 0.875, targets=("xcup", "cyclone10gx"), out_dir=None) -> list[dict]:
+    """Yosys resource estimates of the BBS LSTM layer (``LSTMLayer``) over (P, B) for UltraScale+
+    (``xcup``) and the Arria 10 fabric (``cyclone10gx``). Estimates, not place-and-route results
+    (see :mod:`cosim.synth`). Writes ``bbs_lstm_resources.json`` into ``out_dir`` when given."""
+    from cosim.runner import to_verilog
+    from cosim.synth import synthesize
+    from hdl.bbs.lstm import LSTMLayer
+
+    rows = []
+    for P, B in configs:
+        x_pad = -(-input_size // B) * B
+        S = (x_pad + hidden) // B
+        k = max(1, round(S * (1 - sparsity)))
+        p = LSTMParams(input_size=input_size, hidden=hidden, banks=B, k=k, pes=P)
+        v = to_verilog(LSTMLayer(p), "bbs_lstm")
+        for t in targets:
+            r = synthesize(v, "bbs_lstm", t)
+            rows.append({"P": P, "B": B, "k": k, "hidden": hidden, "multipliers": P * B, "target": t,
+                         **r["resources"]})
+    if out_dir is not None:
+        write_text(Path(out_dir) / "bbs_lstm_resources.json", json.dumps(rows, indent=1))
+    return rows
+
+
+def resource_markdown(rows: list[dict]) -> str:
+    head = "| P | B | k | target | LUT | FF | DSP | BRAM | LUTRAM | CARRY |\n|---|---|---|---|---|---|---|---|---|---|"
+    body = [f"| {r['P']} | {r['B']} | {r['k']} | {r['target']} | {r['LUT']} | {r['FF']} | {r['DSP']} | "
+            f"{r['BRAM']} | {r['LUTRAM']} | {r['CARRY']} |" for r in rows]
+    return "\n".join([head, *body])
+
+
+def rtl_16x16(out_dir=None, n_seq: int = 2, T: int = 3, sim=None) -> dict:
+    """(P, B) = 16 x 16 in RTL simulation (H=64, I=8, k=1 of 5 per bank), checked word by word
+    against the golden model and cycle by cycle against :class:`LSTMCycleModel`. Slow to build
+    (256 multipliers): bench only, not CI."""
+    from cosim.bbs_lstm import run_lstm
+    from models.bbs_lstm import prepare_weights
+
+    p = LSTMParams(input_size=8, hidden=64, banks=16, k=1, pes=16)
+    rng = np.random.default_rng(16)
+    wts = prepare_weights(p, rng.normal(0, 0.6, size=(p.rows, p.input_size + p.hidden)),
+                          rng.normal(0, 0.6, size=p.rows))
+    xs = rng.integers(p.vec_fmt.min_raw, p.vec_fmt.max_raw + 1, size=(n_seq, T, p.input_size))
+    r = run_lstm(p, wts, xs, test_dir=None if out_dir is None else Path(out_dir) / "rtl_16x16", sim=sim)
+    mt = {k: v for k, v in r.metrics.items() if k != "h_rtl"}
+    exp = LSTMCycleModel(p).expected(n_seq, T)
+    return {"P": 16, "B": 16, "k": 1, "hidden": 64, "n_seq": n_seq, "seq_len": T, "rtl_cycles": mt["cycles"],
+            "model_cycles": exp, "cycles_equal_model": mt["cycles"] == exp, "mismatches": mt["mismatches"],
+            "utilisation": mt["utilisation"], "sim_seconds": r.seconds}
+
+
+def bench_bbs_lstm_extra(out_dir: Path, quick: bool) -> dict:
+    """The issue-4 additions: CSR vs BBS measured in RTL on the trained digits layer, P x B = 16 x 16
+    in RTL, and (unless ``quick``) the Yosys resource table. Each part reports its own error."""
+    from cosim.bbs_csr import csr_vs_bbs_rtl
+
+    out_dir = Path(out_dir)
+    res: dict = {}
+    for key, fn in (("csr_vs_bbs_rtl_digits", lambda: csr_vs_bbs_rtl(n_vectors=4, out_dir=out_dir / "csr_vs_bbs")),
+                    ("rtl_16x16", lambda: rtl_16x16(out_dir)),
+                    ("resources", (lambda: None) if quick else (lambda: resource_table(out_dir=out_dir)))):
+        try:
+            res[key] = fn()
+        except Exception as e:  # simulator or Yosys missing: report, keep the rest
+            res[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     return res

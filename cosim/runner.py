@@ -126,7 +126,10 @@ def _locked(path: Path):
 def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Path, bool]:
     from cocotb_tools.runner import get_runner
 
-    flags = list(VERILATOR_FLAGS) if sim == "verilator" else []
+    # Icarus: cocotb compiles with -g2012, under which Icarus 11 applies Yosys' register initial
+    # values without waking the `always @*` blocks that read them, so combinational outputs whose
+    # inputs never change after time 0 stay X. -g2005 (a later -g wins) restores that wake-up.
+    flags = list(VERILATOR_FLAGS) if sim == "verilator" else ["-g2005"]
     if waves and sim == "verilator" and _have_lz4():
         flags.append("--trace-fst")  # FST: compressed; Verilator's FST writer needs lz4.h (liblz4-dev)
     import cocotb
