@@ -3,15 +3,21 @@
 - :mod:`~models.cluster.topology`: three-tier Clos of multi-GPU hosts with bonded NIC ports;
   generators (regular Clos, fat tree) and the real Lingjun 2023 topology (Crux data set).
 - :mod:`~models.cluster.network`: streams with max-min fair sharing and strict priorities.
-- :mod:`~models.cluster.collectives`: ring/tree all-reduce, all-gather, reduce-scatter, P2P.
-- :mod:`~models.cluster.job`: DP/TP/PP jobs; :mod:`~models.cluster.engine`: the event engine.
+- :mod:`~models.cluster.collectives`: ring/tree all-reduce, all-gather, reduce-scatter, P2P,
+  all-to-all.
+- :mod:`~models.cluster.job`: DP/TP/PP(/EP) jobs with optional DP overlap;
+  :mod:`~models.cluster.engine`: the event engine.
+- :mod:`~models.cluster.scenario`: TOML scenarios (``hwcosim cluster run``), examples in
+  ``scenarios/``.
 - :mod:`~models.cluster.routing`: ECMP; :mod:`~models.cluster.c4p`, :mod:`~models.cluster.crux`:
-  the planners; :mod:`~models.cluster.arnold`: placement (MIP) and baselines.
+  the planners (the Crux study also runs Sincronia- and CASSINI-like baselines);
+  :mod:`~models.cluster.arnold`: placement (MIP) and baselines.
 """
 
 from .collectives import (
                           Collective,
                           StreamSpec,
+                          alltoall,
                           bus_bw_factor,
                           p2p,
                           ring_allgather,
@@ -27,5 +33,5 @@ from .topology import Topology, clos, fat_tree, hash_choices, lingjun_2023
 
 __all__ = ["Topology", "clos", "fat_tree", "lingjun_2023", "hash_choices", "FlowNetwork", "maxmin_rates",
            "StreamSpec", "Collective", "ring_allreduce", "tree_allreduce", "ring_allgather", "ring_reducescatter",
-           "p2p", "bus_bw_factor", "JobSpec", "Compute", "Comm", "placement", "Simulator", "JobRecord",
+           "p2p", "alltoall", "bus_bw_factor", "JobSpec", "Compute", "Comm", "placement", "Simulator", "JobRecord",
            "Router", "ECMPRouter"]

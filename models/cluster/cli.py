@@ -1,5 +1,7 @@
 """``hwcosim cluster`` subcommands and the cluster benchmarks.
 
+- ``hwcosim cluster run scenario.toml [-o DIR] [--seed N]``: a TOML scenario
+  (:mod:`models.cluster.scenario`): progress bar, table, ``scenario.json`` + ``scenario.png``.
 - ``hwcosim cluster arnold|c4p|crux [--quick] [-o DIR] [--seed N]``: one study each, JSON + PNG +
   a table; outputs under ``build/cluster`` by default.
 - ``hwcosim cluster speed [--gpus N] [--jobs N]``: simulated seconds per wall second on the
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["register", "main", "bench_cluster_speed", "bench_arnold", "bench_c4p", "bench_crux", "speed_run"]
+__all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold", "bench_c4p", "bench_crux",
+           "speed_run"]
 
 
 def _fail(msg: str):
@@ -162,16 +165,159 @@ def speed_run(n_gpus: int = 2048, n_jobs: int = 16, iterations: int = 5, seed: i
             "rate_recomputes": sim.net.recomputes}
 
 
+def scale_run(n_gpus: int, n_jobs: int = 1, iterations: int = 100, placement_policy: str = "random",
+              incremental: bool = False, seed: int = 0) -> dict:
+    """``n_jobs`` DP x TP=8 jobs filling a synthetic Clos of ``n_gpus`` GPUs (16 hosts per ToR, up
+    to 8 ToRs per pod, 8 GPUs per host, 2 x 200 Gb/s ports per GPU, non-blocking), ECMP, ring
+    all-reduce of 1 GB per rank with 2 channels, compute 50-200 ms; ``iterations`` each.
+
+    Returns wall time, simulated events (timed events + stream completions) per wall second and
+    the rate recomputations.
+    """
+    from .engine import Simulator
+    from .job import JobSpec, placement
+    from .topology import clos
+
+    hosts = n_gpus // 8
+    tors = max(1, -(-hosts // 16))
+    pods = max(1, -(-tors // 8))
+    if hosts < 1 or hosts % n_jobs or pods * (tors // pods) * (hosts // tors) != hosts:
+        raise ValueError(f"{n_gpus} GPUs / {n_jobs} jobs: use GPUs = 128 * 2^k (>= 128) and jobs dividing hosts")
+    topo = clos(pods, tors // pods, hosts // tors, gpus_per_host=8, nic_ports=2, aggs_per_pod=8, cores_per_plane=8)
+    sim = Simulator(topo, seed=seed)
+    sim.net.incremental = incremental
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(topo.n_hosts) if placement_policy == "random" else np.arange(topo.n_hosts)
+    hpj = hosts // n_jobs
+    for k in range(n_jobs):
+        h = np.sort(order[k * hpj:(k + 1) * hpj])
+        spec = JobSpec(f"j{k}", dp=hpj, tp=8, compute_s=float(rng.uniform(0.05, 0.2)), grad_bytes=1e9,
+                       iterations=iterations, channels=2)
+        sim.add_job(spec, placement(spec, (h[:, None] * 8 + np.arange(8)).reshape(-1)))
+    done = [0]
+    orig = sim._stream_done
+
+    def count(sid):
+        done[0] += 1
+        orig(sid)
+
+    sim._stream_done = count
+    sim.run()
+    ev = sim.events + done[0]
+    return {"gpus": n_gpus, "jobs": n_jobs, "placement": placement_policy, "incremental": incremental,
+            "iterations": iterations, "links": topo.n_links, "streams": done[0], "events": ev,
+            "sim_s": sim.now, "wall_s": sim.wall_s, "events_per_wall_s": ev / sim.wall_s,
+            "rate_recomputes": sim.net.recomputes, "streams_solved": sim.net.streams_recomputed,
+            "iter_end": [r.iter_end for r in sim.jobs.values()]}
+
+
 def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
     res = [speed_run(1024, 8, 3 if quick else 5)]
     if not quick:
         res.append(speed_run(4096, 32, 5))
-    _write_json(out_dir / "cluster_speed.json", {"runs": res})
+    iters = 20 if quick else 100
+    scale = [scale_run(g, 1, iters) for g in ((1024, 2048) if quick else (1024, 2048, 4096, 8192))]
+    inc = []
+    if not quick:  # max-min: full vs incremental (component-wise), 32 jobs on 8,192 GPUs
+        for pol in ("packed", "random"):
+            for mode in (False, True):
+                inc.append(scale_run(8192, 32, 20, pol, mode))
+        for a, b in zip(inc[::2], inc[1::2]):
+            b["max_rel_diff_vs_full"] = max(abs(x - y) / x for A, B in zip(a["iter_end"], b["iter_end"])
+                                            for x, y in zip(A, B))
+    for r in scale + inc:
+        r.pop("iter_end")
+    _write_json(out_dir / "cluster_speed.json", {"runs": res, "scale": scale, "incremental": inc})
     _table("Cluster simulator speed (Lingjun 2023 topology, ECMP, ring all-reduce)",
            ["GPUs", "jobs", "sim s", "wall s", "sim s / wall s", "rate recomputes"],
            [[r["gpus"], r["jobs"], f"{r['sim_s']:.3f}", f"{r['wall_s']:.2f}", f"{r['sim_s_per_wall_s']:.3f}",
              r["rate_recomputes"]] for r in res])
-    return {"runs": res}
+    _table(f"Scale: one DP x TP=8 job, {iters} iterations, synthetic Clos",
+           ["GPUs", "links", "events", "wall s", "events / wall s", "wall s / 1k GPUs"],
+           [[r["gpus"], r["links"], r["events"], f"{r['wall_s']:.2f}", f"{r['events_per_wall_s']:.0f}",
+             f"{1024 * r['wall_s'] / r['gpus']:.2f}"] for r in scale])
+    if inc:
+        _table("Max-min recomputation: full vs incremental (32 jobs, 8,192 GPUs, 20 iterations)",
+               ["placement", "mode", "wall s", "streams solved", "max rel diff"],
+               [[r["placement"], "incremental" if r["incremental"] else "full", f"{r['wall_s']:.2f}",
+                 r["streams_solved"], f"{r.get('max_rel_diff_vs_full', 0.0):.1e}"] for r in inc])
+    return {"runs": res, "scale": scale, "incremental": inc}
+
+
+# ---- scenarios -----------------------------------------------------------------------------------
+def _scenario_png(path: Path, res: dict) -> Path:
+    """Three panels: iteration time per iteration, GPU utilisation per job, iteration-time spread."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..atomic import atomic_path
+
+    jobs = res["jobs"]
+    names = [j["job"] for j in jobs]
+    fig, ax = plt.subplots(1, 3, figsize=(13, 4))
+    for j in jobs:
+        ax[0].plot(np.arange(1, len(j["iteration_times_s"]) + 1), np.array(j["iteration_times_s"]) * 1e3,
+                   marker=".", label=j["job"])
+    ax[0].set_xlabel("iteration")
+    ax[0].set_ylabel("iteration time (ms)")
+    ax[0].legend(fontsize=7)
+    ax[1].bar(names, [j["gpu_utilisation"] for j in jobs])
+    ax[1].axhline(res["gpu_utilisation"], color="k", ls="--", lw=1, label="cluster")
+    ax[1].set_ylim(0, 1)
+    ax[1].set_ylabel("GPU utilisation (compute / allocated)")
+    ax[1].legend(fontsize=7)
+    ax[2].boxplot([np.array(j["iteration_times_s"]) * 1e3 for j in jobs])
+    ax[2].set_xticks(np.arange(1, len(names) + 1), names)
+    ax[2].set_ylabel("iteration time spread (ms)")
+    for a in ax[1:]:
+        a.tick_params(axis="x", labelrotation=30, labelsize=7)
+    fig.suptitle(f"scenario {res['scenario']} ({res['routing']}, {res['topology']['name']})")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _cmd_run(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .scenario import ScenarioError, load_scenario, run_scenario
+
+    try:
+        sc = load_scenario(args.scenario)
+    except ScenarioError as e:
+        _fail(str(e))
+    if args.seed is not None:
+        if args.seed < 0:
+            _fail(f"--seed must be >= 0, not {args.seed}")
+        import dataclasses
+
+        sc = dataclasses.replace(sc, seed=args.seed)
+    out = _out_dir(args.output or f"build/cluster/{sc.name}")
+    total = sum(j.spec.iterations for j in sc.jobs)
+    with Progress(TextColumn(f"[bold]{sc.name}"), BarColumn(), MofNCompleteColumn(), TextColumn("iterations"),
+                  TimeElapsedColumn(), disable=args.quiet) as bar:
+        task = bar.add_task("run", total=total)
+        try:
+            res = run_scenario(sc, progress=lambda d, t: bar.update(task, completed=d))
+        except ScenarioError as e:
+            bar.stop()
+            _fail(f"{args.scenario}: {e}")
+    _write_json(out / "scenario.json", res)
+    _scenario_png(out / "scenario.png", res)
+    _table(f"scenario {sc.name}: {res['topology']['name']}, {res['routing']}, seed {sc.seed}, "
+           f"{res['failures']} failure(s)",
+           ["job", "GPUs", "iters", "mean iter ms", "p50 ms", "max ms", "spread max/min", "GPU util", "comm s (sum)"],
+           [[j["job"], j["gpus"], j["iterations"], f"{1e3 * j['mean_iter_s']:.2f}", f"{1e3 * j['p50_iter_s']:.2f}",
+             f"{1e3 * j['max_iter_s']:.2f}", f"{j['spread']:.3f}" if j["spread"] else "-",
+             f"{j['gpu_utilisation']:.3f}", f"{sum(j['comm_s'].values()):.3f}"]
+            for j in res["jobs"]])
+    print(f"makespan {res['makespan_s']:.3f} s, cluster GPU utilisation {res['gpu_utilisation']:.3f}, "
+          f"{res['events']} events in {res['wall_s']:.2f} s; wrote scenario.json + scenario.png to {out}/")
+    return 0
 
 
 # ---- argparse ------------------------------------------------------------------------------------
@@ -214,11 +360,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add ``cluster`` (arnold, c4p, crux, speed) to an argparse subparsers object."""
     p = subparsers.add_parser("cluster", help="GPU-cluster simulator studies: Arnold, C4P, Crux",
                               description="Flow-level GPU-cluster simulator and the Arnold, C4P and Crux studies.")
-    sub = p.add_subparsers(dest="cluster_cmd", metavar="{arnold,c4p,crux,speed}")
+    sub = p.add_subparsers(dest="cluster_cmd", metavar="{run,arnold,c4p,crux,speed}")
     sub.required = True
     for name, fn, hlp in (("arnold", bench_arnold, "Arnold MIP placement vs best-fit/random/packing/RB-FM"),
                           ("c4p", bench_c4p, "C4P global path planning vs ECMP (busbw, iteration time)"),
-                          ("crux", bench_crux, "Crux intensity scheduling vs ECMP and Sincronia-like")):
+                          ("crux", bench_crux, "Crux intensity scheduling vs ECMP, Sincronia-like and CASSINI-like")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the < 1 minute setting")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/cluster)")
@@ -228,6 +374,14 @@ def register(subparsers) -> argparse.ArgumentParser:
         if name == "crux":
             s.add_argument("--levels", type=int, default=8, help="hardware priority levels K (default 8)")
         s.set_defaults(func=_study(fn))
+    s = sub.add_parser("run", help="run a scenario .toml (topology, jobs, routing, failures)",
+                       description="Run a TOML scenario (see models/cluster/scenarios/*.toml and "
+                                   "models/cluster/scenario.py); writes scenario.json + scenario.png and a table.")
+    s.add_argument("scenario", help="scenario file (.toml)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/cluster/<name>)")
+    s.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_run)
     s = sub.add_parser("speed", help="simulated seconds per wall second on the Lingjun topology")
     s.add_argument("--gpus", type=int, default=2048)
     s.add_argument("--jobs", type=int, default=16)

@@ -14,12 +14,20 @@ ring all-gather      (n-1)/n * S  (S = output)   n-1                         (n-
 ring reduce-scatter  (n-1)/n * S  (S = input)    n-1                         (n-1)/n
 tree all-reduce      S up + S down, pipelined    2 * depth                   --
 P2P (PP send/recv)   S                           1                           1
+all-to-all           S / n on each of n (n-1)    1 (all sends posted at      (n-1)/n
+                     pairs                       once, as NCCL does)
 ===================  ==========================  ==========================  ==============
 
 On links of bandwidth B with no contention the ring all-reduce therefore takes
 ``2 (n-1)/n * S / B + 2 (n-1) * alpha`` (the closed form the tests check). ``channels`` splits a
 collective into that many independent rings (NCCL channels: separate QPs, so separate ECMP
 hashes), each carrying ``1/channels`` of the bytes.
+
+All-to-all (MoE expert parallelism): rank i sends a distinct ``S / n`` to every other rank. It is
+decomposed into the ``n - 1`` shift permutations ``i -> (i + r) mod n`` (r = 1 .. n-1), one
+stream each (NCCL posts every send at once; a shift is the unit of the pairwise-exchange algorithm
+and its flows advance together). Every NIC then sends ``(n-1)/n * S``, so on a non-blocking
+switch of NIC bandwidth B it takes ``(n-1)/n * S / B + alpha`` (the closed form the tests check).
 
 The pipelined binary tree (heap order: rank i's parent is (i-1)//2) sends S up every edge and S
 down every edge concurrently; an inner rank with two children and a parent then receives 3 S
@@ -34,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["StreamSpec", "Collective", "ring_allreduce", "tree_allreduce", "ring_allgather",
-           "ring_reducescatter", "p2p", "bus_bw_factor"]
+           "ring_reducescatter", "p2p", "alltoall", "bus_bw_factor"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,10 +157,23 @@ def p2p(src: int, dst: int, size: float, channels: int = 1, alpha_s: float = 0.0
     return Collective("p2p", streams, alpha_s, size, 2)
 
 
+def alltoall(ranks, size: float, channels: int = 1, alpha_s: float = 0.0) -> Collective:
+    """All-to-all of ``size`` bytes per rank (``size / n`` to each rank, itself included)."""
+    r = _ranks(ranks)
+    _check(size, channels, alpha_s)
+    n = r.size
+    if n == 1:
+        return Collective("alltoall", (), 0.0, size, 1)
+    per = size / n / channels
+    streams = tuple(StreamSpec(r, np.roll(r, -sh), per, key=(sh - 1) * channels + c)
+                    for sh in range(1, n) for c in range(channels))
+    return Collective("alltoall", streams, alpha_s, size, n)
+
+
 def bus_bw_factor(kind: str, n: int) -> float:
     """NCCL bus-bandwidth factor: busbw = algbw * factor (algbw = S / t)."""
     if kind == "allreduce":
         return 2 * (n - 1) / n
-    if kind in ("allgather", "reducescatter"):
+    if kind in ("allgather", "reducescatter", "alltoall"):
         return (n - 1) / n
     return 1.0

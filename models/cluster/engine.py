@@ -177,10 +177,14 @@ class Simulator:
             return
         assert isinstance(step, Comm)
         live = [c for c in step.collectives if not c.empty]
-        if not live:
+        if step.compute_s > 0:  # overlapped compute: one more completion to wait for
+            rec.compute_s += step.compute_s
+            rec.compute_until = self.now + step.compute_s
+            self._push(self.now + step.compute_s, self._coll_done, jid, it, k)
+        elif not live:
             self._start_step(jid, it, k + 1)
             return
-        self._pending_colls[(jid, it, k)] = len(live)
+        self._pending_colls[(jid, it, k)] = len(live) + (step.compute_s > 0)
         prio = self.router.priority(jid)
         for ci, coll in enumerate(live):
             key = (jid, it, k, ci)
@@ -207,8 +211,9 @@ class Simulator:
         if self._pending_colls[key] == 0:
             del self._pending_colls[key]
             rec = self.jobs[jid]
-            label = self._steps[jid][k].label
-            rec.comm_s[label] = rec.comm_s.get(label, 0.0) + self.now - self._step_started[jid]
+            step = self._steps[jid][k]
+            exposed = self.now - self._step_started[jid] - step.compute_s
+            rec.comm_s[step.label] = rec.comm_s.get(step.label, 0.0) + max(exposed, 0.0)
             self._start_step(jid, it, k + 1)
 
     # ---- results -----------------------------------------------------------------------------

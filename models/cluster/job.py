@@ -1,16 +1,26 @@
 """Training jobs: DP x TP x PP on a GPU placement, one iteration = compute then communication.
 
-An iteration is bulk-synchronous and not overlapped (ASTRA-sim's "no overlap" mode; an upper
-bound on exposed communication, and what Crux's intensity and C4's iteration time are measured
-against):
+An iteration is bulk-synchronous. By default nothing overlaps (ASTRA-sim's "no overlap" mode; an
+upper bound on exposed communication, and what Crux's intensity and C4's iteration time are
+measured against):
 
 1. compute for ``compute_s`` (forward + backward of all micro-batches, pipeline bubble included);
-2. if ``pp > 1``: pipeline P2P, every stage boundary of every DP replica and TP rank sends
+2. if ``a2a_bytes > 0`` and ``dp > 1``: MoE all-to-all of ``a2a_bytes`` per rank within every DP
+   group (expert parallelism over the DP dimension, EP = DP, as DeepSpeed-MoE does);
+3. if ``pp > 1``: pipeline P2P, every stage boundary of every DP replica and TP rank sends
    ``act_bytes`` forward (activations) and ``act_bytes`` backward (gradients), concurrently;
-3. if ``tp > 1`` and ``tp_bytes > 0``: TP ring all-reduce within every TP group (NVLink when the
+4. if ``tp > 1`` and ``tp_bytes > 0``: TP ring all-reduce within every TP group (NVLink when the
    group is inside a host);
-4. if ``dp > 1``: DP all-reduce of ``grad_bytes`` per rank within every DP group (one group per
+5. if ``dp > 1``: DP all-reduce of ``grad_bytes`` per rank within every DP group (one group per
    (stage, TP rank); ring or tree).
+
+**Overlap.** With ``overlap = f > 0`` the DP all-reduce is launched when a fraction ``1 - f`` of
+the compute has run and proceeds beside the last ``f * compute_s`` (the backward pass, where
+PyTorch DDP / Megatron bucket gradients and all-reduce them as they are produced); the steps are
+then compute ``(1 - f) c``, [DP all-reduce || compute ``f c``], all-to-all, PP, TP. Alone on the
+network an iteration takes ``(1 - f) c + max(f c, T_dp) + T_rest``: the exposed DP time is
+``max(0, T_dp - f c)``. Simplification: the all-reduce may start as soon as the window opens
+(gradient buckets are not modelled), and the rest follows the all-reduce.
 
 Rank order is Megatron-LM's (TP fastest, then DP, then PP): GPU list index
 ``k = (stage * dp + d) * tp + t``; :func:`placement` maps a GPU list to the (pp, dp, tp) array.
@@ -22,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collectives import Collective, p2p, ring_allreduce, tree_allreduce
+from .collectives import Collective, alltoall, p2p, ring_allreduce, tree_allreduce
 
 __all__ = ["JobSpec", "Compute", "Comm", "placement"]
 
@@ -36,10 +46,15 @@ class Compute:
 
 @dataclass(frozen=True, eq=False)
 class Comm:
-    """A communication step: its collectives run concurrently; ``label`` names it (dp, pp, tp)."""
+    """A communication step: its collectives run concurrently; ``label`` names it (dp, pp, tp, ep).
+
+    ``compute_s`` > 0: compute of that many seconds runs beside the collectives (overlap); the step
+    ends when both are done.
+    """
 
     label: str
     collectives: tuple[Collective, ...]
+    compute_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,10 @@ class JobSpec:
         DP all-reduce algorithm.
     alpha_s : float
         Per-step latency of collectives (alpha of the alpha-beta model).
+    a2a_bytes : float
+        MoE all-to-all bytes per rank per iteration within every DP group (0: none).
+    overlap : float
+        Fraction in [0, 1] of the compute that the DP all-reduce may run beside (module docstring).
     """
 
     name: str
@@ -81,6 +100,8 @@ class JobSpec:
     channels: int = 1
     algo: str = "ring"
     alpha_s: float = 5e-6
+    a2a_bytes: float = 0.0
+    overlap: float = 0.0
 
     def __post_init__(self):
         for n in ("dp", "tp", "pp", "iterations", "channels"):
@@ -89,7 +110,9 @@ class JobSpec:
                 raise ValueError(f"job {self.name!r}: {n} must be an integer >= 1, not {v!r}")
         if not self.compute_s >= 0:
             raise ValueError(f"job {self.name!r}: compute_s must be >= 0, not {self.compute_s!r}")
-        for n in ("grad_bytes", "act_bytes", "tp_bytes", "alpha_s"):
+        if not 0.0 <= self.overlap <= 1.0:
+            raise ValueError(f"job {self.name!r}: overlap must be in [0, 1], not {self.overlap!r}")
+        for n in ("grad_bytes", "act_bytes", "tp_bytes", "alpha_s", "a2a_bytes"):
             if not getattr(self, n) >= 0:
                 raise ValueError(f"job {self.name!r}: {n} must be >= 0, not {getattr(self, n)!r}")
         if self.algo not in ("ring", "tree"):
@@ -105,7 +128,19 @@ class JobSpec:
         if place.shape != (self.pp, self.dp, self.tp):
             raise ValueError(f"job {self.name!r}: placement shape must be {(self.pp, self.dp, self.tp)}, "
                              f"not {place.shape}")
-        out: list[Compute | Comm] = [Compute(self.compute_s)]
+        dp_step = None
+        if self.dp > 1 and self.grad_bytes > 0:
+            fn = ring_allreduce if self.algo == "ring" else tree_allreduce
+            colls = [fn(place[s, :, t], self.grad_bytes, self.channels, self.alpha_s)
+                     for s in range(self.pp) for t in range(self.tp)]
+            dp_step = tuple(colls)
+        hidden = self.overlap * self.compute_s if dp_step is not None else 0.0
+        out: list[Compute | Comm] = [Compute(self.compute_s - hidden)]
+        if hidden > 0:
+            out.append(Comm("dp", dp_step, compute_s=hidden))
+        if self.dp > 1 and self.a2a_bytes > 0:
+            out.append(Comm("ep", tuple(alltoall(place[s, :, t], self.a2a_bytes, self.channels, self.alpha_s)
+                                        for s in range(self.pp) for t in range(self.tp))))
         if self.pp > 1 and self.act_bytes > 0:
             colls = []
             for s in range(self.pp - 1):
@@ -117,11 +152,8 @@ class JobSpec:
             colls = [ring_allreduce(place[s, d], self.tp_bytes, self.channels, self.alpha_s)
                      for s in range(self.pp) for d in range(self.dp)]
             out.append(Comm("tp", tuple(colls)))
-        if self.dp > 1 and self.grad_bytes > 0:
-            fn = ring_allreduce if self.algo == "ring" else tree_allreduce
-            colls = [fn(place[s, :, t], self.grad_bytes, self.channels, self.alpha_s)
-                     for s in range(self.pp) for t in range(self.tp)]
-            out.append(Comm("dp", tuple(colls)))
+        if dp_step is not None and hidden == 0:
+            out.append(Comm("dp", dp_step))
         return out
 
 

@@ -47,7 +47,17 @@ class Router:
 
 
 class ECMPRouter(Router):
-    """Load-oblivious per-flow ECMP hashing (keys: job, src, dst, route key)."""
+    """Load-oblivious per-flow ECMP hashing (keys: job, src, dst, route key).
+
+    The first-choice (salt 0) paths of a connection are cached: a collective re-opens the same
+    connections every iteration, and hashing them again dominated the run time of large jobs.
+    A cached entry is used only while every hop is alive, which is exactly when :meth:`route`
+    would return it, so results are identical with and without the cache.
+    """
+
+    def __init__(self, topo: Topology, seed: int = 0):
+        super().__init__(topo, seed)
+        self._cache: dict[tuple, np.ndarray] = {}
 
     def _hashed(self, job_id, route_key, src, dst, salt: int) -> np.ndarray:
         n = src.size
@@ -56,7 +66,14 @@ class ECMPRouter(Router):
         return self.topo.paths(src, dst, hash_choices(keys, self.seed))
 
     def route(self, job_id, route_key, src, dst):
-        paths = self._hashed(job_id, route_key, src, dst, 0)
+        ck = (job_id, route_key, src.tobytes(), dst.tobytes())
+        paths = self._cache.get(ck)
+        if paths is None:
+            paths = self._hashed(job_id, route_key, src, dst, 0)
+            if len(self._cache) < 1 << 20:
+                self._cache[ck] = paths.copy()
+        else:
+            paths = paths.copy()
         bad = ~self.usable(paths)
         salt = 1
         while bad.any() and salt < 64:
