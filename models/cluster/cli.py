@@ -14,7 +14,6 @@ Benchmarks for ``hwcosim bench``: :func:`bench_cluster_speed`, :func:`bench_arno
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,29 +24,13 @@ __all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold
            "speed_run"]
 
 
-def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+from models.cliutil import fail as _fail
+from models.cliutil import out_dir as _out_dir_base
+from models.cliutil import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
-    out = Path(arg if arg else "build/cluster")
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
-
-
-def _write_json(path: Path, obj) -> Path:
-    from ..atomic import write_text
-
-    def conv(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        raise TypeError(type(o))
-
-    return write_text(path, json.dumps(obj, indent=1, default=conv) + "\n")
+    return _out_dir_base(arg, "build/cluster")
 
 
 def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, title: str) -> Path:

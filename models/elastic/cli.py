@@ -12,8 +12,6 @@ Outputs (JSON + PNG) are written atomically under ``build/elastic`` by default.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,29 +19,13 @@ import numpy as np
 __all__ = ["register", "main"]
 
 
-def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+from models.cliutil import fail as _fail
+from models.cliutil import out_dir as _out_dir_base
+from models.cliutil import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
-    out = Path(arg if arg else "build/elastic")
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
-
-
-def _write_json(path: Path, obj) -> Path:
-    from ..atomic import write_text
-
-    def conv(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        raise TypeError(type(o))
-
-    return write_text(path, json.dumps(obj, indent=1, default=conv) + "\n")
+    return _out_dir_base(arg, "build/elastic")
 
 
 def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:

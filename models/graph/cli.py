@@ -14,7 +14,6 @@ Outputs go under ``build/graph`` by default. Benchmarks for ``hwcosim bench``:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,29 +24,13 @@ import numpy as np
 __all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite"]
 
 
-def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+from models.cliutil import fail as _fail
+from models.cliutil import out_dir as _out_dir_base
+from models.cliutil import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
-    out = Path(arg if arg else "build/graph")
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
-
-
-def _write_json(path: Path, obj) -> Path:
-    from ..atomic import write_text
-
-    def conv(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        raise TypeError(type(o))
-
-    return write_text(path, json.dumps(obj, indent=1, default=conv) + "\n")
+    return _out_dir_base(arg, "build/graph")
 
 
 def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: bool = False) -> Path:

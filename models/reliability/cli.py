@@ -15,7 +15,6 @@ bench``: :func:`bench_byterobust`, :func:`bench_c4d`, :func:`bench_mycroft`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,31 +24,13 @@ import numpy as np
 __all__ = ["register", "main", "bench_byterobust", "bench_c4d", "bench_mycroft"]
 
 
-def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+from models.cliutil import fail as _fail
+from models.cliutil import out_dir as _out_dir_base
+from models.cliutil import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
-    out = Path(arg if arg else "build/reliability")
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
-
-
-def _write_json(path: Path, obj) -> Path:
-    from ..atomic import write_text
-
-    def conv(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, float) and not np.isfinite(o):
-            return str(o)
-        raise TypeError(type(o))
-
-    return write_text(path, json.dumps(obj, indent=1, default=conv) + "\n")
+    return _out_dir_base(arg, "build/reliability")
 
 
 def _fig():

@@ -1,0 +1,40 @@
+"""Helpers shared by the models' command-line modules: one-line errors, output folders, JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from models.atomic import write_text
+
+__all__ = ["fail", "out_dir", "write_json"]
+
+
+def fail(msg: str):
+    """Print ``error: msg`` on stderr and exit with status 2 (bad input)."""
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def out_dir(arg: str | None, default: str) -> Path:
+    """The output folder (``arg`` or ``default``); a file in its place is bad input."""
+    out = Path(arg if arg else default)
+    if out.exists() and not out.is_dir():
+        fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
+    return out
+
+
+def _plain(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o))
+
+
+def write_json(path: Path, obj) -> Path:
+    """Write ``obj`` as JSON (numpy scalars and arrays converted), atomically."""
+    return write_text(path, json.dumps(obj, indent=1, default=_plain) + "\n")
