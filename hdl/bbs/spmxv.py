@@ -41,6 +41,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
 from models.bbs import BBSParams
 
@@ -53,16 +54,6 @@ def weight_layout(p: BBSParams) -> data.ArrayLayout:
     """P*B lanes of {value: signed(W), index: unsigned(I)}, lane p*B+b at the low end first."""
     lane = data.StructLayout({"value": signed(p.weight_fmt.width), "index": unsigned(p.index_bits)})
     return data.ArrayLayout(lane, p.pes * p.banks)
-
-
-def _tree_sum(terms: list):
-    """Balanced adder tree (Amaranth widens each sum by one bit, so it cannot overflow)."""
-    while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 class SpMxV(wiring.Component):

@@ -52,6 +52,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
 from models.beamraster.datapath import PrecoderParams, twiddles
 
@@ -65,15 +66,6 @@ S_BANKS = 3
 def complex_layout(width: int) -> data.StructLayout:
     """{re, im}: the real part in the low bits."""
     return data.StructLayout({"re": signed(width), "im": signed(width)})
-
-
-def _tree_sum(terms: list):
-    while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 def _mul_mod(var, const: int, bits: int):

@@ -49,6 +49,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
 from models.fss import FSSParams
 
@@ -63,16 +64,6 @@ def weight_layout(p: FSSParams) -> data.ArrayLayout:
     if p.index_bits:
         fields["index"] = unsigned(p.index_bits)
     return data.ArrayLayout(data.StructLayout(fields), p.pe_rows * p.n)
-
-
-def _tree_sum(terms: list):
-    """Balanced adder tree (each sum widens by one bit, so it cannot overflow)."""
-    while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 class FSSGemm(wiring.Component):

@@ -1,0 +1,20 @@
+"""Arithmetic building blocks shared by the designs."""
+
+from __future__ import annotations
+
+__all__ = ["tree_sum"]
+
+
+def tree_sum(terms: list):
+    """Balanced adder tree over Amaranth values (each sum widens by one bit, so it cannot overflow).
+
+    Combinational; depth ceil(log2(len(terms))) adders.
+    """
+    if not terms:
+        raise ValueError("an adder tree needs at least one term")
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
