@@ -50,6 +50,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
+from hdl.common.arith import count_saturating
 from hdl.common.fixed import requantize
 from models.bbs_lstm import LSTMParams
 
@@ -83,8 +84,7 @@ def h_out_layout(p: LSTMParams) -> data.ArrayLayout:
 
 
 def _counter(m, ctr, cond):
-    with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
-        m.d.sync += ctr.eq(ctr + 1)
+    count_saturating(m, [(ctr, cond)])
 
 
 class ElementWise(wiring.Component):

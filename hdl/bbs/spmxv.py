@@ -41,6 +41,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
 from models.bbs import BBSParams
@@ -184,9 +185,7 @@ class SpMxV(wiring.Component):
         # --- performance counters ----------------------------------------------------------
         busy = Signal()
         m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | self.y.valid)
-        for ctr, cond in ((self.cycles, busy), (self.mac_beats, w_fire),
+        count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),
-                          (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)):
-            with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += ctr.eq(ctr + 1)
+                          (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)))
         return m

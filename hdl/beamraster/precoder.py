@@ -52,6 +52,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
 from models.beamraster.datapath import PrecoderParams, twiddles
@@ -334,12 +335,10 @@ class Precoder(wiring.Component):
         work = Signal()
         m.d.comb += work.eq(busy | a_valid | b_valid | t_valid | u_valid | v_valid | self.x.valid
                             | _pick(sready, rb) | (self.s.valid & can_take & ~coef_ok))
-        for ctr, cond in ((self.cycles, work), (self.sym_beats, s_fire), (self.coef_beats, c_fire),
+        count_saturating(m, ((self.cycles, work), (self.sym_beats, s_fire), (self.coef_beats, c_fire),
                           (self.out_beats, self.x.valid & self.x.ready), (self.issues, issue),
                           (self.stall_out, self.x.valid & ~self.x.ready),
-                          (self.starve_coef, self.s.valid & can_take & ~coef_ok)):
-            with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += ctr.eq(ctr + 1)
+                          (self.starve_coef, self.s.valid & can_take & ~coef_ok)))
         return m
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["tree_sum"]
+__all__ = ["tree_sum", "count_saturating"]
 
 
 def tree_sum(terms: list):
@@ -18,3 +18,11 @@ def tree_sum(terms: list):
             nxt.append(terms[-1])
         terms = nxt
     return terms[0]
+
+
+def count_saturating(m, pairs, domain: str = "sync") -> None:
+    """For each ``(counter, condition)``: add one per cycle the condition holds, sticking at the
+    counter's maximum (performance counters never wrap silently)."""
+    for ctr, cond in pairs:
+        with m.If(cond & (ctr != (1 << len(ctr)) - 1)):
+            m.d[domain] += ctr.eq(ctr + 1)

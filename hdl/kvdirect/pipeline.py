@@ -66,6 +66,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.arith import count_saturating
 from models.kvdirect.rtl_model import (
     ATOMIC,
     DELETE,
@@ -130,8 +131,7 @@ def _first(conds, values, default):
 
 
 def _sat_inc(m: Module, ctr, cond):
-    with m.If(cond & (ctr != (1 << COUNTER_BITS) - 1)):
-        m.d.sync += ctr.eq(ctr + 1)
+    count_saturating(m, [(ctr, cond)])
 
 
 class Pipeline(wiring.Component):
