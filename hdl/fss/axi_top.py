@@ -1,0 +1,367 @@
+"""Board-ready top level of the FSS sparse GEMM engine: AXI4-Stream data, AXI4-Lite control and status.
+
+Wraps :class:`hdl.fss.gemm.FSSGemm` for a shell (Vivado block design, Platform Designer). The
+engine itself keeps no weights (it re-reads them once per column tile); this wrapper adds an
+on-chip weight store, so a layer's weights cross the bus once and every run then streams only
+activations in and results out.
+
+Streams (``tdata`` widths rounded up to whole bytes, no ``tkeep``):
+
+- ``s_axis_w`` (32-bit ``tdata``): one layer's FSS weights. Each weight beat of
+  :func:`models.fss.pack_weight_beats` (``PR * N`` lanes of ``value | index << W``,
+  ``PR * N * (W + I)`` bits) is cut into ``ceil(bits / 32)`` words, least significant word first
+  (the last word's unused upper bits are ignored); beats in the engine's order, row group ``g``
+  then region column ``c``: ``ROW_GROUPS * K_REGIONS`` beats in all.
+  :func:`cosim.fss.pack_axi_weight_words` builds the word list. ``s_axis_w_tready`` is always
+  high: words go straight into the store. ``STATUS.loaded`` rises when the last word of the last
+  beat is in; words that arrive while loaded are dropped and set ``ERROR.extra_weights``.
+- ``s_axis_x``: activation beats of :func:`models.fss.pack_act_beats` (``r_w * PC`` elements of
+  ``XW`` bits at ``(t * r_w + b) * XW``), ``K_REGIONS`` beats per column tile, ``TILES`` tiles
+  per run. Accepted only while a run still expects activations.
+- ``m_axis_y``: result beats of :func:`models.fss.unpack_output_beats` (``PR * r_h * PC`` values
+  of ``OW`` bits), one per (tile, row group); ``tlast`` on the last row group of every tile, so a
+  frame is one tile: ``PC`` output columns of all ``ROW_GROUPS * r_h * PR`` rows.
+- ``s_axil``: AXI4-Lite, 32-bit data, 8-bit byte address (bits 1:0 ignored); ``wstrb`` ignored;
+  the write address and data are taken together. Responses are OKAY except as stated below.
+
+Register map (byte addresses)::
+
+    0x00 CTRL       W   bit 0 START: run TILES column tiles on the loaded weights;
+                        bit 1 CLEAR_ERROR (applied before the other bits of the same write);
+                        bit 2 SOFT_RESET (the other bits of the same write, except CLEAR_ERROR,
+                        are ignored); bit 3 LOAD: restart the weight load (STATUS.loaded falls,
+                        the next s_axis_w word is word 0 of beat 0; a START in the same write is
+                        refused as unloaded). Reads 0.
+    0x04 ROW_GROUPS RW  rows / (r_h * PR), 1..max_row_groups   (reset: max_row_groups)
+    0x08 K_REGIONS  RW  cols / r_w,        1..max_k_regions    (reset: max_k_regions)
+    0x0C TILES      RW  T / PC column tiles per run, 1..2**32-1 (reset: 1)
+                        A size write out of range, or any size write while busy, is refused:
+                        SLVERR, the register keeps its value, ERROR bit 1 (range) or 3 (busy).
+                        An accepted write of ROW_GROUPS or K_REGIONS restarts the weight load
+                        (the stored weights no longer match the shape).
+    0x10 STATUS     R   bit 0 busy, bit 1 done (the last run's last result beat left; cleared by
+                        START), bit 2 error (ERROR != 0), bit 3 loaded, bit 4 loading (some words
+                        of a load are in, not all).
+    0x14 ERROR      R   sticky until CLEAR_ERROR (kept by SOFT_RESET): bit 0 START before the
+                        weights were loaded; bit 1 size register write out of range; bit 2 weight
+                        words while loaded (dropped); bit 3 START, LOAD or a size write while busy
+                        (ignored); bit 4 AXI4-Lite access to an unmapped address or a write to a
+                        read-only register (SLVERR).
+    0x18 CYCLES     R   cycles the engine held work         (FSSGemm.cycles)      } per run:
+    0x1C MAC_BEATS  R   weight beats consumed                (FSSGemm.mac_beats)   } cleared by
+    0x20 STALL_OUT  R   cycles m_axis_y was refused          (FSSGemm.stall_out)   } START,
+    0x24 STARVE_W   R   cycles a loaded tile waited for a weight beat (.starve_w)  } SOFT_RESET
+    0x28 RUN_CYCLES R   cycles busy (START to the last result beat)             } and rst;
+    0x2C OUT_BEATS  R   result beats sent                                        } saturate at
+                                                                                   } 2**32 - 1
+    0x30 W_WORDS    R   words accepted into the current weight load (0 after LOAD, a size
+                        write, SOFT_RESET or rst; ROW_GROUPS * K_REGIONS * words/beat when loaded)
+    0x34 CONFIG0    R   r_h | r_w << 8 | n << 16 | PR << 24
+    0x38 CONFIG1    R   PC | W << 8 | XW << 16 | OW << 24      (fixed-point widths)
+    0x3C CONFIG2    R   max_row_groups | max_k_regions << 16
+    0x40 ID         R   0x46535331 ("FSS1")
+
+A read of any other address answers SLVERR with data 0; a write to any other address, or to a
+read-only register, answers SLVERR and changes nothing. Both set ERROR bit 4.
+
+Recovery. ``SOFT_RESET`` puts the design in the state a hardware reset gives, except that the
+size registers and ERROR keep their values and the AXI4-Lite channels complete normally: not
+busy, not done, weights unloaded (W_WORDS = 0), counters 0, the engine's pipeline and activation
+buffer emptied, ``m_axis_y_tvalid`` low. A ``s_axis_w`` word transferred in the cycle of the
+SOFT_RESET write is discarded; later words start a new load, so a driver resets its DMA engines
+with the block (or writes LOAD once they are drained). A hardware ``rst`` (synchronous, active
+high) also resets the size registers to their reset values and clears ERROR.
+
+Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
+``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
+weight store reads one beat ahead, so with free-flowing streams and activations waiting at
+START, ``RUN_CYCLES == CYCLES ==`` :meth:`models.fss.CycleModel.expected` and ``STARVE_W == 0``.
+The engine is held in reset in the START cycle (it is empty then), which is what clears its
+counters per run.
+
+Resources beyond the engine: the weight store, ``max_row_groups * max_k_regions`` words of
+``PR * N * (W + I)`` bits (block RAM: for the default ``fss-axi`` build, 1,024 x 192 bits), a
+``32 * ceil(PR * N * (W + I) / 32)``-bit deserialiser, the register file, three 32-bit tile
+counters and the counters above. No multipliers: beat counts are nested counters.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Cat, Mux, ResetInserter, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.bbs.axi_top import bytes_up
+from hdl.common.arith import count_saturating
+from hdl.fss.gemm import FSSGemm
+from models.fss import FSSParams
+
+__all__ = ["FSSAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words", "words_per_beat"]
+
+REGS = {"CTRL": 0x00, "ROW_GROUPS": 0x04, "K_REGIONS": 0x08, "TILES": 0x0C, "STATUS": 0x10, "ERROR": 0x14,
+        "CYCLES": 0x18, "MAC_BEATS": 0x1C, "STALL_OUT": 0x20, "STARVE_W": 0x24, "RUN_CYCLES": 0x28,
+        "OUT_BEATS": 0x2C, "W_WORDS": 0x30, "CONFIG0": 0x34, "CONFIG1": 0x38, "CONFIG2": 0x3C, "ID": 0x40}
+#: CTRL bits
+CTRL = {"START": 1, "CLEAR_ERROR": 2, "SOFT_RESET": 4, "LOAD": 8}
+#: STATUS bits
+STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16}
+#: ERROR bits
+ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "BUSY": 8, "BAD_ADDRESS": 16}
+FSS_ID = 0x46535331  # "FSS1"
+
+
+def words_per_beat(p: FSSParams) -> int:
+    """32-bit ``s_axis_w`` words per weight beat."""
+    return -(-p.weight_beat_bits // 32)
+
+
+def config_words(p: FSSParams) -> dict[str, int]:
+    """Values of the read-only identification registers (CONFIG0..2, ID) of a build."""
+    return {"CONFIG0": p.r_h | p.r_w << 8 | p.n << 16 | p.pe_rows << 24,
+            "CONFIG1": p.pe_cols | p.weight_fmt.width << 8 | p.act_fmt.width << 16 | p.out_fmt.width << 24,
+            "CONFIG2": p.max_row_groups | p.max_k_regions << 16,
+            "ID": FSS_ID}
+
+
+class FSSAxiTop(wiring.Component):
+    """``FSSGemm`` plus a weight store behind AXI4-Stream (w, x, y) and AXI4-Lite (control/status/counters).
+
+    Parameters
+    ----------
+    params : FSSParams
+        The engine's parameters; the weight store holds ``max_rows x max_cols`` layers.
+
+    Raises
+    ------
+    TypeError
+        ``params`` is not an :class:`models.fss.FSSParams`.
+    ValueError
+        A field does not fit its CONFIG register (8 bits; 16 bits for the maxima).
+
+    Ports are flat and named as the AXI specification and cocotbext-axi expect
+    (``s_axis_x_tdata``, ``s_axil_awaddr``, ...); see the module docstring for the register map.
+    """
+
+    def __init__(self, params: FSSParams):
+        if not isinstance(params, FSSParams):
+            raise TypeError(f"FSSAxiTop takes a models.fss.FSSParams, not {params!r}")
+        self.params = p = params
+        for name, v in (("r_h", p.r_h), ("r_w", p.r_w), ("n", p.n), ("pe_rows", p.pe_rows),
+                        ("pe_cols", p.pe_cols), ("weight width", p.weight_fmt.width),
+                        ("activation width", p.act_fmt.width), ("output width", p.out_fmt.width)):
+            if v > 255:
+                raise ValueError(f"FSS AXI top: {name} must fit the 8-bit CONFIG field, not {v}")
+        for name, v in (("max_row_groups", p.max_row_groups), ("max_k_regions", p.max_k_regions)):
+            if v > 0xFFFF:
+                raise ValueError(f"FSS AXI top: {name} must fit the 16-bit CONFIG2 field, not {v}")
+        xw = bytes_up(p.r_w * p.pe_cols * p.act_fmt.width)
+        yw = bytes_up(p.out_lanes * p.out_fmt.width)
+        super().__init__({
+            "s_axis_w_tdata": In(32), "s_axis_w_tvalid": In(1), "s_axis_w_tready": Out(1),
+            "s_axis_x_tdata": In(xw), "s_axis_x_tvalid": In(1), "s_axis_x_tready": Out(1),
+            "m_axis_y_tdata": Out(yw), "m_axis_y_tvalid": Out(1), "m_axis_y_tready": In(1),
+            "m_axis_y_tlast": Out(1),
+            "s_axil_awaddr": In(8), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
+            "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
+            "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
+            "s_axil_araddr": In(8), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
+            "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+        })
+
+    @property
+    def weight_words(self) -> int:
+        """32-bit words per weight beat."""
+        return words_per_beat(self.params)
+
+    @property
+    def store_beats(self) -> int:
+        """Depth of the weight store (weight beats of the largest layer)."""
+        return self.params.max_row_groups * self.params.max_k_regions
+
+    def elaborate(self, platform):
+        p = self.params
+        m = Module()
+        GMAX, KMAX, NW, BEATS = p.max_row_groups, p.max_k_regions, self.weight_words, self.store_beats
+
+        gemm = FSSGemm(p)
+        eng_rst = Signal()
+        m.submodules.gemm = ResetInserter(eng_rst)(gemm)
+
+        # --- registers --------------------------------------------------------------------------
+        rg = Signal(range(GMAX + 1), init=GMAX)
+        kr = Signal(range(KMAX + 1), init=KMAX)
+        tiles = Signal(32, init=1)
+        busy, done, loaded = Signal(), Signal(), Signal()
+        err = Signal(5)
+        run_cycles, out_beats = Signal(32), Signal(32)
+        m.d.comb += [gemm.cfg_row_groups.eq(rg), gemm.cfg_k_regions.eq(kr)]
+
+        # --- AXI4-Lite write decode (comb), so every block below can see the commands ----------
+        wr = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
+        widx, wdata = self.s_axil_awaddr[2:], self.s_axil_wdata
+        ctrl_wr = wr & (widx == REGS["CTRL"] >> 2)
+        clear_err = ctrl_wr & wdata[1]
+        soft = ctrl_wr & wdata[2]
+        cmd_start = ctrl_wr & wdata[0] & ~soft
+        cmd_load = ctrl_wr & wdata[3] & ~soft
+        start = Signal()
+        m.d.comb += [start.eq(cmd_start & ~cmd_load & ~busy & loaded), eng_rst.eq(start | soft)]
+        with m.If(clear_err):  # first: errors raised in the same cycle below win
+            m.d.sync += err.eq(0)
+
+        # --- weight loader: 32-bit words -> beats -> store ---------------------------------------
+        store = Memory(shape=unsigned(p.weight_beat_bits), depth=BEATS, init=[])
+        m.submodules.wstore = store
+        wp, rp = store.write_port(), store.read_port()
+        shreg = Signal(32 * NW)                      # words shift in from the top: first word ends lowest
+        wide = Cat(shreg[32:], self.s_axis_w_tdata)
+        wcnt = Signal(range(max(2, NW)))
+        lc, lg = Signal(range(max(2, KMAX))), Signal(range(max(2, GMAX)))
+        waddr = Signal(range(max(2, BEATS)))
+        w_words = Signal(range(BEATS * NW + 1))
+        m.d.comb += self.s_axis_w_tready.eq(1)
+        w_in = self.s_axis_w_tvalid
+        take = w_in & ~loaded
+        beat_done = take & (wcnt == NW - 1)
+        m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wide[:p.weight_beat_bits]), wp.en.eq(beat_done)]
+        with m.If(w_in & loaded):
+            m.d.sync += err[2].eq(1)
+        with m.If(take):
+            m.d.sync += [shreg.eq(wide), w_words.eq(w_words + 1), wcnt.eq(Mux(beat_done, 0, wcnt + 1))]
+            with m.If(beat_done):
+                m.d.sync += waddr.eq(waddr + 1)
+                with m.If(lc == kr - 1):
+                    m.d.sync += lc.eq(0)
+                    with m.If(lg == rg - 1):
+                        m.d.sync += [lg.eq(0), loaded.eq(1)]
+                    with m.Else():
+                        m.d.sync += lg.eq(lg + 1)
+                with m.Else():
+                    m.d.sync += lc.eq(lc + 1)
+
+        def restart_load():
+            m.d.sync += [wcnt.eq(0), lc.eq(0), lg.eq(0), waddr.eq(0), w_words.eq(0), loaded.eq(0)]
+
+        # --- weight replay: the store read one beat ahead of the engine ------------------------
+        issuing, rd_valid = Signal(), Signal()
+        rc, rgc = Signal(range(max(2, KMAX))), Signal(range(max(2, GMAX)))
+        raddr = Signal(range(max(2, BEATS)))
+        rtile = Signal(32)
+        radv = ~rd_valid | gemm.w.ready
+        m.d.comb += [rp.addr.eq(raddr), rp.en.eq(radv & issuing),
+                     gemm.w.valid.eq(rd_valid), gemm.w.payload.as_value().eq(rp.data)]
+        with m.If(radv):
+            m.d.sync += rd_valid.eq(issuing)
+            with m.If(issuing):
+                with m.If(rc == kr - 1):
+                    m.d.sync += rc.eq(0)
+                    with m.If(rgc == rg - 1):
+                        m.d.sync += [rgc.eq(0), raddr.eq(0), rtile.eq(rtile + 1)]
+                        with m.If(rtile == tiles - 1):
+                            m.d.sync += issuing.eq(0)
+                    with m.Else():
+                        m.d.sync += [rgc.eq(rgc + 1), raddr.eq(raddr + 1)]
+                with m.Else():
+                    m.d.sync += [rc.eq(rc + 1), raddr.eq(raddr + 1)]
+
+        # --- activations: K_REGIONS beats per tile, TILES tiles, then the gate closes ----------
+        x_more = Signal()
+        xc, xtile = Signal(range(max(2, KMAX))), Signal(32)
+        x_fire = gemm.x.valid & gemm.x.ready
+        m.d.comb += [gemm.x.valid.eq(self.s_axis_x_tvalid & x_more),
+                     gemm.x.payload.as_value().eq(self.s_axis_x_tdata),
+                     self.s_axis_x_tready.eq(gemm.x.ready & x_more)]
+        with m.If(x_fire):
+            with m.If(xc == kr - 1):
+                m.d.sync += [xc.eq(0), xtile.eq(xtile + 1)]
+                with m.If(xtile == tiles - 1):
+                    m.d.sync += x_more.eq(0)
+            with m.Else():
+                m.d.sync += xc.eq(xc + 1)
+
+        # --- results: ROW_GROUPS beats per tile (tlast), the run ends with the last one ---------
+        yg, ytile = Signal(range(max(2, GMAX))), Signal(32)
+        y_fire = gemm.y.valid & gemm.y.ready
+        ylast = yg == rg - 1
+        m.d.comb += [self.m_axis_y_tvalid.eq(gemm.y.valid), self.m_axis_y_tdata.eq(gemm.y.payload.as_value()),
+                     self.m_axis_y_tlast.eq(ylast), gemm.y.ready.eq(self.m_axis_y_tready)]
+        with m.If(y_fire):
+            with m.If(ylast):
+                m.d.sync += [yg.eq(0), ytile.eq(ytile + 1)]
+                with m.If(ytile == tiles - 1):
+                    m.d.sync += [busy.eq(0), done.eq(1)]
+            with m.Else():
+                m.d.sync += yg.eq(yg + 1)
+        count_saturating(m, ((run_cycles, busy), (out_beats, y_fire)))
+
+        # --- AXI4-Lite slave ----------------------------------------------------------------------
+        bresp_ok = Signal()
+        m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr),
+                     self.s_axil_arready.eq(~self.s_axil_rvalid)]
+        with m.If(wr):
+            m.d.sync += [self.s_axil_bvalid.eq(1), self.s_axil_bresp.eq(Mux(bresp_ok, 0b00, 0b10))]
+        with m.Elif(self.s_axil_bready):
+            m.d.sync += self.s_axil_bvalid.eq(0)
+
+        def size_write(reg, lo_ok, hi_ok, restarts):
+            with m.If(busy):
+                m.d.sync += err[3].eq(1)
+            with m.Elif(~(lo_ok & hi_ok)):
+                m.d.sync += err[1].eq(1)
+            with m.Else():
+                m.d.comb += bresp_ok.eq(1)
+                m.d.sync += reg.eq(wdata)
+                if restarts:
+                    restart_load()
+
+        with m.If(wr):
+            with m.Switch(widx):
+                with m.Case(REGS["CTRL"] >> 2):
+                    m.d.comb += bresp_ok.eq(1)
+                    with m.If((cmd_start | cmd_load) & busy):
+                        m.d.sync += err[3].eq(1)
+                    with m.Elif(cmd_start & (~loaded | cmd_load)):
+                        m.d.sync += err[0].eq(1)
+                    with m.If(cmd_load & ~busy):
+                        restart_load()
+                with m.Case(REGS["ROW_GROUPS"] >> 2):
+                    size_write(rg, wdata != 0, wdata <= GMAX, True)
+                with m.Case(REGS["K_REGIONS"] >> 2):
+                    size_write(kr, wdata != 0, wdata <= KMAX, True)
+                with m.Case(REGS["TILES"] >> 2):
+                    size_write(tiles, wdata != 0, 1, False)
+                with m.Default():
+                    m.d.sync += err[4].eq(1)
+
+        rd = self.s_axil_arvalid & self.s_axil_arready
+        with m.If(rd):
+            m.d.sync += [self.s_axil_rvalid.eq(1), self.s_axil_rresp.eq(0)]
+            regs = {"CTRL": 0, "ROW_GROUPS": rg, "K_REGIONS": kr, "TILES": tiles,
+                    "STATUS": Cat(busy, done, err.any(), loaded, ~loaded & (w_words != 0)), "ERROR": err,
+                    "CYCLES": gemm.cycles, "MAC_BEATS": gemm.mac_beats, "STALL_OUT": gemm.stall_out,
+                    "STARVE_W": gemm.starve_w, "RUN_CYCLES": run_cycles, "OUT_BEATS": out_beats,
+                    "W_WORDS": w_words, **config_words(p)}
+            with m.Switch(self.s_axil_araddr[2:]):
+                for name, val in regs.items():
+                    with m.Case(REGS[name] >> 2):
+                        m.d.sync += self.s_axil_rdata.eq(val)
+                with m.Default():
+                    m.d.sync += [self.s_axil_rdata.eq(0), self.s_axil_rresp.eq(0b10), err[4].eq(1)]
+        with m.Elif(self.s_axil_rready):
+            m.d.sync += self.s_axil_rvalid.eq(0)
+
+        # --- START: the run's counters and sequencers (after the blocks above: it wins) ----------
+        with m.If(start):
+            m.d.sync += [busy.eq(1), done.eq(0), run_cycles.eq(0), out_beats.eq(0),
+                         issuing.eq(1), rd_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
+                         x_more.eq(1), xc.eq(0), xtile.eq(0), yg.eq(0), ytile.eq(0)]
+
+        # --- SOFT_RESET: last, so it overrides everything but ERROR, the sizes and AXI4-Lite ------
+        with m.If(soft):
+            restart_load()
+            m.d.sync += [busy.eq(0), done.eq(0), run_cycles.eq(0), out_beats.eq(0), shreg.eq(0),
+                         issuing.eq(0), rd_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
+                         x_more.eq(0), xc.eq(0), xtile.eq(0), yg.eq(0), ytile.eq(0)]
+        return m
