@@ -110,41 +110,48 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     return out
 
 
-def dsp_report(p: PrecoderParams, out_dir: Path | None = None) -> dict:
-    """Verilog + Yosys (xcup) resources of ``Precoder(p)``."""
+def dsp_report(p: PrecoderParams, out_dir: Path | None = None, target: str = "xcup") -> dict:
+    """Verilog + Yosys resources of ``Precoder(p)`` on ``target`` (``xcup`` or ``cyclone10gx``)."""
     from cosim.synth import synthesize
     from hdl.beamraster import Precoder
 
     v = runner.to_verilog(Precoder(p), "beamraster_precoder")
-    rep = synthesize(v, "beamraster_precoder", "xcup", out_dir=out_dir)
-    return {"M": p.M, "K": p.K, "lanes": p.lanes, "model_real_multipliers": p.real_multipliers,
-            **rep["resources"]}
+    rep = synthesize(v, "beamraster_precoder", target, out_dir=out_dir)
+    return {"M": p.M, "K": p.K, "lanes": p.lanes, "target": target,
+            "model_real_multipliers": p.real_multipliers, **rep["resources"]}
 
 
 def bench_beamraster_dsp(out_dir: Path, quick: bool = False) -> dict:
-    """DSP count vs M and K (Yosys estimate, UltraScale+), against the 4 (K + L) model."""
+    """DSP count vs M and K (Yosys estimates, UltraScale+ and Arria 10), against the 4 (K + L) model.
+
+    The JSON is rewritten after every synthesis run, so an interrupted run keeps what it measured.
+    """
     from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
 
     out_dir = Path(out_dir)
-    grid = [(16, 4, 16), (32, 4, 32)] if quick else [(16, 4, 16), (32, 4, 32), (64, 4, 64), (64, 8, 64),
-                                                      (64, 16, 64), (32, 8, 32)]
+    if quick:
+        grid = [(16, 4, 16, "xcup"), (32, 4, 32, "xcup")]
+    else:
+        grid = [(M, K, M, t) for t in ("xcup", "cyclone10gx")
+                for M, K in ((16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (64, 16))]
     rows = []
-    for M, K, L in grid:
+    out = {"target": "Yosys estimates (xcup = UltraScale+, cyclone10gx = Arria 10 ALM fabric), "
+                     "not vendor place-and-route", "results": rows}
+    for M, K, L, target in grid:
         p = PrecoderParams(M=M, K=K, lanes=L, groups=2, sc_per_group=2, symbols_per_frame=1)
         t0 = time.monotonic()
-        r = dsp_report(p)
+        r = dsp_report(p, target=target)
         r["synth_seconds"] = round(time.monotonic() - t0, 1)
         rows.append(r)
-    out = {"target": "xcup (Yosys estimate, not vendor place-and-route)", "results": rows}
-    write_text(out_dir / "beamraster_dsp.json", json.dumps(out, indent=2) + "\n")
-    t = Table(title="BeamRaster precoder resources vs M, K (lanes L = M), Yosys xcup estimate")
-    for c in ("M", "K", "L", "DSP", "model 4(K+L)", "LUT", "FF", "BRAM", "LUTRAM"):
+        write_text(out_dir / "beamraster_dsp.json", json.dumps(out, indent=2) + "\n")
+    t = Table(title="BeamRaster precoder resources vs M, K (lanes L = M), Yosys estimates")
+    for c in ("target", "M", "K", "L", "DSP", "model 4(K+L)", "LUT", "FF", "BRAM", "LUTRAM"):
         t.add_column(c, justify="right")
     for r in rows:
-        t.add_row(*(str(r[k]) for k in ("M", "K", "lanes", "DSP", "model_real_multipliers", "LUT", "FF", "BRAM",
-                                        "LUTRAM")))
+        t.add_row(*(str(r[k]) for k in ("target", "M", "K", "lanes", "DSP", "model_real_multipliers", "LUT", "FF",
+                                        "BRAM", "LUTRAM")))
     Console().print(t)
     return out
