@@ -35,8 +35,9 @@ def _add():
     DESIGNS.append(Design(
         name="bbs-lstm-axi", top="bbs_lstm_axi", build=_lstm_axi,
         default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),
-        description="BBS LSTM layer behind AXI4-Stream (weights, x, h) and AXI4-Lite "
-                    "(start, seq_len, busy/done/error, performance counters); map in hdl/bbs/axi_top.py"))
+        description="BBS LSTM layer behind AXI4-Stream (weights, x, h), an AXI4 read master (weights "
+                    "from memory: LOAD_MM) and AXI4-Lite (start, soft reset, busy/done/error, read-error "
+                    "address, performance counters); map and fault behaviour in hdl/bbs/axi_top.py"))
 
     from models.bbs_csr import CSRParams
 

@@ -1,4 +1,5 @@
-"""Board-ready top level of the BBS LSTM engine: AXI4-Stream data, AXI4-Lite control and status.
+"""Board-ready top level of the BBS LSTM engine: AXI4-Stream data, AXI4 memory-mapped weight
+fetch, AXI4-Lite control and status.
 
 Wraps :class:`hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform Designer):
 
@@ -6,55 +7,120 @@ Wraps :class:`hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform
   least significant word first. ``rows/P * k`` weight beats of ``P*B*(W+I)`` bits (CSB words,
   :func:`models.bbs.pack_weight_beats`) take ``ceil(P*B*(W+I)/32)`` words each; then ``4H/P``
   bias beats of ``P * GW`` bits take ``ceil(P*GW/32)`` words each
-  (:func:`models.bbs_lstm.pack_bias_beats`). Load once after reset; ``STATUS.loaded`` rises when
-  the last bias word is in. Words arriving after that are dropped and set ``ERROR.extra_weights``.
+  (:func:`models.bbs_lstm.pack_bias_beats`): ``LOAD_WORDS`` words in all. Load once after a
+  reset (hardware or SOFT_RESET); ``STATUS.loaded`` rises when the last bias word is in. Words
+  arriving after that are dropped and set ``ERROR.extra_weights``. ``tready`` is low while a
+  ``LOAD_MM`` fetch owns the loader.
+- ``m_axi`` (AXI4 read channels only, ``mm_data_width``-bit data, ``mm_addr_width``-bit address,
+  ID 0, ``ARCACHE`` = 0b0011, ``ARPROT`` = 0): the same ``LOAD_WORDS`` words, fetched from memory
+  at ``WADDR`` by ``CTRL.LOAD_MM`` (:class:`hdl.common.axi_reader.AxiReader`: INCR bursts of up
+  to ``mm_max_burst`` beats, ``mm_max_outstanding`` in flight, none across 4 KiB). The words lie
+  in memory in stream order, word ``i`` at byte ``WADDR + 4 i`` (little-endian lanes); the buffer
+  is ``ceil(LOAD_WORDS * 32 / mm_data_width)`` bus beats. The loader takes one 32-bit word per
+  cycle from either source.
 - ``s_axis_x`` (AXI4-Stream): one beat per time step, ``I`` inputs of ``XW`` bits at
   ``i * XW`` (``tdata`` rounded up to bytes), accepted only while a run is busy.
 - ``m_axis_h`` (AXI4-Stream): ``H / U`` beats per step of ``U = P/4`` hidden values at
   ``u * XW``; ``tlast`` on the last beat of every step.
 - ``s_axil`` (AXI4-Lite, 32-bit data, 8-bit address; ``wstrb`` ignored, responses OKAY).
 
-Register map (byte addresses)::
+Register map (byte addresses; 0x00..0x28 as in the stream-only version)::
 
     0x00 CTRL      W   bit 0 START: run NUM_SEQ sequences of SEQ_LEN steps (ignored while busy);
-                       bit 1 CLEAR_ERROR.  Reads 0.
+                       bit 1 CLEAR_ERROR (applied before the other bits of the same write);
+                       bit 2 LOAD_MM: fetch the weights and biases over m_axi from WADDR (a START
+                       in the same write is ignored); bit 3 SOFT_RESET (the other bits of the same
+                       write, except CLEAR_ERROR, are ignored).  Reads 0.
     0x04 SEQ_LEN   RW  steps per sequence (16 bits, >= 1); writes while busy are ignored.
     0x08 NUM_SEQ   RW  sequences per run (16 bits, >= 1); writes while busy are ignored.
     0x0C STATUS    R   bit 0 busy, bit 1 done (set when a run's last hidden beat leaves, cleared
-                       by START), bit 2 error (any ERROR bit), bit 3 loaded.
-    0x10 ERROR     R   sticky until CLEAR_ERROR: bit 0 START before the weights were loaded,
-                       bit 1 START with SEQ_LEN or NUM_SEQ = 0, bit 2 extra weight words.
+                       by START, an accepted LOAD_MM and SOFT_RESET), bit 2 error (any ERROR
+                       bit), bit 3 loaded, bit 4 loading (a LOAD_MM fetch is running, or some
+                       stream words of a load are in, not all), bit 5 mm_busy (the read master
+                       has bursts in flight or presented; it stays high while the bursts in
+                       flight at a fault are drained).
+    0x10 ERROR     R   sticky until CLEAR_ERROR (kept by SOFT_RESET): bit 0 START before the
+                       weights were loaded, bit 1 START with SEQ_LEN or NUM_SEQ = 0, bit 2 extra
+                       weight words, bit 3 AXI read error (SLVERR or DECERR) during LOAD_MM,
+                       bit 4 LOAD_MM while busy or while mm_busy (ignored), bit 5 LOAD_MM with
+                       WADDR not aligned to the bus width (ignored), bit 6 SOFT_RESET abandoned
+                       work (a run, a LOAD_MM fetch, or a partly loaded weight set).
     0x14 CYCLES    R   engine cycles with a step in flight            (LSTMLayer.cycles)
     0x18 MAC_BEATS R   weight beats consumed by the SpMxV             (LSTMLayer.mac_beats)
     0x1C STEPS     R   hidden vectors produced                         (LSTMLayer.steps)
     0x20 STALL_OUT R   cycles m_axis_h was refused                    (LSTMLayer.stall_out)
     0x24 RUN_CYCLES R  cycles from START to done of the last run
     0x28 CONFIG    R   P | B << 8 | k << 16 (read-only identification of the build)
+    0x2C WADDR_LO  RW  byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is
+    0x30 WADDR_HI  RW  bits 63:32 (only mm_addr_width - 32 bits kept)  accepted)
+    0x34 MM_ERR_RESP R RRESP of the first failing beat since CLEAR_ERROR (2 SLVERR, 3 DECERR)
+    0x38 MM_ERR_ADDR_LO R  its byte address, bits 31:0
+    0x3C MM_ERR_ADDR_HI R  bits 63:32
+    0x40 LOAD_WORDS R  32-bit words of a full weight + bias load (a constant of the build)
+    0x44 LOAD_CYCLES R cycles from the last accepted LOAD_MM to STATUS.loaded (0 if it failed
+                       or was abandoned)
 
 A START with an error condition does not start a run. The counters at 0x14..0x20 saturate at
-2**32 - 1 and count from reset.
+2**32 - 1 and count from the last reset of the layer: hardware reset, SOFT_RESET, an accepted
+LOAD_MM, or a read error.
+
+Faults and the state they leave (every case is exercised in ``tests/test_bbs_axi_faults.py``):
+
+- **Read error** (``RRESP`` = SLVERR or DECERR on any beat of a LOAD_MM fetch): ERROR bit 3;
+  MM_ERR_RESP and MM_ERR_ADDR record the first failing beat. The read master issues no further
+  burst and drains the bursts in flight (``mm_busy`` until the last beat). The layer is cleared
+  at once: ``loaded`` = 0 (the words taken before the error are discarded), engine idle, a START
+  is refused with ERROR bit 0. Recovery: CLEAR_ERROR, LOAD_MM (from a good buffer), START.
+- **Long stalls** (``ARREADY``, ``RVALID``, ``s_axis_w``/``s_axis_x`` idle, or ``m_axis_h``
+  refused for any number of cycles): nothing is lost or reordered and no timeout fires; the
+  stall shows in LOAD_CYCLES, RUN_CYCLES and STALL_OUT. A slave that never answers keeps
+  ``mm_busy`` high; only SOFT_RESET (which stops issuing) plus a reset of the slave side, or the
+  hardware reset, ends that.
+- **SOFT_RESET** (any time): the run is abandoned (busy = 0, done = 0, ``s_axis_x_tready`` low,
+  a step in flight on ``m_axis_h`` is dropped, possibly without its ``tlast``), the layer is
+  cleared (loaded = 0, counters 0, stream loader empty: the next ``s_axis_w`` word is word 0), a
+  LOAD_MM fetch is stopped and its bursts in flight are drained (``mm_busy`` until then; a new
+  LOAD_MM meanwhile is refused with ERROR bit 4). SEQ_LEN, NUM_SEQ, WADDR, ERROR and MM_ERR_*
+  keep their values (LOAD_CYCLES too, unless a LOAD_MM was abandoned: then 0); ERROR bit 6
+  records that work was abandoned. Recovery: reset
+  the stream DMA channels with the block (words still in flight on ``s_axis_w`` would start a
+  new load), wait for ``mm_busy`` = 0, reload (stream or LOAD_MM), START.
+- **Hardware reset** (``rst``, synchronous, active high; the AXI peers are reset with it): every
+  register as at power-up (ERROR = 0: the fault cannot be reported), weights unloaded.
 
 Latency and throughput are those of :class:`hdl.bbs.lstm.LSTMLayer`: the wrapper adds no
 register stage on ``x`` or ``h`` (``tvalid``/``tready`` pass through gated by ``busy``), so the
 cycle model :class:`models.bbs_lstm.LSTMCycleModel` holds from the first ``s_axis_x`` beat.
-Resources beyond the layer: one ``ceil(P*B*(W+I)/32) * 32``-bit deserialiser register, the
-register file and counters.
+A LOAD_MM moves one word per cycle when memory keeps up (LOAD_CYCLES ~ LOAD_WORDS + the read
+latency of the first burst). Resources beyond the layer: one ``ceil(P*B*(W+I)/32) * 32``-bit
+deserialiser register, a ``mm_data_width``-bit word splitter, the read master (three
+address-wide registers and two counters), the register file and counters.
 """
 
 from __future__ import annotations
 
 from amaranth import Module
-from amaranth.hdl import Cat, Mux, Signal
+from amaranth.hdl import Cat, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.lstm import LSTMLayer
+from hdl.common.axi_reader import AxiReader
 from models.bbs_lstm import LSTMParams
 
-__all__ = ["LSTMAxiTop", "REGS", "bytes_up"]
+__all__ = ["LSTMAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "bytes_up"]
 
 REGS = {"CTRL": 0x00, "SEQ_LEN": 0x04, "NUM_SEQ": 0x08, "STATUS": 0x0C, "ERROR": 0x10, "CYCLES": 0x14,
-        "MAC_BEATS": 0x18, "STEPS": 0x1C, "STALL_OUT": 0x20, "RUN_CYCLES": 0x24, "CONFIG": 0x28}
+        "MAC_BEATS": 0x18, "STEPS": 0x1C, "STALL_OUT": 0x20, "RUN_CYCLES": 0x24, "CONFIG": 0x28,
+        "WADDR_LO": 0x2C, "WADDR_HI": 0x30, "MM_ERR_RESP": 0x34, "MM_ERR_ADDR_LO": 0x38,
+        "MM_ERR_ADDR_HI": 0x3C, "LOAD_WORDS": 0x40, "LOAD_CYCLES": 0x44}
+#: CTRL bits
+CTRL = {"START": 1, "CLEAR_ERROR": 2, "LOAD_MM": 4, "SOFT_RESET": 8}
+#: STATUS bits
+STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16, "MM_BUSY": 32}
+#: ERROR bits
+ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "MM_READ": 8, "LOAD_REFUSED": 16,
+         "MM_UNALIGNED": 32, "ABANDONED": 64}
 
 
 def bytes_up(bits: int) -> int:
@@ -63,20 +129,46 @@ def bytes_up(bits: int) -> int:
 
 
 class LSTMAxiTop(wiring.Component):
-    """``LSTMLayer`` behind AXI4-Stream (w, x, h) and AXI4-Lite (control/status/counters).
+    """``LSTMLayer`` behind AXI4-Stream (w, x, h), an AXI4 read master (w) and AXI4-Lite
+    (control/status/counters).
 
     Parameters
     ----------
     params : LSTMParams
+    mm_addr_width : int
+        ``m_axi_araddr`` width, 32 to 64 bits (default 64).
+    mm_data_width : int
+        ``m_axi_rdata`` width: 32, 64, 128, 256 or 512 bits (default 32).
+    mm_max_burst : int
+        Longest read burst in beats, 1 to 256 (default 16).
+    mm_max_outstanding : int
+        Read bursts in flight at once (default 2).
 
     Ports are flat and named as the AXI specification and cocotbext-axi expect
-    (``s_axis_x_tdata``, ``s_axil_awaddr``, ...); see the module docstring for the register map.
+    (``s_axis_x_tdata``, ``s_axil_awaddr``, ``m_axi_araddr``, ...); see the module docstring for
+    the register map and the fault behaviour.
+
+    Raises
+    ------
+    TypeError
+        ``params`` is not an :class:`models.bbs_lstm.LSTMParams`.
+    ValueError
+        A read-master parameter out of range.
     """
 
-    def __init__(self, params: LSTMParams):
+    def __init__(self, params: LSTMParams, *, mm_addr_width: int = 64, mm_data_width: int = 32,
+                 mm_max_burst: int = 16, mm_max_outstanding: int = 2):
         if not isinstance(params, LSTMParams):
             raise TypeError(f"LSTMAxiTop takes a models.bbs_lstm.LSTMParams, not {params!r}")
+        if not 32 <= mm_addr_width <= 64:
+            raise ValueError(f"m_axi address width must be 32 to 64 bits, not {mm_addr_width}")
         self.params = p = params
+        self.mm_addr_width, self.mm_data_width = mm_addr_width, mm_data_width
+        self.mm_max_burst, self.mm_max_outstanding = mm_max_burst, mm_max_outstanding
+        # checks the read-master parameters before anything is built
+        self._reader_args = dict(addr_width=mm_addr_width, data_width=mm_data_width, max_burst=mm_max_burst,
+                                 max_outstanding=mm_max_outstanding, len_width=max(1, self.load_beats.bit_length()))
+        AxiReader.check_params(**self._reader_args)
         xw = bytes_up(p.input_size * p.vec_fmt.width)
         hw = bytes_up(p.units * p.vec_fmt.width)
         sig = {
@@ -89,6 +181,11 @@ class LSTMAxiTop(wiring.Component):
             "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
             "s_axil_araddr": In(8), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
             "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+            "m_axi_arid": Out(1), "m_axi_araddr": Out(mm_addr_width), "m_axi_arlen": Out(8),
+            "m_axi_arsize": Out(3), "m_axi_arburst": Out(2), "m_axi_arlock": Out(1), "m_axi_arcache": Out(4),
+            "m_axi_arprot": Out(3), "m_axi_arvalid": Out(1), "m_axi_arready": In(1),
+            "m_axi_rid": In(1), "m_axi_rdata": In(mm_data_width), "m_axi_rresp": In(2), "m_axi_rlast": In(1),
+            "m_axi_rvalid": In(1), "m_axi_rready": Out(1),
         }
         super().__init__(sig)
 
@@ -103,46 +200,130 @@ class LSTMAxiTop(wiring.Component):
         p = self.params
         return -(-(p.pes * p.gate_fmt.width) // 32)
 
+    @property
+    def load_words(self) -> int:
+        """32-bit words of a full load: all weight beats, then all bias beats (``LOAD_WORDS``)."""
+        p = self.params
+        return p.bbs.weight_beats * self.weight_words + p.rows // p.pes * self.bias_words
+
+    @property
+    def load_beats(self) -> int:
+        """``m_axi`` beats a LOAD_MM reads (the last one may carry unused words)."""
+        return -(-self.load_words * 32 // self.mm_data_width)
+
     def elaborate(self, platform):
         p = self.params
         m = Module()
-        m.submodules.lstm = lstm = LSTMLayer(p)
+        lstm = LSTMLayer(p)
+        lstm_rst = Signal()                     # clears the layer: SOFT_RESET, LOAD_MM, read error
+        m.submodules.lstm = ResetInserter(lstm_rst)(lstm)
+        m.submodules.reader = rd = AxiReader(**self._reader_args)
         U, H = p.units, p.hidden
         WB, BB = p.bbs.weight_beats, p.rows // p.pes
         NW, NB = self.weight_words, self.bias_words
+        DW, AW = self.mm_data_width, self.mm_addr_width
 
         # --- registers ------------------------------------------------------------------------
         seq_len, num_seq = Signal(16), Signal(16)
         busy, done = Signal(), Signal()
-        err = Signal(3)
+        err = Signal(7)
         run_cycles = Signal(32)
+        waddr = Signal(64)
+        mm_resp, mm_addr = Signal(2), Signal(64)
+        load_cycles, load_timing = Signal(32), Signal()
+        mm_mode, kick = Signal(), Signal()      # LOAD_MM owns the loader / start the reader
         m.d.comb += lstm.seq_len.eq(seq_len)
 
-        # --- weight/bias deserialiser: 32-bit words -> wide beats -------------------------------
+        # --- AXI4-Lite write decode (the commands, used below) ---------------------------------
+        wr = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
+        waddr_idx, wdata = self.s_axil_awaddr[2:], self.s_axil_wdata
+        ctrl_wr = wr & (waddr_idx == REGS["CTRL"] >> 2)
+        soft = ctrl_wr & wdata[3]
+        load_req = ctrl_wr & wdata[2] & ~soft
+        aligned = waddr[:(DW // 8).bit_length() - 1] == 0
+        load_ok = load_req & ~busy & ~rd.busy & ~kick & aligned
+        mm_err = rd.err_strobe & mm_mode
+        clear_w = Signal()                      # empty the loader and clear the layer
+        m.d.comb += [clear_w.eq(soft | load_ok | mm_err), lstm_rst.eq(clear_w)]
+
+        # --- m_axi: the read master, its constant attributes ------------------------------------
+        m.d.comb += [self.m_axi_arid.eq(0), self.m_axi_araddr.eq(rd.araddr), self.m_axi_arlen.eq(rd.arlen),
+                     self.m_axi_arsize.eq(rd.arsize), self.m_axi_arburst.eq(rd.arburst),
+                     self.m_axi_arlock.eq(0), self.m_axi_arcache.eq(0b0011), self.m_axi_arprot.eq(0),
+                     self.m_axi_arvalid.eq(rd.arvalid), rd.arready.eq(self.m_axi_arready),
+                     rd.rdata.eq(self.m_axi_rdata), rd.rresp.eq(self.m_axi_rresp), rd.rlast.eq(self.m_axi_rlast),
+                     rd.rvalid.eq(self.m_axi_rvalid), self.m_axi_rready.eq(rd.rready),
+                     rd.base.eq(waddr[:AW]), rd.length.eq(self.load_beats), rd.start.eq(kick), rd.abort.eq(soft)]
+        m.d.sync += kick.eq(load_ok)
+
+        # --- word splitter: DW-bit beats -> 32-bit words, one per cycle --------------------------
+        R = DW // 32
+        mm_valid, mm_word, mm_ready = Signal(), Signal(32), Signal()
+        if R == 1:
+            m.d.comb += [mm_valid.eq(rd.o.valid), mm_word.eq(rd.o.payload), rd.o.ready.eq(mm_ready)]
+            split_empty = 1
+        else:
+            sbuf, scnt = Signal(DW), Signal(range(R + 1))
+            m.d.comb += [mm_valid.eq(scnt != 0), mm_word.eq(sbuf[:32]),
+                         rd.o.ready.eq((scnt == 0) | ((scnt == 1) & mm_ready))]
+            with m.If(mm_valid & mm_ready):
+                m.d.sync += [sbuf.eq(sbuf >> 32), scnt.eq(scnt - 1)]
+            with m.If(rd.o.valid & rd.o.ready):
+                m.d.sync += [sbuf.eq(rd.o.payload), scnt.eq(R)]
+            with m.If(clear_w):
+                m.d.sync += scnt.eq(0)
+            split_empty = scnt == 0
+        with m.If(load_ok):
+            m.d.sync += mm_mode.eq(1)
+        with m.Elif(mm_mode & ~kick & ~rd.busy & split_empty):
+            m.d.sync += mm_mode.eq(0)
+
+        # --- weight/bias deserialiser: 32-bit words -> wide beats, one word per cycle -------------
         NS = max(NW, NB)
         shreg = Signal(32 * NS)                     # words shift in from the top: first word ends lowest
         wcnt = Signal(range(NS + 1))
         beats = Signal(range(WB + BB + 1))          # wide beats handed over so far
         held = Signal()                             # a wide beat waits for the layer
-        in_w = beats < WB
-        nwords = Mux(in_w, NW, NB)
-        all_in = beats == WB + BB
-        w_fire = self.s_axis_w_tvalid & self.s_axis_w_tready
-        m.d.comb += self.s_axis_w_tready.eq(~held | all_in)
+        in_w = beats < WB                           # the held beat is a weight beat
+        m.d.comb += [lstm.wload.valid.eq(held & in_w), lstm.wload.payload.as_value().eq(shreg[32 * (NS - NW):]),
+                     lstm.bload.valid.eq(held & ~in_w), lstm.bload.payload.as_value().eq(shreg[32 * (NS - NB):])]
+        handover = (lstm.wload.valid & lstm.wload.ready) | (lstm.bload.valid & lstm.bload.ready)
+        # a word accepted while the held beat leaves belongs to the next beat
+        beats_next = Mux(handover, beats + 1, beats)
+        nwords = Mux(beats_next < WB, NW, NB)
+        all_in = beats_next == WB + BB
+        des_ready = ~held | handover
+        src_valid = Mux(mm_mode, mm_valid, self.s_axis_w_tvalid)
+        src_word = Mux(mm_mode, mm_word, self.s_axis_w_tdata)
+        m.d.comb += [self.s_axis_w_tready.eq(des_ready & ~mm_mode), mm_ready.eq(des_ready & mm_mode)]
+        w_fire = src_valid & des_ready
         wide = Signal(32 * NS)
-        m.d.comb += wide.eq(Cat(shreg[32:], self.s_axis_w_tdata))
+        m.d.comb += wide.eq(Cat(shreg[32:], src_word))
+        with m.If(handover):
+            m.d.sync += [held.eq(0), beats.eq(beats + 1)]
         with m.If(w_fire & all_in):
-            m.d.sync += err[2].eq(1)
+            with m.If(~mm_mode):                    # MM: unused words of the last bus beat
+                m.d.sync += err[2].eq(1)
         with m.Elif(w_fire):
             m.d.sync += shreg.eq(wide)
             with m.If(wcnt == nwords - 1):
                 m.d.sync += [wcnt.eq(0), held.eq(1)]
             with m.Else():
                 m.d.sync += wcnt.eq(wcnt + 1)
-        m.d.comb += [lstm.wload.valid.eq(held & in_w), lstm.wload.payload.as_value().eq(shreg[32 * (NS - NW):]),
-                     lstm.bload.valid.eq(held & ~in_w), lstm.bload.payload.as_value().eq(shreg[32 * (NS - NB):])]
-        with m.If((lstm.wload.valid & lstm.wload.ready) | (lstm.bload.valid & lstm.bload.ready)):
-            m.d.sync += [held.eq(0), beats.eq(beats + 1)]
+        with m.If(clear_w):
+            m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0)]
+        partial = ~lstm.loaded & ((beats != 0) | (wcnt != 0) | held)
+        loading = mm_mode | partial
+
+        # --- LOAD_MM timing ---------------------------------------------------------------------
+        with m.If(load_timing):
+            m.d.sync += load_cycles.eq(load_cycles + 1)
+            with m.If(lstm.loaded):
+                m.d.sync += load_timing.eq(0)
+        with m.If(load_ok):
+            m.d.sync += [load_timing.eq(1), load_cycles.eq(0)]
+        with m.Elif((mm_err | soft) & load_timing):
+            m.d.sync += [load_timing.eq(0), load_cycles.eq(0)]
 
         # --- run control: x gated by busy, steps counted on h -----------------------------------
         x_left, steps_left = Signal(32), Signal(32)
@@ -167,20 +348,26 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += run_cycles.eq(run_cycles + 1)
 
         # --- AXI4-Lite slave --------------------------------------------------------------------
-        wr = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
         m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr), self.s_axil_bresp.eq(0),
                      self.s_axil_rresp.eq(0), self.s_axil_arready.eq(~self.s_axil_rvalid)]
         with m.If(wr):
             m.d.sync += self.s_axil_bvalid.eq(1)
         with m.Elif(self.s_axil_bready):
             m.d.sync += self.s_axil_bvalid.eq(0)
-        waddr, wdata = self.s_axil_awaddr[2:], self.s_axil_wdata
         with m.If(wr):
-            with m.Switch(waddr):
+            with m.Switch(waddr_idx):
                 with m.Case(REGS["CTRL"] >> 2):
                     with m.If(wdata[1]):
-                        m.d.sync += err.eq(0)
-                    with m.If(wdata[0] & ~busy):
+                        m.d.sync += [err.eq(0), mm_resp.eq(0), mm_addr.eq(0)]
+                    with m.If(soft):
+                        with m.If(busy | loading):
+                            m.d.sync += err[6].eq(1)
+                    with m.Elif(load_req):
+                        with m.If(busy | rd.busy | kick):
+                            m.d.sync += err[4].eq(1)
+                        with m.Elif(~aligned):
+                            m.d.sync += err[5].eq(1)
+                    with m.Elif(wdata[0] & ~busy):
                         with m.If(~lstm.loaded):
                             m.d.sync += err[0].eq(1)
                         with m.Elif((seq_len == 0) | (num_seq == 0)):
@@ -195,14 +382,30 @@ class LSTMAxiTop(wiring.Component):
                 with m.Case(REGS["NUM_SEQ"] >> 2):
                     with m.If(~busy):
                         m.d.sync += num_seq.eq(wdata[:16])
-        rd = self.s_axil_arvalid & self.s_axil_arready
-        with m.If(rd):
+                with m.Case(REGS["WADDR_LO"] >> 2):
+                    m.d.sync += waddr[:32].eq(wdata)
+                with m.Case(REGS["WADDR_HI"] >> 2):
+                    m.d.sync += waddr[32:AW].eq(wdata[:AW - 32])
+        # a read error: recorded (the first since CLEAR_ERROR), the layer is cleared above
+        with m.If(mm_err):
+            m.d.sync += err[3].eq(1)
+            with m.If((mm_resp == 0) | (ctrl_wr & wdata[1])):
+                m.d.sync += [mm_resp.eq(rd.error), mm_addr.eq(rd.err_addr)]
+        # SOFT_RESET: the run is abandoned (the layer and the loader are cleared above)
+        with m.If(soft):
+            m.d.sync += [busy.eq(0), done.eq(0), x_left.eq(0), steps_left.eq(0), hcnt.eq(0), run_cycles.eq(0)]
+
+        rd_fire = self.s_axil_arvalid & self.s_axil_arready
+        with m.If(rd_fire):
             m.d.sync += self.s_axil_rvalid.eq(1)
             regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
-                    "STATUS": Cat(busy, done, err.any(), lstm.loaded), "ERROR": err,
+                    "STATUS": Cat(busy, done, err.any(), lstm.loaded, loading, rd.busy), "ERROR": err,
                     "CYCLES": lstm.cycles, "MAC_BEATS": lstm.mac_beats, "STEPS": lstm.steps,
                     "STALL_OUT": lstm.stall_out, "RUN_CYCLES": run_cycles,
-                    "CONFIG": p.pes | p.banks << 8 | p.k << 16}
+                    "CONFIG": p.pes | p.banks << 8 | p.k << 16,
+                    "WADDR_LO": waddr[:32], "WADDR_HI": waddr[32:], "MM_ERR_RESP": mm_resp,
+                    "MM_ERR_ADDR_LO": mm_addr[:32], "MM_ERR_ADDR_HI": mm_addr[32:],
+                    "LOAD_WORDS": self.load_words, "LOAD_CYCLES": load_cycles}
             with m.Switch(self.s_axil_araddr[2:]):
                 for name, val in regs.items():
                     with m.Case(REGS[name] >> 2):

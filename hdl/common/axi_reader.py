@@ -1,0 +1,189 @@
+"""AXI4 memory-mapped read master (a DMA reader): a block of memory out on a stream.
+
+:class:`AxiReader` reads ``length`` data-width beats starting at byte address ``base`` with AXI4
+INCR bursts on the read channels (AR, R) and hands every beat, in address order, to its ``o``
+stream. It is the weight-fetch engine of the board tops (``LOAD_MM`` of
+:class:`hdl.bbs.axi_top.LSTMAxiTop`), and reusable wherever a block must pull a buffer from DDR,
+HBM or host memory through an AXI interconnect.
+
+Bursts. Each burst is ``min(remaining, max_burst, beats left before the next 4 KiB boundary)``
+beats long (``ARLEN`` = beats - 1, ``ARSIZE`` = log2 of the bus width in bytes, ``ARBURST`` =
+INCR): no burst crosses a 4 KiB boundary, as AXI4 requires. ``ARVALID`` and the burst's
+``ARADDR``/``ARLEN`` are held until ``ARREADY``; the next burst may be presented in the cycle
+after the handshake, so back-to-back bursts need no idle cycle. At most ``max_outstanding``
+bursts are in flight (address accepted or presented, last beat not yet received). All bursts
+use ID 0, so the R beats return in order and the address of every beat is known without a
+per-burst table.
+
+Throughput and latency. ``RREADY`` is ``o.ready`` (no internal buffer, zero added latency on
+the data path): when the slave returns a beat every cycle and the consumer takes it, the reader
+moves one beat per cycle. With ``max_outstanding = 1`` every burst waits for the previous one's
+last beat, so each burst also pays the slave's read latency; ``max_outstanding * max_burst``
+beats in flight hide a latency of that many cycles. A transfer starts issuing in the cycle after
+``start`` and ``busy`` falls in the cycle after its last beat.
+
+Errors. A beat with ``RRESP`` = SLVERR (2) or DECERR (3) is not forwarded; the reader records
+the response code in ``error`` and that beat's byte address in ``err_addr`` (held until the
+next ``start``), pulses ``err_strobe`` for one cycle as they change, stops issuing new bursts, and drains
+(accepts and drops, with ``RREADY`` high) every beat of the bursts already in flight, as AXI
+requires of a master: a burst cannot be cancelled. A presented but not yet accepted burst is
+still handed over and drained. ``busy`` falls once the last outstanding beat is in. Beats
+before the failing one have already been forwarded; a consumer that needs all-or-nothing
+discards them on ``err_strobe``. EXOKAY (1) is treated as OKAY.
+
+Abort. ``abort`` (one-cycle pulse) stops a transfer the same way, without recording an error:
+``o.valid`` falls at once (the consumer is expected to be resetting as well), outstanding beats
+are drained and ``busy`` falls after the last one. This is the only safe way to stop: resetting
+the reader with bursts in flight would leave their beats to the next transfer.
+
+Limits. ``base`` must be aligned to the bus width (its low ``log2(data_width/8)`` bits are
+ignored); ``length`` = 0 reads nothing; ``start`` while ``busy`` is ignored; a transfer may not
+wrap past the top of the address space. Resources: three address-sized registers (next burst,
+next beat, failing beat), the beat and burst counters, a ``min`` of three values; no memory.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["AxiReader", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR"]
+
+RESP_OKAY, RESP_EXOKAY, RESP_SLVERR, RESP_DECERR = 0, 1, 2, 3
+
+
+class AxiReader(wiring.Component):
+    """AXI4 read master: ``length`` beats from ``base`` onto the ``o`` stream.
+
+    Parameters
+    ----------
+    addr_width : int
+        ``ARADDR`` width, 12 to 64 bits.
+    data_width : int
+        ``RDATA`` width: 32, 64, 128, 256 or 512 bits.
+    max_burst : int
+        Longest burst in beats, 1 to 256 (AXI4 INCR).
+    max_outstanding : int
+        Bursts in flight at once, 1 to 64.
+    len_width : int
+        Width of the ``length`` input (beats), 1 to 32 bits.
+
+    Attributes
+    ----------
+    start : In(1)
+        Latch ``base`` and ``length`` and begin (ignored while ``busy``).
+    base : In(addr_width)
+        Byte address of the first beat.
+    length : In(len_width)
+        Beats to read.
+    abort : In(1)
+        Stop issuing, drain the bursts in flight, forward nothing more.
+    busy : Out(1)
+        A transfer is issuing or draining.
+    error : Out(2)
+        ``RRESP`` of the first failing beat of the last transfer (0: none).
+    err_addr : Out(addr_width)
+        Byte address of that beat.
+    err_strobe : Out(1)
+        High for one cycle, the first in which ``error`` and ``err_addr`` show a new failure
+        (the cycle after the failing beat was accepted).
+    o : Out(stream.Signature(data_width))
+        The data, in address order.
+    araddr, arlen, arsize, arburst, arvalid, arready, rdata, rresp, rlast, rvalid, rready
+        The AXI4 read channels (ID 0; the caller ties ``ARID`` and ignores ``RID``).
+
+    Raises
+    ------
+    ValueError
+        On a parameter out of range.
+    """
+
+    def __init__(self, *, addr_width: int = 32, data_width: int = 32, max_burst: int = 16,
+                 max_outstanding: int = 2, len_width: int = 24):
+        self.check_params(addr_width=addr_width, data_width=data_width, max_burst=max_burst,
+                          max_outstanding=max_outstanding, len_width=len_width)
+        self.addr_width, self.data_width = addr_width, data_width
+        self.max_burst, self.max_outstanding, self.len_width = max_burst, max_outstanding, len_width
+        self.size = (data_width // 8).bit_length() - 1          # ARSIZE: log2(bytes per beat)
+        super().__init__({
+            "start": In(1), "base": In(addr_width), "length": In(len_width), "abort": In(1),
+            "busy": Out(1), "error": Out(2), "err_addr": Out(addr_width), "err_strobe": Out(1),
+            "o": Out(stream.Signature(data_width)),
+            "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3), "arburst": Out(2),
+            "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rlast": In(1), "rvalid": In(1), "rready": Out(1),
+        })
+
+    @staticmethod
+    def check_params(*, addr_width: int, data_width: int, max_burst: int, max_outstanding: int,
+                     len_width: int) -> None:
+        """Raise ``ValueError`` for a parameter out of range (for wrappers that check their
+        arguments before building anything)."""
+        if not 12 <= addr_width <= 64:
+            raise ValueError(f"Address width must be 12 to 64 bits, not {addr_width}")
+        if data_width not in (32, 64, 128, 256, 512):
+            raise ValueError(f"Data width must be 32, 64, 128, 256 or 512 bits, not {data_width}")
+        if not 1 <= max_burst <= 256:
+            raise ValueError(f"Burst length must be 1 to 256 beats (AXI4 INCR), not {max_burst}")
+        if not 1 <= max_outstanding <= 64:
+            raise ValueError(f"Outstanding bursts must be 1 to 64, not {max_outstanding}")
+        if not 1 <= len_width <= 32:
+            raise ValueError(f"Length width must be 1 to 32 bits, not {len_width}")
+
+    def elaborate(self, platform):
+        m = Module()
+        sz, aw = self.size, self.addr_width
+        nbytes = 1 << sz
+
+        next_addr = Signal(aw)                      # byte address of the next burst to issue
+        to_issue = Signal(self.len_width)           # beats not yet covered by an issued burst
+        rx_addr = Signal(aw)                        # byte address of the next R beat
+        inflight = Signal(range(self.max_outstanding + 1))
+        stop = Signal()                             # error or abort seen: issue nothing more
+
+        # --- burst length: min(remaining, max_burst, beats to the 4 KiB boundary) ---------------
+        to_4k = Signal(range((4096 >> sz) + 1))
+        m.d.comb += to_4k.eq((4096 - next_addr[:12]) >> sz)
+        blen = Signal(range(max(self.max_burst, 2) + 1))
+        lim = Mux(to_4k < self.max_burst, to_4k, self.max_burst)
+        m.d.comb += blen.eq(Mux(to_issue < lim, to_issue, lim))
+
+        # --- AR channel: a burst is counted in flight from the cycle it is presented -----------
+        r_fire = self.rvalid & self.rready
+        retire = r_fire & self.rlast & (inflight != 0)
+        can_present = ~self.arvalid | self.arready
+        issue = can_present & ~stop & ~self.abort & (to_issue != 0) & (inflight < self.max_outstanding)
+        m.d.comb += [self.arsize.eq(sz), self.arburst.eq(1)]
+        with m.If(issue):
+            m.d.sync += [self.arvalid.eq(1), self.araddr.eq(next_addr), self.arlen.eq(blen - 1),
+                         next_addr.eq(next_addr + (blen << sz)), to_issue.eq(to_issue - blen)]
+        with m.Elif(self.arready):
+            m.d.sync += self.arvalid.eq(0)
+        with m.If(issue & ~retire):
+            m.d.sync += inflight.eq(inflight + 1)
+        with m.Elif(retire & ~issue):
+            m.d.sync += inflight.eq(inflight - 1)
+
+        # --- R channel: forward OKAY beats, drop and record the first SLVERR/DECERR -------------
+        r_err = self.rresp[1]
+        drop = stop | self.abort | r_err | (inflight == 0)
+        m.d.comb += [self.o.valid.eq(self.rvalid & ~drop), self.o.payload.eq(self.rdata),
+                     self.rready.eq(drop | self.o.ready)]
+        with m.If(r_fire):
+            m.d.sync += rx_addr.eq(rx_addr + nbytes)
+        first_err = r_fire & r_err & ~stop & (inflight != 0)
+        m.d.sync += self.err_strobe.eq(first_err)
+        with m.If(first_err):
+            m.d.sync += [stop.eq(1), self.error.eq(self.rresp), self.err_addr.eq(rx_addr)]
+        with m.If(self.abort):
+            m.d.sync += stop.eq(1)
+
+        m.d.comb += self.busy.eq(((to_issue != 0) & ~stop) | (inflight != 0))
+        with m.If(self.start & ~self.busy & ~self.abort):
+            base = Signal(aw)
+            m.d.comb += base.eq(self.base & ~(nbytes - 1))
+            m.d.sync += [next_addr.eq(base), rx_addr.eq(base), to_issue.eq(self.length), stop.eq(0),
+                         self.error.eq(0), self.err_addr.eq(0)]
+        return m
