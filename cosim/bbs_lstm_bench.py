@@ -18,7 +18,7 @@ from models.atomic import write_text
 from models.bbs_lstm import LSTMCycleModel, LSTMParams, csr_step_cycles, gops
 
 __all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
-           "rtl_16x16", "bench_bbs_lstm_extra"]
+           "rtl_16x16", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
 
 CLOCK_MHZ = 200.0  # the Arria 10 clock Cao et al. report 750.9 GOPS at (SPECS.md arithmetic)
 PAPER_GOPS = 750.9
@@ -225,3 +225,149 @@ def bench_bbs_lstm_extra(out_dir: Path, quick: bool) -> dict:
         except Exception as e:  # simulator or Yosys missing: report, keep the rest
             res[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     return res
+
+
+# --- temporal sparsity (delta mode), issue 4 requirement 7 ------------------------------------
+
+#: Raw thresholds (``vec_fmt`` Q2.10 LSBs: 1/1024): 0 = every changed column is a candidate.
+DELTA_THETAS = (0, 51, 102, 205, 307)
+
+
+def _delta_point(p, wts, model, ds, xs, theta: int, budget: int) -> dict:
+    from cosim.bbs_lstm import readout_accuracy
+    from models.bbs_lstm_delta import (
+        DeltaCycleModel,
+        beat_skip_fraction,
+        dense_ops_per_step,
+        lstm_delta_float,
+        lstm_delta_golden,
+    )
+    from models.fixedpoint import dequantize
+
+    n, T = xs.shape[:2]
+    h, _, st = lstm_delta_golden(p, wts, xs, theta, budget, stats=True)
+    bpg = st["beats_per_group"]
+    dm, base = DeltaCycleModel(p), LSTMCycleModel(p)
+    cyc_delta, cyc_base = dm.expected(bpg), base.expected(n, T)
+    real_cols = n * T * (p.input_size + p.hidden)
+    hf, _ = lstm_delta_float(p, wts.w_float, wts.b_float, ds.x_test, theta * p.vec_fmt.lsb, budget)
+    steps = n * T
+    return {
+        "theta_raw": theta, "theta": theta * p.vec_fmt.lsb, "budget_J": budget,
+        "acc_golden": readout_accuracy(model, dequantize(h[:, -1], p.vec_fmt), ds.y_test),
+        "acc_float_delta": readout_accuracy(model, hf[:, -1], ds.y_test),
+        "selected_col_fraction": float(st["selected"].sum() / real_cols),
+        "candidate_col_fraction": float(st["candidates"].sum() / real_cols),
+        "skipped_col_fraction": 1.0 - float(st["selected"].sum() / real_cols),
+        "mean_beats_per_group": float(bpg.mean()),
+        "weight_beats_per_step": float(dm.step_beats(bpg).mean()), "weight_beats_per_step_nondelta": base.step_ideal,
+        "skipped_beat_fraction": 1.0 - float(dm.step_beats(bpg).sum() / (steps * base.step_ideal)),
+        "cycles_model": cyc_delta, "cycles_model_nondelta": cyc_base,
+        "steady_cycles_per_step": dm.steady_cycles(bpg) / steps,
+        "steady_cycles_per_step_nondelta": base.steady_step() * (T - 1) / T + base.step_ideal / T,
+        "throughput_gain": cyc_base / cyc_delta,
+        "effective_gops_200mhz": dense_ops_per_step(p) * steps / (cyc_delta / (CLOCK_MHZ * 1e6)) / 1e9,
+        "effective_gops_200mhz_nondelta": dense_ops_per_step(p) * steps / (cyc_base / (CLOCK_MHZ * 1e6)) / 1e9,
+        # option (i), for comparison: non-delta weight beats whose P*B lanes all hit idle columns
+        "option_i_beat_skip_fraction": beat_skip_fraction(p, wts, st["cand_mask"].reshape(-1, p.cols)),
+    }
+
+
+def bench_bbs_lstm_delta(out_dir: Path, quick: bool) -> dict:
+    """Temporal-sparsity (delta) mode of the BBS LSTM engine on the trained digits LSTM.
+
+    For the BBS-pruned layer (k = 2 of 9 per bank, the engine's default digits configuration)
+    and, for contrast, the unpruned trained layer on the same engine (k = bank_size = 9), over the
+    full digits test set: task accuracy of the delta golden model (fixed point) and of the float
+    DeltaLSTM reference vs the non-delta golden and dense float models; selected/skipped column
+    and weight-beat fractions; cycles from :class:`models.bbs_lstm_delta.DeltaCycleModel` (exact
+    against the RTL in ``tests/test_bbs_lstm_delta_sim.py``) and the throughput gain over the
+    non-delta engine. The RTL is run for the pruned layer at J = 2 on the first test images (12
+    when ``quick``, else 48) for every threshold: its cycles and words are compared with the model.
+    Writes ``bbs_lstm_delta.json`` and ``bbs_lstm_delta.png`` (accuracy vs throughput gain).
+    """
+    from cosim.bbs_lstm import readout_accuracy, trained_pruned_lstm
+    from models.bbs_lstm import lstm_float, lstm_golden, prepare_weights
+    from models.fixedpoint import dequantize, quantize
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res: dict = {"clock_mhz": CLOCK_MHZ, "thetas_raw": list(DELTA_THETAS), "layers": {}}
+    # J = bank_size (9) is the plain per-column threshold rule, no budget
+    layers = {"bbs_k2": dict(k=2, budgets=(9, 2, 1), finetune_epochs=15),
+              "unpruned_k9": dict(k=9, budgets=(9, 4, 2), finetune_epochs=0)}
+    for name, cfg in layers.items():
+        p, model, ds, mask, info = trained_pruned_lstm(banks=8, k=cfg["k"], pes=8,
+                                                       finetune_epochs=cfg["finetune_epochs"])
+        wts = prepare_weights(p, model.params["W"], model.params["b"], mask)
+        xs = quantize(ds.x_test, p.vec_fmt)
+        hg, _ = lstm_golden(p, wts, xs)
+        lay = {"params": p.to_dict(), "n_test": int(len(ds.y_test)), "seq_len": int(xs.shape[1]),
+               "weight_sparsity": float(1 - p.k / p.bank_size),
+               "acc_dense_float": info["dense_test_accuracy"],
+               "acc_pruned_float": readout_accuracy(model, lstm_float(wts.w_float, wts.b_float, ds.x_test)[:, -1],
+                                                    ds.y_test),
+               "acc_golden_nondelta": readout_accuracy(model, dequantize(hg[:, -1], p.vec_fmt), ds.y_test),
+               "points": [_delta_point(p, wts, model, ds, xs, th, J) for J in cfg["budgets"] for th in DELTA_THETAS]}
+        res["layers"][name] = lay
+        if name == "bbs_k2":
+            lay["rtl"] = _delta_rtl(p, wts, xs[:12 if quick else 48], out_dir)
+    write_text(out_dir / "bbs_lstm_delta.json", json.dumps(res, indent=1, default=float))
+    _delta_plot(res, out_dir / "bbs_lstm_delta.png")
+    return res
+
+
+def _delta_rtl(p, wts, xs, out_dir: Path, budget: int = 2) -> list[dict]:
+    from cosim.bbs_lstm import run_lstm
+    from cosim.bbs_lstm_delta import run_lstm_delta
+    from models.bbs_lstm_delta import lstm_delta_golden
+
+    rows = []
+    try:
+        r0 = run_lstm(p, wts, xs, test_dir=out_dir / "delta_rtl" / "nondelta")
+        base = {"theta_raw": None, "mode": "non-delta", "rtl_cycles": r0.metrics["cycles"],
+                "model_cycles": LSTMCycleModel(p).expected(*xs.shape[:2]), "mismatches": r0.metrics["mismatches"]}
+        rows.append(base)
+        for th in DELTA_THETAS:
+            r = run_lstm_delta(p, wts, xs, th, budget, test_dir=out_dir / "delta_rtl" / f"theta{th}")
+            mt = r.metrics
+            hg, _ = lstm_delta_golden(p, wts, xs, th, budget)
+            rows.append({"theta_raw": th, "mode": f"delta J={budget}", "n_images": int(len(xs)),
+                         "rtl_cycles": mt["cycles"], "model_cycles": mt["model_cycles"],
+                         "cycles_equal_model": mt["cycles"] == mt["model_cycles"],
+                         "words_equal_golden": bool(np.array_equal(np.asarray(mt["h_rtl"]), hg)),
+                         "mismatches": mt["mismatches"], "rtl_mac_beats": mt["dut_mac_beats"],
+                         "rtl_selected": mt["dut_delta_selected"], "rtl_candidates": mt["dut_delta_candidates"],
+                         "rtl_throughput_gain": base["rtl_cycles"] / mt["cycles"], "sim_seconds": r.seconds})
+    except Exception as e:  # simulator missing: report, keep the model figures
+        rows.append({"error": f"{type(e).__name__}: {str(e)[:300]}"})
+    return rows
+
+
+def _delta_plot(res: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, len(res["layers"]), figsize=(11, 4.2), sharey=True)
+    for ax, (name, lay) in zip(np.atleast_1d(axes), res["layers"].items()):
+        for J in sorted({pt["budget_J"] for pt in lay["points"]}, reverse=True):
+            pts = [pt for pt in lay["points"] if pt["budget_J"] == J]
+            ax.plot([pt["throughput_gain"] for pt in pts], [pt["acc_golden"] for pt in pts], "o-", label=f"J={J}")
+            for pt in pts:
+                ax.annotate(f"{pt['theta']:.2f}", (pt["throughput_gain"], pt["acc_golden"]), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")
+        ax.axhline(lay["acc_golden_nondelta"], ls="--", c="grey", label="non-delta (fixed point)")
+        ax.axhline(lay["acc_dense_float"], ls=":", c="k", label="dense float")
+        ax.axvline(1.0, ls="-", c="lightgrey", lw=0.8)
+        ax.set_title(f"{name}: weight sparsity {lay['weight_sparsity']:.0%}")
+        ax.set_xlabel("throughput gain vs non-delta engine (cycles, model)")
+        ax.legend(fontsize=7)
+    np.atleast_1d(axes)[0].set_ylabel("digits test accuracy (delta golden model)")
+    fig.suptitle("BBS LSTM delta mode: labels = threshold theta")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -42,8 +42,10 @@ Counters (saturating 32 bit): ``cycles`` (cycles with a step accepted and not fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth import Module
-from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -52,7 +54,10 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
 from hdl.common.arith import count_saturating
 from hdl.common.fixed import requantize
+from models.bbs import BBSParams
 from models.bbs_lstm import LSTMParams
+from models.bbs_lstm_delta import check_budget, delta_fmt, mem_bits
+from models.fixedpoint import Q, acc_bits
 
 __all__ = ["plan_sigmoid", "plan_tanh", "ElementWise", "LSTMLayer", "h_out_layout"]
 
@@ -97,13 +102,21 @@ class ElementWise(wiring.Component):
     o : Out(stream of {h: U values, fb: 1})  -- ``fb`` = 0 on the last step of a sequence.
     seq_len : In(16)
     bias_loaded : Out(1)
+
+    With ``delta_y_width`` (delta mode, :mod:`models.bbs_lstm_delta`): ``y`` carries the exact,
+    unrounded SpMxV products ``W d_sel`` (``delta_y_width`` bits, ``acc_frac`` fractional bits),
+    accumulated into the pre-activation memory ``M`` (``4H/P`` words of ``P`` values of
+    :func:`models.bbs_lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
+    are ``sat(requantize(M) + bias)``. Same pipeline, same latency.
     """
 
-    def __init__(self, params: LSTMParams):
+    def __init__(self, params: LSTMParams, delta_y_width: int | None = None):
         self.params = p = params
+        self.delta_y_width = delta_y_width
         gl = data.ArrayLayout(signed(p.gate_fmt.width), p.pes)
+        yl = gl if delta_y_width is None else data.ArrayLayout(signed(delta_y_width), p.pes)
         super().__init__({
-            "y": In(stream.Signature(gl)),
+            "y": In(stream.Signature(yl)),
             "bload": In(stream.Signature(gl)),
             "o": Out(stream.Signature(data.StructLayout({"h": h_out_layout(p), "fb": 1}))),
             "seq_len": In(16),
@@ -148,7 +161,7 @@ class ElementWise(wiring.Component):
         # stage A: operands registered (bias and cell read in flight)
         vA, firstA, lastA = Signal(), Signal(), Signal()
         gA = Signal(range(G))
-        yA = Signal(data.ArrayLayout(signed(gw), P))
+        yA = Signal(data.ArrayLayout(signed(gw if self.delta_y_width is None else self.delta_y_width), P))
         # stage B: activations, previous cell
         vB, lastB = Signal(), Signal()
         gB = Signal(range(G))
@@ -169,6 +182,26 @@ class ElementWise(wiring.Component):
             cnew.append(s)
         m.d.comb += [cwp.addr.eq(gB), cwp.data.eq(Cat(*cnew)), cwp.en.eq(adv & vB)]
 
+        if self.delta_y_width is None:
+            def gate_sum(r, bias_r):
+                return yA[r] + bias_r
+        else:
+            # delta mode: M[g] += y (exact, cannot overflow: M = W vhat, see models.bbs_lstm_delta)
+            mw = mem_bits(p)
+            m.submodules.mmem = mmem = Memory(shape=unsigned(mw * P), depth=G, init=[])
+            mwp, mrp = mmem.write_port(), mmem.read_port()
+            m.d.comb += [mrp.addr.eq(gcnt), mrp.en.eq(adv)]
+            mnew = []
+            for r in range(P):
+                mr = Signal(signed(mw), name=f"mnew{r}")
+                mold = Mux(firstA, 0, mrp.data.word_select(r, mw).as_signed())
+                m.d.comb += mr.eq(mold + yA[r])
+                mnew.append(mr)
+            m.d.comb += [mwp.addr.eq(gA), mwp.data.eq(Cat(*mnew)), mwp.en.eq(adv & vA)]
+
+            def gate_sum(r, bias_r):
+                return requantize(mnew[r], p.bbs.acc_frac, p.gate_fmt) + bias_r
+
         with m.If(adv):
             m.d.sync += [vA.eq(yfire), firstA.eq(scnt == 0), lastA.eq(scnt + 1 >= self.seq_len), gA.eq(gcnt),
                          yA.eq(self.y.payload),
@@ -181,7 +214,7 @@ class ElementWise(wiring.Component):
                 for q in range(4):
                     r = 4 * u + q
                     zs = Signal(signed(gw), name=f"z{u}_{q}")
-                    m.d.comb += zs.eq(requantize(yA[r] + bias.word_select(r, gw).as_signed(), gf, p.gate_fmt))
+                    m.d.comb += zs.eq(requantize(gate_sum(r, bias.word_select(r, gw).as_signed()), gf, p.gate_fmt))
                     fn = plan_tanh if q == 2 else plan_sigmoid
                     m.d.sync += act[u][q].eq(fn(zs, gf, A))
                 m.d.sync += cB[u].eq(Mux(firstA, 0, cold.word_select(u, cw).as_signed()))
@@ -209,14 +242,39 @@ class LSTMLayer(wiring.Component):
     seq_len : In(16)  -- steps per sequence (>= 1), held constant while running.
     loaded : Out(1)
     cycles, mac_beats, steps, stall_out : Out(32)
+
+    Delta mode (``delta_budget=J``; off by default, and then the Verilog is unchanged)
+    ------------------------------------------------------------------------------------
+    Temporal sparsity as specified in :mod:`models.bbs_lstm_delta` (read its docstring for the
+    rule and why it is bank-balanced). Extra ports: ``delta_theta : In(vec width)`` (the raw
+    threshold, held constant while running), counters ``delta_selected`` (columns selected) and
+    ``delta_candidates`` (columns over the threshold), summed over steps. Hardware:
+
+    - *Vector builder*: per vector beat (address ``t``, one element per bank) the exact delta
+      ``v - vhat[t]`` goes to the SpMxV (``vec_fmt`` + 1 bit); per bank a sorted list of the
+      ``J`` largest candidates is updated (``J`` comparators per bank); at the vector's last beat
+      the list is frozen (double-buffered like the SpMxV's vector memory), ``vhat`` (``cols``
+      registers) takes the selected elements, and ``J_t = max(1, max_b |list_b|)`` is fixed.
+    - *Weight replay*: the ``k`` slots of a row group are read in one cycle (``k`` memories of
+      ``rows/P`` words); beat ``j' < J_t`` puts in lane (p, b) the slot whose in-bank index equals
+      bank ``b``'s ``j'``-th selected address (``k`` comparators per lane), else 0; the SpMxV runs
+      with ``J_t`` beats per row group (``runtime_k``), exact output, no rounding.
+    - *Element-wise unit*: ``M += y`` per row group, gates from ``M`` (see :class:`ElementWise`).
+
+    Cost: ``rows/P * J_t`` weight cycles per step instead of ``rows/P * k`` (the recurrence gap
+    is unchanged); ``cols`` vector registers, ``B J`` list entries, ``P B k`` index comparators,
+    a ``4H x mem_bits`` memory; the weight memory is read ``k`` slots wide. Yosys estimate
+    (``synth_xilinx -family xcup``, not place-and-route) of the digits layer (P = B = 8, k = 2,
+    H = 64): LUT 3863 -> 7719, FF 4712 -> 7523, DSP 70 -> 70 with ``delta_budget=2``.
     """
 
-    def __init__(self, params: LSTMParams):
+    def __init__(self, params: LSTMParams, delta_budget: int | None = None):
         if not isinstance(params, LSTMParams):
             raise TypeError(f"LSTMLayer takes a models.bbs_lstm.LSTMParams, not {params!r}")
         self.params = p = params
+        self.delta_budget = None if delta_budget is None else check_budget(p, delta_budget)
         gl = data.ArrayLayout(signed(p.gate_fmt.width), p.pes)
-        super().__init__({
+        ports = {
             "wload": In(stream.Signature(weight_layout(p.bbs))),
             "bload": In(stream.Signature(gl)),
             "x": In(stream.Signature(data.ArrayLayout(signed(p.vec_fmt.width), p.input_size))),
@@ -227,7 +285,22 @@ class LSTMLayer(wiring.Component):
             "mac_beats": Out(COUNTER_BITS),
             "steps": Out(COUNTER_BITS),
             "stall_out": Out(COUNTER_BITS),
-        })
+        }
+        if self.delta_budget is not None:
+            ports.update({"delta_theta": In(p.vec_fmt.width), "delta_selected": Out(COUNTER_BITS),
+                          "delta_candidates": Out(COUNTER_BITS)})
+        super().__init__(ports)
+
+    @property
+    def delta_bbs(self) -> BBSParams:
+        """The SpMxV's parameters in delta mode: ``J`` beats per row group at most, delta-width
+        vector, unrounded output (its full accumulator)."""
+        p, J = self.params, self.delta_budget
+        df = delta_fmt(p)
+        frac = p.weight_fmt.frac_bits + df.frac_bits
+        ow = acc_bits(p.weight_fmt, df, p.banks * J)
+        return BBSParams(rows=p.rows, cols=p.cols, banks=p.banks, k=J, pes=p.pes, weight_fmt=p.weight_fmt,
+                         vec_fmt=df, out_fmt=Q(ow - frac, frac))
 
     def elaborate(self, platform):
         p = self.params
@@ -237,13 +310,105 @@ class LSTMLayer(wiring.Component):
         vw = p.vec_fmt.width
         WB = bbs.weight_beats
         wwidth = P * B * bbs.lane_width
+        delta = self.delta_budget is not None
 
-        m.submodules.spmxv = mx = SpMxV(bbs)
-        m.submodules.ew = ew = ElementWise(p)
+        if delta:
+            m.submodules.spmxv = mx = SpMxV(self.delta_bbs, runtime_k=True)
+            m.submodules.ew = ew = ElementWise(p, delta_y_width=self.delta_bbs.out_fmt.width)
+        else:
+            m.submodules.spmxv = mx = SpMxV(bbs)
+            m.submodules.ew = ew = ElementWise(p)
         m.d.comb += ew.seq_len.eq(self.seq_len)
         wiring.connect(m, wiring.flipped(self.bload), ew.bload)
         wiring.connect(m, mx.y, ew.y)
 
+        if delta:
+            dv = self._delta_replay(m, mx, ew)
+        else:
+            self._replay(m, mx, ew, WB, wwidth)
+
+        # --- outputs and feedback FIFO -----------------------------------------------------------
+        m.submodules.fb = fifo = SyncFIFOBuffered(width=U * vw, depth=H // U + 1)
+        m.d.comb += [self.h.valid.eq(ew.o.valid), self.h.payload.eq(ew.o.payload.h),
+                     ew.o.ready.eq(self.h.ready)]
+        h_fire = self.h.valid & self.h.ready
+        m.d.comb += [fifo.w_data.eq(ew.o.payload.h.as_value()), fifo.w_en.eq(h_fire & ew.o.payload.fb)]
+
+        # --- vector builder ------------------------------------------------------------------------
+        vx = mx.x
+        NXB, NHB = p.x_beats, p.h_beats
+        in_h = Signal()
+        xb = Signal(range(max(NXB, 2)))
+        hb = Signal(range(max(NHB, 2)))
+        bs = Signal(16)
+        vfire = vx.valid & vx.ready
+        xpad = Cat(self.x.payload.as_value(), Const(0, (p.x_pad - p.input_size) * vw))
+        # the vector beat: straight to the SpMxV, or (delta mode) through the delta unit
+        vpay = Signal(B * vw) if delta else vx.payload.as_value()
+
+        with m.If(~in_h):
+            m.d.comb += [vx.valid.eq(self.x.valid), vpay.eq(xpad.word_select(xb, B * vw)),
+                         self.x.ready.eq(vx.ready & (xb == NXB - 1))]
+            with m.If(vfire):
+                m.d.sync += xb.eq(Mux(xb == NXB - 1, 0, xb + 1))
+                with m.If(xb == NXB - 1):
+                    m.d.sync += in_h.eq(1)
+        with m.Else():
+            with m.If(bs == 0):
+                m.d.comb += [vx.valid.eq(1), vpay.eq(0)]
+            with m.Else():
+                if U >= B:
+                    R = U // B
+                    sub = Signal(range(max(R, 2)))
+                    beat = fifo.r_data.word_select(sub, B * vw) if R > 1 else fifo.r_data
+                    m.d.comb += [vx.valid.eq(fifo.r_rdy), vpay.eq(beat),
+                                 fifo.r_en.eq(vx.ready & (sub == R - 1))]
+                    with m.If(vfire):
+                        m.d.sync += sub.eq(Mux(sub == R - 1, 0, sub + 1))
+                else:
+                    R = B // U
+                    hold = [Signal(U * vw, name=f"hold{i}") for i in range(R - 1)]
+                    cnt = Signal(range(R))
+                    with m.If(cnt < R - 1):
+                        m.d.comb += fifo.r_en.eq(1)
+                        with m.If(fifo.r_rdy):
+                            m.d.sync += cnt.eq(cnt + 1)
+                            with m.Switch(cnt):
+                                for i in range(R - 1):
+                                    with m.Case(i):
+                                        m.d.sync += hold[i].eq(fifo.r_data)
+                    with m.Else():
+                        m.d.comb += [vx.valid.eq(fifo.r_rdy), vpay.eq(Cat(*hold, fifo.r_data)),
+                                     fifo.r_en.eq(vx.ready)]
+                        with m.If(vfire):
+                            m.d.sync += cnt.eq(0)
+            with m.If(vfire):
+                m.d.sync += hb.eq(Mux(hb == NHB - 1, 0, hb + 1))
+                with m.If(hb == NHB - 1):
+                    m.d.sync += [in_h.eq(0), bs.eq(Mux(bs + 1 >= self.seq_len, 0, bs + 1))]
+        if delta:
+            self._delta_vector(m, mx, dv, vpay, addr=Mux(in_h, NXB + hb, xb), first=bs == 0,
+                               last=vfire & in_h & (hb == NHB - 1))
+
+        # --- counters ----------------------------------------------------------------------------
+        x_fire = self.x.valid & self.x.ready
+        hcnt = Signal(range(max(H // U, 2)))
+        step_done = Signal()
+        with m.If(h_fire):
+            m.d.sync += hcnt.eq(Mux(hcnt == H // U - 1, 0, hcnt + 1))
+        m.d.comb += step_done.eq(h_fire & (hcnt == H // U - 1))
+        pending = Signal(32)
+        with m.If(x_fire & ~step_done):
+            m.d.sync += pending.eq(pending + 1)
+        with m.Elif(step_done & ~x_fire):
+            m.d.sync += pending.eq(pending - 1)
+        _counter(m, self.cycles, (pending != 0) | x_fire)
+        _counter(m, self.mac_beats, mx.w.valid & mx.w.ready)
+        _counter(m, self.steps, step_done)
+        _counter(m, self.stall_out, self.h.valid & ~self.h.ready)
+        return m
+
+    def _replay(self, m, mx, ew, WB, wwidth):
         # --- weight memory: load once, replay forever ------------------------------------------
         m.submodules.wmem = wmem = Memory(shape=unsigned(wwidth), depth=WB, init=[])
         wwp, wrp = wmem.write_port(), wmem.read_port()
@@ -268,78 +433,159 @@ class LSTMLayer(wiring.Component):
             with m.If(self.loaded):
                 m.d.sync += ra.eq(Mux(ra == WB - 1, 0, ra + 1))
 
-        # --- outputs and feedback FIFO -----------------------------------------------------------
-        m.submodules.fb = fifo = SyncFIFOBuffered(width=U * vw, depth=H // U + 1)
-        m.d.comb += [self.h.valid.eq(ew.o.valid), self.h.payload.eq(ew.o.payload.h),
-                     ew.o.ready.eq(self.h.ready)]
-        h_fire = self.h.valid & self.h.ready
-        m.d.comb += [fifo.w_data.eq(ew.o.payload.h.as_value()), fifo.w_en.eq(h_fire & ew.o.payload.fb)]
 
-        # --- vector builder ------------------------------------------------------------------------
-        vx = mx.x
-        NXB, NHB = p.x_beats, p.h_beats
-        in_h = Signal()
-        xb = Signal(range(max(NXB, 2)))
-        hb = Signal(range(max(NHB, 2)))
-        bs = Signal(16)
-        vfire = vx.valid & vx.ready
-        xpad = Cat(self.x.payload.as_value(), Const(0, (p.x_pad - p.input_size) * vw))
+    # --- delta mode ----------------------------------------------------------------------------
 
-        with m.If(~in_h):
-            m.d.comb += [vx.valid.eq(self.x.valid), vx.payload.as_value().eq(xpad.word_select(xb, B * vw)),
-                         self.x.ready.eq(vx.ready & (xb == NXB - 1))]
+    def _delta_replay(self, m, mx, ew):
+        """``k`` slot memories, replay of ``J_t`` beats per row group built from the selected
+        columns. Returns the shared selection state (double-buffered lists, ``J_t``, selects)."""
+        p, J, K = self.params, self.delta_budget, self.params.k
+        P, B, G = p.pes, p.banks, p.rows // p.pes
+        ib, lw, wv = p.bbs.index_bits, p.bbs.lane_width, p.weight_fmt.width
+        dv = _DeltaState(
+            sel_v=[[[Signal(name=f"dsel_v{s}_{b}_{i}") for i in range(J)] for b in range(B)] for s in range(2)],
+            sel_a=[[[Signal(ib, name=f"dsel_a{s}_{b}_{i}") for i in range(J)] for b in range(B)] for s in range(2)],
+            jt=[Signal(range(J + 1), name=f"jt{s}", init=1) for s in range(2)],
+            wsel=Signal(name="dwsel"), rsel=Signal(name="drsel"))
+
+        slots = []
+        for j in range(K):
+            m.submodules[f"wslot{j}"] = mem = Memory(shape=unsigned(P * B * lw), depth=G, init=[])
+            slots.append((mem.write_port(), mem.read_port()))
+        w_loaded = Signal()
+        lg, lj = Signal(range(max(G, 2))), Signal(range(max(K, 2)))
+        wl_fire = self.wload.valid & ~w_loaded
+        m.d.comb += self.wload.ready.eq(~w_loaded)
+        for j, (wp, _) in enumerate(slots):
+            m.d.comb += [wp.addr.eq(lg), wp.data.eq(self.wload.payload.as_value()), wp.en.eq(wl_fire & (lj == j))]
+        with m.If(wl_fire):
+            m.d.sync += lj.eq(Mux(lj == K - 1, 0, lj + 1))
+            with m.If(lj == K - 1):
+                m.d.sync += lg.eq(Mux(lg == G - 1, 0, lg + 1))
+                with m.If(lg == G - 1):
+                    m.d.sync += w_loaded.eq(1)
+        m.d.comb += self.loaded.eq(w_loaded & ew.bias_loaded)
+
+        ra, rg = Signal(range(max(G, 2))), Signal(range(max(G, 2)))
+        rvalid = Signal()
+        jj = Signal(range(max(J, 2)))
+        k_run = Signal(range(J + 1))
+        m.d.comb += [k_run.eq(Mux(dv.rsel, dv.jt[1], dv.jt[0])), mx.k_run.eq(k_run)]
+        last_sub = jj == k_run - 1
+        ren = ~rvalid | (mx.w.ready & last_sub)
+        for _, rp in slots:
+            m.d.comb += [rp.addr.eq(ra), rp.en.eq(ren)]
+        m.d.comb += mx.w.valid.eq(rvalid)
+        with m.If(ren):
+            m.d.sync += rvalid.eq(self.loaded)
+            with m.If(self.loaded):
+                m.d.sync += [ra.eq(Mux(ra == G - 1, 0, ra + 1)), rg.eq(ra)]
+        with m.If(mx.w.valid & mx.w.ready):
+            m.d.sync += jj.eq(Mux(last_sub, 0, jj + 1))
+            with m.If(last_sub & (rg == G - 1)):
+                m.d.sync += dv.rsel.eq(~dv.rsel)
+
+        # beat jj: lane (pe, b) = the weight of its row at bank b's jj-th selected column, or 0
+        pick = dv.rsel * J + jj
+        for b in range(B):
+            col, colv = Signal(ib, name=f"dcol{b}"), Signal(name=f"dcolv{b}")
+            m.d.comb += [col.eq(Array([dv.sel_a[s][b][i] for s in range(2) for i in range(J)])[pick]),
+                         colv.eq(Array([dv.sel_v[s][b][i] for s in range(2) for i in range(J)])[pick])]
+            for pe in range(P):
+                lane = pe * B + b
+                val = Const(0, wv)
+                for _, rp in slots:  # a row keeps distinct in-bank indices: at most one slot matches
+                    word = rp.data.word_select(lane, lw)
+                    val = Mux(colv & (word[wv:wv + ib] == col), word[:wv], val)
+                m.d.comb += [mx.w.payload[lane].value.eq(val), mx.w.payload[lane].index.eq(col)]
+        return dv
+
+    def _delta_vector(self, m, mx, dv, vpay, addr, first, last):
+        """Delta of each vector beat, per-bank top-``J`` candidate lists, reference update."""
+        p, J = self.params, self.delta_budget
+        B, S, vw, ib = p.banks, p.bank_size, p.vec_fmt.width, p.bbs.index_bits
+        dw = delta_fmt(p).width
+        vfire = mx.x.valid & mx.x.ready
+        vhat = [[Signal(signed(vw), name=f"vhat{t}_{b}") for b in range(B)] for t in range(S)]
+        counts, cands = [], []
+        for b in range(B):
+            lv = [Signal(name=f"lv{b}_{i}") for i in range(J)]
+            lmag = [Signal(dw, name=f"lmag{b}_{i}") for i in range(J)]
+            lad = [Signal(ib, name=f"lad{b}_{i}") for i in range(J)]
+            lval = [Signal(signed(vw), name=f"lval{b}_{i}") for i in range(J)]
+            v = vpay.word_select(b, vw).as_signed()
+            ref = Mux(first, 0, Array([vhat[t][b] for t in range(S)])[addr])
+            d = Signal(signed(dw), name=f"delta{b}")
+            mag = Signal(dw, name=f"dmag{b}")
+            cand = Signal(name=f"dcand{b}")
+            m.d.comb += [d.eq(v - ref), mx.x.payload[b].eq(d), mag.eq(Mux(d < 0, -d, d)),
+                         cand.eq(mag > self.delta_theta)]
+            cands.append(cand)
+            # sorted insert: strictly larger magnitudes go first, so ties keep the lower address
+            gt = [Signal(name=f"dgt{b}_{i}") for i in range(J)]
+            m.d.comb += [gt[i].eq(cand & (~lv[i] | (mag > lmag[i]))) for i in range(J)]
+            nv, nad, nval, nmag = [], [], [], []
+            for i in range(J):
+                here = gt[i] if i == 0 else gt[i] & ~gt[i - 1]
+                down = Const(0, 1) if i == 0 else gt[i] & gt[i - 1]
+                prev = (lv[i - 1], lmag[i - 1], lad[i - 1], lval[i - 1]) if i else (0, 0, 0, 0)
+                sigs = []
+                for name, new, old, keep in (("v", 1, prev[0], lv[i]), ("mag", mag, prev[1], lmag[i]),
+                                             ("ad", addr, prev[2], lad[i]), ("val", v, prev[3], lval[i])):
+                    s = Signal.like(keep, name=f"n{name}{b}_{i}")
+                    m.d.comb += s.eq(Mux(here, new, Mux(down, old, keep)))
+                    sigs.append(s)
+                nv.append(sigs[0])
+                nmag.append(sigs[1])
+                nad.append(sigs[2])
+                nval.append(sigs[3])
             with m.If(vfire):
-                m.d.sync += xb.eq(Mux(xb == NXB - 1, 0, xb + 1))
-                with m.If(xb == NXB - 1):
-                    m.d.sync += in_h.eq(1)
-        with m.Else():
-            with m.If(bs == 0):
-                m.d.comb += [vx.valid.eq(1), vx.payload.as_value().eq(0)]
-            with m.Else():
-                if U >= B:
-                    R = U // B
-                    sub = Signal(range(max(R, 2)))
-                    beat = fifo.r_data.word_select(sub, B * vw) if R > 1 else fifo.r_data
-                    m.d.comb += [vx.valid.eq(fifo.r_rdy), vx.payload.as_value().eq(beat),
-                                 fifo.r_en.eq(vx.ready & (sub == R - 1))]
-                    with m.If(vfire):
-                        m.d.sync += sub.eq(Mux(sub == R - 1, 0, sub + 1))
-                else:
-                    R = B // U
-                    hold = [Signal(U * vw, name=f"hold{i}") for i in range(R - 1)]
-                    cnt = Signal(range(R))
-                    with m.If(cnt < R - 1):
-                        m.d.comb += fifo.r_en.eq(1)
-                        with m.If(fifo.r_rdy):
-                            m.d.sync += cnt.eq(cnt + 1)
-                            with m.Switch(cnt):
-                                for i in range(R - 1):
-                                    with m.Case(i):
-                                        m.d.sync += hold[i].eq(fifo.r_data)
-                    with m.Else():
-                        m.d.comb += [vx.valid.eq(fifo.r_rdy), vx.payload.as_value().eq(Cat(*hold, fifo.r_data)),
-                                     fifo.r_en.eq(vx.ready)]
-                        with m.If(vfire):
-                            m.d.sync += cnt.eq(0)
-            with m.If(vfire):
-                m.d.sync += hb.eq(Mux(hb == NHB - 1, 0, hb + 1))
-                with m.If(hb == NHB - 1):
-                    m.d.sync += [in_h.eq(0), bs.eq(Mux(bs + 1 >= self.seq_len, 0, bs + 1))]
+                with m.If(last):
+                    m.d.sync += [s.eq(0) for s in lv]
+                    for i in range(J):
+                        for s in range(2):
+                            with m.If(dv.wsel == s):
+                                m.d.sync += [dv.sel_v[s][b][i].eq(nv[i]), dv.sel_a[s][b][i].eq(nad[i])]
+                    for t in range(S):
+                        hit = Const(0, 1)
+                        val = vhat[t][b]
+                        for i in reversed(range(J)):
+                            match = nv[i] & (nad[i] == t)
+                            hit = hit | match
+                            val = Mux(match, nval[i], val)
+                        m.d.sync += vhat[t][b].eq(Mux(hit, val, Mux(first, 0, vhat[t][b])))
+                with m.Else():
+                    m.d.sync += [lv[i].eq(nv[i]) for i in range(J)]
+                    m.d.sync += [lmag[i].eq(nmag[i]) for i in range(J)]
+                    m.d.sync += [lad[i].eq(nad[i]) for i in range(J)]
+                    m.d.sync += [lval[i].eq(nval[i]) for i in range(J)]
+            cnt = Signal(range(J + 1), name=f"dcount{b}")
+            m.d.comb += cnt.eq(sum(nv))
+            counts.append(cnt)
 
-        # --- counters ----------------------------------------------------------------------------
-        x_fire = self.x.valid & self.x.ready
-        hcnt = Signal(range(max(H // U, 2)))
-        step_done = Signal()
-        with m.If(h_fire):
-            m.d.sync += hcnt.eq(Mux(hcnt == H // U - 1, 0, hcnt + 1))
-        m.d.comb += step_done.eq(h_fire & (hcnt == H // U - 1))
-        pending = Signal(32)
-        with m.If(x_fire & ~step_done):
-            m.d.sync += pending.eq(pending + 1)
-        with m.Elif(step_done & ~x_fire):
-            m.d.sync += pending.eq(pending - 1)
-        _counter(m, self.cycles, (pending != 0) | x_fire)
-        _counter(m, self.mac_beats, mx.w.valid & mx.w.ready)
-        _counter(m, self.steps, step_done)
-        _counter(m, self.stall_out, self.h.valid & ~self.h.ready)
-        return m
+        jt_new = Const(1, range(J + 1))
+        for cnt in counts:
+            jt_new = Mux(cnt > jt_new, cnt, jt_new)
+        with m.If(vfire & last):
+            m.d.sync += dv.wsel.eq(~dv.wsel)
+            for s in range(2):
+                with m.If(dv.wsel == s):
+                    m.d.sync += dv.jt[s].eq(jt_new)
+        _add_saturating(m, self.delta_selected, vfire & last, sum(counts))
+        _add_saturating(m, self.delta_candidates, vfire, sum(cands))
+
+
+@dataclass
+class _DeltaState:
+    sel_v: list
+    sel_a: list
+    jt: list
+    wsel: Signal
+    rsel: Signal
+
+
+def _add_saturating(m, ctr, cond, inc):
+    top = (1 << len(ctr)) - 1
+    s = ctr + inc
+    with m.If(cond):
+        m.d.sync += ctr.eq(Mux(s > top, top, s))

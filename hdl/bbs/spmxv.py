@@ -75,14 +75,19 @@ class SpMxV(wiring.Component):
         Results, one beat per row group.
     cycles, mac_beats, stall_out, starve_w : Out(32)
         Performance counters.
+    k_run : In(range(k + 1))
+        Only with ``runtime_k=True``: beats per row group of the product being computed
+        (``1 <= k_run <= k``), held constant from a product's first weight beat to its last. Used
+        by the delta mode of :class:`hdl.bbs.lstm.LSTMLayer`; without it the Verilog is unchanged.
     """
 
-    def __init__(self, params: BBSParams):
+    def __init__(self, params: BBSParams, runtime_k: bool = False):
         if not isinstance(params, BBSParams):
             raise TypeError(f"SpMxV takes a models.bbs.BBSParams, not {params!r}")
         self.params = params
+        self.runtime_k = bool(runtime_k)
         p = params
-        super().__init__({
+        ports = {
             "w": In(stream.Signature(weight_layout(p))),
             "x": In(stream.Signature(data.ArrayLayout(signed(p.vec_fmt.width), p.banks))),
             "y": Out(stream.Signature(data.ArrayLayout(signed(p.out_fmt.width), p.pes))),
@@ -90,7 +95,10 @@ class SpMxV(wiring.Component):
             "mac_beats": Out(COUNTER_BITS),
             "stall_out": Out(COUNTER_BITS),
             "starve_w": Out(COUNTER_BITS),
-        })
+        }
+        if self.runtime_k:
+            ports["k_run"] = In(range(p.k + 1))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         p = self.params
@@ -141,8 +149,9 @@ class SpMxV(wiring.Component):
         for i, rp in enumerate(rports):
             m.d.comb += [rp.addr.eq(Cat(lanes[i].index, rd_sel)), rp.en.eq(adv)]
 
+        k_last = (j == self.k_run - 1) if self.runtime_k else (j == K - 1)
         with m.If(w_fire):
-            with m.If(j == K - 1):
+            with m.If(k_last):
                 m.d.sync += j.eq(0)
                 with m.If(g == G - 1):
                     m.d.sync += [g.eq(0), rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
@@ -166,7 +175,7 @@ class SpMxV(wiring.Component):
 
         with m.If(adv):
             m.d.sync += [
-                s1_valid.eq(w_fire), s1_first.eq(j == 0), s1_last.eq(j == K - 1),
+                s1_valid.eq(w_fire), s1_first.eq(j == 0), s1_last.eq(k_last),
                 s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
                 s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
             ]
