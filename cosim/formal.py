@@ -71,6 +71,11 @@ __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "PROVIDERS", "reg
 #: design name -> "module:function" returning that design's list of check dicts.
 PROVIDERS: dict[str, str] = {
     "bbs-spmxv": "hdl.bbs.spmxv_formal:formal_checks",
+    "melo-engine": "hdl.melo.engine_formal:formal_checks",
+    "kvdirect-pipeline": "hdl.kvdirect.pipeline_formal:formal_checks",
+    "beamraster-precoder": "hdl.beamraster.precoder_formal:formal_checks",
+    "fss-gemm": "hdl.fss.gemm_formal:formal_checks",
+    "bbs-csr": "hdl.bbs.csr_formal:formal_checks",
 }
 
 MODES = ("bmc", "prove", "cover")

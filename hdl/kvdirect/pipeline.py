@@ -38,7 +38,8 @@ Blocks, in the order a request meets them::
   served before reads, so a read never passes a write to the same line (the PCIe rule that a
   read does not pass a posted write); at most ``max_reads`` reads are in flight (the DMA tags
   the host link grants, at most ``entries``); read responses carry the entry id and may
-  return in any order.
+  return in any order. A request offered on ``mem_req`` is held (valid and payload) until
+  ``mem_req.ready``, as on an AXI address channel.
 
 Throughput: one op per cycle at the execute stage; memory-bound at
 ``min(max_reads, entries) / round_trip`` chain heads per cycle; a same-bucket chain runs at one
@@ -370,10 +371,20 @@ class Pipeline(wiring.Component):
         # --- memory engine: write-backs first, then successor reads, then new heads ----------
         reads_out = Signal(range(N + 1))
         rd_ok = reads_out < self.max_reads
-        sel_w = wf.r_rdy
-        sel_x = ~sel_w & rd_ok & xq.r_rdy
-        sel_d = ~sel_w & rd_ok & ~xq.r_rdy & dq.r_rdy
-        rid = Mux(xq.r_rdy, xq.r_data, dq.r_data)
+        # A request offered and refused stays offered (stream rule: valid and payload hold
+        # until ready): the source chosen is held while mem_req.valid & ~mem_req.ready, so a
+        # write-back or successor read that turns up meanwhile waits its turn. The held read
+        # cannot lose its rd_ok (reads_out only falls while it waits), and a write-back that
+        # turns up meanwhile is never for the held read's bucket (that bucket's ops are chained
+        # behind the held op), so a read still never passes a write to its line.
+        held, held_w, held_x = Signal(name="mq_held"), Signal(name="mq_held_w"), Signal(name="mq_held_x")
+        free_w = wf.r_rdy
+        free_x = ~free_w & rd_ok & xq.r_rdy
+        free_d = ~free_w & rd_ok & ~xq.r_rdy & dq.r_rdy
+        sel_w = Mux(held, held_w, free_w)
+        sel_x = Mux(held, held_x, free_x)
+        sel_d = Mux(held, ~held_w & ~held_x, free_d)
+        rid = Mux(sel_x, xq.r_data, dq.r_data)
         mq = self.mem_req
         m.d.comb += [
             mq.valid.eq(sel_w | sel_x | sel_d),
@@ -385,6 +396,7 @@ class Pipeline(wiring.Component):
             xq.r_en.eq(mq.ready & sel_x),
             dq.r_en.eq(mq.ready & sel_d),
         ]
+        m.d.sync += [held.eq(mq.valid & ~mq.ready), held_w.eq(sel_w), held_x.eq(sel_x)]
         rd_issue = mq.valid & mq.ready & ~sel_w
         m.d.sync += reads_out.eq(reads_out + rd_issue - rsp_fire)
 

@@ -1,0 +1,285 @@
+"""Formal properties of the FSS sparse GEMM engine (:class:`hdl.fss.gemm.FSSGemm`).
+
+:class:`GemmFormal` wraps the engine in a harness whose ports are its streams and its layer
+configuration (the 32-bit performance counters are left unconnected, so Yosys removes them):
+
+Assumptions
+    ``w`` and ``x`` hold ``valid`` and ``payload`` until ``ready``; ``y.ready`` is free;
+    ``cfg_k_regions`` and ``cfg_row_groups`` are in ``1 .. max`` and do not change after reset
+    (the documented contract: hold them while the engine holds work); reset is not re-asserted.
+
+Assertions, by group
+    ``handshake`` ``y`` holds ``valid`` and ``payload`` while ``valid & ~ready``.
+    ``count``     the golden model's rule: one ``y`` beat per (tile, row group), i.e. per
+                  ``cfg_k_regions`` accepted ``w`` beats. A ``y`` beat only while a completed
+                  row group is owed; never more groups in flight than pipeline stages; after
+                  ``PIPELINE_LATENCY`` quiet cycles (no ``w`` beat, ``y.ready`` high) nothing is
+                  owed.
+    ``lockstep``  FSS global regularity: every PE row consumes one region per cycle and every PE
+                  finishes its row group in the same cycle. The results of all ``PR * PC`` PEs
+                  leave together in one beat, exactly ``PIPELINE_LATENCY`` cycles after the
+                  group's last ``w`` beat when the output flows (and at no other time): the same
+                  cycle count for every PE and every region.
+    ``tiles``     a ``w`` beat is taken only while a complete activation tile
+                  (``cfg_k_regions`` ``x`` beats) is loaded; at most two tiles are held and
+                  ``x.ready`` is low while both are.
+    ``internal``  white-box invariants (harness counters equal the engine's ``c``, ``g``,
+                  ``wr_cnt`` and ``full``; stage-valid bits agree with the beats) that make the
+                  groups above k-inductive.
+
+Covers: a ``y`` beat; two tiles held; a ``y`` beat waiting under back-pressure.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
+from amaranth.lib import wiring
+
+from hdl.common.formal import Props, assert_sink, assume_source, internals, past
+from hdl.fss.gemm import FSSGemm
+from models.fixedpoint import Q
+from models.fss import PIPELINE_LATENCY, FSSParams
+
+__all__ = ["GemmFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "stage_valids"]
+
+PROPERTIES = ("handshake", "count", "lockstep", "tiles", "internal")
+_WHERE = "hdl/fss/gemm_formal.py"
+
+
+def formal_params(region=(2, 2), n: int = 2, pe_rows: int = 2, pe_cols: int = 1, max_rows: int = 8,
+                  max_cols: int = 4) -> FSSParams:
+    """A tiny engine with narrow formats: 2x2 regions with 2 nonzeros, a 2x1 PE array, layers up
+    to 8 x 4 (two region columns, two row groups)."""
+    return FSSParams(region=region, n=n, pe_rows=pe_rows, pe_cols=pe_cols, max_rows=max_rows, max_cols=max_cols,
+                     weight_fmt=Q(2, 1), act_fmt=Q(2, 1), out_fmt=Q(3, 1))
+
+
+def stage_valids(frag, dut, wr_sel: bool = False) -> list:
+    """``[s1_valid, s2_valid, s3_valid]``, traced back from the ``y.valid`` assignment (they are
+    unnamed in the engine); with ``wr_sel=True`` the (unnamed) tile write-select register
+    instead. Raises ``LookupError`` when the RTL changes shape."""
+    from amaranth.hdl._ast import Assign, Operator, Switch
+    from amaranth.hdl._ast import Signal as _Sig
+
+    def walk(stmts):
+        for st in stmts:
+            if isinstance(st, Assign):
+                yield st
+            elif isinstance(st, Switch):
+                for case in st.cases:
+                    yield from walk(case[1])
+
+    pairs = [(a.lhs, a.rhs) for a in walk(frag.statements.get("sync", []))]
+    if wr_sel:
+        # wr_sel is unnamed: the one-bit register other than rd_sel that toggles (x <= ~x)
+        togglers = {id(lhs): lhs for lhs, r in pairs if isinstance(lhs, _Sig) and isinstance(r, Operator)
+                    and r.operator == "~" and len(r.operands) == 1 and r.operands[0] is lhs
+                    and lhs.name != "rd_sel"}
+        if len(togglers) != 1:
+            raise LookupError(f"FSSGemm internals changed: cannot find wr_sel; update {_WHERE}")
+        return next(iter(togglers.values()))
+    try:
+        rhs = next(r for lhs, r in pairs if lhs is dut.y.valid and isinstance(r, Operator))
+        s3 = rhs.operands[0]
+        s2 = next(r for lhs, r in pairs if lhs is s3 and isinstance(r, _Sig))
+        s1 = next(r for lhs, r in pairs if lhs is s2 and isinstance(r, _Sig))
+    except StopIteration:
+        raise LookupError(f"FSSGemm internals changed: cannot trace the stage-valid chain; update {_WHERE}") from None
+    if not all(isinstance(s, _Sig) for s in (s1, s2, s3)):
+        raise LookupError(f"FSSGemm internals changed: stage-valid chain is not registers; update {_WHERE}")
+    return [s1, s2, s3]
+
+
+class GemmFormal(wiring.Component):
+    """Formal harness: :class:`FSSGemm` (or a broken subclass) with its properties.
+
+    Parameters
+    ----------
+    params : FSSParams
+    dut_class : type
+    props : iterable of str, optional
+        Property groups to assert (:data:`PROPERTIES`; default all).
+    """
+
+    def __init__(self, params: FSSParams, dut_class: type = FSSGemm, props=None):
+        unknown = set(props or ()) - set(PROPERTIES)
+        if unknown:
+            self._MustUse__silence = True
+            raise ValueError(f"unknown FSS GEMM properties {sorted(unknown)}; choose from {PROPERTIES}")
+        self.props = props
+        self.params = params
+        self.dut = dut_class(params)
+        members = self.dut.signature.members
+        super().__init__({n: members[n] for n in ("w", "x", "y", "cfg_k_regions", "cfg_row_groups")})
+
+    def elaborate(self, platform):
+        p = self.params
+        L = PIPELINE_LATENCY
+        KMAX, GMAX = p.max_k_regions, p.max_row_groups
+        m = Module()
+        dut = self.dut
+        frag = Fragment.get(dut, platform)
+        m.submodules.dut = frag
+        wiring.connect(m, wiring.flipped(self.w), dut.w)
+        wiring.connect(m, wiring.flipped(self.x), dut.x)
+        wiring.connect(m, dut.y, wiring.flipped(self.y))
+        kr, rg = self.cfg_k_regions, self.cfg_row_groups
+        m.d.comb += [dut.cfg_k_regions.eq(kr), dut.cfg_row_groups.eq(rg)]
+        chk = Props(m, PROPERTIES, self.props, "FSS GEMM")
+        iv = internals(frag, ("c", "g", "wr_cnt", "full", "rd_sel", "s3_last"), "FSSGemm", _WHERE)
+        iv["wr_sel"] = stage_valids(frag, dut, wr_sel=True)
+        sv = stage_valids(frag, dut)
+
+        w, x, y = self.w, self.x, self.y
+        w_fire, x_fire, y_fire = Signal(), Signal(), Signal()
+        m.d.comb += [w_fire.eq(w.valid & w.ready), x_fire.eq(x.valid & x.ready), y_fire.eq(y.valid & y.ready)]
+        m.d.comb += Assume(~ResetSignal())
+        has_past = Signal()
+        m.d.sync += has_past.eq(1)
+        m.d.comb += Assume((kr >= 1) & (kr <= KMAX) & (rg >= 1) & (rg <= GMAX))
+        past_kr, past_rg = past(m, kr, "past_kr"), past(m, rg, "past_rg")
+        with m.If(has_past):
+            m.d.comb += Assume((kr == past_kr) & (rg == past_rg))
+
+        assume_source(m, w, has_past, "w")
+        assume_source(m, x, has_past, "x")
+        assert_sink(m, y, has_past, chk, "handshake", "y")
+
+        # --- count -----------------------------------------------------------------------------
+        wpos = Signal(range(max(2, KMAX)))           # w beats into the current row group
+        group_done = Signal()
+        m.d.comb += group_done.eq(w_fire & (wpos == kr - 1))
+        with m.If(w_fire):
+            m.d.sync += wpos.eq(Mux(wpos == kr - 1, 0, wpos + 1))
+        owed = Signal(range(L + 2))
+        m.d.sync += owed.eq(owed + group_done - y_fire)
+        chk(~y_fire | (owed != 0), "count: a y beat without a completed row group")
+        chk(owed <= L, "count: more row groups in flight than pipeline stages")
+        quiet = Signal(range(L + 1))
+        with m.If(w_fire | ~y.ready):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != L):
+            m.d.sync += quiet.eq(quiet + 1)
+        with m.If(quiet == L):
+            chk((owed == 0) & ~y.valid, "count: the drained engine owes a y beat")
+
+        # --- lockstep: all PEs finish a row group together, L cycles after its last beat --------
+        rdy_hist = Signal(L)
+        done_hist = Signal(L)
+        m.d.sync += [rdy_hist.eq((rdy_hist << 1) | y.ready), done_hist.eq((done_hist << 1) | group_done)]
+        with m.If(rdy_hist.all()):
+            chk(y.valid == done_hist[L - 1],
+                "lockstep: the result beat is not exactly PIPELINE_LATENCY cycles after its group's last w beat")
+
+        # --- tiles ------------------------------------------------------------------------------
+        xpos = Signal(range(max(2, KMAX)))
+        tile_done = Signal()
+        m.d.comb += tile_done.eq(x_fire & (xpos == kr - 1))
+        with m.If(x_fire):
+            m.d.sync += xpos.eq(Mux(xpos == kr - 1, 0, xpos + 1))
+        gpos = Signal(range(max(2, GMAX)))
+        tile_used = Signal()
+        m.d.comb += tile_used.eq(group_done & (gpos == rg - 1))
+        with m.If(group_done):
+            m.d.sync += gpos.eq(Mux(gpos == rg - 1, 0, gpos + 1))
+        tiles = Signal(range(4))
+        m.d.sync += tiles.eq(tiles + tile_done - tile_used)
+        chk(~w_fire | (tiles != 0), "tiles: a w beat taken without a loaded activation tile")
+        chk(tiles <= 2, "tiles: more than two activation tiles held")
+        chk(~((tiles == 2) & x.ready), "tiles: x.ready while both tile buffers are full")
+
+        # --- internal ---------------------------------------------------------------------------
+        full, rd, wr = iv["full"], iv["rd_sel"], iv["wr_sel"]
+        chk(wpos == iv["c"], "internal: harness region column != c")
+        chk(gpos == iv["g"], "internal: harness row group != g")
+        chk(xpos == iv["wr_cnt"], "internal: harness tile position != wr_cnt")
+        chk(tiles == full[0] + full[1], "internal: tiles held != full buffers")
+        chk((full != 0) | (wr == rd), "internal: empty buffers but wr_sel != rd_sel")
+        chk((full != 3) | (wr == rd), "internal: both buffers full but wr_sel != rd_sel")
+        chk(~((full == 1) | (full == 2)) | (full.bit_select(rd, 1) & (wr != rd)),
+            "internal: one full buffer that is not the read buffer")
+        lasts = internals(frag, ("s1_last", "s2_last"), "FSSGemm", _WHERE)
+        stages = [sv[0] & lasts["s1_last"], sv[1] & lasts["s2_last"], sv[2] & iv["s3_last"], y.valid]
+        chk(owed == stages[0] + stages[1] + stages[2] + stages[3],
+            "internal: groups owed != last beats in the pipeline")
+        for k in range(3):
+            with m.If(quiet > k):
+                chk(~sv[k], f"internal: stage {k + 1} busy after {k + 1} quiet cycles")
+        for k in range(L):
+            with m.If(rdy_hist[:k + 1].all()):
+                chk(stages[k] == done_hist[k], f"internal: stage {k + 1} out of step with the w beats")
+
+        m.d.comb += [Cover(y_fire), Cover(tiles == 2), Cover(y.valid & ~y.ready & has_past)]
+        return m
+
+
+# --- deliberately broken variants ---------------------------------------------------------------
+
+class SkewGemm(FSSGemm):
+    """Broken: the result beat is raised from stage 2, a cycle early, when the output register is
+    empty and an activation beat arrives (the result no longer leaves after the fixed latency)."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        frag_sig = internals(m, ("s2_last",), "FSSGemm", _WHERE)
+        with m.If(frag_sig["s2_last"] & ~self.y.valid & self.x.valid):
+            m.d.sync += self.y.valid.eq(1)
+        return m
+
+
+class DropValidGemm(FSSGemm):
+    """Broken: ``y.valid`` falls without ``y.ready`` when an activation beat arrives."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.y.valid & ~self.y.ready & self.x.valid):
+            m.d.sync += self.y.valid.eq(0)
+        return m
+
+
+class NoTileGemm(FSSGemm):
+    """Broken: weight beats are taken while no activation tile is loaded."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += self.w.ready.eq(~self.y.valid | self.y.ready)
+        return m
+
+
+_BLACKBOX = ("handshake", "count", "lockstep", "tiles")
+
+#: name -> (broken class, mode, depth, property groups checked, expected failure message)
+MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
+    "skew": (SkewGemm, "bmc", 10, ("lockstep",), "lockstep: the result beat"),
+    "drop-valid": (DropValidGemm, "bmc", 10, _BLACKBOX, "handshake: y.valid fell"),
+    "no-tile": (NoTileGemm, "bmc", 6, _BLACKBOX, "tiles: a w beat taken without"),
+}
+
+
+def formal_checks(full: bool = False) -> list[dict]:
+    """Checks for :mod:`cosim.formal`: k-induction of every property (2x2 regions, n=2, 2x1
+    PEs, run-time layer shape up to 2 region columns x 2 row groups), a BMC, a cover run and
+    the broken variants. ``full`` adds a sparse 2x4 region with a 2x2 PE array and deeper BMC."""
+    prm = formal_params()
+    out = [
+        dict(name="r2x2n2-prove", build=lambda: GemmFormal(prm), mode="prove", depth=PIPELINE_LATENCY + 2,
+             doc="every property, any layer shape up to 8x4: k-induction (unbounded)"),
+        dict(name="r2x2n2-bmc", build=lambda: GemmFormal(prm), mode="bmc", depth=16,
+             doc="every property: BMC"),
+        dict(name="r2x2n2-cover", build=lambda: GemmFormal(prm), mode="cover", depth=12,
+             doc="reachable: a y beat, two tiles held, a y beat waiting"),
+    ]
+    if full:
+        prm2 = formal_params(region=(2, 4), n=3, pe_rows=1, pe_cols=2, max_rows=4, max_cols=8)
+        out += [
+            dict(name="r2x4n3-prove", build=lambda: GemmFormal(prm2), mode="prove", depth=PIPELINE_LATENCY + 2,
+                 doc="every property, sparse 2x4 regions n=3, 1x2 PEs: k-induction"),
+            dict(name="r2x2n2-bmc30", build=lambda: GemmFormal(prm), mode="bmc", depth=30,
+                 doc="every property: deep BMC"),
+        ]
+    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
+        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: GemmFormal(prm, cls, props),
+                        mode=mode, depth=depth, expect="fail", fails_with=msg,
+                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    return out
