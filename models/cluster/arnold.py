@@ -31,6 +31,13 @@ chosen nodes sorted by minipod and node id, as a host file would be):
   job's traffic graph (DP ring edges weight alpha, PP chain edges weight beta) split recursively
   over halves of the minipod list with Kernighan-Lin/Fiduccia-Mattheyses swap refinement
   minimising the cut.
+
+**On the real topology** (:func:`run_lingjun_study`): the same three jobs on the 847-host Lingjun
+2023 topology (:func:`~models.cluster.topology.lingjun_2023`, Crux data set), whose minipods are
+its 3 pods (PSW aggregation blocks of 179, 362 and 306 hosts). A seeded fragmentation
+(:func:`lingjun_free_hosts`) leaves some hosts of every pod free; every policy places the job on
+those hosts, spreads are measured from the placed GPUs' pods, and the iteration time comes from
+the flow simulation (:mod:`models.cluster.engine`) on the same topology.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 __all__ = ["PlacementJob", "SETTINGS", "spreads", "weighted_spread", "arnold_mip", "best_fit", "random_fit",
-           "gpu_packing", "rb_fm", "split_capacity", "POLICIES", "simulate_placement", "run_study"]
+           "gpu_packing", "rb_fm", "split_capacity", "POLICIES", "simulate_placement", "run_study",
+           "lingjun_free_hosts", "LINGJUN_JOBS", "run_lingjun_study"]
 
 
 @dataclass(frozen=True)
@@ -299,6 +307,42 @@ POLICIES = {"arnold": arnold_mip, "best-fit": best_fit, "random-fit": random_fit
             "rb-fm": rb_fm}
 
 
+def _place_gpus(job: PlacementJob, pod: np.ndarray, hosts_by_pod, gpus_per_host: int) -> np.ndarray:
+    """GPU placement (pp, dp, tp) of the node matrix ``pod`` (R x PP minipod ids).
+
+    Minipod ``j`` hands out its hosts ``hosts_by_pod[j]`` in order to the nodes it holds, row by
+    row (a pipeline's stages on consecutive hosts); node (r, c) holds DP ranks
+    ``r * (8 / TP) ...`` of stage ``c``. The same rule serves every policy.
+    """
+    R, P = job.rows, job.pp
+    per_node = job.gpus_per_node // job.tp
+    nxt = {j: 0 for j in range(len(hosts_by_pod))}
+    place = np.empty((P, job.dp, job.tp), dtype=np.int64)
+    for r in range(R):
+        for c in range(P):
+            j = int(pod[r, c])
+            if nxt[j] >= len(hosts_by_pod[j]):
+                raise ValueError(f"minipod {j} has only {len(hosts_by_pod[j])} free hosts")
+            host = int(hosts_by_pod[j][nxt[j]])
+            nxt[j] += 1
+            for slot in range(per_node):
+                place[c, r * per_node + slot] = host * gpus_per_host + slot * job.tp + np.arange(job.tp)
+    return place
+
+
+def _iteration_time(topo, job: PlacementJob, place: np.ndarray, iterations: int, seed: int, compute_s: float,
+                    grad_bytes: float, act_bytes: float) -> float:
+    from .engine import Simulator
+    from .job import JobSpec
+
+    spec = JobSpec("arnold", dp=job.dp, tp=job.tp, pp=job.pp, compute_s=compute_s, grad_bytes=grad_bytes,
+                   act_bytes=act_bytes, iterations=iterations)
+    sim = Simulator(topo, seed=seed)
+    sim.add_job(spec, place)
+    sim.run()
+    return float(sim.jobs[0].iteration_times.mean())
+
+
 def simulate_placement(job: PlacementJob, caps, pod: np.ndarray, iterations: int = 3, seed: int = 0,
                        core_oversub: float = 4.0, compute_s: float = 0.5, grad_bytes: float = 1e9,
                        act_bytes: float = 256e6) -> float:
@@ -309,8 +353,6 @@ def simulate_placement(job: PlacementJob, caps, pod: np.ndarray, iterations: int
     less bandwidth, the premise of Arnold). Iteration model: :mod:`models.cluster.job`
     (``compute_s``, DP ring all-reduce of ``grad_bytes`` per rank, PP P2P of ``act_bytes``).
     """
-    from .engine import Simulator
-    from .job import JobSpec
     from .topology import clos
 
     caps = np.asarray(caps, dtype=np.int64)
@@ -318,29 +360,120 @@ def simulate_placement(job: PlacementJob, caps, pod: np.ndarray, iterations: int
     tpp = int(np.ceil(max(caps.max(), 1) / hpt))
     topo = clos(caps.size, tpp, hpt, gpus_per_host=job.gpus_per_node, nic_ports=1, nic_gbps=400.0,
                 aggs_per_pod=8, cores_per_plane=4, core_oversub=core_oversub, name="arnold-minipods")
-    nxt = np.arange(caps.size) * tpp * hpt  # next free host of every pod
-    R, P = job.rows, job.pp
-    per_node = job.gpus_per_node // job.tp
-    place = np.empty((P, job.dp, job.tp), dtype=np.int64)
-    for r in range(R):
-        for c in range(P):
-            j = pod[r, c]
-            host = nxt[j]
-            nxt[j] += 1
-            for slot in range(per_node):
-                place[c, r * per_node + slot] = host * job.gpus_per_node + slot * job.tp + np.arange(job.tp)
-    spec = JobSpec("arnold", dp=job.dp, tp=job.tp, pp=job.pp, compute_s=compute_s, grad_bytes=grad_bytes,
-                   act_bytes=act_bytes, iterations=iterations)
-    sim = Simulator(topo, seed=seed)
-    sim.add_job(spec, place)
-    sim.run()
-    return float(sim.jobs[0].iteration_times.mean())
+    hosts = [np.arange(j * tpp * hpt, j * tpp * hpt + caps[j]) for j in range(caps.size)]
+    place = _place_gpus(job, pod, hosts, job.gpus_per_node)
+    return _iteration_time(topo, job, place, iterations, seed, compute_s, grad_bytes, act_bytes)
+
+
+# ---- the real Lingjun 2023 topology ------------------------------------------------------------
+def lingjun_free_hosts(topo, need: int, seed: int, slack=(1.05, 1.6)) -> np.ndarray:
+    """A seeded fragmentation of a real topology: which hosts are free when a ``need``-node job arrives.
+
+    ``need * U(slack)`` free hosts (at most all hosts) are split over the topology's pods by a
+    Dirichlet(1) draw, capped by each pod's size (the excess is water-filled into pods with room);
+    inside a pod the free hosts are a uniform random subset (scattered over its ToRs, as the
+    leftovers of other jobs are). Returns the sorted free host ids.
+    """
+    rng = np.random.default_rng(seed)
+    size = np.bincount(topo.host_pod, minlength=topo.n_pods)
+    if need > size.sum():
+        raise ValueError(f"a {need}-node job does not fit on {topo.name}'s {size.sum()} hosts")
+    total = int(min(size.sum(), np.ceil(need * rng.uniform(*slack))))
+    x = rng.dirichlet(np.ones(topo.n_pods)) * total
+    cnt = np.minimum(np.floor(x).astype(np.int64), size)
+    while cnt.sum() < total:  # largest remainder first, then into any pod with room
+        room = cnt < size
+        j = np.flatnonzero(room)[np.argmax((x - cnt)[room])]
+        cnt[j] += 1
+    free = [np.sort(rng.choice(np.flatnonzero(topo.host_pod == j), cnt[j], replace=False)) for j in range(topo.n_pods)]
+    return np.sort(np.concatenate(free))
+
+
+#: jobs run on the real topology: the paper's three simulation jobs (SETTINGS)
+LINGJUN_JOBS = {name: job for name, (_, _, job) in SETTINGS.items()}
+
+
+def run_lingjun_study(jobs=("small", "medium", "large"), draws: int = 10, sim_draws: int = 2, seed: int = 0,
+                      alpha: float = 0.5, beta: float = 0.5, time_limit: float = 30.0, core_oversub: float = 16.0,
+                      iterations: int = 2, compute_s: float = 0.5, grad_bytes: float = 1e9,
+                      act_bytes: float = 256e6, progress=None) -> dict:
+    """Every policy on the real Lingjun 2023 topology (847 hosts; minipods = its 3 pods, the PSW
+    aggregation blocks of :func:`~models.cluster.topology.lingjun_2023`).
+
+    For each job and seeded fragmentation (:func:`lingjun_free_hosts`), the free hosts per pod are
+    the capacities; every policy chooses a node matrix; its hosts are the pod's free hosts
+    (:func:`_place_gpus`); we report the realised max DP / PP spread (from the GPUs' pods on the
+    topology, not from the policy's own matrix) and, for the first ``sim_draws`` draws in which the
+    job does not fit in one pod (when it fits, every policy but random-fit and packing ties), the
+    mean iteration time in the flow simulation on the same topology with ``core_oversub``:1
+    between aggregation and core, and ECMP. The data set gives no port counts: the default 16:1
+    is our assumption of the thin upper tier that Arnold's premise needs (at 4:1 a single job on
+    an otherwise idle fabric never fills the 64 aggregation-core links, and spread costs nothing).
+    """
+    from .topology import lingjun_2023
+
+    if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
+        raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
+    unknown = [j for j in jobs if j not in LINGJUN_JOBS]
+    if unknown:
+        raise ValueError(f"unknown job(s) {unknown}; choose from {list(LINGJUN_JOBS)}")
+    topo = lingjun_2023(core_oversub=core_oversub)
+    out: dict = {"topology": topo.summary(), "minipods": "pods (PSW aggregation blocks)",
+                 "pod_hosts": np.bincount(topo.host_pod).tolist(), "alpha": alpha, "beta": beta,
+                 "draws": draws, "sim_draws": sim_draws, "core_oversub": core_oversub,
+                 "iteration_model": {"compute_s": compute_s, "grad_bytes": grad_bytes, "act_bytes": act_bytes,
+                                     "iterations": iterations}, "jobs": {}}
+    for name in jobs:
+        job = LINGJUN_JOBS[name]
+        rows, simmed = [], 0
+        for d in range(draws):
+            free = lingjun_free_hosts(topo, job.nodes, seed * 1000 + d)
+            hosts_by_pod = [free[topo.host_pod[free] == j] for j in range(topo.n_pods)]
+            caps = np.array([h.size for h in hosts_by_pod])
+            rec = {"draw": d, "caps": caps.tolist(), "fits_one": bool(caps.max() >= job.nodes)}
+            for p, f in POLICIES.items():
+                info: dict = {}
+                kw = {"time_limit": time_limit, "info": info} if p == "arnold" else {}
+                pod = f(job, caps, alpha, beta, seed * 1000 + d, **kw)
+                place = _place_gpus(job, pod, hosts_by_pod, topo.gpus_per_host)
+                # realised spreads: the pods of the GPUs, node (r, c) = its first GPU
+                node_gpu = place[:, ::job.gpus_per_node // job.tp, 0].T  # (R, PP)
+                dps, pps = spreads(topo.gpu_pod[node_gpu])
+                rec[p] = {"dp_spread": dps, "pp_spread": pps, "weighted": alpha * dps + beta * pps}
+                if info:
+                    rec[p]["mip_status"] = info["status"]
+                if simmed < sim_draws and not rec["fits_one"]:
+                    rec[p]["iter_s"] = _iteration_time(topo, job, place, iterations, seed, compute_s, grad_bytes,
+                                                       act_bytes)
+            simmed += "iter_s" in rec["arnold"]
+            rows.append(rec)
+            if progress:
+                progress(f"lingjun-{name}", d, draws)
+        base = [p for p in POLICIES if p != "arnold"]
+        ratios = {p: [r[p]["weighted"] / r["arnold"]["weighted"] for r in rows] for p in base}
+        simmed = [r for r in rows if "iter_s" in r["arnold"]]
+        out["jobs"][name] = {
+            "job": {"dp": job.dp, "tp": job.tp, "pp": job.pp, "nodes": job.nodes, "gpus": job.nodes * 8},
+            "draws": rows,
+            "ratio_mean": {p: float(np.mean(v)) for p, v in ratios.items()},
+            "ratio_max": {p: float(np.max(v)) for p, v in ratios.items()},
+            "max_dp_spread_mean": {p: float(np.mean([r[p]["dp_spread"] for r in rows])) for p in POLICIES},
+            "max_pp_spread_mean": {p: float(np.mean([r[p]["pp_spread"] for r in rows])) for p in POLICIES},
+            "fits_one_fraction": float(np.mean([r["fits_one"] for r in rows])),
+            "arnold_never_worse": bool(all(min(v) >= 1 - 1e-9 for v in ratios.values())),
+            "iter_s_mean": {p: float(np.mean([r[p]["iter_s"] for r in simmed])) for p in POLICIES} if simmed else {},
+            "iter_speedup_mean": ({p: float(np.mean([r[p]["iter_s"] / r["arnold"]["iter_s"] for r in simmed]))
+                                   for p in base} if simmed else {}),
+        }
+    return out
 
 
 def run_study(quick: bool = False, seed: int = 0, alpha: float = 0.5, beta: float = 0.5,
-              time_limit: float = 30.0, progress=None) -> dict:
+              time_limit: float = 30.0, progress=None, lingjun: bool = True) -> dict:
     """Weighted max spread of every policy in the three settings over seeded fragmentations, and
-    the simulated iteration time of each placement (one draw per setting)."""
+    the simulated iteration time of each placement (one draw per setting); with ``lingjun`` also
+    the same jobs on the real Lingjun 2023 topology (:func:`run_lingjun_study`, key ``"lingjun"``;
+    the full run adds a 64:1 thin-core sensitivity run, key ``"lingjun_thin_core"``)."""
     if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
         raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
     draws = 4 if quick else 20
@@ -378,4 +511,12 @@ def run_study(quick: bool = False, seed: int = 0, alpha: float = 0.5, beta: floa
             "fits_one_fraction": float(np.mean([r["fits_one"] for r in rows])),
             "arnold_never_worse": bool(all(min(v) >= 1 - 1e-9 for v in ratios.values())),
         }
+    if lingjun:
+        kw = {"seed": seed, "alpha": alpha, "beta": beta, "time_limit": time_limit, "progress": progress}
+        if quick:
+            out["lingjun"] = run_lingjun_study(("small", "medium"), draws=4, sim_draws=1, **kw)
+        else:
+            out["lingjun"] = run_lingjun_study(draws=10, sim_draws=2, **kw)
+            out["lingjun_thin_core"] = run_lingjun_study(("medium", "large"), draws=4, sim_draws=2,
+                                                         core_oversub=64.0, **kw)
     return out

@@ -70,6 +70,52 @@ def _table(title, cols, rows):
 
 
 # ---- studies -------------------------------------------------------------------------------------
+def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
+    """Left: baseline / Arnold weighted max spread per setting (paper settings, then the real
+    Lingjun topology); right: baseline / Arnold iteration time on the Lingjun topology."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..atomic import atomic_path
+
+    st = dict(res["settings"])
+    for key, tag in (("lingjun", "lingjun"), ("lingjun_thin_core", "lingjun 64:1")):
+        for j, v in res.get(key, {}).get("jobs", {}).items():
+            if key == "lingjun":
+                st[f"{tag}\n{j}"] = v
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    x = np.arange(len(st))
+    n = len(names)
+    for i, p in enumerate(names):
+        ax[0].bar(x + (i - (n - 1) / 2) * 0.8 / n, [v["ratio_mean"][p] for v in st.values()], 0.8 / n, label=p)
+    ax[0].axhline(1.0, color="k", lw=0.8)
+    ax[0].set_xticks(x, list(st), fontsize=8)
+    ax[0].set_ylabel("weighted max spread / Arnold's (mean)")
+    ax[0].set_title("spread (higher = Arnold better)")
+    ax[0].legend(fontsize=7)
+    sims = {}
+    for key, tag in (("lingjun", ""), ("lingjun_thin_core", " 64:1")):
+        for j, v in res.get(key, {}).get("jobs", {}).items():
+            if v["iter_speedup_mean"]:
+                sims[f"{j}{tag}"] = v["iter_speedup_mean"]
+    x = np.arange(len(sims))
+    for i, p in enumerate(names):
+        ax[1].bar(x + (i - (n - 1) / 2) * 0.8 / n, [v[p] for v in sims.values()], 0.8 / n, label=p)
+    ax[1].axhline(1.0, color="k", lw=0.8)
+    vals = [v[p] for v in sims.values() for p in names] or [1.0]
+    ax[1].set_ylim(min(min(vals), 1.0) - 0.03, max(max(vals), 1.0) + 0.03)
+    ax[1].set_xticks(x, list(sims), fontsize=8)
+    ax[1].set_ylabel("iteration time / Arnold's")
+    ax[1].set_title("Lingjun 2023 flow simulation (>1 = Arnold faster)")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
 def bench_arnold(out_dir: Path, quick: bool, seed: int = 0, alpha: float = 0.5) -> dict:
     from .arnold import POLICIES, run_study
 
@@ -77,8 +123,7 @@ def bench_arnold(out_dir: Path, quick: bool, seed: int = 0, alpha: float = 0.5) 
     _write_json(out_dir / "arnold.json", res)
     names = [p for p in POLICIES if p != "arnold"]
     st = res["settings"]
-    _bar_png(out_dir / "arnold.png", list(st), {p: [st[s]["ratio_mean"][p] for s in st] for p in names},
-             "weighted max spread / Arnold's (mean)", "Arnold vs baselines (higher = Arnold better)")
+    _arnold_png(out_dir / "arnold.png", res, names)
     rows = []
     for s, v in st.items():
         d0 = v["draws"][0]
@@ -88,7 +133,24 @@ def bench_arnold(out_dir: Path, quick: bool, seed: int = 0, alpha: float = 0.5) 
                      " ".join(f"{p}={d0[p]['iter_s']:.3f}" for p in POLICIES if "iter_s" in d0[p]) or "-"])
     _table(f"Arnold: baseline weighted max spread / Arnold's, mean/max over {res['draws']} draws "
            f"(alpha={res['alpha']})", ["setting", "minipods/free", *names, "job fits 1 pod", "iter s (draw 0)"], rows)
-    print("paper: up to 1.67x, mean 1.2x lower; all tie in the smallest setting")
+    for key in ("lingjun", "lingjun_thin_core"):
+        lj = res.get(key)
+        if not lj:
+            continue
+        rows = []
+        for j, v in lj["jobs"].items():
+            rows.append([f"{j} ({v['job']['gpus']} GPUs)",
+                         *(f"{v['ratio_mean'][p]:.2f}/{v['ratio_max'][p]:.2f}" for p in names),
+                         " ".join(f"{v['max_dp_spread_mean'][p]:.1f}" for p in POLICIES),
+                         " ".join(f"{v['max_pp_spread_mean'][p]:.1f}" for p in POLICIES),
+                         f"{v['fits_one_fraction']:.0%}",
+                         " ".join(f"{v['iter_speedup_mean'][p]:.3f}" for p in names) or "-"])
+        _table(f"Arnold on the real Lingjun 2023 topology (pods {lj['pod_hosts']} hosts, "
+               f"{lj['core_oversub']:g}:1 agg-core): ratio mean/max over {lj['draws']} draws",
+               ["job", *names, "mean max DP spread (A bf rf gp rb)", "mean max PP spread", "fits 1 pod",
+                "iter time / Arnold's (bf rf gp rb)"], rows)
+    print("paper: up to 1.67x, mean 1.2x lower weighted max spread; all tie in the smallest setting; "
+          "+5.7% (208 GPUs) and +10.6% (9,600+ GPUs) end to end in production")
     return res
 
 
@@ -149,13 +211,14 @@ def speed_run(n_gpus: int = 2048, n_jobs: int = 16, iterations: int = 5, seed: i
 
 
 def scale_run(n_gpus: int, n_jobs: int = 1, iterations: int = 100, placement_policy: str = "random",
-              incremental: bool = False, seed: int = 0) -> dict:
+              incremental: bool = True, seed: int = 0) -> dict:
     """``n_jobs`` DP x TP=8 jobs filling a synthetic Clos of ``n_gpus`` GPUs (16 hosts per ToR, up
     to 8 ToRs per pod, 8 GPUs per host, 2 x 200 Gb/s ports per GPU, non-blocking), ECMP, ring
     all-reduce of 1 GB per rank with 2 channels, compute 50-200 ms; ``iterations`` each.
 
     Returns wall time, simulated events (timed events + stream completions) per wall second and
-    the rate recomputations.
+    the rate recomputations; ``incremental=False`` solves max-min over all streams at every change
+    (:mod:`models.cluster.network`).
     """
     from .engine import Simulator
     from .job import JobSpec, placement
@@ -200,14 +263,22 @@ def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
         res.append(speed_run(4096, 32, 5))
     iters = 20 if quick else 100
     scale = [scale_run(g, 1, iters) for g in ((1024, 2048) if quick else (1024, 2048, 4096, 8192))]
-    inc = []
-    if not quick:  # max-min: full vs incremental (component-wise), 32 jobs on 8,192 GPUs
-        for pol in ("packed", "random"):
+    inc = []  # max-min: full recompute vs incremental (component-wise), same process, alternating
+    cases = [(1024, 1, iters, "random")] if quick else [(1024, 1, 100, "random"), (8192, 1, 100, "random"),
+                                                         (8192, 32, 20, "packed"), (8192, 32, 20, "random")]
+    reps = 1 if quick else 3  # the machine is shared: alternate the modes, keep each mode's fastest run
+    for g, j, it, pol in cases:
+        best: dict = {}
+        for _ in range(reps):
             for mode in (False, True):
-                inc.append(scale_run(8192, 32, 20, pol, mode))
-        for a, b in zip(inc[::2], inc[1::2]):
-            b["max_rel_diff_vs_full"] = max(abs(x - y) / x for A, B in zip(a["iter_end"], b["iter_end"])
-                                            for x, y in zip(A, B))
+                r = scale_run(g, j, it, pol, mode)
+                if mode not in best or r["wall_s"] < best[mode]["wall_s"]:
+                    best[mode] = r
+        inc += [best[False], best[True]]
+    for a, b in zip(inc[::2], inc[1::2]):
+        b["max_rel_diff_vs_full"] = max(abs(x - y) / x for A, B in zip(a["iter_end"], b["iter_end"])
+                                        for x, y in zip(A, B))
+        b["speedup_vs_full"] = a["wall_s"] / b["wall_s"]
     for r in scale + inc:
         r.pop("iter_end")
     _write_json(out_dir / "cluster_speed.json", {"runs": res, "scale": scale, "incremental": inc})
@@ -220,10 +291,12 @@ def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
            [[r["gpus"], r["links"], r["events"], f"{r['wall_s']:.2f}", f"{r['events_per_wall_s']:.0f}",
              f"{1024 * r['wall_s'] / r['gpus']:.2f}"] for r in scale])
     if inc:
-        _table("Max-min recomputation: full vs incremental (32 jobs, 8,192 GPUs, 20 iterations)",
-               ["placement", "mode", "wall s", "streams solved", "max rel diff"],
-               [[r["placement"], "incremental" if r["incremental"] else "full", f"{r['wall_s']:.2f}",
-                 r["streams_solved"], f"{r.get('max_rel_diff_vs_full', 0.0):.1e}"] for r in inc])
+        _table("Max-min recomputation: full vs incremental (default), synthetic Clos",
+               ["GPUs", "jobs", "iterations", "placement", "mode", "events", "wall s", "events / wall s",
+                "streams solved", "max rel diff"],
+               [[r["gpus"], r["jobs"], r["iterations"], r["placement"], "incremental" if r["incremental"] else "full",
+                 r["events"], f"{r['wall_s']:.2f}", f"{r['events_per_wall_s']:.0f}", r["streams_solved"],
+                 f"{r.get('max_rel_diff_vs_full', 0.0):.1e}"] for r in inc])
     return {"runs": res, "scale": scale, "incremental": inc}
 
 

@@ -89,6 +89,7 @@ class Simulator:
         self._pending_streams: dict[tuple, int] = {}
         self._pending_colls: dict[tuple, int] = {}
         self._step_started: dict[int, float] = {}
+        self._live_colls: dict[tuple, list] = {}
         self.events = 0
         self.wall_s = 0.0
 
@@ -176,7 +177,7 @@ class Simulator:
             self._push(self.now + step.seconds, self._start_step, jid, it, k + 1)
             return
         assert isinstance(step, Comm)
-        live = [c for c in step.collectives if not c.empty]
+        live = self._live(jid, k)
         if step.compute_s > 0:  # overlapped compute: one more completion to wait for
             rec.compute_s += step.compute_s
             rec.compute_until = self.now + step.compute_s
@@ -195,6 +196,15 @@ class Simulator:
                 sid = self.net.add(paths, s.nbytes, prio)
                 self._streams[sid] = StreamInfo(jid, rk, s.src, s.dst, paths, key)
 
+    def _live(self, jid: int, k: int) -> list:
+        """The non-empty collectives of step ``k`` of job ``jid`` (cached: a step's collectives are
+        fixed, and rebuilding the list at every stream completion cost O(collectives) each)."""
+        key = (jid, k)
+        live = self._live_colls.get(key)
+        if live is None:
+            live = self._live_colls[key] = [c for c in self._steps[jid][k].collectives if not c.empty]
+        return live
+
     def _stream_done(self, sid: int) -> None:
         info = self._streams.pop(sid)
         key = info.coll
@@ -202,7 +212,7 @@ class Simulator:
         if self._pending_streams[key] == 0:
             del self._pending_streams[key]
             jid, it, k, ci = key
-            coll = [c for c in self._steps[jid][k].collectives if not c.empty][ci]
+            coll = self._live(jid, k)[ci]
             self._push(self.now + coll.latency_s, self._coll_done, jid, it, k)
 
     def _coll_done(self, jid: int, it: int, k: int) -> None:

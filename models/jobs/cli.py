@@ -180,13 +180,19 @@ def bench_cpualloc(out_dir: Path, quick: bool, seed: int = 0) -> dict:
            ["worker processes", "samples/s"], [[c, f"{t:.0f}"] for c, t in zip(pr["cores"], pr["samples_per_s"])])
     rs = res["results"]
     types = list(rs["even"]["utilisation_by_type"])
-    _table(f"CPU allocation: {res['jobs']} jobs on V100 (4 cores/GPU), A100 (8, 2x speed), T4 (6, 0.5x speed)",
-           ["policy", "GPU utilisation", *[f"util {t}" for t in types], "mean JCT h", "p90 JCT h"],
-           [[p, f"{rs[p]['gpu_utilisation']:.3f}", *[f"{rs[p]['utilisation_by_type'][t]:.3f}" for t in types],
-             f"{rs[p]['mean_jct_h']:.2f}", f"{rs[p]['p90_jct_h']:.2f}"] for p in POLICIES])
-    g = res["adaptive_gain_over"]
-    print(f"adaptive vs even: {100 * g['even']:+.1f}% GPU utilisation; vs static (Kubeflow-style): "
-          f"{100 * g['static']:+.1f}%. CODA (ICDCS 2020): +20.8%")
+    _table(f"CPU allocation on the cluster engine: {res['jobs']} jobs on V100 (4 cores/GPU), A100 (8, 2x speed), "
+           "T4 (6, 0.5x speed)",
+           ["policy", "GPU util (allocated)", "GPU util (cluster)", *[f"util {t}" for t in types], "mean JCT h",
+            "p90 JCT h", "mean wait h", "makespan h"],
+           [[p, f"{rs[p]['gpu_utilisation']:.3f}", f"{rs[p]['cluster_gpu_utilisation']:.3f}",
+             *[f"{rs[p]['utilisation_by_type'][t]:.3f}" for t in types], f"{rs[p]['mean_jct_h']:.2f}",
+             f"{rs[p]['p90_jct_h']:.2f}", f"{rs[p]['mean_wait_h']:.2f}", f"{rs[p]['makespan_h']:.1f}"]
+            for p in POLICIES])
+    g, gc, jr = res["adaptive_gain_over"], res["adaptive_cluster_gain_over"], res["jct_ratio_over_adaptive"]
+    print(f"adaptive vs even: {100 * g['even']:+.1f}% GPU utilisation of allocated GPUs ({100 * gc['even']:+.1f}% "
+          f"cluster-wide), mean JCT even/adaptive {jr['even']:.2f}; vs static (Kubeflow-style): "
+          f"{100 * g['static']:+.1f}% ({100 * gc['static']:+.1f}%), JCT static/adaptive {jr['static']:.2f}. "
+          "CODA (ICDCS 2020): +20.8%")
 
     def draw(ax):
         x = np.arange(len(types) + 1)
