@@ -56,6 +56,9 @@ class Partition:
         Start of each destination's run in the edge arrays (for ``ufunc.reduceat``).
     vertices : ndarray of int64
         Every vertex touched by this partition (masters and mirrors).
+    eids : ndarray of int64, optional
+        The partition's edges as indices into the input graph's edge arrays (same order as
+        ``src``/``dst``); kept only when :func:`partition` is called with ``edge_ids=True``.
     """
 
     pid: int
@@ -65,6 +68,7 @@ class Partition:
     dst_unique: np.ndarray
     seg_start: np.ndarray
     vertices: np.ndarray
+    eids: np.ndarray | None = None
 
     @property
     def m(self) -> int:
@@ -91,7 +95,7 @@ class Partitioning:
 
 
 def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None = None,
-              seed: int = 0) -> Partitioning:
+              seed: int = 0, edge_ids: bool = False) -> Partitioning:
     """Split ``g`` into ``k`` partitions.
 
     Parameters
@@ -105,6 +109,8 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         default is 100; here the default is ``max(100, 4 * mean degree)``).
     seed : int
         Hash salt.
+    edge_ids : bool
+        Keep each partition's edge indices (``Partition.eids``), e.g. to slice edge data.
 
     Returns
     -------
@@ -147,7 +153,7 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         verts = np.union1d(np.union1d(src, dst), np.flatnonzero(master == p))
         present += verts.size
         vcounts.append(verts.size)
-        parts.append(Partition(p, src, dst, w, du, seg.astype(np.int64), verts))
+        parts.append(Partition(p, src, dst, w, du, seg.astype(np.int64), verts, sl if edge_ids else None))
     ecount = np.array([p.m for p in parts], float)
     return Partitioning(method, k, g.n, tuple(parts), master,
                         replication_factor=present / g.n,
