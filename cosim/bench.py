@@ -111,6 +111,7 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "bbs_spmxv": bench_bbs_spmxv,
     "kernels": _kernels,
     "bbs_lstm": _lazy("cosim.bbs_lstm_bench", "bench_bbs_lstm"),
+    "bbs_lstm_delta": _lazy("cosim.bbs_lstm_bench", "bench_bbs_lstm_delta"),
     "melo_engine": _lazy("cosim.melo", "bench_melo_engine"),
     "kvdirect_rtl": _lazy("cosim.kvdirect", "bench_kvdirect_rtl"),
     "kvdirect_resources": _lazy("cosim.kvdirect", "bench_kvdirect_resources"),
@@ -127,8 +128,11 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "reliability_mycroft": _lazy("models.reliability.cli", "bench_mycroft"),
     "graph_engine": _lazy("models.graph.cli", "bench_graph_engine"),
     "gnn_rewrite": _lazy("models.graph.cli", "bench_gnn_rewrite"),
+    "tux2": _lazy("models.graph.cli", "bench_tux2"),
     "cognn": _lazy("models.jobs.cli", "bench_cognn"),
     "cpualloc": _lazy("models.jobs.cli", "bench_cpualloc"),
+    "sim_speed": _lazy("cosim.simspeed", "bench_simspeed"),
+    "cosim_bridges": _lazy("cosim.bridges.cli", "bench_bridges"),
 }
 
 

@@ -27,9 +27,9 @@ def _register_all(sub) -> None:
 
 # Subcommands that live in other packages (each module has register(subparsers)).
 _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "models.kvdirect.cli", "models.melo.cli",
-                                   "models.cluster.cli", "cosim.beamraster_cli",
+                                   "models.cluster.cli", "cosim.beamraster_cli", "cosim.sweep",
                                    "models.reliability.cli", "models.graph.cli",
-                                   "models.jobs.cli", "models.elastic.cli"]
+                                   "models.jobs.cli", "models.elastic.cli", "cosim.bridges.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
