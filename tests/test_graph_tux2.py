@@ -241,10 +241,12 @@ def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
     import models.graph.cli as gcli
 
     monkeypatch.setattr(gcli, "_IGRAPH_BUILD_BUDGET_S", 1e-9)
+    monkeypatch.setattr(gcli, "_IGRAPH_CHUNK", 1000)                  # several add_edges chunks
     res = gcli.bench_graph_engine(tmp_path, True, scales=(8, 9), dask=False, iterations=3)
     on_disk = json.loads((tmp_path / "graph_engine.json").read_text())
     assert [p["graph"]["m"] for p in on_disk["sizes"]] == [16 * 256, 16 * 512]
     assert "prpack_solve_s" in res["sizes"][0]["igraph"]             # first size runs and calibrates
+    assert res["sizes"][0]["igraph"]["ecount"] == 16 * 256            # every chunk of edges arrived
     assert "budget" in res["sizes"][1]["igraph"]["skipped"]          # second: estimated build over budget
     for p in res["sizes"]:
         assert p["pagerank"]["engine serial (1 core)"]["max_abs_diff_vs_scipy"] < 1e-12

@@ -91,6 +91,11 @@ _EXTRAS_MAX_EDGES = 1 << 22     # BFS/CC/SSSP/converged PageRank: CC symmetrises
 _ALL_CUTS_MAX_EDGES = 1 << 25   # the three partitioners at k = 8; above, only the hybrid cut
 _IGRAPH_MEM_FRACTION = 0.4      # igraph only if its estimated peak fits in this share of free memory
 _IGRAPH_BUILD_BUDGET_S = 900.0  # ... and its (Python-level) graph construction fits this budget
+# python-igraph converts an edge array element by element through Python objects: one call on a whole
+# 134 M-edge array peaked near 140 B/edge (measured at 4 M edges: 0.58 GB growth) and was OOM-killed at
+# 24 GB; adding the edges in chunks keeps that transient to one chunk
+_IGRAPH_CHUNK = 1 << 22
+_IGRAPH_CONVERT_B_PER_EDGE = 160
 
 
 def _rss() -> int:
@@ -121,9 +126,10 @@ def _igraph_point(g, iterations: int, calib: dict) -> dict:
     except ImportError:
         return {"skipped": "igraph not installed"}
     if calib:
-        # RSS growth after the build undercounts the transient peak (a 134 M-edge run with a 43 B/edge
-        # estimate was OOM-killed at 24 GB RSS): budget 4x the measured growth
-        need = 4 * calib["bytes_per_edge"] * g.m
+        # the graph is built in chunks of _IGRAPH_CHUNK edges, so the peak is igraph's own storage
+        # (~32 B/edge: from, to and two index vectors of int64) plus one chunk's conversion; budget
+        # 1.5x the growth measured at the calibration size plus two chunks' transient
+        need = 1.5 * calib["bytes_per_edge"] * g.m + 2 * _IGRAPH_CHUNK * _IGRAPH_CONVERT_B_PER_EDGE
         avail = _available()
         if need > _IGRAPH_MEM_FRACTION * avail:
             return {"skipped": f"estimated igraph peak {need / 2**30:.1f} GiB "
@@ -136,8 +142,12 @@ def _igraph_point(g, iterations: int, calib: dict) -> dict:
                                f"measured at {calib['m']} edges) exceeds the {_IGRAPH_BUILD_BUDGET_S:.0f} s budget"}
     r0 = _rss()
     t0 = time.perf_counter()
-    h = igraph.Graph(n=g.n, edges=np.column_stack([g.src, g.dst]), directed=True)
-    out = {"build_s": time.perf_counter() - t0}
+    h = igraph.Graph(n=g.n, directed=True)
+    for i in range(0, g.m, _IGRAPH_CHUNK):
+        h.add_edges(np.column_stack([g.src[i:i + _IGRAPH_CHUNK], g.dst[i:i + _IGRAPH_CHUNK]]))
+    out = {"build_s": time.perf_counter() - t0, "build_chunk_edges": _IGRAPH_CHUNK, "ecount": h.ecount()}
+    if h.ecount() != g.m or h.vcount() != g.n:
+        raise RuntimeError(f"igraph built {h.vcount()} vertices / {h.ecount()} edges from {g.n} / {g.m}")
     for impl in ("prpack", "arpack"):
         t0 = time.perf_counter()
         h.pagerank(damping=0.85, implementation=impl)
@@ -162,6 +172,7 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     from .partition import METHODS, partition
 
     skipped = {}
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     g = rmat(p)
     pt = {"graph": {"scale": p.scale, "edge_factor": p.edge_factor, "a": p.a, "b": p.b, "c": p.c,
@@ -229,6 +240,9 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     else:
         skipped["bfs_cc_sssp_converged_pagerank"] = f"above {_EXTRAS_MAX_EDGES} edges (time budget)"
     pt["skipped"] = skipped
+    # other work on the host slows every runner; the ratios are taken in one process, the absolute
+    # rates are only as good as this load (1-minute load average at the start and end of the size)
+    pt["host_load_avg_1m"] = [load0, os.getloadavg()[0]]
     return pt
 
 
