@@ -241,7 +241,7 @@ def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
     import models.graph.cli as gcli
 
     monkeypatch.setattr(gcli, "_IGRAPH_BUILD_BUDGET_S", 1e-9)
-    monkeypatch.setattr(gcli, "_IGRAPH_CHUNK", 1000)                  # several add_edges chunks
+    monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 1000)            # several edge-list chunks
     res = gcli.bench_graph_engine(tmp_path, True, scales=(8, 9), dask=False, iterations=3)
     on_disk = json.loads((tmp_path / "graph_engine.json").read_text())
     assert [p["graph"]["m"] for p in on_disk["sizes"]] == [16 * 256, 16 * 512]
@@ -250,3 +250,20 @@ def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
     assert "budget" in res["sizes"][1]["igraph"]["skipped"]          # second: estimated build over budget
     for p in res["sizes"]:
         assert p["pagerank"]["engine serial (1 core)"]["max_abs_diff_vs_scipy"] < 1e-12
+
+
+def test_igraph_baseline_graph_is_the_same_graph(monkeypatch):
+    """The igraph baseline reads our edges through a text file: same edges, same order, isolated tail."""
+    pytest.importorskip("igraph")
+    import igraph
+    import numpy as np
+
+    import models.graph.cli as gcli
+    from models.graph.graph import Graph
+
+    monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 7)
+    src = np.array([0, 12, 3, 3, 11, 0, 5, 9, 12, 1], np.int64)
+    dst = np.array([12, 0, 3, 4, 10, 12, 6, 2, 12, 0], np.int64)
+    g = Graph(n=20, src=src, dst=dst)                               # vertices 13..19 have no edges
+    h = gcli._igraph_graph(igraph, g)
+    assert h.is_directed() and h.vcount() == 20 and h.get_edgelist() == list(zip(src.tolist(), dst.tolist()))
