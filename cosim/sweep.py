@@ -59,12 +59,12 @@ import importlib.metadata
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-import tomllib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +117,9 @@ def _bbs_derive(base, s: dict):
     if "k" in s:
         raise ValueError("k (nonzeros per bank) follows from sparsity; sweep or set sparsity instead")
     p = _replace(base, s)
+    if p.rows * p.cols > MAX_BBS_WEIGHTS:
+        raise ValueError(f"rows x cols = {p.rows} x {p.cols} exceeds {MAX_BBS_WEIGHTS} weights, more than an RTL "
+                         "simulation finishes; sweep smaller matrices")
     if p.cols % p.banks:
         raise ValueError(f"cols={p.cols} does not split into banks={p.banks}; choose banks dividing cols")
     k = BankBalanced(banks=p.banks, sparsity=float(s["sparsity"])).k(p.cols)
@@ -258,17 +261,27 @@ class SweepSpec:
 
 
 _SPEC_KEYS = {"design", "params", "grid", "workload", "clock_mhz", "sim", "synth", "name"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+#: A sweep runs every point in RTL simulation: more points than this is a typo, not a plan.
+MAX_POINTS = 4096
+#: Workload counts (vectors, ops, packets ...) above this would not finish in RTL simulation.
+MAX_COUNT = 1_000_000
+#: BBS points: rows x cols above this (a 1024 x 1024 matrix) would not finish in RTL simulation.
+MAX_BBS_WEIGHTS = 1 << 20
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:
     """Read a TOML spec (ValueError with a one-line message on anything wrong)."""
+    from models.safeparse import toml_loads
+
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ValueError(f"sweep spec {str(path)!r} not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"sweep spec {path}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise ValueError(f"sweep spec {path}: cannot read it ({e.strerror or e}); pass a .toml file") from None
+    data = toml_loads(raw, f"sweep spec {path}", ValueError, "spec")
     unknown = sorted(set(data) - _SPEC_KEYS)
     if unknown:
         raise ValueError(f"sweep spec {path}: unknown key(s) {', '.join(unknown)}; "
@@ -282,11 +295,23 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
         if not isinstance(v, list) or not v:
             raise ValueError(f"sweep spec {path}: grid.{k} must be a non-empty list of values, not {v!r}")
     clock = data.get("clock_mhz")
-    if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float)) or clock <= 0):
+    if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
+                              or not 0 < clock < float("inf")):
         raise ValueError(f"sweep spec {path}: clock_mhz must be a positive number, not {clock!r}")
+    sim = data.get("sim")
+    if sim is not None and sim not in ("verilator", "icarus"):
+        raise ValueError(f"sweep spec {path}: sim must be \"verilator\" or \"icarus\", not {sim!r}")
+    synth = data.get("synth")
+    if synth is not None and not isinstance(synth, str):
+        raise ValueError(f"sweep spec {path}: synth must be a target name such as \"xcup\" or \"none\", "
+                         f"not {synth!r}")
+    name = data.get("name", re.sub(r"[^A-Za-z0-9_.+-]+", "_", path.stem).strip("._") or "sweep")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"sweep spec {path}: name must be 1-100 letters, digits or '_.+-', starting with a "
+                         f"letter or digit (it names the output folder build/sweep/<name>), not {name!r}")
     return SweepSpec(design=data["design"], params=dict(data.get("params", {})), grid=dict(data.get("grid", {})),
-                     workload=dict(data.get("workload", {})), clock_mhz=clock, sim=data.get("sim"),
-                     synth=data.get("synth"), name=str(data.get("name", path.stem)))
+                     workload=dict(data.get("workload", {})), clock_mhz=clock, sim=sim,
+                     synth=None if synth == "none" else synth, name=name)
 
 
 def _scalar(text: str):
@@ -361,8 +386,10 @@ def _check_workload(name: str, v) -> None:
     """Range checks of the workload settings (the types were checked against the defaults)."""
     if name in _PROBABILITIES and not 0.0 <= v < 1.0:
         raise ValueError(f"{name}={v}: a probability in [0, 1) is needed")
-    if name in _COUNTS and v < 1:
-        raise ValueError(f"{name}={v}: must be >= 1")
+    if name in _COUNTS and not 1 <= v <= MAX_COUNT:
+        raise ValueError(f"{name}={v}: must be in 1..{MAX_COUNT} (every unit is simulated in RTL)")
+    if name == "seed" and not 0 <= v < 2**63:
+        raise ValueError(f"seed={v}: must be in 0..{2**63 - 1}")
     if name in _CHOICES and v not in _CHOICES[name]:
         raise ValueError(f"{name}={v!r}: choose one of {', '.join(_CHOICES[name])}")
     if name == "sparsity" and not 0.0 <= v < 1.0:
@@ -415,8 +442,14 @@ def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
     for k, vals in grid.items():
         if len(set(map(repr, vals))) != len(vals):
             raise ValueError(f"grid.{k} repeats a value: {spec.grid[k]}")
-    if spec.clock_mhz is not None and spec.clock_mhz <= 0:
+    if spec.clock_mhz is not None and not 0 < spec.clock_mhz < float("inf"):
         raise ValueError(f"clock_mhz must be positive, not {spec.clock_mhz}")
+    n_points = 1
+    for vals in grid.values():
+        n_points *= len(vals)
+    if n_points > MAX_POINTS:
+        raise ValueError(f"the grid has {n_points} points, more than {MAX_POINTS} (each is an RTL simulation); "
+                         "sweep fewer values")
     if spec.synth:
         from cosim.synth import check_targets
 
@@ -563,11 +596,48 @@ def _client(scheduler: str | None, workers: int, processes: bool):
     return Client(cluster), cluster
 
 
-def _read_cache(path: Path) -> dict | None:
+class _CacheMiss(ValueError):
+    pass
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < float("inf")
+
+
+def _read_cache(path: Path, kind: str = "sim") -> dict | None:
+    """A cached point result (``kind`` "sim" or "synth"), or None when it is missing or damaged.
+
+    The cache folder may be handed over by the user (``--cache``) and its files edited, truncated
+    or left by another version: anything but a well-formed entry (``status`` "ok"; a ``raw``
+    metrics object for a simulation, ``resources`` counts for a synthesis; ``seconds`` a
+    number) is a miss, so the point simulates again and the entry is rewritten.
+    """
+    from models.safeparse import json_loads
+
     try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        c = json_loads(path.read_bytes(), str(path), _CacheMiss)
+    except (OSError, _CacheMiss):
         return None
+    if not isinstance(c, dict) or c.get("status") != "ok":
+        return None
+    if c.get("seconds") is not None and not (_finite(c["seconds"]) and c["seconds"] >= 0):
+        return None
+    if kind == "sim":
+        ok = isinstance(c.get("raw"), dict)
+    else:
+        res = c.get("resources")
+        ok = isinstance(res, dict) and all(isinstance(k, str) and _finite(v) for k, v in res.items())
+    return c if ok else None
+
+
+def _usable(ad: Adapter, pt: Point, entry: dict, clock: float) -> bool:
+    """Whether a cached simulation's ``raw`` gives the point's metrics (numbers, names); a cache entry
+    that does not (edited, or from another version) is a miss, not a failed point."""
+    try:
+        m = ad.metrics(pt.params, pt.workload, entry["raw"], clock)
+    except Exception:  # noqa: BLE001 - whatever the damaged values make the metrics raise
+        return False
+    return isinstance(m, dict) and all(v is None or isinstance(v, (str, bool)) or _finite(v) for v in m.values())
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | None = None, workers: int = 2,
@@ -592,6 +662,8 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"output path {str(out_dir)!r} exists and is not a directory; pass -o DIR")
     cache = Path(cache_dir) if cache_dir else out_dir / "cache"
+    if cache.exists() and not cache.is_dir():
+        raise ValueError(f"cache path {str(cache)!r} exists and is not a directory; pass --cache DIR")
     con = console or Console(stderr=True)
     clock = float(spec.clock_mhz or ad.clock_mhz)
     tools = tool_versions(sim, spec.synth)
@@ -607,8 +679,10 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
         ykey = _key(CACHE_FORMAT, ad.design, vhash, spec.synth, tools.get("yosys")) if spec.synth else None
         rec = {"index": pt.index, "point": pt.label, "params": pj, "workload": pt.workload, "sim_key": skey,
                "synth_key": ykey, "status": "pending", "cached": {"sim": False, "synth": False}}
-        sim_c = None if force else _read_cache(cache / f"sim-{skey}.json")
-        syn_c = None if (force or not ykey) else _read_cache(cache / f"synth-{spec.synth}-{ykey}.json")
+        sim_c = None if force else _read_cache(cache / f"sim-{skey}.json", "sim")
+        if sim_c is not None and not _usable(ad, pt, sim_c, clock):
+            sim_c = None
+        syn_c = None if (force or not ykey) else _read_cache(cache / f"synth-{spec.synth}-{ykey}.json", "synth")
         rec["_sim"], rec["_synth"] = sim_c, syn_c
         rec["cached"] = {"sim": sim_c is not None, "synth": syn_c is not None}
         recs.append(rec)
@@ -742,14 +816,14 @@ def _finish(ad: Adapter, pt: Point, rec: dict, clock: float, synth: str | None) 
     if sim_r["status"] != "ok":
         rec["status"], rec["error"] = "failed", sim_r.get("error", "")
     else:
-        try:
+        try:  # (a cached ``raw`` the metrics cannot use fails the point, naming the problem)
             rec["metrics"] = ad.metrics(pt.params, pt.workload, sim_r["raw"], clock)
             rec["status"] = "ok"
+            cyc = sim_r["raw"].get("cycles")
+            if _finite(cyc) and cyc > 0 and sim_r.get("seconds"):
+                rec["sim_cycles_per_s"] = cyc / sim_r["seconds"]
         except Exception as e:  # noqa: BLE001
             rec["status"], rec["error"] = "failed", f"metrics: {type(e).__name__}: {_short(e)}"
-        cyc = sim_r["raw"].get("cycles")
-        if cyc and sim_r.get("seconds"):
-            rec["sim_cycles_per_s"] = cyc / sim_r["seconds"]
     if synth:
         if syn_r is None:
             rec["status"] = "pending" if rec["status"] == "ok" else rec["status"]
@@ -784,7 +858,7 @@ def pareto_front(points: list[dict], objectives: list[tuple[str, str]]) -> list[
     vals = []
     for i, p in enumerate(points):
         v = [get(p, k) for k, _ in objectives]
-        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        if all(_finite(x) for x in v):
             vals.append((i, [x if s == "min" else -x for x, (_, s) in zip(v, objectives)]))
     front = []
     for i, a in vals:
@@ -815,7 +889,7 @@ def plot_pareto(points: list[dict], x: str, y: str, y_sense: str, path: Path, ti
 
     from models.atomic import atomic_path
 
-    ok = [p for p in points if p.get("status") == "ok" and get(p, x) is not None and get(p, y) is not None]
+    ok = [p for p in points if p.get("status") == "ok" and _finite(get(p, x)) and _finite(get(p, y))]
     if not ok:
         return None
     front = pareto_front(ok, [(x, "min"), (y, y_sense)])

@@ -12,22 +12,40 @@ a strict-xfail regression test) are skipped so the fuzzer looks for new ones, un
 ``HWCOSIM_FUZZ_STRICT=1``.
 """
 
+import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports(include=["pruning", "cosim.commands", "safetensors", "tomllib", "json",
-                                         "zipfile", "numpy.lib.format", "numpy.lib._npyio_impl"]):
-    import numpy  # noqa: F401
+with atheris.instrument_imports(include=["pruning", "cosim.commands", "cosim.sweep", "models.safeparse",
+                                         "models.cluster.scenario", "models.cluster.topology", "models.jobs.jobcheck",
+                                         "models.elastic.easyscale", "safetensors", "tomllib", "json", "yaml", "csv",
+                                         "onnx.numpy_helper", "onnx.external_data_helper", "tokenize", "zipfile",
+                                         "numpy.lib.format", "numpy.lib._npyio_impl"]):
+    import csv  # noqa: F401
+    import tokenize  # noqa: F401
 
+    import numpy  # noqa: F401
+    import onnx.external_data_helper  # noqa: F401
+    import onnx.numpy_helper  # noqa: F401
+    import yaml  # noqa: F401
+
+    import cosim.sweep  # noqa: F401
+    import models.cluster.scenario  # noqa: F401
+    import models.cluster.topology  # noqa: F401
+    import models.elastic.easyscale  # noqa: F401
+    import models.jobs.jobcheck  # noqa: F401
+    import models.safeparse  # noqa: F401
     import pruning.formats.csb  # noqa: F401
     import pruning.formats.fss  # noqa: F401
     import pruning.formats.nm  # noqa: F401
     import pruning.formats.sparse  # noqa: F401
     import pruning.io  # noqa: F401
+    import pruning.onnx_io  # noqa: F401
 
 from cosim.fuzz import TARGETS, Crash, known_bug, run_target, seeds  # noqa: E402
 
@@ -41,11 +59,18 @@ def main() -> None:
         run_target(n, seeds(n)[0])
     strict = os.environ.get("HWCOSIM_FUZZ_STRICT") == "1"
     work = Path(tempfile.mkdtemp(prefix="hwcosim-fuzz-"))
+    counts_file = os.environ.get("HWCOSIM_FUZZ_COUNTS")   # inputs per target, for python -m cosim.fuzz
+    counts = dict.fromkeys(names, 0)
+    last = [0.0]
 
     def one_input(data: bytes) -> None:
         if not data:
             return
         name = names[data[0] % len(names)]
+        counts[name] += 1
+        if counts_file and time.monotonic() - last[0] > 1.0:   # (libFuzzer exits without Python's atexit)
+            last[0] = time.monotonic()
+            Path(counts_file).write_text(json.dumps(counts))
         try:
             run_target(name, data[1:], work)
         except Crash as e:        # a reader bug ...

@@ -10,7 +10,7 @@ unpickler that only rebuilds tensors and plain containers, and only when torch i
 ONNX models are protobuf (package ``onnx``, :mod:`pruning.onnx_io`). ``bfloat16`` tensors
 (safetensors, PyTorch, ONNX) are read as ``float32``, which holds them exactly.
 
-A config file (TOML, or YAML when ``pyyaml`` is installed) maps tensor globs to patterns; the
+A config file (TOML, or YAML read with ``pyyaml``) maps tensor globs to patterns; the
 first rule whose glob matches a tensor name wins::
 
     format = "Q2.6"            # optional default value format ("auto" = 8-bit fitting)
@@ -32,13 +32,13 @@ Every other key of a rule is a parameter of the pattern (see ``hwcosim prune --h
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from models.fixedpoint import Q
+from models.safeparse import decode_utf8, one_line, toml_loads
 from pruning.base import Pattern, PatternError, get_pattern
 
 __all__ = [
@@ -60,24 +60,41 @@ class WeightIOError(ValueError):
     """A weight or config file that cannot be read, or a selection that matches nothing."""
 
 
+def _np_load(path: Path, kind: str, read):
+    """``read(np.load(f))`` on the open file ``f``; every failure a one-line :class:`WeightIOError`.
+
+    The file is opened (and closed) here: numpy leaks the handle of a zip it fails to open.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise WeightIOError(f"{path}: no such file") from None
+    except OSError as e:
+        raise WeightIOError(f"{path}: cannot read it ({e.strerror or e})") from None
+    with f:
+        try:
+            return read(np.load(f, allow_pickle=False))
+        except WeightIOError:
+            raise
+        except Exception as e:  # noqa: BLE001 - numpy's header parser and zipfile raise many types
+            if isinstance(e, ValueError) and "pickle" in str(e).lower():
+                raise WeightIOError(
+                    f"{path}: holds Python objects (pickled); only numeric arrays are read"
+                ) from None
+            raise WeightIOError(f"{path}: not a readable {kind} file ({type(e).__name__}: {one_line(e)})") from None
+
+
 def read_npy(path: str | Path) -> np.ndarray:
     """One array from a ``.npy`` file, never unpickling; any damage -> :class:`WeightIOError`."""
     path = Path(path)
-    try:
-        a = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise WeightIOError(f"{path}: no such file") from None
-    except Exception as e:  # numpy's header parser raises many types on damaged bytes
-        if isinstance(e, ValueError) and "pickle" in str(e).lower():
-            raise WeightIOError(
-                f"{path}: holds Python objects (pickled); only numeric arrays are read"
-            ) from None
-        raise WeightIOError(f"{path}: not a readable .npy file ({type(e).__name__}: {e})") from None
-    if not isinstance(a, np.ndarray):  # np.load opens a zip as an NpzFile
-        if hasattr(a, "close"):
+
+    def one(a):
+        if not isinstance(a, np.ndarray):  # np.load opens a zip as an NpzFile
             a.close()
-        raise WeightIOError(f"{path}: is a zip (.npz) archive, not a .npy array; rename it to .npz")
-    return a
+            raise WeightIOError(f"{path}: is a zip (.npz) archive, not a .npy array; rename it to .npz")
+        return a
+
+    return _np_load(path, ".npy", one)
 
 
 def _load_npy(path: Path) -> dict[str, np.ndarray]:
@@ -85,15 +102,13 @@ def _load_npy(path: Path) -> dict[str, np.ndarray]:
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
+    def every(z):
+        if isinstance(z, np.ndarray):
+            raise WeightIOError(f"{path}: is a .npy array, not a zip (.npz) archive; rename it to .npy")
+        with z:
             return {k: z[k] for k in z.files}
-    except Exception as e:  # noqa: BLE001 - any damage in the zip container
-        if isinstance(e, ValueError) and "pickle" in str(e).lower():
-            raise WeightIOError(
-                f"{path}: holds Python objects (pickled); only numeric arrays are read"
-            ) from None
-        raise WeightIOError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+
+    return _np_load(path, ".npz", every)
 
 
 def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -259,6 +274,83 @@ def _parse_format(text, where: str) -> Q | None:
         raise WeightIOError(f"{where}: {e}") from None
 
 
+def _yaml_problem(e) -> str:
+    """One line from a pyyaml error (its own text spans several lines, with a source excerpt)."""
+    parts = [x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x]
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    text = one_line(" ".join(parts) if parts else e)
+    if mark is not None:
+        text += f" (line {mark.line + 1}, column {mark.column + 1})"
+    return text
+
+
+_MAX_NESTING = 64
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in ``text`` (quotes ignored: an over-estimate is harmless here)."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return best
+
+
+def _load_yaml(path: Path):
+    """A YAML config as plain data (``yaml.SafeLoader``: no Python objects), refusing duplicate keys
+    (which YAML would silently resolve to the last one, while TOML refuses them) and aliases."""
+    try:
+        import yaml
+    except ImportError:
+        raise WeightIOError(
+            f"{path}: YAML configs need pyyaml (pip install pyyaml); or write the config as TOML"
+        ) from None
+
+    class _Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            # An alias repeats a subtree by reference: nine levels of nine fit in 400 bytes and expand
+            # to 387 million strings once a message prints the value. Configs need no aliases.
+            if self.check_event(yaml.events.AliasEvent):
+                raise yaml.composer.ComposerError(
+                    None, None, "found an alias (*name); write the value out instead of using YAML anchors",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    dup = key in seen
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if dup:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark, f"found the key {key!r} twice",
+                        key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    text = decode_utf8(path.read_bytes(), str(path), WeightIOError, "config")
+    if _flow_depth(text) > _MAX_NESTING:  # pyyaml takes seconds to hit its recursion limit in [[[[...
+        raise WeightIOError(f"{path}: brackets nested more than {_MAX_NESTING} deep; flatten the config")
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise WeightIOError(f"{path}: not valid YAML: {_yaml_problem(e)}; fix the syntax there") from None
+    except (RecursionError, MemoryError):
+        raise WeightIOError(f"{path}: nested too deeply to read; flatten the config") from None
+    except (ValueError, OverflowError) as e:  # a value its tag cannot build: 2020-13-45, !!int x, 5000 digits
+        why = "an integer of more than 4300 digits" if "integer string conversion" in str(e) else one_line(e, 120)
+        raise WeightIOError(f"{path}: a value YAML cannot build ({why}); write it as a plain number or "
+                            "string") from None
+
+
 def load_config(path: str | Path) -> PruneConfig:
     """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``, needs pyyaml) pruning config.
 
@@ -270,28 +362,16 @@ def load_config(path: str | Path) -> PruneConfig:
         raise WeightIOError(f"{path}: no such config file")
     suffix = path.suffix.lower()
     if suffix == ".toml":
-        try:
-            data = tomllib.loads(path.read_text())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise WeightIOError(f"{path}: not valid TOML ({e})") from None
+        data = toml_loads(path.read_bytes(), str(path), WeightIOError, "config")
     elif suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise WeightIOError(
-                f"{path}: YAML configs need pyyaml (pip install pyyaml); or write the config as TOML"
-            ) from None
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise WeightIOError(f"{path}: not valid YAML ({e})") from None
+        data = _load_yaml(path)
     else:
         raise WeightIOError(f"{path}: config must be .toml (or .yaml with pyyaml), not {suffix!r}")
     if not isinstance(data, dict):
         raise WeightIOError(f"{path}: the config must be a table with [[rule]] entries")
     unknown = set(data) - {"rule", "format"}
     if unknown:
-        raise WeightIOError(f"{path}: unknown top-level keys {sorted(unknown)}; allowed: rule, format")
+        raise WeightIOError(f"{path}: unknown top-level keys {sorted(map(repr, unknown))}; allowed: rule, format")
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list) or not raw_rules:
         raise WeightIOError(f"{path}: no rules; add [[rule]] tables with tensors = ... and pattern = ...")
@@ -301,13 +381,19 @@ def load_config(path: str | Path) -> PruneConfig:
         if not isinstance(r, dict):
             raise WeightIOError(f"{where}: must be a table")
         r = dict(r)
+        odd = [k for k in r if not isinstance(k, str)]
+        if odd:
+            raise WeightIOError(f"{where}: keys must be names such as pattern or banks, not {odd[0]!r}")
         globs = r.pop("tensors", None)
         if isinstance(globs, str):
             globs = [globs]
         if not isinstance(globs, list) or not globs or not all(isinstance(g, str) for g in globs):
             raise WeightIOError(f'{where}: needs tensors = "glob" or a list of globs')
         fmt = _parse_format(r.pop("format", None), where)
-        if r.pop("skip", False):
+        skip = r.pop("skip", False)
+        if not isinstance(skip, bool):
+            raise WeightIOError(f"{where}: skip must be true or false, not {skip!r}")
+        if skip:
             if r:
                 raise WeightIOError(f"{where}: a skip rule takes no other keys, found {sorted(r)}")
             rules.append(Rule(tuple(globs), None, fmt))

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.safeparse import one_line
+
 __all__ = ["ONNX_HINT", "load_onnx", "write_onnx", "consumers", "OnnxIOError"]
 
 ONNX_HINT = "pip install onnx"
@@ -49,13 +51,43 @@ def _load_model(path: Path):
     try:
         return onnx.load(str(path))  # external data is loaded from beside the file
     except Exception as e:  # noqa: BLE001 - protobuf DecodeError, OSError for missing external data...
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise OnnxIOError(f"{path}: not a readable ONNX model ({first})") from None
+        first = one_line(e, 200) or type(e).__name__
+        raise OnnxIOError(f"{path}: not a readable ONNX model ({first}); re-export it (onnx.save)") from None
 
 
-def _to_array(init, numpy_helper) -> np.ndarray:
-    a = numpy_helper.to_array(init)
-    if a.dtype.kind not in "fiub":  # bfloat16 / float8 come back as ml_dtypes types
+def _type_name(onnx, code: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"data type {code}"
+
+
+def _to_array(init, onnx, numpy_helper, path) -> np.ndarray:
+    """One initialiser as a numpy array of its declared shape; a damaged one is an OnnxIOError."""
+    where = f"{path}: initialiser {init.name!r}"
+    dims = tuple(init.dims)
+    if any(d < 0 for d in dims):
+        raise OnnxIOError(f"{where} has negative dimensions {list(dims)}; re-export the model")
+    n_elem = int(np.prod(dims, dtype=object))
+    held = (2 * len(init.raw_data) + len(init.float_data) + 8 * len(init.int32_data) + len(init.int64_data)
+            + len(init.double_data) + len(init.uint64_data) + len(init.string_data))
+    if n_elem > held:  # refused before numpy is asked to allocate the declared shape
+        raise OnnxIOError(f"{where} declares shape {list(dims)} ({n_elem} values) but holds data for at most "
+                          f"{held}; the file is truncated or damaged: re-export the model")
+    if init.data_type == onnx.TensorProto.STRING:
+        # strings are not weights: keep them (hwcosim prune skips non-numeric tensors) without decoding
+        n = len(init.string_data)
+        if n != int(np.prod(dims, dtype=object)):
+            raise OnnxIOError(f"{where} holds {n} strings for shape {list(dims)}; re-export the model")
+        return np.array(list(init.string_data), dtype=object).reshape(dims)
+    try:
+        a = numpy_helper.to_array(init)
+    except Exception as e:  # noqa: BLE001 - onnx raises ValueError, KeyError, TypeError... on bad tensors
+        raise OnnxIOError(f"{where} ({_type_name(onnx, init.data_type)}, shape {list(dims)}) cannot be read "
+                          f"({type(e).__name__}: {one_line(e, 160) or 'no detail'}); re-export the model") from None
+    if a.shape != dims:
+        raise OnnxIOError(f"{where} decodes to shape {a.shape}, not its declared {list(dims)}; re-export the model")
+    if a.dtype.kind == "V":  # bfloat16 / float8 / int4 come back as ml_dtypes types: widen (exact)
         try:
             a = a.astype(np.float32)
         except (TypeError, ValueError):
@@ -69,20 +101,38 @@ def load_onnx(path: str | Path) -> dict[str, np.ndarray]:
     Raises
     ------
     OnnxIOError
-        onnx not installed, a missing or corrupt file, or a model without initialisers.
+        onnx not installed, a missing or corrupt file, a damaged initialiser (a data type onnx
+        does not know, data that does not fill the declared shape), two initialisers of one
+        name, or a model without initialisers.
     """
     onnx, numpy_helper = _onnx()
     model = _load_model(Path(path))
-    out = {init.name: _to_array(init, numpy_helper) for init in model.graph.initializer}
+    out = {}
+    for init in _initialisers(model, path):
+        out[init.name] = _to_array(init, onnx, numpy_helper, path)
     if not out:
         raise OnnxIOError(f"{path}: the graph has no initialisers (weights in Constant nodes are not read)")
     return out
 
 
+def _initialisers(model, path) -> list:
+    inits = list(model.graph.initializer)
+    seen = set()
+    for init in inits:
+        if not isinstance(init.name, str):  # protobuf hands back bytes for a name that is not UTF-8
+            raise OnnxIOError(f"{path}: an initialiser name is not UTF-8 text ({init.name[:40]!r}); re-export "
+                              "the model")
+        if init.name in seen:
+            raise OnnxIOError(f"{path}: two initialisers are named {init.name!r}; names must be unique "
+                              "(onnx.checker refuses the model too): re-export it")
+        seen.add(init.name)
+    return inits
+
+
 def consumers(path: str | Path) -> dict[str, list[str]]:
     """For each initialiser, the ``op_type[input index]`` of the nodes that read it, e.g. ``Gemm[1]``."""
     model = _load_model(Path(path))
-    names = {i.name for i in model.graph.initializer}
+    names = {i.name for i in _initialisers(model, path)}
     used: dict[str, list[str]] = {n: [] for n in names}
     for node in model.graph.node:
         attrs = {a.name: a for a in node.attribute}

@@ -340,15 +340,15 @@ def _scenario_png(path: Path, res: dict) -> Path:
 def _cmd_run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .scenario import ScenarioError, load_scenario, run_scenario
+    from .scenario import MAX_SEED, ScenarioError, load_scenario, run_scenario
 
     try:
         sc = load_scenario(args.scenario)
     except ScenarioError as e:
         _fail(str(e))
     if args.seed is not None:
-        if args.seed < 0:
-            _fail(f"--seed must be >= 0, not {args.seed}")
+        if not 0 <= args.seed <= MAX_SEED:
+            _fail(f"--seed must be in 0..{MAX_SEED}, not {args.seed}")
         import dataclasses
 
         sc = dataclasses.replace(sc, seed=args.seed)

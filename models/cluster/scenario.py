@@ -50,17 +50,19 @@ the ToRs, ``random`` takes hosts in a seeded random order.
 from __future__ import annotations
 
 import math
-import tomllib
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
+from ..safeparse import toml_loads
 from .job import JobSpec
 from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023
 
 __all__ = ["ScenarioError", "TopologyConf", "JobConf", "RoutingConf", "FailureConf", "Scenario", "load_scenario",
-           "parse_scenario", "run_scenario", "PLACEMENTS", "SCHEMES", "GENERATORS"]
+           "parse_scenario", "prepare", "run_scenario", "PLACEMENTS", "SCHEMES", "GENERATORS", "MAX_GPUS",
+           "MAX_LINKS"]
 
 PLACEMENTS = ("packed", "spread", "random")
 SCHEMES = ("ecmp", "c4p", "crux")
@@ -68,6 +70,15 @@ GENERATORS = ("clos", "fat-tree", "lingjun-2023")
 _TOPO_INT = ("gpus_per_host", "nic_ports", "aggs_per_pod", "tor_lanes", "cores_per_plane", "core_lanes")
 _TOPO_FLOAT = ("nvlink_gbps", "nic_gbps", "tor_oversub", "core_oversub", "hop_latency_s")
 _GEN_INT = {"clos": ("pods", "tors_per_pod", "hosts_per_tor"), "fat-tree": ("k",), "lingjun-2023": ()}
+#: Size limits of a scenario: the flow-level simulator is meant for clusters up to ~10^5 GPUs; a
+#: topology past these (a typo such as ``gpus_per_host = 80000``) is refused before it is built.
+MAX_GPUS = 1 << 20
+MAX_LINKS = 1 << 23
+MAX_CHANNELS = 64        # rings per collective (NCCL uses up to 32)
+MAX_LEVELS = 64          # Crux hardware priority levels (switches offer 8)
+MAX_SEED = 2**63 - 1
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+_LINGJUN_SIZE = (847, 119, 3)  # hosts, ToRs, pods of models/cluster/data/lingjun-2023/topo.csv
 
 
 class ScenarioError(ValueError):
@@ -86,12 +97,14 @@ def _known(tbl: dict, allowed, where: str) -> None:
                  f"unknown field; use one of {', '.join(sorted(allowed))}")
 
 
-def _int(tbl, key, where, default=None, lo=1):
+def _int(tbl, key, where, default=None, lo=1, hi=None):
     v = tbl.get(key, default)
     if v is None:
         _err(f"{where}{key}", f"missing; add '{key} = <integer >= {lo}>'")
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         _err(f"{where}{key}", f"must be an integer >= {lo}, not {v!r}")
+    if hi is not None and v > hi:
+        _err(f"{where}{key}", f"must be an integer <= {hi} (limit of the simulator), not {v!r}")
     return v
 
 
@@ -199,7 +212,32 @@ def _parse_topology(doc) -> TopologyConf:
                 t, k, "topology.", lo=1.0 if k.endswith("oversub") else 0.0, strict=not k.endswith(("oversub", "_s")))
     if gen == "fat-tree" and params["k"] % 2:
         _err("topology.k", f"must be even, not {params['k']}")
+    gpus, links = _topology_size(gen, params)
+    if gpus > MAX_GPUS or links > MAX_LINKS:
+        _err("topology", f"{gpus} GPUs and {links} links exceed the simulator's limits ({MAX_GPUS} GPUs, "
+                         f"{MAX_LINKS} links); shrink the pods, ToRs, hosts or per-host counts")
     return TopologyConf(gen, tuple(sorted(params.items())))
+
+
+def _topology_size(gen: str, params: dict) -> tuple[int, int]:
+    """(GPUs, directed links) of the topology ``gen`` would build, by arithmetic (see Topology)."""
+    if gen == "clos":
+        pods, tors = params["pods"], params["pods"] * params["tors_per_pod"]
+        hosts = tors * params["hosts_per_tor"]
+        d = {"gpus_per_host": 8, "nic_ports": 2, "aggs_per_pod": 8, "cores_per_plane": 8}
+    elif gen == "fat-tree":
+        h = params["k"] // 2
+        pods, tors, hosts = params["k"], params["k"] * h, params["k"] * h * h
+        d = {"gpus_per_host": 1, "nic_ports": 1, "aggs_per_pod": h, "cores_per_plane": h}
+    else:
+        hosts, tors, pods = _LINGJUN_SIZE
+        d = {"gpus_per_host": 8, "nic_ports": 2, "aggs_per_pod": 8, "cores_per_plane": 8}
+    get = {**d, "tor_lanes": 1, "core_lanes": 1, **params}.__getitem__
+    g = hosts * get("gpus_per_host")
+    a = get("aggs_per_pod")
+    links = 2 * (g + g * get("nic_ports") + tors * a * get("tor_lanes")
+                 + pods * a * get("cores_per_plane") * get("core_lanes"))
+    return g, links
 
 
 def _parse_job(j, i: int, default_iters: int) -> JobConf:
@@ -212,7 +250,7 @@ def _parse_job(j, i: int, default_iters: int) -> JobConf:
         _err(f"{where}name", f"must be a non-empty string, not {name!r}")
     kw = {"name": name, "iterations": _int(j, "iterations", where, default_iters)}
     for k in ("dp", "tp", "pp", "channels"):
-        kw[k] = _int(j, k, where, None if k == "dp" else 1)
+        kw[k] = _int(j, k, where, None if k == "dp" else 1, hi=MAX_CHANNELS if k == "channels" else MAX_GPUS)
     for f in fields(JobSpec):
         if f.name in kw or f.name not in j:
             continue
@@ -255,10 +293,11 @@ def _parse_failure(f, i: int) -> FailureConf:
 def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
     """Validate a parsed TOML document (see the module docstring); raises :class:`ScenarioError`."""
     _known(doc, {"name", "seed", "iterations", "topology", "routing", "jobs", "failures"}, "")
-    nm = doc.get("name", name)
-    if not isinstance(nm, str) or not nm:
-        _err("name", f"must be a non-empty string, not {nm!r}")
-    seed = _int(doc, "seed", "", 0, lo=0)
+    nm = doc.get("name", re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._") or "scenario")
+    if not isinstance(nm, str) or not _NAME.fullmatch(nm):
+        _err("name", f"must be 1-100 letters, digits or '_.+-', starting with a letter or digit (it names the "
+                     f"output folder build/cluster/<name>), not {nm!r}")
+    seed = _int(doc, "seed", "", 0, lo=0, hi=MAX_SEED)
     iters = _int(doc, "iterations", "", 10)
     topo = _parse_topology(doc)
     r = _table(doc, "routing")
@@ -266,7 +305,8 @@ def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
     corr = r.get("correction", False)
     if not isinstance(corr, bool):
         _err("routing.correction", f"must be true or false, not {corr!r}")
-    routing = RoutingConf(_choice(r, "scheme", "routing.", SCHEMES, "ecmp"), _int(r, "levels", "routing.", 8), corr)
+    routing = RoutingConf(_choice(r, "scheme", "routing.", SCHEMES, "ecmp"),
+                          _int(r, "levels", "routing.", 8, hi=MAX_LEVELS), corr)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         _err("jobs", "missing; add at least one [[jobs]] table with dp = <integer>")
@@ -285,16 +325,14 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem is one :class:`ScenarioError` line."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file; pass a scenario .toml (see models/cluster/scenarios/)") from None
     except IsADirectoryError:
         raise ScenarioError(f"{path}: is a directory; pass a scenario .toml file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML ({e}); fix the syntax there") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not UTF-8 text; save the scenario as UTF-8 TOML") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read it ({e.strerror or e}); check the path and its permissions") from None
+    doc = toml_loads(raw, str(path), ScenarioError, "scenario")
     try:
         return parse_scenario(doc, path.stem)
     except ScenarioError as e:
@@ -362,16 +400,26 @@ def make_router(sc: Scenario, topo: Topology, jobs):
     return router, info
 
 
+def prepare(sc: Scenario) -> tuple[Topology, list[np.ndarray], list[np.ndarray]]:
+    """(topology, job placements, failed link ids): everything :func:`build` checks before it
+    starts a simulator; raises ScenarioError for a scenario the topology cannot hold."""
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            topo = sc.topology.build()
+    except ValueError as e:
+        _err("topology", f"{e}")
+    cap = topo.capacity
+    if not (np.isfinite(cap).all() and (cap > 0).all()):
+        _err("topology", "link capacities overflow the float range; use realistic nic_gbps, nvlink_gbps and "
+                         "oversubscription values")
+    return topo, place_jobs(sc, topo), _failure_links(sc, topo)
+
+
 def build(sc: Scenario):
     """(topology, simulator) ready to run; raises ScenarioError for a scenario the topology cannot hold."""
     from .engine import Simulator
 
-    try:
-        topo = sc.topology.build()
-    except ValueError as e:
-        _err("topology", f"{e}")
-    places = place_jobs(sc, topo)
-    links = _failure_links(sc, topo)
+    topo, places, links = prepare(sc)
     router, info = make_router(sc, topo, [(jc.spec, p) for jc, p in zip(sc.jobs, places)])
     sim = Simulator(topo, router, seed=sc.seed)
     for jc, p in zip(sc.jobs, places):
@@ -401,8 +449,10 @@ def run_scenario(sc: Scenario, progress=None) -> dict:
         if done == before:
             dt *= 2
             if dt > 1e6:
-                raise ScenarioError("simulation makes no progress (a job's every path is down?); "
-                                    "restore the failed links with restore_s")
+                raise ScenarioError(f"simulation makes no progress: no iteration ended in {dt / 2:g} simulated "
+                                    "seconds; a job's every path may be down (restore the failed links with "
+                                    "restore_s), or its compute_s, bytes or start_s are far too large for the "
+                                    "link speeds")
     jobs = []
     for r in sim.jobs.values():
         it = r.iteration_times

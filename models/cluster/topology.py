@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Topology", "LinkKind", "clos", "fat_tree", "lingjun_2023", "hash_choices", "N_CHOICES", "PATH_WIDTH"]
+__all__ = ["Topology", "LinkKind", "clos", "fat_tree", "lingjun_2023", "read_topology_csv", "TopologyError",
+           "hash_choices", "N_CHOICES", "PATH_WIDTH"]
 
 N_CHOICES = 8
 PATH_WIDTH = 6
@@ -298,6 +299,62 @@ def _data_path() -> Path:
     return Path(str(resources.files("models.cluster").joinpath("data/lingjun-2023/topo.csv")))
 
 
+class TopologyError(ValueError):
+    """A topology file that cannot be read; the one-line message names the problem and the fix."""
+
+
+_COLUMNS = ("ip", "DSW", "PSW", "ASW")
+
+
+def read_topology_csv(path: str | Path) -> list[dict[str, str]]:
+    """The host rows of a Crux-format topology CSV (columns ``ip,DSW,PSW,ASW``, one row per host).
+
+    Raises
+    ------
+    TopologyError
+        A missing or unreadable file, text that is not UTF-8 or not CSV, a missing column, a row
+        with another number of fields than the header, an empty field, a host listed twice, no host.
+    """
+    import io
+
+    from ..safeparse import decode_utf8, one_line
+
+    path = Path(path)
+    fix = "give a CSV with the header ip,DSW,PSW,ASW and one row per host"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TopologyError(f"{path}: no such topology file") from None
+    except OSError as e:
+        raise TopologyError(f"{path}: cannot read it ({e.strerror or e}); check the path") from None
+    text = decode_utf8(raw, str(path), TopologyError, "topology CSV")
+    try:
+        lines = [r for r in csv.reader(io.StringIO(text, newline="")) if r]
+    except csv.Error as e:
+        raise TopologyError(f"{path}: not a readable CSV ({one_line(e)}); {fix}") from None
+    if not lines:
+        raise TopologyError(f"{path}: empty; {fix}")
+    header = [h.strip() for h in lines[0]]
+    if not set(_COLUMNS) <= set(header) or len(set(header)) != len(header):
+        raise TopologyError(f"{path}: expected columns ip,DSW,PSW,ASW, found {one_line(','.join(header), 80)}; "
+                            f"{fix}")
+    rows, seen = [], set()
+    for i, fields in enumerate(lines[1:], 2):
+        if len(fields) != len(header):
+            raise TopologyError(f"{path}: row {i} has {len(fields)} fields, the header {len(header)}; {fix}")
+        r = dict(zip(header, (f.strip() for f in fields)))
+        empty = [c for c in _COLUMNS if not r[c]]
+        if empty:
+            raise TopologyError(f"{path}: row {i} has an empty {empty[0]}; {fix}")
+        if r["ip"] in seen:
+            raise TopologyError(f"{path}: row {i} lists host {one_line(r['ip'], 80)!r} again; list each host once")
+        seen.add(r["ip"])
+        rows.append(r)
+    if not rows:
+        raise TopologyError(f"{path}: no host rows; {fix}")
+    return rows
+
+
 def lingjun_2023(path: str | Path | None = None, **kw) -> Topology:
     """The real Lingjun 2023 topology (847 hosts, 119 ToRs, 3 pods) from the Crux data set.
 
@@ -306,12 +363,12 @@ def lingjun_2023(path: str | Path | None = None, **kw) -> Topology:
     pair (ASW names repeat across PSWs); a pod is a PSW. Hosts are ordered by (pod, ToR, row).
     The data set gives no switch port counts; the defaults (8 GPUs/host, 2 x 200 Gb/s NIC per
     GPU, 8 aggs per pod, 8 cores per plane, non-blocking) follow Alibaba HPN and are parameters.
+
+    ``path`` reads another cluster in the same CSV format (:func:`read_topology_csv`, which
+    raises :class:`TopologyError` for a damaged file).
     """
     path = Path(path) if path is not None else _data_path()
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"ip", "DSW", "PSW", "ASW"} <= set(rows[0]):
-        raise ValueError(f"{path}: expected columns ip,DSW,PSW,ASW")
+    rows = read_topology_csv(path)
     pods = sorted({r["PSW"] for r in rows}, key=lambda s: (len(s), s))
     tors = sorted({(r["PSW"], r["ASW"]) for r in rows}, key=lambda x: (pods.index(x[0]), len(x[1]), x[1]))
     tor_id = {t: i for i, t in enumerate(tors)}

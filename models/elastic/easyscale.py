@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import multiprocessing as mp
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EasyScaleConfig", "EasyScaleTrainer", "assign_ests", "load_digits_data", "GPU_TYPES",
+__all__ = ["EasyScaleConfig", "EasyScaleTrainer", "CheckpointError", "read_checkpoint", "assign_ests",
+           "load_digits_data", "GPU_TYPES",
            "ClusterSimConfig", "simulate_cluster", "run_study"]
 
 
@@ -86,7 +88,7 @@ class EasyScaleConfig:
             raise ValueError(f"EasyScale momentum must lie in [0, 1), not {self.momentum!r}")
         if not (0 <= self.dropout < 1):
             raise ValueError(f"EasyScale dropout must lie in [0, 1), not {self.dropout!r}")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"EasyScale seed must be a non-negative integer, not {self.seed!r}")
 
 
@@ -393,33 +395,137 @@ class EasyScaleTrainer:
         return float((z.argmax(1) == y).mean())
 
     # -- context checkpoint ----------------------------------------------------------------------
-    def checkpoint(self, path) -> Path:
-        """Write the job context (params, optimizer, EST contexts) atomically to ``path`` (npz)."""
-        from ..atomic import atomic_path
+    def checkpoint_bytes(self) -> bytes:
+        """The job context (params, optimizer, EST contexts) as the bytes of an ``.npz`` file."""
+        import io
 
         ctxs = self._contexts()
         meta = {"cfg": asdict(self.cfg), "step": self.step_count, "losses": self.losses,
                 "ests": {str(r): c for r, c in ctxs.items()}}
-        path = Path(path)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as f:
-                np.savez(f, params=self.params, velocity=self.velocity, meta=np.array(json.dumps(meta)))
-        return path
+        buf = io.BytesIO()
+        np.savez(buf, params=self.params, velocity=self.velocity, meta=np.array(json.dumps(meta)))
+        return buf.getvalue()
+
+    def checkpoint(self, path) -> Path:
+        """Write the job context (:meth:`checkpoint_bytes`) atomically to ``path`` (npz)."""
+        from ..atomic import write_bytes
+
+        return write_bytes(Path(path), self.checkpoint_bytes())
 
     @classmethod
     def from_checkpoint(cls, path, X=None, y=None, physical: int | None = 1, speeds=None,
                         mp_context: str = "spawn") -> EasyScaleTrainer:
-        """Restore a job from :meth:`checkpoint` onto ``physical`` workers (any count 1..N)."""
-        with np.load(path, allow_pickle=False) as z:
-            params, vel, meta = z["params"], z["velocity"], json.loads(str(z["meta"]))
-        cfg = EasyScaleConfig(**meta["cfg"])
-        t = cls(cfg, X, y, physical=None, mp_context=mp_context)
+        """Restore a job from :meth:`checkpoint` onto ``physical`` workers (any count 1..N).
+
+        The file is validated first (:func:`read_checkpoint`): a damaged or foreign one raises
+        :class:`CheckpointError` before any worker starts.
+        """
+        if X is None:
+            X, y = load_digits_data()
+        ck = read_checkpoint(path, d_in=np.asarray(X).shape[1])
+        t = cls(ck["cfg"], X, y, physical=None, mp_context=mp_context)
         t._stop()
-        t.params, t.velocity = params.copy(), vel.copy()
-        t.step_count, t.losses = meta["step"], list(meta["losses"])
-        ctxs = {int(r): c for r, c in meta["ests"].items()}
-        t._start(physical, speeds, ctxs)
+        t.params, t.velocity = ck["params"], ck["velocity"]
+        t.step_count, t.losses = ck["step"], ck["losses"]
+        t._start(physical, speeds, ck["contexts"])
         return t
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be restored; the one-line message names the problem and the fix."""
+
+
+_MAX_STEP = 2**62
+
+
+def read_checkpoint(path, d_in: int = 64, n_cls: int = 10) -> dict:
+    """Read and validate a checkpoint written by :meth:`EasyScaleTrainer.checkpoint`, starting nothing.
+
+    Returns a dict: ``cfg`` (:class:`EasyScaleConfig`), ``params`` and ``velocity`` (float64,
+    shape ``(n,)`` for the MLP ``d_in -> hidden -> n_cls``), ``step`` (int), ``losses`` (list of
+    float) and ``contexts`` (logical rank -> ``{"rng": PCG64 state, "step": int}``, one per EST).
+
+    Raises
+    ------
+    CheckpointError
+        A missing, damaged or foreign file: not an ``.npz`` of ``params``, ``velocity`` and a JSON
+        ``meta``, a bad configuration, arrays of the wrong size, EST contexts missing or
+        inconsistent with the job's step.
+    """
+    from ..safeparse import json_loads, one_line
+
+    path = Path(path)
+    fix = "restore from a file written by EasyScaleTrainer.checkpoint"
+    try:
+        f = open(path, "rb")  # (ours to close: numpy leaks the handle of a zip it fails to open)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read it ({e.strerror or e}); check the path") from None
+    with f:
+        try:
+            z = np.load(f, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - zipfile/numpy raise many types on damaged bytes
+            raise CheckpointError(f"{path}: not a readable .npz checkpoint ({type(e).__name__}: "
+                                  f"{one_line(e, 160)}); {fix}") from None
+        if not hasattr(z, "files"):
+            raise CheckpointError(f"{path}: holds a single array (.npy), not a checkpoint (.npz); {fix}")
+        try:
+            with z:
+                missing = sorted({"params", "velocity", "meta"} - set(z.files))
+                if missing:
+                    raise CheckpointError(f"{path}: no {', '.join(missing)} in the archive; {fix}")
+                params, vel, meta = z["params"], z["velocity"], z["meta"]
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged member
+            raise CheckpointError(f"{path}: a damaged array ({type(e).__name__}: {one_line(e, 160)}); "
+                                  f"{fix}") from None
+
+    def bad(what: str):
+        raise CheckpointError(f"{path}: {what}; {fix}")
+
+    if meta.dtype.kind != "U" or meta.shape != ():
+        bad(f"meta must be one JSON string, not a {meta.dtype} array of shape {meta.shape}")
+    m = json_loads(str(meta), f"{path}: meta", CheckpointError, "checkpoint")
+    if not isinstance(m, dict) or not {"cfg", "step", "losses", "ests"} <= set(m):
+        bad("meta must be a JSON object with cfg, step, losses and ests")
+    if not isinstance(m["cfg"], dict) or not all(isinstance(k, str) for k in m["cfg"]):
+        bad("meta.cfg must be an object of EasyScaleConfig fields")
+    try:
+        cfg = EasyScaleConfig(**m["cfg"])
+    except (TypeError, ValueError) as e:
+        bad(f"meta.cfg: {one_line(e, 160)}")
+    step = m["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= _MAX_STEP:
+        bad(f"meta.step must be an integer in 0..{_MAX_STEP}, not {step!r}")
+    losses = m["losses"]
+    if not isinstance(losses, list) or not all(isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool)
+                                                                        and abs(x) < 2**1000) for x in losses):
+        bad("meta.losses must be a list of numbers")
+    n = sum(math.prod(s) for _, s in _shapes(cfg, d_in, n_cls))
+    for name, a in (("params", params), ("velocity", vel)):
+        if a.dtype.kind != "f" or a.shape != (n,):
+            bad(f"{name} is a {a.dtype} array of shape {a.shape}; this configuration "
+                f"(hidden={cfg.hidden}, {d_in} inputs) needs float64 of shape ({n},)")
+    ests = m["ests"]
+    if (not isinstance(ests, dict) or len(ests) != cfg.logical_workers  # (before any O(N) work: N may be huge)
+            or set(ests) != {str(r) for r in range(cfg.logical_workers)}):
+        bad(f"meta.ests must hold the context of every logical worker 0..{cfg.logical_workers - 1}")
+    contexts = {}
+    for r in range(cfg.logical_workers):
+        c = ests[str(r)]
+        if not isinstance(c, dict) or set(c) != {"rng", "step"}:
+            bad(f"meta.ests[{r}] must be an object with rng and step")
+        if c["step"] != step or isinstance(c["step"], bool):
+            bad(f"meta.ests[{r}].step is {c['step']!r}, the job's step is {step}")
+        try:
+            np.random.PCG64().state = c["rng"]
+        except Exception as e:  # noqa: BLE001 - numpy raises TypeError, ValueError, KeyError, OverflowError ...
+            bad(f"meta.ests[{r}].rng is not a PCG64 state ({type(e).__name__}: {one_line(e, 120)})")
+        contexts[r] = {"rng": c["rng"], "step": step}
+    return {"cfg": cfg, "params": params.astype(np.float64), "velocity": vel.astype(np.float64), "step": step,
+            "losses": [float(x) for x in losses], "contexts": contexts}
 
 
 # -- scheduler simulation on a heterogeneous cluster ----------------------------------------------

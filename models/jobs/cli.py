@@ -60,7 +60,7 @@ def _png(path: Path, draw) -> Path:
 
 # ---- jobcheck ------------------------------------------------------------------------------------
 def _cmd_jobcheck(args) -> int:
-    from .jobcheck import CATEGORIES, CheckConfig, check, evaluate_corpus
+    from .jobcheck import CATEGORIES, CheckConfig, ScriptError, check, evaluate_corpus
 
     if not args.device_memory > 0:
         _fail(f"--device-memory must be > 0 GiB, not {args.device_memory}")
@@ -83,9 +83,10 @@ def _cmd_jobcheck(args) -> int:
     if not args.script:
         _fail("give a training script (or --corpus)")
     script = Path(args.script)
-    if not script.is_file():
-        _fail(f"no such script: {script}")
-    rep = check(script, args.args, cfg)
+    try:
+        rep = check(script, args.args, cfg)
+    except (FileNotFoundError, ScriptError) as e:
+        _fail(str(e))
     _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
     if rep.findings:
         _table(f"jobcheck {script}", ["severity", "category", "line", "source", "finding"],

@@ -51,16 +51,18 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["Finding", "Report", "CheckConfig", "check", "static_check", "dry_run", "CATEGORIES",
+__all__ = ["Finding", "Report", "CheckConfig", "ScriptError", "check", "static_check", "dry_run", "CATEGORIES",
            "corpus_dir", "corpus_scripts", "evaluate_corpus"]
 
 #: Finding categories, each with the ICSE 2020 class it stands for.
@@ -194,13 +196,37 @@ class Report:
 
 # ---- static pass ---------------------------------------------------------------------------------
 def _dotted(node) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return _dotted(node.func) + "()"
-    return "?"
+    """``a.b().c`` for an expression node (iterative: a script's attribute chains can be deep)."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        if isinstance(node, ast.Attribute):
+            parts.append("." + node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            parts.append("()")
+            node = node.func
+        else:
+            parts.append("?")
+            break
+    return "".join(reversed(parts))
+
+
+def _exists(p: Path) -> bool:
+    """``p.exists()`` that says False, not raises, for names the OS refuses (too long, NUL, ...)."""
+    try:
+        return p.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _too_long(p: Path) -> str | None:
+    for part in p.parts:
+        if len(part.encode("utf-8", "surrogatepass")) > 255:
+            return f"{part[:40]}...: a file name longer than 255 bytes cannot be created"
+    return None
 
 
 def _const_str(node) -> str | None:
@@ -228,7 +254,7 @@ def _guarded_imports(tree) -> set[int]:
 
 
 def _module_ok(name: str, script_dir: Path) -> bool:
-    if (script_dir / f"{name}.py").exists() or (script_dir / name).is_dir():
+    if _exists(script_dir / f"{name}.py") or _exists(script_dir / name):
         return True
     try:
         return importlib.util.find_spec(name) is not None
@@ -245,10 +271,13 @@ def _looks_like_path(s: str) -> bool:
 
 def _writable(p: Path) -> tuple[bool, str]:
     p = Path(os.path.abspath(p))
-    if p.is_file():
+    long = _too_long(p)
+    if long:
+        return False, long
+    if _exists(p) and p.is_file():
         return (True, "") if os.access(p, os.W_OK) else (False, f"no write permission on file {p}")
     anc = p
-    while not anc.exists():
+    while not _exists(anc):
         anc = anc.parent
     if not anc.is_dir():
         return False, f"{anc} is a file, not a directory"
@@ -281,6 +310,47 @@ def _cli_values(args: list[str]) -> dict[str, str]:
     return out
 
 
+class ScriptError(ValueError):
+    """The script file cannot be read at all (permissions, a folder, an I/O error): bad input."""
+
+
+def _read(script: Path) -> bytes:
+    try:
+        return script.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such script: {script}") from None
+    except OSError as e:
+        raise ScriptError(f"cannot read the script {script} ({e.strerror or e}); check the path and its "
+                          "permissions") from None
+
+
+def _parse(script: Path) -> tuple[ast.Module | None, str, Finding | None]:
+    """(tree, source text, None) or (None, "", a ``syntax`` finding): what Python itself would refuse.
+
+    The bytes go to the parser as Python reads a script (a PEP 263 coding line or a BOM picks the
+    encoding, otherwise UTF-8), so an undecodable file, NUL bytes or nesting deeper than the
+    parser's limits are the syntax errors Python would report, not a crash of the checker.
+    """
+    data = _read(script)
+    try:
+        tree = ast.parse(data, filename=str(script))
+    except SyntaxError as e:
+        msg = " ".join(str(e.msg).split())
+        return None, "", Finding("syntax", "error", f"syntax error: {msg}", e.lineno if isinstance(e.lineno, int)
+                                 and e.lineno > 0 else None)
+    except (RecursionError, MemoryError):
+        return None, "", Finding("syntax", "error", "syntax error: nested too deeply for Python's parser "
+                                 "(it would refuse the script too)")
+    except ValueError as e:  # e.g. NUL bytes in the source (older Pythons)
+        return None, "", Finding("syntax", "error", f"syntax error: {' '.join(str(e).split())}")
+    try:
+        enc = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+        src = data.decode(enc, errors="replace")
+    except (SyntaxError, LookupError):
+        src = data.decode("utf-8", errors="replace")
+    return tree, src, None
+
+
 def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: str | os.PathLike | None = None,
                  cuda_available: bool | None = None) -> tuple[list[Finding], int | None]:
     """Static pass over ``script``: returns (findings, full batch size or None).
@@ -298,11 +368,9 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
     script = Path(script)
     args = list(args or [])
     cwd = Path(cwd) if cwd is not None else Path.cwd()
-    src = script.read_text()
-    try:
-        tree = ast.parse(src, filename=str(script))
-    except SyntaxError as e:
-        return [Finding("syntax", "error", f"syntax error: {e.msg}", e.lineno)], None
+    tree, src, problem = _parse(script)
+    if problem is not None:
+        return [problem], None
     out: list[Finding] = []
     sdir = script.parent
 
@@ -343,7 +411,7 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
             if any(o in _BATCH_OPT for o in opts):
                 try:
                     full_batch = int(val)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     pass
                 continue
             if not isinstance(val, str) or not val:
@@ -352,8 +420,8 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
                 okw, why = _writable(resolve(val))
                 if not okw:
                     out.append(Finding("permission", "error", f"{opts[-1]}={val!r}: {why}", node.lineno))
-            elif _IN_OPT.search(name) and _looks_like_path(val) and not resolve(val).exists():
-                extra = " (it exists relative to the script's folder)" if (sdir / val).exists() else ""
+            elif _IN_OPT.search(name) and _looks_like_path(val) and not _exists(resolve(val)):
+                extra = " (it exists relative to the script's folder)" if _exists(sdir / val) else ""
                 out.append(Finding("path", "error", f"{opts[-1]}={val!r} does not exist in {cwd}{extra}",
                                    node.lineno))
     if full_batch is None:
@@ -381,8 +449,8 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
             okw, why = _writable(resolve(target))
             if not okw:
                 out.append(Finding("permission", "error", f"{fname}({target!r}): {why}", node.lineno))
-        elif first is not None and last in _READERS and _looks_like_path(first) and not resolve(first).exists():
-            extra = " (it exists relative to the script's folder)" if (sdir / first).exists() else ""
+        elif first is not None and last in _READERS and _looks_like_path(first) and not _exists(resolve(first)):
+            extra = " (it exists relative to the script's folder)" if _exists(sdir / first) else ""
             out.append(Finding("path", "error", f"{fname}({first!r}): no such file in {cwd}{extra}", node.lineno))
         if last == "load" and fname.startswith("torch") and not any(k.arg == "map_location" for k in node.keywords):
             if cuda_available is False or (cuda_available is None and not _cuda()):
@@ -433,9 +501,8 @@ def _cuda() -> bool:
 
 # ---- dry run -------------------------------------------------------------------------------------
 def _top_imports(script: Path) -> list[str]:
-    try:
-        tree = ast.parse(script.read_text())
-    except SyntaxError:
+    tree = _parse(script)[0]
+    if tree is None:
         return []
     out = []
     for node in tree.body:
@@ -550,10 +617,15 @@ def check(script: str | os.PathLike, args: list[str] | None = None, cfg: CheckCo
     ------
     FileNotFoundError
         If ``script`` does not exist.
+    ScriptError
+        If it cannot be read (a folder, no permission, an I/O error). A script Python would refuse
+        (bad syntax, undecodable bytes) is not an error: it is a ``syntax`` finding.
     """
     script = Path(script)
-    if not script.is_file():
+    if not _exists(script):
         raise FileNotFoundError(f"no such script: {script}")
+    if script.is_dir():
+        raise ScriptError(f"{script} is a folder; pass the training script (.py) itself")
     findings, full_batch = static_check(script, args, cwd)
     rep = Report(str(script), findings, full_batch=full_batch)
     if cfg.dry_run and "syntax" not in rep.categories:

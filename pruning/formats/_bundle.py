@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from models.atomic import write_bytes, write_text
+from models.safeparse import json_loads, one_line
 from pruning.formats.csb import FormatError
 
 __all__ = ["sha256_array", "sha256_bytes", "save_bundle", "load_bundle", "resolve_manifest", "read_manifest"]
@@ -75,11 +76,12 @@ def save_bundle(
 
 def read_manifest(path: Path) -> dict:
     try:
-        man = json.loads(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise FormatError(f"{path}: no such manifest") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FormatError(f"{path}: manifest is not valid JSON ({e})") from None
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read the manifest ({e.strerror or e})") from None
+    man = json_loads(raw, f"{path}: manifest", FormatError, "manifest")
     if not isinstance(man, dict):
         raise FormatError(f"{path}: manifest is not a JSON object")
     return man
@@ -94,7 +96,7 @@ def resolve_manifest(path: str | Path, format_name: str) -> Path:
             try:
                 if json.loads(f.read_text()).get("format") == format_name:
                     found.append(f)
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, OSError):
+            except (ValueError, RecursionError, MemoryError, AttributeError, OSError):
                 continue
         if len(found) != 1:
             raise FormatError(
@@ -123,14 +125,14 @@ def load_bundle(path: str | Path, format_name: str, version: int) -> tuple[dict,
         raise FormatError(f"{mpath}: manifest lists no arrays")
     npz = mpath.with_suffix(".npz")
     try:
-        with np.load(npz, allow_pickle=False) as z:
+        with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:  # (numpy leaks a handle it opens)
             names = set(z.files)
             arrays = {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise FormatError(f"{npz}: missing; the manifest needs its .npz beside it") from None
     except Exception as e:  # noqa: BLE001 - a damaged zip raises many types (BadZipFile,
         # NotImplementedError for a flipped compression field, zlib.error, EOFError, ...)
-        raise FormatError(f"{npz}: corrupt or truncated ({type(e).__name__}: {e})") from None
+        raise FormatError(f"{npz}: corrupt or truncated ({type(e).__name__}: {one_line(e)})") from None
     if names != set(spec):
         raise FormatError(
             f"{npz}: holds arrays {sorted(names)}, the manifest lists {sorted(spec)}; "

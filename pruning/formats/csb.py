@@ -31,6 +31,7 @@ import numpy as np
 
 from models.atomic import write_bytes, write_text
 from models.fixedpoint import Q, dequantize, quantize
+from models.safeparse import json_loads, one_line
 from pruning.base import PatternError
 from pruning.patterns.bank_balanced import BankBalanced
 
@@ -232,9 +233,10 @@ def load(path: str | Path) -> CSBMatrix:
     if not path.exists():
         raise FormatError(f"{path}: no such CSB manifest; give the .json written by 'hwcosim prune'")
     try:
-        man = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FormatError(f"{path}: manifest is not valid JSON ({e})") from None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read the manifest ({e.strerror or e})") from None
+    man = json_loads(raw, f"{path}: manifest", FormatError, "manifest")
     if not isinstance(man, dict) or man.get("format") != FORMAT_NAME:
         found = man.get("format") if isinstance(man, dict) else None
         raise FormatError(f"{path}: not a CSB manifest (format {found!r})")
@@ -242,12 +244,12 @@ def load(path: str | Path) -> CSBMatrix:
         raise FormatError(f"{path}: CSB version {man.get('version')!r} is not supported (want {FORMAT_VERSION})")
     npz = path.with_suffix(".npz")
     try:
-        with np.load(npz, allow_pickle=False) as z:
+        with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:  # (numpy leaks a handle it opens)
             values, indices = z["values"], z["indices"]
     except FileNotFoundError:
         raise FormatError(f"{npz}: missing; the manifest needs its .npz beside it") from None
     except Exception as e:  # zipfile/numpy raise many types on damaged bytes (incl. NotImplementedError)
-        raise FormatError(f"{npz}: corrupt or truncated ({type(e).__name__}: {e})") from None
+        raise FormatError(f"{npz}: corrupt or truncated ({type(e).__name__}: {one_line(e)})") from None
     try:
         arrays = man["arrays"]
         for name, a in (("values", values), ("indices", indices)):
@@ -271,5 +273,5 @@ def load(path: str | Path) -> CSBMatrix:
 def _is_csb_manifest(f: Path) -> bool:
     try:
         return json.loads(f.read_text()).get("format") == FORMAT_NAME
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, OSError):
+    except (ValueError, RecursionError, MemoryError, AttributeError, OSError):
         return False

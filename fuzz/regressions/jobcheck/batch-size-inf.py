@@ -1,0 +1,3 @@
+import argparse
+p = argparse.ArgumentParser()
+p.add_argument('--batch-size', default=1e400)
