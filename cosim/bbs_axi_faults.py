@@ -15,17 +15,20 @@ __all__ = ["SCENARIOS", "run_lstm_axi_faults"]
 
 #: the cocotb tests of :mod:`cosim.tb.bbs_axi_faults`
 SCENARIOS = ("mm_load_with_random_stalls", "mm_read_errors", "long_stalls", "soft_reset_mid_transfer",
-             "hw_reset_mid_transfer")
+             "hw_reset_mid_transfer", "axil_slverr", "mm_read_timeout")
 
 
 def run_lstm_axi_faults(p: LSTMParams, wts: LSTMWeights, wts_b: LSTMWeights, xs: np.ndarray, scenario: str, *,
                         mm_data_width: int = 32, mm_max_burst: int = 16, mm_max_outstanding: int = 2,
+                        mm_timeout_cycles: int | None = 1 << 16,
                         seed: int = 1, test_dir: str | os.PathLike | None = None, sim: str | None = None,
                         waves: bool | None = None) -> runner.SimResult:
     """Run one fault scenario on :class:`hdl.bbs.axi_top.LSTMAxiTop` built with the given
     read-master parameters. ``wts`` (set A) and ``wts_b`` (set B) are two weight sets for the
     same shapes (the scenarios swap between them to show that a load really replaced the
-    weights); ``xs`` (N, T, I) raw inputs. Raises :class:`cosim.runner.SimFailure` on any
+    weights); ``xs`` (N, T, I) raw inputs. ``mm_timeout_cycles`` is the read watchdog (the top's
+    default, ``2**16``, gives the same Verilog as ``hwcosim verilog``; ``None`` removes it);
+    ``mm_read_timeout`` needs a short one. Raises :class:`cosim.runner.SimFailure` on any
     mismatch, protocol violation or unexpected register value."""
     from hdl.bbs.axi_top import LSTMAxiTop
 
@@ -37,11 +40,12 @@ def run_lstm_axi_faults(p: LSTMParams, wts: LSTMWeights, wts_b: LSTMWeights, xs:
     expected, _ = lstm_golden(p, wts, xs)
     expected_b, _ = lstm_golden(p, wts_b, xs)
     top = LSTMAxiTop(p, mm_data_width=mm_data_width, mm_max_burst=mm_max_burst,
-                     mm_max_outstanding=mm_max_outstanding)
+                     mm_max_outstanding=mm_max_outstanding, mm_timeout_cycles=mm_timeout_cycles)
     return runner.run(
         top, "bbs_lstm_axi", "cosim.tb.bbs_axi_faults", testcase=scenario,
         inputs={"params": p.to_dict(), "mm_data_width": mm_data_width, "mm_max_burst": mm_max_burst,
-                "mm_max_outstanding": mm_max_outstanding, "seed": seed},
+                "mm_max_outstanding": mm_max_outstanding, "seed": seed,
+                "mm_timeout_cycles": top.mm_timeout_cycles},
         arrays={"values": wts.values, "indices": wts.indices, "bias": wts.bias, "values_b": wts_b.values,
                 "indices_b": wts_b.indices, "bias_b": wts_b.bias, "xs": xs, "expected": expected,
                 "expected_b": expected_b},

@@ -1,7 +1,11 @@
 """AXI4 read master (:class:`hdl.common.axi_reader.AxiReader`) in Amaranth's simulator against a
 Python AXI slave model that checks the protocol on every cycle: ARVALID/ARADDR/ARLEN held
 until ARREADY, no burst across 4 KiB, burst length and outstanding limits, every beat drained
-after an error or an abort. Every forwarded word is compared with the memory model."""
+after an error or an abort. Every forwarded word is compared with the memory model. The
+watchdog: a memory that stops answering ends the transfer with ERR_TIMEOUT after exactly
+``timeout_cycles`` cycles, late beats are discarded, and the next transfer (started after
+they drained or while they are still owed) reads exactly its own data; a consumer stall never
+times out."""
 
 import random
 
@@ -9,7 +13,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from hdl.common.axi_reader import RESP_DECERR, RESP_SLVERR, AxiReader
+from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, RESP_DECERR, RESP_SLVERR, AxiReader
 
 # a constructor that raises leaves an object behind that Amaranth reports when it is collected
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -237,3 +241,183 @@ def test_sim_long_stall_loses_nothing():
     _sim(dut, bench)
     got, cycles, err, *_ = out["res"]
     assert got == _want(0x40, 120, 32) and err == 0 and cycles > 3000
+
+
+# --- watchdog: a memory that stops answering ---------------------------------------------------
+
+@pytest.mark.parametrize("t", [0, 1, True, 1.5, (1 << 32) + 1])
+def test_wrong_timeout(t):
+    with pytest.raises(ValueError, match="Timeout must be None or 2 to 2\\*\\*32 cycles"):
+        AxiReader(timeout_cycles=t)
+
+
+def test_init_timeout_encoding():
+    assert ERR_TIMEOUT not in (RESP_SLVERR, RESP_DECERR) and ERR_TIMEOUT >> 2 == 1
+    r = AxiReader()
+    assert r.timeout_cycles == DEFAULT_TIMEOUT == 1 << 16 and len(r.error) == 3
+    Fragment.get(AxiReader(timeout_cycles=None), None)
+
+
+async def _clock_until(ctx, dut, slave, cond, limit=20000):
+    """Clock with the consumer ready until ``cond()``; no beat may be forwarded meanwhile."""
+    for n in range(limit):
+        ctx.set(dut.o.ready, 1)
+        await slave.step(ctx)
+        assert not ctx.get(dut.o.valid), "a stale beat was forwarded"
+        if cond():
+            return n
+        await ctx.tick()
+    raise AssertionError("condition never reached")
+
+
+@pytest.mark.parametrize("where", ["r", "ar"])
+@pytest.mark.parametrize("restart", ["after_drain", "while_stale"])
+def test_sim_timeout_ends_transfer_and_recovers(where, restart):
+    """The memory stops answering mid-transfer (R beats, or ARREADY too) for longer than the
+    timeout: the transfer ends with ERR_TIMEOUT and the address of the first missing beat,
+    nothing more is issued, the beats that come late are discarded, and a new transfer, started
+    after they drained or while they are still owed, reads exactly its own data."""
+    dw, base, n, T = 32, 0x0FE0, 100, 40
+    dut = AxiReader(data_width=dw, max_burst=8, max_outstanding=3, timeout_cycles=T)
+    out = {}
+
+    class StuckSlave(_Slave):
+        """Stops after ``after`` R beats (and, for ``ar``, stops accepting AR) until released."""
+
+        def __init__(self, *a, after: int, ar_too: bool, **k):
+            super().__init__(*a, **k)
+            self.after, self.ar_too, self.sent, self.stuck = after, ar_too, 0, False
+
+        async def step(self, ctx):
+            if self.sent >= self.after and not self.stuck and self.after >= 0:
+                self.stuck, self.stall = True, (self.cycle, 10**9)
+            if self.stuck and not self.ar_too and self.stall is not None:
+                # R stops, AR keeps being accepted: only the R side is stalled
+                ctx.set(self.dut.arready, int(self.rng.random() >= self.p_ar))
+            r_fire = await super().step(ctx)
+            self.sent += int(r_fire)
+            return r_fire
+
+        def release(self):
+            self.stall, self.after = None, -1
+
+    async def bench(ctx):
+        slave = StuckSlave(dut, random.Random(9), 0.2, 0.2, {}, after=29, ar_too=where == "ar")
+        got, cycles, err, err_addr, strobes = await _run_transfer(ctx, dut, slave, base, n, rng=random.Random(1))
+        out["first"] = (got, cycles, err, err_addr, strobes, ctx.get(dut.busy))
+        out["owed"] = (len(slave.bursts), ctx.get(dut.stale), ctx.get(dut.arvalid))
+        ar_before = len(slave.ars)
+        # stuck for a while longer: still nothing issued, nothing forwarded
+        for _ in range(3 * T):
+            ctx.set(dut.o.ready, 1)
+            await slave.step(ctx)
+            assert not ctx.get(dut.o.valid) and not ctx.get(dut.busy)
+            await ctx.tick()
+        if restart == "after_drain":
+            slave.release()
+            out["drain"] = await _clock_until(ctx, dut, slave, lambda: not slave.bursts and slave.beat is None
+                                              and not ctx.get(dut.stale))
+            out["ar_after_timeout"] = len(slave.ars) - ar_before - out["owed"][2]  # the held one
+            out["second"] = await _run_transfer(ctx, dut, slave, 0x2000, 37, rng=random.Random(2))
+        else:
+            # start the next transfer while the stale bursts are owed, release the memory later
+            ctx.set(dut.base, 0x2000)
+            ctx.set(dut.length, 37)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for _ in range(T // 2):
+                ctx.set(dut.o.ready, 1)
+                await slave.step(ctx)
+                assert not ctx.get(dut.o.valid)
+                await ctx.tick()
+            slave.release()
+            out["ar_after_timeout"] = 0
+            got2, strobes2 = [], 0
+            for _ in range(5000):
+                ctx.set(dut.o.ready, int(random.random() >= 0.3))
+                await slave.step(ctx)
+                if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                    got2.append(ctx.get(dut.o.payload))
+                strobes2 += ctx.get(dut.err_strobe)
+                busy = ctx.get(dut.busy)
+                await ctx.tick()
+                if not busy:
+                    break
+            out["second"] = (got2, 0, ctx.get(dut.error), ctx.get(dut.err_addr), strobes2)
+        out["final"] = (len(slave.bursts), slave.beat, ctx.get(dut.stale))
+
+    _sim(dut, bench)
+    got, cycles, err, err_addr, strobes, busy = out["first"]
+    assert err == ERR_TIMEOUT and strobes == 1 and not busy
+    assert got == _want(base, len(got), dw) and 0 < len(got) < n
+    assert err_addr == base + 4 * len(got), "err_addr is the first beat not received"
+    n_owed, stale, arvalid = out["owed"]
+    assert stale == 1 and n_owed + arvalid > 0, "bursts were in flight at the timeout"
+    assert out["ar_after_timeout"] == 0, "no burst issued after the timeout"
+    got2, _, err2, _, strobes2 = out["second"]
+    assert got2 == _want(0x2000, 37, dw) and err2 == 0 and strobes2 == 0
+    assert out["final"] == (0, None, 0)
+
+
+def test_sim_consumer_stall_never_times_out():
+    """``o.ready`` low for 10x the timeout with a beat waiting: no timeout, nothing lost."""
+    T = 20
+    dut = AxiReader(data_width=32, max_burst=4, max_outstanding=2, timeout_cycles=T)
+    out = {}
+
+    async def bench(ctx):
+        slave = _Slave(dut, random.Random(4), 0.0, 0.0, {})
+        ctx.set(dut.base, 0x100)
+        ctx.set(dut.length, 30)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        got, cyc = [], 0
+        while True:
+            ctx.set(dut.o.ready, int(not 10 <= cyc < 10 + 10 * T))
+            await slave.step(ctx)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                got.append(ctx.get(dut.o.payload))
+            busy = ctx.get(dut.busy)
+            await ctx.tick()
+            cyc += 1
+            if not busy:
+                break
+        out["res"] = (got, ctx.get(dut.error), cyc)
+
+    _sim(dut, bench)
+    got, err, cyc = out["res"]
+    assert got == _want(0x100, 30, 32) and err == 0 and cyc > 10 * T
+
+
+def test_sim_timeout_exact_cycle_count():
+    """ARREADY never rises: the transfer ends exactly ``T`` cycles after the burst was presented
+    (``busy`` falls in the next cycle), with the first beat's address; ``timeout_cycles=None``
+    waits forever."""
+    for T in (2, 7, None):
+        dut = AxiReader(data_width=32, max_burst=4, max_outstanding=1, timeout_cycles=T)
+        out = {}
+
+        async def bench(ctx, dut=dut, out=out):
+            ctx.set(dut.base, 0x40)
+            ctx.set(dut.length, 5)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            trace = []
+            for _ in range(40):
+                trace.append((ctx.get(dut.arvalid), ctx.get(dut.busy), ctx.get(dut.err_strobe)))
+                await ctx.tick()
+            out["trace"], out["err"] = trace, (ctx.get(dut.error), ctx.get(dut.err_addr))
+
+        _sim(dut, bench)
+        tr = out["trace"]
+        # cycle 0: busy, the burst is being presented; cycles 1..: ARVALID waits
+        assert tr[0] == (0, 1, 0) and all(a for a, _, _ in tr[1:]), "ARVALID held throughout"
+        if T is None:
+            assert all(b for _, b, _ in tr) and out["err"] == (0, 0)
+        else:
+            assert [b for _, b, _ in tr[:T + 2]] == [1] * (T + 1) + [0], tr[:T + 3]
+            assert [s for _, _, s in tr].index(1) == T + 1 and sum(s for _, _, s in tr) == 1
+            assert out["err"] == (ERR_TIMEOUT, 0x40)

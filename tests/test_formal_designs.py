@@ -26,6 +26,9 @@ DESIGNS = {
     "beamraster-precoder": "hdl.beamraster.precoder_formal",
     "fss-gemm": "hdl.fss.gemm_formal",
     "bbs-csr": "hdl.bbs.csr_formal",
+    "axi-reader": "hdl.common.axi_reader_formal",
+    "bbs-lstm-axi": "hdl.bbs.axi_top_formal",
+    "fss-axi": "hdl.fss.axi_top_formal",
 }
 #: designs whose properties are checked by BMC only so far (no k-induction closes yet)
 BMC_ONLY = {"bbs-csr"}

@@ -9,6 +9,13 @@ held until ARREADY, a burst across 4 KiB or longer than the build's limit, a bur
 count differs from ARLEN + 1), so that every test can check that the bursts in flight at a
 fault were drained and that no burst was issued after it.
 
+Scenarios beyond the read-master faults: ``axil_slverr`` (AXI4-Lite accesses outside the
+register map and writes to read-only registers answer SLVERR, set ERROR.bad_address, change
+nothing, in the middle of a LOAD_MM and of a run) and ``mm_read_timeout`` (the memory stops
+answering R beats, or ARREADY, in the middle of a LOAD_MM; built with a short
+``mm_timeout_cycles``: the timeout is reported, the late beats are discarded, and both
+documented recoveries, a LOAD_MM at once or SOFT_RESET first, rerun bit-exact).
+
 Each ``@cocotb.test`` is one scenario of ``tests/test_bbs_axi_faults.py`` (run alone with
 ``testcase=``); every run compares every hidden word with the golden model (``expected`` for
 weight set A, ``expected_b`` for set B, in ``arrays.npz``) and writes what it checked to
@@ -39,6 +46,7 @@ from hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, bytes_up
 from models.bbs import pack_weight_beats
 from models.bbs_lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
 
+OKAY, SLVERR = 0, 2
 RAM_SIZE = 1 << 16
 BASE = 0x1_0000_0FB8            # above 4 GiB (WADDR_HI = 1), 72 bytes below a 4 KiB boundary
 BASE_B = 0x2400                 # a second buffer (weight set B)
@@ -224,6 +232,16 @@ class TB:
     async def wr(self, name: str, value: int):
         await self.axil.write_dword(REGS[name], value)
 
+    async def read(self, addr: int) -> tuple[int, int]:
+        """A raw AXI4-Lite read: (data, RRESP)."""
+        r = await self.axil.read(addr, 4)
+        return int.from_bytes(bytes(r.data), "little"), int(r.resp)
+
+    async def write(self, addr: int, value: int) -> int:
+        """A raw AXI4-Lite write: BRESP."""
+        r = await self.axil.write(addr, int(value).to_bytes(4, "little"))
+        return int(r.resp)
+
     async def ctrl(self, *bits: str):
         await self.wr("CTRL", sum(CTRL[b] for b in bits))
 
@@ -244,6 +262,13 @@ class TB:
         await self.ctrl("LOAD_MM")
         st = await self.wait_status(STATUS["LOADED"] | STATUS["LOADING"] | STATUS["MM_BUSY"], STATUS["LOADED"],
                                     "loaded after LOAD_MM")
+        assert self.mon.outstanding == 0, f"{self.mon.outstanding} read beats outstanding after the load"
+        return st
+
+    async def load_mm_wait(self):
+        """Wait for a LOAD_MM already given to finish (loaded, nothing in flight)."""
+        st = await self.wait_status(STATUS["LOADED"] | STATUS["LOADING"] | STATUS["MM_BUSY"] | STATUS["MM_STALE"],
+                                    STATUS["LOADED"], "loaded after LOAD_MM")
         assert self.mon.outstanding == 0, f"{self.mon.outstanding} read beats outstanding after the load"
         return st
 
@@ -598,3 +623,179 @@ async def hw_reset_mid_transfer(dut):
     out["run_run"] = await tb.run(tb.a["expected"], "after rst in a run")
     tb.check_protocol()
     tb.record(**out)
+
+
+@cocotb.test()
+async def axil_slverr(dut):
+    """Unmapped reads and writes, and writes to read-only registers: SLVERR, data 0, nothing
+    changed, ERROR.bad_address; mapped accesses stay OKAY; issued in the middle of a LOAD_MM and
+    of a run, which complete bit-exact."""
+    from hdl.bbs.axi_top import WRITABLE
+
+    tb = await _setup(dut)
+    unmapped = [a for a in range(0, 0x100, 4) if a not in REGS.values()]
+    read_only = [a for n, a in REGS.items() if n not in WRITABLE]
+    assert unmapped[0] == 0x48 and len(unmapped) == 64 - len(REGS)
+    out = {}
+    # every unmapped address reads 0 with SLVERR
+    bad_reads = {a: await tb.read(a) for a in unmapped}
+    wrong = {hex(a): v for a, v in bad_reads.items() if v != (0, SLVERR)}
+    assert not wrong, wrong
+    assert await tb.read(REGS["CTRL"]) == (0, OKAY), "CTRL is mapped (write-only, reads 0)"
+    out["err_after_reads"] = await tb.rd("ERROR")
+    assert out["err_after_reads"] == ERROR["BAD_ADDRESS"], hex(out["err_after_reads"])
+    await tb.ctrl("CLEAR_ERROR")
+    assert await tb.rd("ERROR") == 0
+    # every mapped address reads OKAY
+    for name, a in REGS.items():
+        assert (await tb.read(a))[1] == OKAY, name
+    assert await tb.rd("ERROR") == 0
+    # writes to read-only registers and to unmapped addresses: SLVERR, nothing changes
+    before = {n: await tb.rd(n) for n in REGS if n not in WRITABLE}
+    for a in read_only + unmapped[::7] + [0xFC]:
+        assert await tb.write(a, 0xFFFFFFFF) == SLVERR, hex(a)
+    after = {n: await tb.rd(n) for n in REGS if n not in WRITABLE}
+    before["ERROR"] = ERROR["BAD_ADDRESS"]
+    before["STATUS"] |= STATUS["ERROR"]
+    assert after == before, (before, after)
+    # writable registers answer OKAY (and hold what was written)
+    for name, v in (("SEQ_LEN", tb.T), ("NUM_SEQ", tb.n), ("WADDR_LO", BASE & 0xFFFFFFFF), ("WADDR_HI", BASE >> 32)):
+        assert await tb.write(REGS[name], v) == OKAY and await tb.rd(name) == v, name
+    assert await tb.write(REGS["CTRL"], CTRL["CLEAR_ERROR"]) == OKAY and await tb.rd("ERROR") == 0
+    # bad accesses in the middle of a LOAD_MM (slow memory) ...
+    tb.stalls(r=_pauses(0.7, 31), ar=_pauses(0.5, 32))
+    await tb.ctrl("LOAD_MM")
+    mid = []
+    for a in (0x48, REGS["STATUS"], 0xFC):
+        mid.append((await tb.read(a))[1])
+        mid.append(await tb.write(a, 0x5A5A5A5A))
+    assert mid == [SLVERR, SLVERR, OKAY, SLVERR, SLVERR, SLVERR], mid
+    await tb.wait_status(STATUS["LOADED"] | STATUS["LOADING"] | STATUS["MM_BUSY"], STATUS["LOADED"],
+                         "loaded after LOAD_MM with bad accesses")
+    assert await tb.rd("ERROR") == ERROR["BAD_ADDRESS"]
+    await tb.ctrl("CLEAR_ERROR")
+    tb.stalls(r=_pauses(0.0, 0), ar=_pauses(0.0, 0), h=_pauses(0.6, 33))
+    # ... and of a run (the hidden stream paused), then the run compared word for word
+    await tb.wr("SEQ_LEN", tb.T)
+    await tb.wr("NUM_SEQ", tb.n)
+    await tb.ctrl("START")
+    assert await tb.rd("STATUS") & STATUS["BUSY"]
+    assert await tb.write(0x80, CTRL["SOFT_RESET"]) == SLVERR, "a bad write must not act as CTRL"
+    assert await tb.write(REGS["STATUS"], 0) == SLVERR
+    assert await tb.read(0xC0) == (0, SLVERR)
+    await tb.xsrc.send(AxiStreamFrame(_to_bytes(pack_x_beats(tb.p, tb.xs), tb.xbytes)))
+    words = []
+    per_step = tb.p.hidden // tb.p.units
+    for _ in range(tb.n * tb.T):
+        data = bytes((await tb.hsink.recv()).tdata)
+        words += [int.from_bytes(data[i * tb.hbytes:(i + 1) * tb.hbytes], "little") for i in range(per_step)]
+    await tb.wait_status(STATUS["BUSY"] | STATUS["DONE"], STATUS["DONE"], "done after bad accesses")
+    h = unpack_h_beats(tb.p, words)
+    mism = int(np.count_nonzero(h != tb.a["expected"].reshape(-1)))
+    assert mism == 0, f"{mism} hidden words differ after bad accesses"
+    out["err_after_run"] = await tb.rd("ERROR")
+    assert out["err_after_run"] == ERROR["BAD_ADDRESS"] and await tb.rd("STEPS") == tb.n * tb.T
+    await tb.ctrl("CLEAR_ERROR")
+    out["run2"] = await tb.run(tb.a["expected"], "a second run after bad accesses")
+    tb.check_protocol()
+    tb.record(unmapped=len(unmapped), read_only=len(read_only), mid_load=mid, **out)
+
+
+async def _stuck_mid_load(tb: TB, addr: int, *, ar: bool, beats: int = 30):
+    """Start a LOAD_MM from ``addr`` and make the memory stop answering after ``beats`` R beats:
+    no more R beats, or (``ar``) no more AR handshakes, so that the bursts in flight complete
+    and the reader ends waiting on a burst presented and never accepted. Returns the monitor's
+    R beat count before the fetch."""
+    tb.stalls(r=_pauses(0.3, 41), ar=_pauses(0.3, 42))
+    await tb.set_waddr(addr)
+    r0 = tb.mon.r_beats
+    await tb.ctrl("LOAD_MM")
+    for _ in range(5000):
+        await RisingEdge(tb.dut.clk)
+        if tb.mon.r_beats - r0 >= beats:
+            break
+    else:
+        raise AssertionError("the fetch did not get going")
+    if ar:
+        tb.stalls(ar=_stall(0, 10**9))
+    else:
+        tb.stalls(r=_stall(0, 10**9))
+    return r0
+
+
+async def _timed_out(tb: TB, addr: int, r0: int, err: int, what: str) -> dict:
+    """The documented state after a read timeout: loader idle, not loaded, ERROR ``err``,
+    MM_ERR_RESP 4 at the first beat not received, mm_stale while bursts are owed; START
+    refused."""
+    T = int(tb.cfg["mm_timeout_cycles"])
+    c0 = tb.mon.cycle
+    st = await tb.wait_status(STATUS["MM_BUSY"] | STATUS["LOADING"], 0, f"{what}: loader idle after the timeout")
+    waited = tb.mon.cycle - c0
+    got = {k: await tb.rd(k) for k in ("ERROR", "MM_ERR_RESP", "MM_ERR_ADDR_LO", "MM_ERR_ADDR_HI", "LOAD_CYCLES")}
+    received = tb.mon.r_beats - r0
+    assert got["ERROR"] == err, f"{what}: ERROR {got['ERROR']:#x}, want {err:#x}"
+    assert got["MM_ERR_RESP"] == 4 and got["LOAD_CYCLES"] == 0, (what, got)
+    assert got["MM_ERR_ADDR_LO"] | got["MM_ERR_ADDR_HI"] << 32 == addr + received * tb.dw // 8, (what, got, received)
+    owed = tb.mon.outstanding > 0 or int(tb.dut.m_axi_arvalid.value)
+    assert owed, f"{what}: nothing was owed at the timeout"
+    assert st == STATUS["ERROR"] | STATUS["MM_STALE"], f"{what}: STATUS {st:#x}"
+    ar0 = len(tb.mon.bursts)
+    await ClockCycles(tb.dut.clk, 2 * T)                  # still stuck: nothing issued, nothing moves
+    assert len(tb.mon.bursts) == ar0 and await tb.rd("STATUS") == st, f"{what}: activity while stuck"
+    await tb.start_refused(f"{what}: START after the timeout")
+    return {"waited": waited, "received": received, "owed_beats": tb.mon.outstanding, **got}
+
+
+@cocotb.test()
+async def mm_read_timeout(dut):
+    """The memory stops answering in the middle of LOAD_MM: the read timeout is reported
+    (ERROR.mm_timeout, MM_ERR_RESP 4, the first missing beat's address, mm_stale); recovery
+    by CLEAR_ERROR + LOAD_MM at once (behind the stale bursts), by SOFT_RESET after the memory
+    came back, and after a SOFT_RESET whose drain timed out; every rerun bit-exact."""
+    tb = await _setup(dut)
+    T = int(tb.cfg["mm_timeout_cycles"])
+    out = {}
+    await tb.load_mm(BASE)
+    out["run0"] = await tb.run(tb.a["expected"], "before the timeouts")
+
+    # 1. R beats stop mid-fetch (reloading set B over A); LOAD_MM of set A given at once
+    r0 = await _stuck_mid_load(tb, BASE_B, ar=False)
+    out["r_stuck"] = await _timed_out(tb, BASE_B, r0, ERROR["MM_TIMEOUT"], "R stuck")
+    await tb.ctrl("CLEAR_ERROR")
+    stale_beats = tb.mon.outstanding
+    await tb.set_waddr(BASE)
+    await tb.ctrl("LOAD_MM")                                # accepted: issued behind the stale bursts
+    await ClockCycles(dut.clk, T // 2)
+    st = await tb.rd("STATUS")
+    assert st & STATUS["MM_BUSY"] and st & STATUS["MM_STALE"] and st & STATUS["LOADING"], hex(st)
+    tb.stalls(r=_pauses(0.3, 43))                           # the memory comes back
+    await tb.load_mm_wait()
+    out["r_stuck"]["stale_beats"] = stale_beats
+    out["r_stuck"]["run"] = await tb.run(tb.a["expected"], "after R stuck: LOAD_MM behind the stale bursts")
+
+    # 2. ARREADY stops mid-fetch (a burst stays presented); the memory comes back; SOFT_RESET,
+    #    reload set B
+    r0 = await _stuck_mid_load(tb, BASE_B, ar=True)
+    out["ar_stuck"] = await _timed_out(tb, BASE_B, r0, ERROR["MM_TIMEOUT"], "AR stuck")
+    out["ar_stuck"]["arvalid_held"] = int(dut.m_axi_arvalid.value)
+    tb.stalls(r=_pauses(0.3, 44), ar=_pauses(0.3, 45))
+    await tb.wait_status(STATUS["MM_STALE"], 0, "stale bursts drained")
+    assert tb.mon.outstanding == 0
+    await tb.ctrl("SOFT_RESET", "CLEAR_ERROR")
+    assert await tb.rd("ERROR") == 0, "nothing was abandoned: the timeout had ended the fetch"
+    await tb.load_mm(BASE_B)
+    out["ar_stuck"]["run"] = await tb.run(tb.a["expected_b"], "after AR stuck: SOFT_RESET, reload")
+
+    # 3. SOFT_RESET while the memory is stuck: the drain times out too
+    r0 = await _stuck_mid_load(tb, BASE, ar=False)
+    await tb.ctrl("SOFT_RESET")
+    out["soft_stuck"] = await _timed_out(tb, BASE, r0, ERROR["ABANDONED"] | ERROR["MM_TIMEOUT"],
+                                         "SOFT_RESET, drain stuck")
+    tb.stalls(r=_pauses(0.3, 46))
+    await tb.wait_status(STATUS["MM_STALE"], 0, "stale bursts drained after SOFT_RESET")
+    await tb.ctrl("CLEAR_ERROR")
+    await tb.load_mm(BASE)
+    out["soft_stuck"]["run"] = await tb.run(tb.a["expected"], "after a timed-out SOFT_RESET drain")
+    assert all(out[k]["waited"] <= T + 200 for k in ("r_stuck", "ar_stuck", "soft_stuck")), out
+    tb.check_protocol()
+    tb.record(timeout_cycles=T, **out)

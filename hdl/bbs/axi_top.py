@@ -14,15 +14,17 @@ Wraps :class:`hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform
 - ``m_axi`` (AXI4 read channels only, ``mm_data_width``-bit data, ``mm_addr_width``-bit address,
   ID 0, ``ARCACHE`` = 0b0011, ``ARPROT`` = 0): the same ``LOAD_WORDS`` words, fetched from memory
   at ``WADDR`` by ``CTRL.LOAD_MM`` (:class:`hdl.common.axi_reader.AxiReader`: INCR bursts of up
-  to ``mm_max_burst`` beats, ``mm_max_outstanding`` in flight, none across 4 KiB). The words lie
-  in memory in stream order, word ``i`` at byte ``WADDR + 4 i`` (little-endian lanes); the buffer
-  is ``ceil(LOAD_WORDS * 32 / mm_data_width)`` bus beats. The loader takes one 32-bit word per
-  cycle from either source.
+  to ``mm_max_burst`` beats, ``mm_max_outstanding`` in flight, none across 4 KiB; a watchdog of
+  ``mm_timeout_cycles``). The words lie in memory in stream order, word ``i`` at byte
+  ``WADDR + 4 i`` (little-endian lanes); the buffer is ``ceil(LOAD_WORDS * 32 / mm_data_width)``
+  bus beats. The loader takes one 32-bit word per cycle from either source.
 - ``s_axis_x`` (AXI4-Stream): one beat per time step, ``I`` inputs of ``XW`` bits at
   ``i * XW`` (``tdata`` rounded up to bytes), accepted only while a run is busy.
 - ``m_axis_h`` (AXI4-Stream): ``H / U`` beats per step of ``U = P/4`` hidden values at
   ``u * XW``; ``tlast`` on the last beat of every step.
-- ``s_axil`` (AXI4-Lite, 32-bit data, 8-bit address; ``wstrb`` ignored, responses OKAY).
+- ``s_axil`` (AXI4-Lite, 32-bit data, 8-bit byte address, bits 1:0 ignored; ``wstrb`` ignored;
+  the write address and data are taken together). Responses are OKAY, except SLVERR for an
+  access outside the register map and for a write to a read-only register (below).
 
 Register map (byte addresses; 0x00..0x28 as in the stream-only version)::
 
@@ -30,21 +32,28 @@ Register map (byte addresses; 0x00..0x28 as in the stream-only version)::
                        bit 1 CLEAR_ERROR (applied before the other bits of the same write);
                        bit 2 LOAD_MM: fetch the weights and biases over m_axi from WADDR (a START
                        in the same write is ignored); bit 3 SOFT_RESET (the other bits of the same
-                       write, except CLEAR_ERROR, are ignored).  Reads 0.
+                       write, except CLEAR_ERROR, are ignored).  Reads 0 (OKAY).
     0x04 SEQ_LEN   RW  steps per sequence (16 bits, >= 1); writes while busy are ignored.
     0x08 NUM_SEQ   RW  sequences per run (16 bits, >= 1); writes while busy are ignored.
     0x0C STATUS    R   bit 0 busy, bit 1 done (set when a run's last hidden beat leaves, cleared
                        by START, an accepted LOAD_MM and SOFT_RESET), bit 2 error (any ERROR
-                       bit), bit 3 loaded, bit 4 loading (a LOAD_MM fetch is running, or some
-                       stream words of a load are in, not all), bit 5 mm_busy (the read master
-                       has bursts in flight or presented; it stays high while the bursts in
-                       flight at a fault are drained).
+                       bit), bit 3 loaded (every weight and bias word is in and a LOAD_MM
+                       fetch has ended: its read master is idle), bit 4 loading (a LOAD_MM fetch
+                       is running, or some stream words of a load are in, not all), bit 5
+                       mm_busy (the read master has bursts in flight or presented; it stays
+                       high while the bursts in flight at a fault are drained), bit 6
+                       mm_stale (bursts abandoned by a read timeout are still outstanding:
+                       their late beats will be discarded; a LOAD_MM meanwhile is accepted and
+                       issues behind them).
     0x10 ERROR     R   sticky until CLEAR_ERROR (kept by SOFT_RESET): bit 0 START before the
                        weights were loaded, bit 1 START with SEQ_LEN or NUM_SEQ = 0, bit 2 extra
                        weight words, bit 3 AXI read error (SLVERR or DECERR) during LOAD_MM,
                        bit 4 LOAD_MM while busy or while mm_busy (ignored), bit 5 LOAD_MM with
                        WADDR not aligned to the bus width (ignored), bit 6 SOFT_RESET abandoned
-                       work (a run, a LOAD_MM fetch, or a partly loaded weight set).
+                       work (a run, a LOAD_MM fetch, or a partly loaded weight set), bit 7 AXI
+                       read timeout during LOAD_MM (the memory gave no AR handshake and no R beat
+                       for mm_timeout_cycles cycles), bit 8 AXI4-Lite access outside the register
+                       map or write to a read-only register (answered SLVERR).
     0x14 CYCLES    R   engine cycles with a step in flight            (LSTMLayer.cycles)
     0x18 MAC_BEATS R   weight beats consumed by the SpMxV             (LSTMLayer.mac_beats)
     0x1C STEPS     R   hidden vectors produced                         (LSTMLayer.steps)
@@ -53,12 +62,20 @@ Register map (byte addresses; 0x00..0x28 as in the stream-only version)::
     0x28 CONFIG    R   P | B << 8 | k << 16 (read-only identification of the build)
     0x2C WADDR_LO  RW  byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is
     0x30 WADDR_HI  RW  bits 63:32 (only mm_addr_width - 32 bits kept)  accepted)
-    0x34 MM_ERR_RESP R RRESP of the first failing beat since CLEAR_ERROR (2 SLVERR, 3 DECERR)
-    0x38 MM_ERR_ADDR_LO R  its byte address, bits 31:0
+    0x34 MM_ERR_RESP R the first LOAD_MM failure since CLEAR_ERROR: RRESP of the failing beat
+                       (2 SLVERR, 3 DECERR), or 4 for a read timeout
+    0x38 MM_ERR_ADDR_LO R  the failing beat's byte address (timeout: the first beat not received),
+                       bits 31:0
     0x3C MM_ERR_ADDR_HI R  bits 63:32
     0x40 LOAD_WORDS R  32-bit words of a full weight + bias load (a constant of the build)
     0x44 LOAD_CYCLES R cycles from the last accepted LOAD_MM to STATUS.loaded (0 if it failed
                        or was abandoned)
+
+Every other address (0x48..0xFC) is unmapped: a read answers SLVERR with data 0, a write
+answers SLVERR and changes nothing. A write to a read-only register (0x0C..0x28, 0x34..0x44)
+also answers SLVERR and changes nothing; CTRL is write-only but mapped (a read answers OKAY,
+0). Both set ERROR bit 8. A write's response does not depend on the value or on the state
+(a SEQ_LEN write while busy is ignored, OKAY), so SLVERR means exactly "no such register".
 
 A START with an error condition does not start a run. The counters at 0x14..0x20 saturate at
 2**32 - 1 and count from the last reset of the layer: hardware reset, SOFT_RESET, an accepted
@@ -71,11 +88,21 @@ Faults and the state they leave (every case is exercised in ``tests/test_bbs_axi
   burst and drains the bursts in flight (``mm_busy`` until the last beat). The layer is cleared
   at once: ``loaded`` = 0 (the words taken before the error are discarded), engine idle, a START
   is refused with ERROR bit 0. Recovery: CLEAR_ERROR, LOAD_MM (from a good buffer), START.
-- **Long stalls** (``ARREADY``, ``RVALID``, ``s_axis_w``/``s_axis_x`` idle, or ``m_axis_h``
-  refused for any number of cycles): nothing is lost or reordered and no timeout fires; the
-  stall shows in LOAD_CYCLES, RUN_CYCLES and STALL_OUT. A slave that never answers keeps
-  ``mm_busy`` high; only SOFT_RESET (which stops issuing) plus a reset of the slave side, or the
-  hardware reset, ends that.
+- **Long stalls** (``s_axis_w``/``s_axis_x`` idle, or ``m_axis_h`` refused for any number of
+  cycles; ``ARREADY`` or ``RVALID`` low for fewer than ``mm_timeout_cycles`` cycles at a time):
+  nothing is lost or reordered and no timeout fires; the stall shows in LOAD_CYCLES,
+  RUN_CYCLES and STALL_OUT.
+- **Read timeout** (the memory stops answering: a LOAD_MM fetch, or the drain after a fault or
+  SOFT_RESET, waits ``mm_timeout_cycles`` cycles, default ``2**16``, with no AR handshake and no
+  R beat): ERROR bit 7, MM_ERR_RESP = 4, MM_ERR_ADDR the first beat not received (unless a read
+  error is already on record); the layer is cleared as for a read error (``loaded`` = 0,
+  LOAD_CYCLES = 0). The read master issues nothing more and ``mm_busy`` falls in the next
+  cycle; bursts still in flight cannot be cancelled (AXI), so ``mm_stale`` stays high until
+  their beats come and are discarded (a burst presented and not accepted stays presented).
+  Recovery: CLEAR_ERROR, LOAD_MM, START, as for a read error; the LOAD_MM may be given at once
+  (its bursts go behind the stale ones and their beats come after the stale beats, which are
+  dropped) and succeeds once the memory answers again. If the memory side is reset and forgets
+  the stale bursts, reset this block with it (hardware reset).
 - **SOFT_RESET** (any time): the run is abandoned (busy = 0, done = 0, ``s_axis_x_tready`` low,
   a step in flight on ``m_axis_h`` is dropped, possibly without its ``tlast``), the layer is
   cleared (loaded = 0, counters 0, stream loader empty: the next ``s_axis_w`` word is word 0), a
@@ -94,7 +121,7 @@ cycle model :class:`models.bbs_lstm.LSTMCycleModel` holds from the first ``s_axi
 A LOAD_MM moves one word per cycle when memory keeps up (LOAD_CYCLES ~ LOAD_WORDS + the read
 latency of the first burst). Resources beyond the layer: one ``ceil(P*B*(W+I)/32) * 32``-bit
 deserialiser register, a ``mm_data_width``-bit word splitter, the read master (three
-address-wide registers and two counters), the register file and counters.
+address-wide registers, two counters and a 16-bit watchdog), the register file and counters.
 """
 
 from __future__ import annotations
@@ -105,22 +132,24 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.lstm import LSTMLayer
-from hdl.common.axi_reader import AxiReader
+from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
 from models.bbs_lstm import LSTMParams
 
-__all__ = ["LSTMAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "bytes_up"]
+__all__ = ["LSTMAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
 
 REGS = {"CTRL": 0x00, "SEQ_LEN": 0x04, "NUM_SEQ": 0x08, "STATUS": 0x0C, "ERROR": 0x10, "CYCLES": 0x14,
         "MAC_BEATS": 0x18, "STEPS": 0x1C, "STALL_OUT": 0x20, "RUN_CYCLES": 0x24, "CONFIG": 0x28,
         "WADDR_LO": 0x2C, "WADDR_HI": 0x30, "MM_ERR_RESP": 0x34, "MM_ERR_ADDR_LO": 0x38,
         "MM_ERR_ADDR_HI": 0x3C, "LOAD_WORDS": 0x40, "LOAD_CYCLES": 0x44}
+#: registers a write changes (writes elsewhere answer SLVERR)
+WRITABLE = ("CTRL", "SEQ_LEN", "NUM_SEQ", "WADDR_LO", "WADDR_HI")
 #: CTRL bits
 CTRL = {"START": 1, "CLEAR_ERROR": 2, "LOAD_MM": 4, "SOFT_RESET": 8}
 #: STATUS bits
-STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16, "MM_BUSY": 32}
+STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16, "MM_BUSY": 32, "MM_STALE": 64}
 #: ERROR bits
 ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "MM_READ": 8, "LOAD_REFUSED": 16,
-         "MM_UNALIGNED": 32, "ABANDONED": 64}
+         "MM_UNALIGNED": 32, "ABANDONED": 64, "MM_TIMEOUT": 128, "BAD_ADDRESS": 256}
 
 
 def bytes_up(bits: int) -> int:
@@ -143,6 +172,9 @@ class LSTMAxiTop(wiring.Component):
         Longest read burst in beats, 1 to 256 (default 16).
     mm_max_outstanding : int
         Read bursts in flight at once (default 2).
+    mm_timeout_cycles : int or None
+        Read watchdog: cycles without an AR handshake or an R beat after which a LOAD_MM fails
+        with a timeout (default ``2**16``; ``None``: wait forever).
 
     Ports are flat and named as the AXI specification and cocotbext-axi expect
     (``s_axis_x_tdata``, ``s_axil_awaddr``, ``m_axi_araddr``, ...); see the module docstring for
@@ -157,7 +189,8 @@ class LSTMAxiTop(wiring.Component):
     """
 
     def __init__(self, params: LSTMParams, *, mm_addr_width: int = 64, mm_data_width: int = 32,
-                 mm_max_burst: int = 16, mm_max_outstanding: int = 2):
+                 mm_max_burst: int = 16, mm_max_outstanding: int = 2,
+                 mm_timeout_cycles: int | None = DEFAULT_TIMEOUT):
         if not isinstance(params, LSTMParams):
             raise TypeError(f"LSTMAxiTop takes a models.bbs_lstm.LSTMParams, not {params!r}")
         if not 32 <= mm_addr_width <= 64:
@@ -165,9 +198,11 @@ class LSTMAxiTop(wiring.Component):
         self.params = p = params
         self.mm_addr_width, self.mm_data_width = mm_addr_width, mm_data_width
         self.mm_max_burst, self.mm_max_outstanding = mm_max_burst, mm_max_outstanding
+        self.mm_timeout_cycles = mm_timeout_cycles
         # checks the read-master parameters before anything is built
         self._reader_args = dict(addr_width=mm_addr_width, data_width=mm_data_width, max_burst=mm_max_burst,
-                                 max_outstanding=mm_max_outstanding, len_width=max(1, self.load_beats.bit_length()))
+                                 max_outstanding=mm_max_outstanding, len_width=max(1, self.load_beats.bit_length()),
+                                 timeout_cycles=mm_timeout_cycles)
         AxiReader.check_params(**self._reader_args)
         xw = bytes_up(p.input_size * p.vec_fmt.width)
         hw = bytes_up(p.units * p.vec_fmt.width)
@@ -226,10 +261,10 @@ class LSTMAxiTop(wiring.Component):
         # --- registers ------------------------------------------------------------------------
         seq_len, num_seq = Signal(16), Signal(16)
         busy, done = Signal(), Signal()
-        err = Signal(7)
+        err = Signal(len(ERROR))
         run_cycles = Signal(32)
         waddr = Signal(64)
-        mm_resp, mm_addr = Signal(2), Signal(64)
+        mm_resp, mm_addr = Signal(3), Signal(64)
         load_cycles, load_timing = Signal(32), Signal()
         mm_mode, kick = Signal(), Signal()      # LOAD_MM owns the loader / start the reader
         m.d.comb += lstm.seq_len.eq(seq_len)
@@ -314,11 +349,15 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0)]
         partial = ~lstm.loaded & ((beats != 0) | (wcnt != 0) | held)
         loading = mm_mode | partial
+        # loaded: every word is in and a LOAD_MM fetch has ended (its read master is idle), so
+        # no late read error or timeout of that fetch can clear the layer under a run
+        loaded = Signal()
+        m.d.comb += loaded.eq(lstm.loaded & ~mm_mode)
 
         # --- LOAD_MM timing ---------------------------------------------------------------------
         with m.If(load_timing):
             m.d.sync += load_cycles.eq(load_cycles + 1)
-            with m.If(lstm.loaded):
+            with m.If(loaded):
                 m.d.sync += load_timing.eq(0)
         with m.If(load_ok):
             m.d.sync += [load_timing.eq(1), load_cycles.eq(0)]
@@ -348,10 +387,14 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += run_cycles.eq(run_cycles + 1)
 
         # --- AXI4-Lite slave --------------------------------------------------------------------
-        m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr), self.s_axil_bresp.eq(0),
-                     self.s_axil_rresp.eq(0), self.s_axil_arready.eq(~self.s_axil_rvalid)]
+        m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr),
+                     self.s_axil_arready.eq(~self.s_axil_rvalid)]
+        w_ok = Signal()                         # the write address is a writable register
+        m.d.comb += w_ok.eq(Cat(waddr_idx == REGS[n] >> 2 for n in WRITABLE).any())
         with m.If(wr):
-            m.d.sync += self.s_axil_bvalid.eq(1)
+            m.d.sync += [self.s_axil_bvalid.eq(1), self.s_axil_bresp.eq(Mux(w_ok, 0b00, 0b10))]
+            with m.If(~w_ok):
+                m.d.sync += err[8].eq(1)
         with m.Elif(self.s_axil_bready):
             m.d.sync += self.s_axil_bvalid.eq(0)
         with m.If(wr):
@@ -368,7 +411,7 @@ class LSTMAxiTop(wiring.Component):
                         with m.Elif(~aligned):
                             m.d.sync += err[5].eq(1)
                     with m.Elif(wdata[0] & ~busy):
-                        with m.If(~lstm.loaded):
+                        with m.If(~loaded):
                             m.d.sync += err[0].eq(1)
                         with m.Elif((seq_len == 0) | (num_seq == 0)):
                             m.d.sync += err[1].eq(1)
@@ -386,9 +429,12 @@ class LSTMAxiTop(wiring.Component):
                     m.d.sync += waddr[:32].eq(wdata)
                 with m.Case(REGS["WADDR_HI"] >> 2):
                     m.d.sync += waddr[32:AW].eq(wdata[:AW - 32])
-        # a read error: recorded (the first since CLEAR_ERROR), the layer is cleared above
+        # a read error or timeout: recorded (the first since CLEAR_ERROR), the layer is cleared above
         with m.If(mm_err):
-            m.d.sync += err[3].eq(1)
+            with m.If(rd.error == ERR_TIMEOUT):
+                m.d.sync += err[7].eq(1)
+            with m.Else():
+                m.d.sync += err[3].eq(1)
             with m.If((mm_resp == 0) | (ctrl_wr & wdata[1])):
                 m.d.sync += [mm_resp.eq(rd.error), mm_addr.eq(rd.err_addr)]
         # SOFT_RESET: the run is abandoned (the layer and the loader are cleared above)
@@ -398,8 +444,8 @@ class LSTMAxiTop(wiring.Component):
         rd_fire = self.s_axil_arvalid & self.s_axil_arready
         with m.If(rd_fire):
             m.d.sync += self.s_axil_rvalid.eq(1)
-            regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
-                    "STATUS": Cat(busy, done, err.any(), lstm.loaded, loading, rd.busy), "ERROR": err,
+            regs = {"CTRL": 0, "SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
+                    "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,
                     "CYCLES": lstm.cycles, "MAC_BEATS": lstm.mac_beats, "STEPS": lstm.steps,
                     "STALL_OUT": lstm.stall_out, "RUN_CYCLES": run_cycles,
                     "CONFIG": p.pes | p.banks << 8 | p.k << 16,
@@ -411,7 +457,11 @@ class LSTMAxiTop(wiring.Component):
                     with m.Case(REGS[name] >> 2):
                         m.d.sync += self.s_axil_rdata.eq(val)
                 with m.Default():
-                    m.d.sync += self.s_axil_rdata.eq(0)
+                    m.d.sync += [self.s_axil_rdata.eq(0), err[8].eq(1)]
+            # (a Mux, not the switch: Yosys would turn a switch of constants into a ROM, whose
+            # contents k-induction treats as free state)
+            mapped = Cat(*(self.s_axil_araddr[2:] == REGS[name] >> 2 for name in regs)).any()
+            m.d.sync += self.s_axil_rresp.eq(Mux(mapped, 0b00, 0b10))
         with m.Elif(self.s_axil_rready):
             m.d.sync += self.s_axil_rvalid.eq(0)
         return m

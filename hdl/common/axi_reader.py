@@ -24,7 +24,8 @@ beats in flight hide a latency of that many cycles. A transfer starts issuing in
 
 Errors. A beat with ``RRESP`` = SLVERR (2) or DECERR (3) is not forwarded; the reader records
 the response code in ``error`` and that beat's byte address in ``err_addr`` (held until the
-next ``start``), pulses ``err_strobe`` for one cycle as they change, stops issuing new bursts, and drains
+next ``start``), pulses ``err_strobe`` for one cycle as they change, stops issuing new bursts
+(none is issued in the cycle of the failing beat either), and drains
 (accepts and drops, with ``RREADY`` high) every beat of the bursts already in flight, as AXI
 requires of a master: a burst cannot be cancelled. A presented but not yet accepted burst is
 still handed over and drained. ``busy`` falls once the last outstanding beat is in. Beats
@@ -36,10 +37,31 @@ Abort. ``abort`` (one-cycle pulse) stops a transfer the same way, without record
 are drained and ``busy`` falls after the last one. This is the only safe way to stop: resetting
 the reader with bursts in flight would leave their beats to the next transfer.
 
+Timeout (a memory that stops answering). With ``timeout_cycles = T`` (default ``2**16``;
+``None`` removes the watchdog), the reader counts consecutive cycles in which it is ``busy``
+and waits on the memory: no AR handshake, no R handshake, no new burst presented, and no R
+beat waiting for the consumer (a stall of ``o.ready`` is the consumer's, not the memory's, and
+never times out). In the ``T``-th such cycle the transfer ends: issuing stops (as after an
+error), ``error`` becomes :data:`ERR_TIMEOUT` (4) with ``err_addr`` the byte address of the
+first beat not received, unless an error was already recorded for this transfer (a drain
+after SLVERR/DECERR that stalls keeps that code; a stalled drain after ``abort`` records the
+timeout), ``err_strobe`` pulses when the code changes, and ``busy`` falls in the next cycle.
+AXI cannot cancel a burst, so the bursts still in flight then, including one presented and not
+yet accepted (``ARVALID`` stays high until ``ARREADY``, as the protocol requires), become
+*stale*: ``stale`` is high while any is outstanding. Their beats, if they ever come, are
+accepted with ``RREADY`` high and discarded (never forwarded, their ``RRESP`` ignored), and
+each one's ``RLAST`` retires it. This is the recoverable state: a new ``start`` is accepted at
+once, its bursts are issued behind the stale ones (they share ID 0, so their beats return
+after the stale beats, which are dropped first) and count against ``max_outstanding`` with
+them; the new transfer ends normally once the memory answers again, or times out again. If the
+memory side is reset and forgets the stale bursts, reset the reader with it (hardware reset):
+otherwise it would take the next transfer's first beats for stale ones.
+
 Limits. ``base`` must be aligned to the bus width (its low ``log2(data_width/8)`` bits are
 ignored); ``length`` = 0 reads nothing; ``start`` while ``busy`` is ignored; a transfer may not
 wrap past the top of the address space. Resources: three address-sized registers (next burst,
-next beat, failing beat), the beat and burst counters, a ``min`` of three values; no memory.
+next beat, failing beat), the beat and burst counters, a ``min`` of three values; no memory;
+with the watchdog, a ``log2(T)``-bit counter and a stale-burst counter.
 """
 
 from __future__ import annotations
@@ -49,9 +71,14 @@ from amaranth.hdl import Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AxiReader", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR"]
+__all__ = ["AxiReader", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR", "ERR_TIMEOUT",
+           "DEFAULT_TIMEOUT"]
 
 RESP_OKAY, RESP_EXOKAY, RESP_SLVERR, RESP_DECERR = 0, 1, 2, 3
+#: ``error`` code of a transfer ended by the watchdog (not an ``RRESP`` value)
+ERR_TIMEOUT = 4
+#: default ``timeout_cycles``
+DEFAULT_TIMEOUT = 1 << 16
 
 
 class AxiReader(wiring.Component):
@@ -69,6 +96,9 @@ class AxiReader(wiring.Component):
         Bursts in flight at once, 1 to 64.
     len_width : int
         Width of the ``length`` input (beats), 1 to 32 bits.
+    timeout_cycles : int or None
+        Cycles without progress from the memory after which a transfer ends with
+        :data:`ERR_TIMEOUT`, 2 to ``2**32``; ``None`` for no watchdog (default ``2**16``).
 
     Attributes
     ----------
@@ -82,13 +112,16 @@ class AxiReader(wiring.Component):
         Stop issuing, drain the bursts in flight, forward nothing more.
     busy : Out(1)
         A transfer is issuing or draining.
-    error : Out(2)
-        ``RRESP`` of the first failing beat of the last transfer (0: none).
+    error : Out(3)
+        The first failure of the last transfer: 0 none, 2 SLVERR, 3 DECERR (the ``RRESP`` of the
+        failing beat), 4 :data:`ERR_TIMEOUT`.
     err_addr : Out(addr_width)
-        Byte address of that beat.
+        Byte address of the failing beat (for a timeout: of the first beat not received).
     err_strobe : Out(1)
         High for one cycle, the first in which ``error`` and ``err_addr`` show a new failure
         (the cycle after the failing beat was accepted).
+    stale : Out(1)
+        Bursts abandoned by a timeout are still outstanding (their beats will be discarded).
     o : Out(stream.Signature(data_width))
         The data, in address order.
     araddr, arlen, arsize, arburst, arvalid, arready, rdata, rresp, rlast, rvalid, rready
@@ -101,15 +134,17 @@ class AxiReader(wiring.Component):
     """
 
     def __init__(self, *, addr_width: int = 32, data_width: int = 32, max_burst: int = 16,
-                 max_outstanding: int = 2, len_width: int = 24):
+                 max_outstanding: int = 2, len_width: int = 24, timeout_cycles: int | None = DEFAULT_TIMEOUT):
         self.check_params(addr_width=addr_width, data_width=data_width, max_burst=max_burst,
-                          max_outstanding=max_outstanding, len_width=len_width)
+                          max_outstanding=max_outstanding, len_width=len_width, timeout_cycles=timeout_cycles)
+        self.timeout_cycles = timeout_cycles
         self.addr_width, self.data_width = addr_width, data_width
         self.max_burst, self.max_outstanding, self.len_width = max_burst, max_outstanding, len_width
         self.size = (data_width // 8).bit_length() - 1          # ARSIZE: log2(bytes per beat)
         super().__init__({
             "start": In(1), "base": In(addr_width), "length": In(len_width), "abort": In(1),
-            "busy": Out(1), "error": Out(2), "err_addr": Out(addr_width), "err_strobe": Out(1),
+            "busy": Out(1), "error": Out(3), "err_addr": Out(addr_width), "err_strobe": Out(1),
+            "stale": Out(1),
             "o": Out(stream.Signature(data_width)),
             "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3), "arburst": Out(2),
             "arvalid": Out(1), "arready": In(1),
@@ -118,7 +153,7 @@ class AxiReader(wiring.Component):
 
     @staticmethod
     def check_params(*, addr_width: int, data_width: int, max_burst: int, max_outstanding: int,
-                     len_width: int) -> None:
+                     len_width: int, timeout_cycles: int | None = DEFAULT_TIMEOUT) -> None:
         """Raise ``ValueError`` for a parameter out of range (for wrappers that check their
         arguments before building anything)."""
         if not 12 <= addr_width <= 64:
@@ -131,6 +166,9 @@ class AxiReader(wiring.Component):
             raise ValueError(f"Outstanding bursts must be 1 to 64, not {max_outstanding}")
         if not 1 <= len_width <= 32:
             raise ValueError(f"Length width must be 1 to 32 bits, not {len_width}")
+        if timeout_cycles is not None and (isinstance(timeout_cycles, bool) or not isinstance(timeout_cycles, int)
+                                           or not 2 <= timeout_cycles <= 1 << 32):
+            raise ValueError(f"Timeout must be None or 2 to 2**32 cycles, not {timeout_cycles!r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -139,9 +177,10 @@ class AxiReader(wiring.Component):
 
         next_addr = Signal(aw)                      # byte address of the next burst to issue
         to_issue = Signal(self.len_width)           # beats not yet covered by an issued burst
-        rx_addr = Signal(aw)                        # byte address of the next R beat
-        inflight = Signal(range(self.max_outstanding + 1))
-        stop = Signal()                             # error or abort seen: issue nothing more
+        rx_addr = Signal(aw)                        # byte address of the next R beat of this transfer
+        inflight = Signal(range(self.max_outstanding + 1))  # presented or accepted, last beat not in
+        stale_n = Signal(range(self.max_outstanding + 1))   # of those, abandoned by a timeout (the oldest)
+        stop = Signal()                             # error, abort or timeout seen: issue nothing more
 
         # --- burst length: min(remaining, max_burst, beats to the 4 KiB boundary) ---------------
         to_4k = Signal(range((4096 >> sz) + 1))
@@ -150,11 +189,19 @@ class AxiReader(wiring.Component):
         lim = Mux(to_4k < self.max_burst, to_4k, self.max_burst)
         m.d.comb += blen.eq(Mux(to_issue < lim, to_issue, lim))
 
-        # --- AR channel: a burst is counted in flight from the cycle it is presented -----------
+        # --- R channel state used by the AR side: a failing beat of this transfer ---------------
+        # (beats of stale bursts come first, as they were issued first: they are dropped)
         r_fire = self.rvalid & self.rready
         retire = r_fire & self.rlast & (inflight != 0)
+        old = stale_n != 0
+        r_err = self.rresp[1]
+        first_err = r_fire & r_err & ~stop & (inflight != 0) & ~old
+
+        # --- AR channel: a burst is counted in flight from the cycle it is presented -----------
+        # (no burst is issued in the cycle of a failing beat, an abort or the timeout)
         can_present = ~self.arvalid | self.arready
-        issue = can_present & ~stop & ~self.abort & (to_issue != 0) & (inflight < self.max_outstanding)
+        issue = (can_present & ~stop & ~self.abort & ~first_err & (to_issue != 0)
+                 & (inflight < self.max_outstanding))
         m.d.comb += [self.arsize.eq(sz), self.arburst.eq(1)]
         with m.If(issue):
             m.d.sync += [self.arvalid.eq(1), self.araddr.eq(next_addr), self.arlen.eq(blen - 1),
@@ -167,20 +214,39 @@ class AxiReader(wiring.Component):
             m.d.sync += inflight.eq(inflight - 1)
 
         # --- R channel: forward OKAY beats, drop and record the first SLVERR/DECERR -------------
-        r_err = self.rresp[1]
-        drop = stop | self.abort | r_err | (inflight == 0)
+        drop = stop | self.abort | r_err | (inflight == 0) | old
         m.d.comb += [self.o.valid.eq(self.rvalid & ~drop), self.o.payload.eq(self.rdata),
-                     self.rready.eq(drop | self.o.ready)]
-        with m.If(r_fire):
+                     self.rready.eq(drop | self.o.ready), self.stale.eq(old)]
+        with m.If(r_fire & ~old):
             m.d.sync += rx_addr.eq(rx_addr + nbytes)
-        first_err = r_fire & r_err & ~stop & (inflight != 0)
-        m.d.sync += self.err_strobe.eq(first_err)
+        with m.If(retire & old):
+            m.d.sync += stale_n.eq(stale_n - 1)
+        strobe = Signal()
+        m.d.sync += self.err_strobe.eq(strobe)
+        m.d.comb += strobe.eq(first_err)
         with m.If(first_err):
             m.d.sync += [stop.eq(1), self.error.eq(self.rresp), self.err_addr.eq(rx_addr)]
         with m.If(self.abort):
             m.d.sync += stop.eq(1)
 
-        m.d.comb += self.busy.eq(((to_issue != 0) & ~stop) | (inflight != 0))
+        m.d.comb += self.busy.eq(((to_issue != 0) & ~stop) | (inflight != stale_n))
+
+        # --- watchdog: T cycles busy without progress from the memory end the transfer ----------
+        if self.timeout_cycles is not None:
+            T = self.timeout_cycles
+            wd = Signal(range(T))
+            waiting = self.busy & ~(self.arvalid & self.arready) & ~self.rvalid & ~issue
+            with m.If(waiting):
+                m.d.sync += wd.eq(wd + 1)
+            with m.Else():
+                m.d.sync += wd.eq(0)
+            with m.If(waiting & (wd == T - 1)):
+                # no beat or issue this cycle: every burst in flight becomes stale
+                m.d.sync += [stop.eq(1), stale_n.eq(inflight), wd.eq(0)]
+                with m.If(self.error == 0):
+                    m.d.comb += strobe.eq(1)
+                    m.d.sync += [self.error.eq(ERR_TIMEOUT), self.err_addr.eq(rx_addr)]
+
         with m.If(self.start & ~self.busy & ~self.abort):
             base = Signal(aw)
             m.d.comb += base.eq(self.base & ~(nbytes - 1))
