@@ -76,6 +76,7 @@ PROVIDERS: dict[str, str] = {
     "beamraster-precoder": "hdl.beamraster.precoder_formal:formal_checks",
     "fss-gemm": "hdl.fss.gemm_formal:formal_checks",
     "bbs-csr": "hdl.bbs.csr_formal:formal_checks",
+    "bbs-lstm": "hdl.bbs.lstm_formal:formal_checks",
     "axi-reader": "hdl.common.axi_reader_formal:formal_checks",
     "bbs-lstm-axi": "hdl.bbs.axi_top_formal:formal_checks",
     "fss-axi": "hdl.fss.axi_top_formal:formal_checks",

@@ -26,6 +26,7 @@ DESIGNS = {
     "beamraster-precoder": "hdl.beamraster.precoder_formal",
     "fss-gemm": "hdl.fss.gemm_formal",
     "bbs-csr": "hdl.bbs.csr_formal",
+    "bbs-lstm": "hdl.bbs.lstm_formal",
     "axi-reader": "hdl.common.axi_reader_formal",
     "bbs-lstm-axi": "hdl.bbs.axi_top_formal",
     "fss-axi": "hdl.fss.axi_top_formal",
