@@ -55,7 +55,7 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
-from hdl.common.formal import Props, past
+from hdl.common.formal import Props, mutant_checks, past
 from models.bbs_lstm import LSTMParams
 from models.fixedpoint import Q
 
@@ -204,8 +204,5 @@ def formal_checks(full: bool = False) -> list[dict]:
     if full:
         out.append(dict(name="all-bmc30", build=lambda: LSTMAxiTopFormal(prm, const_regs=True), mode="bmc",
                         depth=30, doc="every group, constant registers included: deep BMC"))
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: LSTMAxiTopFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: LSTMAxiTopFormal(prm, cls, props))
     return out

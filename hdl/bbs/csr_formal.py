@@ -30,7 +30,7 @@ from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from hdl.bbs.csr import CSRSpMxV
-from hdl.common.formal import Props, assert_sink, assume_source, internals
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks
 from models.bbs_csr import CSRParams
 from models.fixedpoint import Q
 
@@ -180,8 +180,5 @@ def formal_checks(full: bool = False) -> list[dict]:
         prm4 = formal_params(rows=8, cols=8, mults=4, lanes=4)
         out += [dict(name="m4-bmc", build=lambda: CSRFormal(prm4), mode="bmc", depth=24,
                      doc="every property, M=4, 8 x 8: BMC")]
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: CSRFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: CSRFormal(prm, cls, props))
     return out

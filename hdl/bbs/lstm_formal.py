@@ -100,7 +100,7 @@ from amaranth.lib.wiring import In
 from hdl.bbs.lstm import LSTMLayer
 from hdl.bbs.spmxv import COUNTER_BITS
 from hdl.bbs.spmxv_formal import spmxv_internals
-from hdl.common.formal import Props, assert_sink, assume_source, internals, past
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
 from models.bbs import PIPELINE_LATENCY
 from models.bbs_lstm import LSTMCycleModel, LSTMParams
 from models.fixedpoint import Q
@@ -810,10 +810,7 @@ def formal_checks(full: bool = False) -> list[dict]:
                                                                     props=_DELTA),
                  mode="bmc", depth=18, doc="delta mode J=2: every group but internal/data/drain, BMC"),
         ]
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: LSTMFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: LSTMFormal(prm, cls, props))
     return out
 
 

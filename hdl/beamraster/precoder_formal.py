@@ -31,7 +31,7 @@ from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from hdl.beamraster.precoder import Precoder
-from hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals
+from hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals, mutant_checks
 from models.beamraster.datapath import PrecoderParams
 from models.fixedpoint import Q
 
@@ -239,8 +239,5 @@ def formal_checks(full: bool = False) -> list[dict]:
             dict(name="m4k2-bmc", build=lambda: PrecoderFormal(prm2), mode="bmc", depth=30,
                  doc="every property, M=4 K=2 L=2: BMC"),
         ]
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: PrecoderFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: PrecoderFormal(prm, cls, props))
     return out

@@ -70,7 +70,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from hdl.common.axi_reader import ERR_TIMEOUT, AxiReader
-from hdl.common.formal import Props, internals, past
+from hdl.common.formal import Props, internals, mutant_checks, past
 
 __all__ = ["AxiReaderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -509,8 +509,5 @@ def formal_checks(full: bool = False) -> list[dict]:
             dict(name="b4o2-bmc12", build=lambda: AxiReaderFormal(prm), mode="bmc", depth=12,
                  doc="every property: deeper BMC"),
         ]
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: AxiReaderFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: AxiReaderFormal(prm, cls, props))
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assert, Assume, Signal, Value
 
-__all__ = ["Props", "assume_source", "assert_sink", "internals", "assigned_from", "fsm_states", "past"]
+__all__ = ["mutant_checks", "Props", "assume_source", "assert_sink", "internals", "assigned_from", "fsm_states", "past"]
 
 
 class Props:
@@ -161,3 +161,13 @@ def fsm_states(sig) -> dict[str, int]:
     if not out:
         raise LookupError(f"{sig.name!r} is not an FSM state signal")
     return out
+
+
+def mutant_checks(mutants: dict, build) -> list[dict]:
+    """Check dicts for :mod:`cosim.formal` from a ``MUTANTS`` table
+    (``name -> (broken class, mode, depth, property groups, expected failure message)``):
+    each builds ``build(cls, props)`` and must fail with that message."""
+    return [dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: build(cls, props),
+                 mode=mode, depth=depth, expect="fail", fails_with=msg,
+                 doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: "))
+            for name, (cls, mode, depth, props, msg) in mutants.items()]

@@ -51,7 +51,7 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
-from hdl.common.formal import Props, internals, past
+from hdl.common.formal import Props, internals, mutant_checks, past
 from hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
 from hdl.fss.gemm_formal import formal_params as _gemm_params
 from models.fss import FSSParams
@@ -203,8 +203,5 @@ def formal_checks(full: bool = False) -> list[dict]:
     if full:
         out.append(dict(name="all-bmc28", build=lambda: FSSAxiTopFormal(prm, const_regs=True), mode="bmc",
                         depth=28, doc="every group, constant registers included: deep BMC"))
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: FSSAxiTopFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: FSSAxiTopFormal(prm, cls, props))
     return out

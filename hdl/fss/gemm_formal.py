@@ -36,7 +36,7 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, internals, past
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
 from hdl.fss.gemm import FSSGemm
 from models.fixedpoint import Q
 from models.fss import PIPELINE_LATENCY, FSSParams
@@ -278,8 +278,5 @@ def formal_checks(full: bool = False) -> list[dict]:
             dict(name="r2x2n2-bmc30", build=lambda: GemmFormal(prm), mode="bmc", depth=30,
                  doc="every property: deep BMC"),
         ]
-    for name, (cls, mode, depth, props, msg) in MUTANTS.items():
-        out.append(dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: GemmFormal(prm, cls, props),
-                        mode=mode, depth=depth, expect="fail", fails_with=msg,
-                        doc="broken: " + " ".join((cls.__doc__ or "").split()).removeprefix("Broken: ")))
+    out += mutant_checks(MUTANTS, lambda cls, props: GemmFormal(prm, cls, props))
     return out
