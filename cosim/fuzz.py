@@ -227,6 +227,8 @@ def seeds(target: str) -> list[bytes]:
         return [_CONFIG, b'[[rule]]\ntensors = "*"\npattern = "nm"\nn = 2\nm = 4\n']
     if target == "vectors":
         return [_npy_bytes(w[0]), _npy_bytes(w[:2])]
+    if target.startswith("dense-out-"):
+        return seeds(target.removeprefix("dense-out-"))
     if target == "onnx":
         return [_memo("onnx-mlp", _onnx_bytes), _memo("onnx-bf16", lambda: _onnx_bytes("bf16"))]
     if target == "config-yaml":
@@ -300,6 +302,20 @@ def _load_tensors(p: Path):
     from pruning.io import load_tensors
 
     return load_tensors(p)
+
+
+def _load_dense_out(p: Path):
+    """``hwcosim prune W --dense-out``: the weights are read (pruning.io), then read again and written
+    back with the first tensor replaced (pruning.roundtrip, its own reader); returns the output's
+    tensors read back."""
+    from pruning.io import load_tensors
+    from pruning.roundtrip import write_dense
+
+    tensors = load_tensors(p)
+    repl = {k: np.zeros_like(v) for k, v in list(tensors.items())[:1]}
+    dst = p.with_name("dense-out" + p.suffix)
+    write_dense(p, dst, repl)
+    return load_tensors(dst)
 
 
 def _tensors_ok(res) -> str | None:
@@ -508,6 +524,7 @@ def _targets() -> dict[str, Target]:
     from pruning.formats.csb import FormatError
     from pruning.io import WeightIOError
     from pruning.onnx_io import OnnxIOError
+    from pruning.roundtrip import RoundTripError
 
     t = [
         Target("npy", _single(".npy"), _load_tensors, (WeightIOError,), "weights .npy (pruning.io)", _tensors_ok),
@@ -533,6 +550,9 @@ def _targets() -> dict[str, Target]:
                "hwcosim jobcheck train.py, static pass (models.jobs.jobcheck)", _jobcheck_ok),
         Target("easyscale-checkpoint", _single(".npz", "job"), _load_checkpoint, (CheckpointError,),
                "EasyScaleTrainer.from_checkpoint .npz (models.elastic.easyscale)", _checkpoint_ok),
+        *(Target(f"dense-out-{kind}", _single(f".{kind}"), _load_dense_out, (WeightIOError, RoundTripError),
+                 f"hwcosim prune W.{kind} --dense-out: read back and rewritten (pruning.roundtrip)", _tensors_ok)
+          for kind in ("npy", "npz", "safetensors")),
         Target("topology-csv", _single(".csv", "topo"), _load_topology, (TopologyError,),
                "lingjun_2023(path): Crux-format topology CSV (models.cluster.topology)", _topology_ok),
     ]

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from models.atomic import atomic_path, write_bytes
+from models.safeparse import json_loads
 
 __all__ = ["RoundTripError", "DENSE_SUFFIXES", "write_dense", "read_safetensors", "safetensors_header",
            "default_dense_path"]
@@ -66,8 +67,8 @@ def safetensors_header(path: str | Path) -> tuple[dict, int]:
             size = path.stat().st_size
             if n > size - 8:
                 raise RoundTripError(f"{path}: header length {n} exceeds the file size {size}")
-            header = json.loads(f.read(n))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            header = json_loads(f.read(n), str(path), RoundTripError, "safetensors header")
+    except OSError as e:
         raise RoundTripError(f"{path}: not a readable safetensors file ({e})") from None
     if not isinstance(header, dict):
         raise RoundTripError(f"{path}: safetensors header is not a JSON object")
@@ -113,10 +114,26 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def _entries(header: dict, path) -> list[tuple[str, dict]]:
+    """The tensor entries in offset order, each checked: a dtype name, a shape of non-negative
+    integers, two integer offsets inside the data section whose span is the shape's byte size."""
     items = [(k, v) for k, v in header.items() if k != "__metadata__"]
+    data_len = Path(path).stat().st_size - safetensors_header(path)[1]
     for k, v in items:
         if not (isinstance(v, dict) and {"dtype", "shape", "data_offsets"} <= set(v)):
             raise RoundTripError(f"{path}: malformed header entry for {k!r}")
+        dt, shape, offs = v["dtype"], v["shape"], v["data_offsets"]
+        if not isinstance(dt, str):
+            raise RoundTripError(f"{path}: tensor {k!r} has a dtype that is not a name: {dt!r}")
+        if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**40 for d in shape)):
+            raise RoundTripError(f"{path}: tensor {k!r} has a malformed shape {str(shape)[:60]}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
+                and 0 <= offs[0] <= offs[1] <= data_len):
+            raise RoundTripError(f"{path}: tensor {k!r} has data_offsets {str(offs)[:60]} outside the "
+                                 f"{data_len}-byte data section; the file is damaged")
+        size = {"BF16": 2}.get(dt) or (np.dtype(_ST_DTYPES[dt]).itemsize if dt in _ST_DTYPES else None)
+        if size is not None and offs[1] - offs[0] != size * int(np.prod(shape, dtype=object)):
+            raise RoundTripError(f"{path}: tensor {k!r}: {offs[1] - offs[0]} bytes do not hold a {dt} "
+                                 f"tensor of shape {shape}; the file is damaged")
     return sorted(items, key=lambda kv: kv[1]["data_offsets"][0])
 
 
