@@ -100,7 +100,7 @@ from amaranth.lib.wiring import In
 from hdl.bbs.lstm import LSTMLayer
 from hdl.bbs.spmxv import COUNTER_BITS
 from hdl.bbs.spmxv_formal import spmxv_internals
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
 from models.bbs import PIPELINE_LATENCY
 from models.bbs_lstm import LSTMCycleModel, LSTMParams
 from models.fixedpoint import Q
@@ -162,23 +162,12 @@ def _sub(frag, name: str):
     return sub, sub.origins[0]
 
 
-def _assigns(stmts):
-    from amaranth.hdl._ast import Assign, Switch
-
-    for st in stmts:
-        if isinstance(st, Assign):
-            yield st
-        elif isinstance(st, Switch):
-            for case in st.cases:
-                yield from _assigns(case[1])
-
-
 def _ew_stages(ew_frag, ew) -> list:
     """The element-wise unit's (unnamed) stage-valid bits ``[vA, vB, vC]``, traced back from the
     ``o.valid`` assignment."""
     from amaranth.hdl._ast import Signal as _Sig
 
-    pairs = [(a.lhs, a.rhs) for a in _assigns(ew_frag.statements.get("sync", []))]
+    pairs = [(a.lhs, a.rhs) for a in sync_assigns(ew_frag)]
     chain = [ew.o.valid]
     for _ in range(3):
         try:

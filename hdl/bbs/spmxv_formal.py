@@ -48,6 +48,7 @@ from amaranth.hdl import Assert, Assume, Cover, Fragment, Mux, ResetSignal, Sign
 from amaranth.lib import wiring
 
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV
+from hdl.common.formal import sync_assigns
 from models.bbs import PIPELINE_LATENCY, BBSParams
 from models.fixedpoint import Q
 
@@ -60,17 +61,6 @@ _COUNTERS = ("cycles", "mac_beats", "stall_out", "starve_w")
 PROPERTIES = ("y_hold", "y_no_phantom", "y_drain", "latency", "w_needs_x", "mac_beats", "counters", "internal")
 
 
-def _assigns(stmts):
-    from amaranth.hdl._ast import Assign, Switch
-
-    for st in stmts:
-        if isinstance(st, Assign):
-            yield st
-        elif isinstance(st, Switch):
-            for case in st.cases:
-                yield from _assigns(case[1])
-
-
 def spmxv_internals(frag, dut) -> dict:
     """The engine's pipeline state, found in its elaborated fragment (white-box invariants).
 
@@ -81,7 +71,7 @@ def spmxv_internals(frag, dut) -> dict:
     from amaranth.hdl._ast import Operator
     from amaranth.hdl._ast import Signal as _Sig
 
-    assigns = list(_assigns(frag.statements.get("sync", [])))
+    assigns = sync_assigns(frag)
     pairs = [(a.lhs, a.rhs) for a in assigns]
     by_name = {}
     for a in assigns:

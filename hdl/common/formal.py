@@ -27,7 +27,8 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assert, Assume, Signal, Value
 
-__all__ = ["mutant_checks", "Props", "assume_source", "assert_sink", "internals", "assigned_from", "fsm_states", "past"]
+__all__ = ["mutant_checks", "sync_assigns", "Props", "assume_source", "assert_sink", "internals", "assigned_from",
+           "fsm_states", "past"]
 
 
 class Props:
@@ -126,9 +127,9 @@ def internals(obj, names, design: str, where: str) -> dict:
     return out
 
 
-def assigned_from(obj, src, design: str, where: str):
-    """The one register that takes exactly ``src`` in some synchronous assignment of ``obj``
-    (a fragment or a module): a way to find an unnamed register by what it latches."""
+def sync_assigns(obj) -> list:
+    """Every synchronous assignment of ``obj`` (a fragment or a module), inside ``m.If``/``m.Switch``
+    bodies too."""
     from amaranth.hdl._ast import Assign, Switch
 
     def walk(stmts):
@@ -140,7 +141,13 @@ def assigned_from(obj, src, design: str, where: str):
                     yield from walk(case[1])
 
     stmts = obj.statements if hasattr(obj, "statements") else obj._statements
-    found = {id(a.lhs): a.lhs for a in walk(stmts.get("sync", [])) if a.rhs is src}
+    return list(walk(stmts.get("sync", [])))
+
+
+def assigned_from(obj, src, design: str, where: str):
+    """The one register that takes exactly ``src`` in some synchronous assignment of ``obj``
+    (a fragment or a module): a way to find an unnamed register by what it latches."""
+    found = {id(a.lhs): a.lhs for a in sync_assigns(obj) if a.rhs is src}
     if len(found) != 1:
         raise LookupError(f"{design} internals changed: {len(found)} registers latch {src.name!r}; "
                           f"update {where}")

@@ -36,7 +36,7 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
 from hdl.fss.gemm import FSSGemm
 from models.fixedpoint import Q
 from models.fss import PIPELINE_LATENCY, FSSParams
@@ -59,18 +59,10 @@ def stage_valids(frag, dut, wr_sel: bool = False) -> list:
     """``[s1_valid, s2_valid, s3_valid]``, traced back from the ``y.valid`` assignment (they are
     unnamed in the engine); with ``wr_sel=True`` the (unnamed) tile write-select register
     instead. Raises ``LookupError`` when the RTL changes shape."""
-    from amaranth.hdl._ast import Assign, Operator, Switch
+    from amaranth.hdl._ast import Operator
     from amaranth.hdl._ast import Signal as _Sig
 
-    def walk(stmts):
-        for st in stmts:
-            if isinstance(st, Assign):
-                yield st
-            elif isinstance(st, Switch):
-                for case in st.cases:
-                    yield from walk(case[1])
-
-    pairs = [(a.lhs, a.rhs) for a in walk(frag.statements.get("sync", []))]
+    pairs = [(a.lhs, a.rhs) for a in sync_assigns(frag)]
     if wr_sel:
         # wr_sel is unnamed: the one-bit register other than rd_sel that toggles (x <= ~x)
         togglers = {id(lhs): lhs for lhs, r in pairs if isinstance(lhs, _Sig) and isinstance(r, Operator)

@@ -48,7 +48,7 @@ from amaranth import Module
 from amaranth.hdl import Array, Assume, Cover, Fragment, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, fsm_states, internals
+from hdl.common.formal import Props, assert_sink, assume_source, fsm_states, internals, sync_assigns
 from hdl.melo.engine import MeloEngine
 from models.melo.engine import ACK, SACK, MeloEngineParams
 
@@ -215,18 +215,9 @@ class MeloFormal(wiring.Component):
 def _head_register(frag, free_head):
     """The engine's (unnamed) ``head`` register: what ``free_head`` takes when a block or a
     chain is pushed (the other source, the ``next`` memory's read data, is not a register)."""
-    from amaranth.hdl._ast import Assign, Switch
     from amaranth.hdl._ast import Signal as _Sig
 
-    def walk(stmts):
-        for st in stmts:
-            if isinstance(st, Assign):
-                yield st
-            elif isinstance(st, Switch):
-                for case in st.cases:
-                    yield from walk(case[1])
-
-    sync = list(walk(frag.statements.get("sync", [])))
+    sync = sync_assigns(frag)
     regs = {id(s) for a in sync for s in a._lhs_signals()}
     cands = {id(a.rhs): a.rhs for a in sync if a.lhs is free_head and isinstance(a.rhs, _Sig)
              and a.rhs is not free_head and id(a.rhs) in regs}
