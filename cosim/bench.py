@@ -136,16 +136,40 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
 }
 
 
+def select_benches(only: str | None) -> list[str]:
+    """Names of the benches to run: all of them, or the comma-separated ``--only`` list."""
+    if not only:
+        return list(BENCHES)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown or not names:
+        from cosim.cli import UsageError
+
+        raise UsageError(f"--only: unknown bench {', '.join(unknown) or '(empty)'}; "
+                         f"choose from {', '.join(BENCHES)}")
+    return names
+
+
 def run_bench(args) -> int:
+    names = select_benches(getattr(args, "only", None))
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    summary = {}
-    for name, fn in BENCHES.items():
-        t0 = time.monotonic()
-        fn(out, args.quick)
-        summary[name] = {"seconds": round(time.monotonic() - t0, 1)}
+    index = out / "index.json"
+    summary: dict = {}
+    if getattr(args, "only", None) and index.exists():
+        # a partial run keeps the other benches' entries
+        try:
+            summary = json.loads(index.read_text())
+        except (OSError, ValueError):
+            summary = {}
     from models.atomic import write_text
 
-    write_text(out / "index.json", json.dumps(summary, indent=2) + "\n")
+    for name in names:
+        t0 = time.monotonic()
+        print(f"bench {name} ...", flush=True)
+        BENCHES[name](out, args.quick)
+        summary[name] = {"seconds": round(time.monotonic() - t0, 1), "quick": bool(args.quick),
+                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_text(index, json.dumps(summary, indent=2) + "\n")
     print(f"benchmarks written to {out}/")
     return 0

@@ -212,4 +212,6 @@ def register(sub) -> None:
                                     "simulation, and the other packages' benchmarks; JSON into the output folder.")
     ap.add_argument("-o", "--output", default="build/bench")
     ap.add_argument("--quick", action="store_true", help="small configurations only")
+    ap.add_argument("--only", metavar="NAME[,NAME]",
+                    help="run only these benches (see cosim.bench.BENCHES); index.json keeps the others")
     ap.set_defaults(func=cmd_bench)
