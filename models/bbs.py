@@ -41,6 +41,11 @@ __all__ = ["BBSParams", "PIPELINE_LATENCY", "spmxv", "spmxv_float", "pack_weight
 PIPELINE_LATENCY = 4
 
 
+# Largest shapes the generator accepts: far above any FPGA's on-chip memory and multipliers, low
+# enough that a typo (rows=10**20) is refused at once instead of hanging the elaboration.
+_LIMITS = {"rows": 1 << 16, "cols": 1 << 16, "banks": 1024, "k": 1 << 16, "pes": 1024}
+
+
 @dataclass(frozen=True)
 class BBSParams:
     """One parameter set shared by the golden model, the RTL, the testbench and the build.
@@ -73,6 +78,9 @@ class BBSParams:
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"BBS {name} must be a positive integer, not {v!r}")
+            if v > _LIMITS[name]:
+                raise ValueError(f"BBS {name}={v} is beyond what this generator builds (at most "
+                                 f"{_LIMITS[name]}); split the matrix into tiles or use fewer {name}")
         if self.cols % self.banks:
             raise ValueError(f"BBS: {self.cols} columns do not split into {self.banks} equal banks; "
                              "choose a bank count that divides the column count")
