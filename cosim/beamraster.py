@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from cosim import runner
-from models.beamraster.datapath import CycleModel, PrecoderParams, precode_fixed, scenario
+from models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, precode_fixed, scenario
 
 __all__ = ["run_precoder", "run_scenario", "realtime_budget", "LTE_SYMBOLS_PER_S", "bench_beamraster_realtime",
-           "bench_beamraster_dsp", "dsp_report"]
+           "bench_beamraster_dsp", "dsp_report", "fixed_point_fraction"]
 
 #: 20 MHz LTE-like numerology: 1200 used subcarriers x 14 OFDM symbols per ms.
 LTE_SYMBOLS_PER_S = 1200 * 14 * 1000
@@ -74,8 +74,9 @@ def _budget_rows(quick: bool, test_root: Path) -> list[dict]:
         for L in ((64,) if quick else (64, 16)):
             p = PrecoderParams(M=64, K=K, lanes=L, groups=2, sc_per_group=2, symbols_per_frame=2)
             t0 = time.monotonic()
-            res, _ = run_scenario(p, n_frames=2, seed=K + L, test_dir=test_root / f"M64K{K}L{L}")
+            res, sc = run_scenario(p, n_frames=2, seed=K + L, return_output=True, test_dir=test_root / f"M64K{K}L{L}")
             mt = res.metrics
+            fx = fixed_point_sum_rate(p, sc, np.array(mt.pop("out_re")), np.array(mt.pop("out_im")))
             # steady state: the measured cycles minus the one-off fill, per symbol
             n = mt["n_symbols"]
             steady = (mt["cycles"] - (mt["expected"] - CycleModel(p).ideal(n))) / n
@@ -83,13 +84,40 @@ def _budget_rows(quick: bool, test_root: Path) -> list[dict]:
             row.update({"cycles": mt["cycles"], "n_symbols": n, "ideal": mt["ideal"], "expected": mt["expected"],
                         "measured_symbols_per_cycle_incl_fill": n / mt["cycles"], "mismatches": mt["mismatches"],
                         "simulator": res.sim, "sim_seconds": round(time.monotonic() - t0, 1),
-                        "real_multipliers": p.real_multipliers})
+                        "real_multipliers": p.real_multipliers,
+                        "rtl_output_sum_rate_fraction": fx["fraction"], "rtl_output_evm": fx["evm"]})
             rows.append(row)
     return rows
 
 
+def fixed_point_fraction(M: int, K: int, *, n_frames: int = 4, snr_db: float = 30.0, seed: int = 1,
+                         sc_per_group: int = 12, groups: int = 4, symbols_per_frame: int = 4) -> dict:
+    """Sum rate of the fixed-point datapath over that of the float precoder it implements.
+
+    Golden model :func:`models.beamraster.datapath.precode_fixed` (bit-exact with the RTL, which
+    the simulated rows of the real-time bench check sample by sample) on a channel-driven
+    scenario with LTE-like grouping (one pre-distortion matrix per ``sc_per_group`` = 12
+    subcarriers), 16-QAM symbols; the float reference uses the same grouped matrices, so the
+    fraction isolates the fixed-point error (coefficient quantisation, rounding, saturation).
+    """
+    p = PrecoderParams(M=M, K=K, lanes=M, groups=groups, sc_per_group=sc_per_group,
+                       symbols_per_frame=symbols_per_frame)
+    sc = scenario(p, n_frames=n_frames, snr_db=snr_db, seed=seed)
+    (xr, xi), _ = precode_fixed(p, sc["s_re"], sc["s_im"], sc["beams"], sc["P_re"], sc["P_im"])
+    r = fixed_point_sum_rate(p, sc, xr, xi)
+    return {"M": M, "K": K, "snr_db": snr_db, "frames": n_frames, "subcarriers_per_symbol": p.sc_per_symbol,
+            "sc_per_group": sc_per_group, "subcarrier_symbols": int(xr.shape[0]), "seed": seed,
+            "formats": {k: str(getattr(p, k)) for k in ("sym_fmt", "pd_fmt", "mid_fmt", "tw_fmt", "out_fmt")},
+            **r}
+
+
 def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
-    """Throughput measured in simulation -> clock for 64 antennas, 20 MHz LTE-like, K = 8 and 16."""
+    """Throughput measured in simulation -> clock for 64 antennas, 20 MHz LTE-like, K = 8 and 16.
+
+    Also records the fixed-point vs float sum-rate fraction: of each simulated run's own RTL
+    output words (``rtl_output_sum_rate_fraction``, 16 subcarrier-symbols), and of the golden
+    model on a larger LTE-grouped scenario at 20 and 30 dB (``fixed_point_vs_float``).
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -97,8 +125,13 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
 
     out_dir = Path(out_dir)
     rows = _budget_rows(quick, out_dir / "beamraster_sim")
+    fixed = [fixed_point_fraction(64, K, snr_db=snr) for K in (8, 16) for snr in (20.0, 30.0)]
     out = {"numerology": "1200 subcarriers x 14 symbols/ms (20 MHz LTE-like)",
-           "symbols_per_s": LTE_SYMBOLS_PER_S, "results": rows}
+           "symbols_per_s": LTE_SYMBOLS_PER_S, "results": rows,
+           "fixed_point_vs_float": {
+               "note": "sum rate with the fixed-point datapath output (golden model, bit-exact with the RTL) over "
+                       "the float precoder it implements; quantisation error counted as extra receiver noise",
+               "results": fixed}}
     write_text(out_dir / "beamraster_realtime.json", json.dumps(out, indent=2) + "\n")
     t = Table(title="BeamRaster precoder: real-time clock for M = 64, 16.8 M subcarrier-symbols/s")
     for c in ("K", "lanes L", "symbols/cycle (steady)", "clock MHz", "1 copy", "real mults", "mismatches"):
@@ -106,6 +139,13 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     for r in rows:
         t.add_row(str(r["K"]), str(r["lanes"]), f"{r['symbols_per_cycle']:.4f}", f"{r['clock_mhz']:.0f}",
                   "yes" if r["clock_mhz"] <= 300 else "no: 2 copies", str(r["real_multipliers"]), str(r["mismatches"]))
+    Console().print(t)
+    t = Table(title="Fixed-point vs float sum rate (golden model = RTL), M = 64, 16-QAM, 1 P per 12 subcarriers")
+    for c in ("K", "SNR dB", "float bit/s/Hz", "fixed bit/s/Hz", "fraction", "EVM", "saturated"):
+        t.add_column(c, justify="right")
+    for r in fixed:
+        t.add_row(str(r["K"]), f"{r['snr_db']:.0f}", f"{r['sum_rate_float']:.3f}", f"{r['sum_rate_fixed']:.3f}",
+                  f"{r['fraction']:.5%}", f"{r['evm']:.1e}", str(r["saturated"]))
     Console().print(t)
     return out
 

@@ -52,12 +52,14 @@ def _cmd_study(args) -> int:
         for r in res["vs_snr"][kind]:
             t.add_row(str(r["snr_db"]), *(f"{r[m]:.1f}" for m in METHODS), f"{r['beamraster'] / r['zf']:.1%}")
         con.print(t)
-    t = Table(title="Precoder update cost per subcarrier: complex multiplies (numpy time / ZF's)")
+    t = Table(title="Precoder update cost per subcarrier: complex multiplies, numpy time / ZF's "
+                                          "(median [IQR])")
     t.add_column("M x K")
     for m in METHODS:
         t.add_column(m, justify="right")
     for c in res["cost"]:
-        t.add_row(f"{c['M']} x {c['K']}", *(f"{c['cmul_per_update'][m]} ({c['time_ratio_to_zf'][m]:.2f}x)"
+        t.add_row(f"{c['M']} x {c['K']}", *(f"{c['cmul_per_update'][m]} {c['time_ratio_to_zf'][m]:.2f}x "
+                                            f"[{c['time_ratio_iqr'][m][0]:.2f},{c['time_ratio_iqr'][m][1]:.2f}]"
                                             for m in METHODS))
     con.print(t)
     con.print(f"ZF vs closed form (Rayleigh): max relative error {res['headline']['zf_closed_form_max_rel_err']:.2%}")

@@ -20,10 +20,15 @@ BeamRaster, as we build it
    ``a(u_b) / sqrt(M)`` at the grid ``u_b = 2 (b - M/2) / M``. They are orthonormal, and
    every coefficient is an ``M``-th root of unity, so the whole bank is one table of ``M``
    twiddles (what the RTL stores).
-2. **Grating table**: ``T = H @ F``, the complex gain of every user on every beam
-   (``(S, K, M)``), computed with one length-``M`` FFT per user and subcarrier. When a user's
-   channel changes only its rows are recomputed (:class:`GratingTable`). A user's power sits on
-   the beams next to its path directions; off-grid paths leak into side lobes (Dirichlet kernel).
+2. **Grating table** (**ours**: a user x beam gain table): ``T = H @ F``, the complex gain of
+   every user on every beam (``(S, K, M)``), computed with one length-``M`` FFT per user and
+   subcarrier. The paper's grating table tracks cross-beam correlation; ours stores the
+   user-by-beam gains from which that correlation follows for any beam set: with the selected
+   beams ``G = T[:, :, beams]`` (``K x K`` per subcarrier, :meth:`GratingTable.correlation`) is
+   the gain of each user on every selected beam, i.e. how much each beam leaks into every other
+   selected user. When users move only their rows are recomputed (:class:`GratingTable`), so
+   an update costs ``S (M/2) log2 M`` multiplies per *changed* user. A user's power sits on the
+   beams next to its path directions; off-grid paths leak into side lobes (Dirichlet kernel).
 3. **Interference-aware user-beam selection** (greedy, **ours**): users in descending order of
    their strongest beam power (wideband, averaged over subcarriers) each take the unused beam
    maximising ``P[k, b] / (sigma^2 + sum_j P[k, b_j] + sum_j P[j, b])`` over the users ``j``
@@ -49,8 +54,9 @@ import math
 import numpy as np
 
 __all__ = ["dft_beams", "beam_grid", "grating_table", "GratingTable", "select_beams", "strongest_beams",
-           "predistortion", "normalise_columns", "zf", "mmse", "mrt", "codebook", "beamraster", "PRECODERS",
-           "sinr", "sum_rate", "zf_sum_rate_closed_form", "update_cost"]
+           "predistortion", "normalise_columns", "zf", "mmse", "mrt", "codebook", "beamraster",
+           "beamraster_coefficients", "PRECODERS", "sinr", "sum_rate", "zf_sum_rate_closed_form", "update_cost",
+           "COUNTING_RULE"]
 
 
 def beam_grid(M: int) -> np.ndarray:
@@ -76,7 +82,7 @@ def grating_table(H: np.ndarray) -> np.ndarray:
 
 
 class GratingTable:
-    """The grating table kept up to date as channels change, one user (row) at a time.
+    """The grating table (user x beam gains) kept up to date as channels change, one user at a time.
 
     Parameters
     ----------
@@ -86,29 +92,48 @@ class GratingTable:
     Attributes
     ----------
     T : complex array (S, K, M)
-        Current user-by-beam gains.
+        Current user-by-beam gains ``H @ F``.
     updates : int
-        User rows recomputed so far (each costs ``S`` FFTs of length ``M``).
+        User rows computed so far, the initial ``K`` included (each costs ``S`` FFTs of length
+        ``M``); a full recompute per update would add ``K`` every time.
     """
 
     def __init__(self, H: np.ndarray):
-        self.T = grating_table(np.asarray(H, dtype=np.complex128))
+        self.H = np.array(H, dtype=np.complex128)
+        self.T = grating_table(self.H)
         self.updates = self.T.shape[1]
 
     def update(self, H_new: np.ndarray, users=None) -> np.ndarray:
-        """Recompute the rows of ``users`` (default: those whose channel changed) from ``H_new``."""
+        """Recompute the rows of ``users`` from ``H_new``; returns the users updated.
+
+        ``users=None``: the users whose channel differs from the stored one (found by comparing
+        channels, no transform), so the FFT work scales with the number of changed users.
+        """
         H_new = np.asarray(H_new, dtype=np.complex128)
         if H_new.shape != self.T.shape:
             raise ValueError(f"channel shape {H_new.shape} differs from the table's {self.T.shape}")
         if users is None:
-            Tn = grating_table(H_new)
-            users = np.flatnonzero(np.any(~np.isclose(Tn, self.T, rtol=0, atol=1e-12), axis=(0, 2)))
-            self.T[:, users] = Tn[:, users]
+            users = np.flatnonzero(np.any(H_new != self.H, axis=(0, 2)))
         else:
             users = np.atleast_1d(np.asarray(users, dtype=np.int64))
-            self.T[:, users] = grating_table(H_new[:, users])
+        if len(users) == self.T.shape[1]:
+            self.H[...] = H_new
+            self.T = grating_table(self.H)
+        elif len(users):
+            self.H[:, users] = H_new[:, users]
+            self.T[:, users] = grating_table(self.H[:, users])
         self.updates += len(users)
         return users
+
+    def copy(self) -> GratingTable:
+        """An independent copy (same channels, table and update count)."""
+        c = GratingTable.__new__(GratingTable)
+        c.H, c.T, c.updates = self.H.copy(), self.T.copy(), self.updates
+        return c
+
+    def correlation(self, beams) -> np.ndarray:
+        """Cross-beam gains ``G = T[:, :, beams]`` (S, K, K): user ``k``'s gain on user ``j``'s beam."""
+        return self.T[..., np.asarray(beams, dtype=np.int64)]
 
     def power(self) -> np.ndarray:
         """Wideband beam power ``mean_s |T|^2``, shape ``(K, M)``."""
@@ -170,12 +195,14 @@ def predistortion(G: np.ndarray, order: int | None = 1) -> np.ndarray:
     d = np.diagonal(G, axis1=-2, axis2=-1)
     dinv = np.where(np.abs(d) > 0, 1.0 / np.where(d == 0, 1, d), 0.0)
     K = G.shape[-1]
-    A = dinv[..., :, None] * (G - d[..., :, None] * np.eye(K))  # D^-1 O
-    term = dinv[..., :, None] * np.eye(K)                         # D^-1
-    P = term.copy()
-    for _ in range(order):
-        term = -A @ term
+    A = dinv[..., :, None] * (G - d[..., :, None] * np.eye(K))  # D^-1 O: K^2 multiplies
+    P = dinv[..., :, None] * np.eye(K)                            # D^-1
+    if order >= 1:
+        term = -A * dinv[..., None, :]                            # -(D^-1 O) D^-1: a column scaling, K^2
         P = P + term
+        for _ in range(order - 1):
+            term = -A @ term                                      # higher powers: K^3 each
+            P = P + term
     return P
 
 
@@ -213,10 +240,19 @@ def beamraster(H: np.ndarray, snr: float, order: int | None = 1, T: np.ndarray |
     """
     T = grating_table(H) if T is None else T
     beams = select_beams(np.mean(np.abs(T) ** 2, axis=0), noise=1.0 / snr)
-    G = T[..., beams]                     # (S, K, K): user k's gain on user j's beam
-    P = normalise_columns(predistortion(G, order))  # F_S orthonormal: column power of W = that of P
+    P = beamraster_coefficients(T, beams, order)
     W = dft_beams(H.shape[-1])[:, beams] @ P
     return (W, beams, P) if return_parts else W
+
+
+def beamraster_coefficients(T: np.ndarray, beams: np.ndarray, order: int | None = 1) -> np.ndarray:
+    """Per-update BeamRaster work after the grating table: column-normalised ``P`` (S, K, K).
+
+    ``G = T[..., beams]`` is user ``k``'s gain on user ``j``'s beam; ``P`` pre-distorts it
+    (the DFT beams are orthonormal, so the column power of ``W = F[:, beams] P`` is that of ``P``).
+    ``P`` and ``beams`` are what the datapath loads: ``W`` itself is never formed.
+    """
+    return normalise_columns(predistortion(T[..., beams], order))
 
 
 PRECODERS = {"zf": zf, "mmse": mmse, "mrt": mrt, "codebook": codebook, "beamraster": beamraster}
@@ -261,28 +297,46 @@ def zf_sum_rate_closed_form(M: int, K: int, snr: float) -> float:
     return K * s / math.log(2)
 
 
+#: The counting rule of :func:`update_cost` (also written into the study's JSON).
+COUNTING_RULE = (
+    "cmul_per_update = complex multiplies per subcarrier to turn a new channel estimate into the coefficients the "
+    "method's datapath loads: ZF/MMSE form W = H^H (H H^H)^-1 (M x K, included: Gram K^2 M, inverse K^3, "
+    "product M K^2, column norms M K); MRT forms W = H^H (column norms M K); codebook: the grating table "
+    "(K FFTs of M points, (M/2) log2 M each); BeamRaster: the grating table plus the K x K pre-distortion P "
+    "(order 1: D^-1 O, (D^-1 O) D^-1 and column norms, 3 K^2; exact: inverse K^3 plus norms K^2). "
+    "BeamRaster never forms W: its datapath applies P (K^2) and synthesises the K DFT beams from the "
+    "pre-computed twiddle table (K M) per subcarrier-symbol, versus K M for a loaded W "
+    "(datapath_cmul_per_symbol). ops_per_frame = wideband user-beam selection (real operations, once per "
+    "frame, not per subcarrier): codebook K M compares, BeamRaster ~4 K M (score, compare, leakage sums). "
+    "Divisions and |.|^2 of the wideband beam power are not counted.")
+
+
 def update_cost(method: str, M: int, K: int, order: int | None = 1) -> dict:
     """Complex multiplies per subcarrier per precoder update (our operation counts).
 
-    ``per_update``: what must be redone whenever the channel changes; ``per_frame``: wideband
-    work done once per frame (beam selection compares, counted as real operations).
-    Counts: Gram ``K^2 M``, ``K x K`` inverse ``K^3``, ``M x K`` by ``K x K`` product ``M K^2``,
-    column norms ``M K``; an ``M``-point radix-2 FFT ``(M/2) log2 M``.
+    ``cmul_per_update``: what must be redone whenever the channel changes (see
+    :data:`COUNTING_RULE`); ``ops_per_frame``: wideband beam selection, real operations once per
+    frame; ``datapath_cmul_per_symbol``: applying the loaded coefficients to one
+    subcarrier-symbol. Counts: Gram ``K^2 M``, ``K x K`` inverse ``K^3``, ``M x K`` by ``K x K``
+    product ``M K^2``, column norms ``M K``; an ``M``-point radix-2 FFT ``(M/2) log2 M``.
     """
     fft = (M // 2) * max(1, int(math.log2(M)))
     if method in ("zf", "mmse"):
         per = K * K * M + K ** 3 + M * K * K + M * K
-        frame = 0
+        frame, path = 0, M * K
     elif method == "mrt":
-        per, frame = M * K, 0
+        per, frame, path = M * K, 0, M * K
     elif method == "codebook":
-        per, frame = K * fft, K * M
+        per, frame, path = K * fft, K * M, M * K
     elif method == "beamraster":
         if order is None:
             pd = K ** 3 + K * K
+        elif order == 0:
+            pd = K * K  # D^-1 is diagonal; column norms
         else:
-            pd = K * K + max(0, order - 1) * K ** 3 + K * K  # D^-1 O, higher powers, column norms
-        per, frame = K * fft + pd, K * K * M
+            pd = 2 * K * K + (order - 1) * K ** 3 + K * K  # D^-1 O, (D^-1 O) D^-1, higher powers, norms
+        per, frame, path = K * fft + pd, 4 * K * M, K * K + M * K
     else:
         raise ValueError(f"unknown precoder {method!r}; choose one of {', '.join(PRECODERS)}")
-    return {"method": method, "M": M, "K": K, "cmul_per_update": int(per), "ops_per_frame": int(frame)}
+    return {"method": method, "M": M, "K": K, "cmul_per_update": int(per), "ops_per_frame": int(frame),
+            "datapath_cmul_per_symbol": int(path)}
