@@ -25,3 +25,11 @@ def test_cli_huge_param_exit_2(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "beyond what this generator builds" in err[0]
+
+
+def test_beamraster_limits():
+    from models.beamraster.datapath import PrecoderParams
+
+    with pytest.raises(ValueError, match="M=1048576 is beyond"):
+        PrecoderParams(M=1 << 20)
+    PrecoderParams(M=256, K=32, lanes=64)

@@ -64,6 +64,12 @@ def _pos_int(name: str, v) -> None:
         raise ValueError(f"BeamRaster {name} must be a positive integer, not {v!r}")
 
 
+# Largest parameters the generator accepts: far above a massive-MIMO array (M=256) or an LTE frame
+# (100 resource blocks x 14 symbols), low enough that a typo is refused instead of hanging.
+_LIMITS = {"M": 4096, "K": 4096, "lanes": 4096, "groups": 1 << 16, "sc_per_group": 1 << 16,
+           "symbols_per_frame": 1 << 16}
+
+
 @dataclass(frozen=True)
 class PrecoderParams:
     """Parameters shared by the golden model, the RTL, the testbench and the Verilog build.
@@ -102,6 +108,9 @@ class PrecoderParams:
     def __post_init__(self):
         for name in ("M", "K", "lanes", "groups", "sc_per_group", "symbols_per_frame"):
             _pos_int(name, getattr(self, name))
+            if getattr(self, name) > _LIMITS[name]:
+                raise ValueError(f"BeamRaster {name}={getattr(self, name)} is beyond what this generator builds "
+                                 f"(at most {_LIMITS[name]}); use a smaller {name}")
         if self.M < 4 or self.M & (self.M - 1):
             raise ValueError(f"BeamRaster M={self.M} antennas: the twiddle table needs a power of two >= 4 "
                              "(e.g. 64, 128, 256)")
