@@ -133,6 +133,7 @@ BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "cpualloc": _lazy("models.jobs.cli", "bench_cpualloc"),
     "sim_speed": _lazy("cosim.simspeed", "bench_simspeed"),
     "cosim_bridges": _lazy("cosim.bridges.cli", "bench_bridges"),
+    "sweeps": _lazy("cosim.sweep", "bench_sweeps"),
 }
 
 

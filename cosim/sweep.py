@@ -10,7 +10,8 @@ line); every grid point is one pure task:
    model inside the testbench: a point whose RTL differs is reported as ``failed``;
 3. optionally Yosys estimates its resources (``--synth xcup``);
 4. model-level metrics are derived at a stated clock (BBS: multiplier utilisation and GOP/s;
-   MELO: goodput and pool occupancy; KV-Direct: operations per cycle against its model).
+   MELO: goodput and pool occupancy; KV-Direct: operations per cycle against its cycle model,
+   :mod:`cosim.bridges.kv_cycles`, and the steady-state bound of its throughput model).
 
 **Cache and resume.** A point's simulation result is stored in ``<cache>/sim-<key>.json`` and
 its synthesis result in ``<cache>/synth-<target>-<key>.json``; the simulation key hashes the
@@ -72,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
-           "plot_pareto", "register"]
+           "plot_pareto", "register", "bench_sweeps", "BENCH_SPECS"]
 
 #: Bumped when the meaning of a cached point changes (metrics derived differently, new fields).
 CACHE_FORMAT = 1
@@ -192,16 +193,28 @@ def _kvd_simulate(p, w: dict, sim: str, test_dir) -> dict:
 
 
 def _kvd_metrics(p, w: dict, raw: dict, clock_mhz: float) -> dict:
+    """Measured ops/cycle beside two models: the steady-state bound of
+    :func:`models.kvdirect.rtl_model.predict_ops_per_cycle` (clock, port, Little's law, chains;
+    blind to ``rs_slots`` and to fill/drain, so 1.5-4.5x above a 400-op run with few slots) and
+    the cycle model :func:`cosim.bridges.kv_cycles.simulate_cycles` (entries, slots, memory
+    port, fill and drain of the run), whose cycles are set against the RTL's."""
+    from cosim.bridges.kv_cycles import simulate_cycles
     from models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
 
     reqs = make_stream(int(w["ops"]), int(w["keys"]), str(w["dist"]), int(w["seed"]))
-    pred = predict_ops_per_cycle(p, reqs, int(w["latency"]), min(int(w["outstanding"]), p.entries),
-                                 bool(w["forward"]))
-    return {"cycles": raw["cycles"], "ops_per_cycle": raw["ops_per_cycle"], "mops": raw["ops_per_cycle"] * clock_mhz,
-            "predicted_ops_per_cycle": pred["ops_per_cycle"], "bound": pred["bound"],
-            "merge_fraction": pred["merge_fraction"], "mem_reads_per_op": raw["mem_reads"] / raw["n_ops"],
-            "forwarded": raw.get("dut_forwarded", 0), "entries": p.entries, "rs_slots": p.rs_slots,
-            "mismatches": raw["mismatches"]}
+    outstanding = min(int(w["outstanding"]), p.entries)
+    pred = predict_ops_per_cycle(p, reqs, int(w["latency"]), outstanding, bool(w["forward"]))
+    out = {"cycles": raw["cycles"], "ops_per_cycle": raw["ops_per_cycle"], "mops": raw["ops_per_cycle"] * clock_mhz,
+           "predicted_ops_per_cycle": pred["ops_per_cycle"], "bound": pred["bound"],
+           "merge_fraction": pred["merge_fraction"], "mem_reads_per_op": raw["mem_reads"] / raw["n_ops"],
+           "forwarded": raw.get("dut_forwarded", 0), "entries": p.entries, "rs_slots": p.rs_slots,
+           "mismatches": raw["mismatches"]}
+    if float(w["p_idle"]) == 0.0 and float(w["p_stall"]) == 0.0:  # the cycle model has no idle/stall traffic
+        cm = simulate_cycles(p, reqs, int(w["latency"]), outstanding, bool(w["forward"]))
+        out.update({"model_cycles": cm["cycles"], "model_ops_per_cycle": cm["ops_per_cycle"],
+                    "model_cycles_over_rtl": cm["cycles"] / raw["cycles"], "model_chained": cm["chained"],
+                    "model_stall_full_cycles": cm["stall_full"]})
+    return out
 
 
 # Sources of the golden models, workloads and testbenches (the RTL enters the key as its Verilog).
@@ -242,8 +255,8 @@ ADAPTERS: dict[str, Adapter] = {
         synth_plots=(("resources.LUT", "metrics.ops_per_cycle", "max"),
                      ("resources.FF", "metrics.ops_per_cycle", "max")),
         clock_mhz=180.0,
-        columns=("metrics.cycles", "metrics.ops_per_cycle", "metrics.predicted_ops_per_cycle", "metrics.bound",
-                 "metrics.mops")),
+        columns=("metrics.cycles", "metrics.model_cycles", "metrics.ops_per_cycle", "metrics.model_ops_per_cycle",
+                 "metrics.predicted_ops_per_cycle", "metrics.bound", "metrics.mops")),
 }
 
 
@@ -938,11 +951,72 @@ def plot_all(ad: Adapter, report: dict, out_dir: Path, draw: bool = True) -> lis
     return made
 
 
+# ---- benchmark ---------------------------------------------------------------------------------------------
+#: The shipped specs ``bench_sweeps`` runs, with xcup resources for every point.
+BENCH_SPECS = ("bbs_small", "melo_pool", "kvdirect_rs")
+_SPEC_DIR = Path(__file__).resolve().parent / "sweeps"
+
+
+def _quick_spec(spec: SweepSpec) -> SweepSpec:
+    """Every grid axis cut to its first and last values (at most 2 x 2 x 2 points)."""
+    return dataclasses.replace(spec, grid={k: (v if len(v) <= 2 else [v[0], v[-1]]) for k, v in spec.grid.items()})
+
+
+def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: bool = True,
+                 specs: tuple[str, ...] = BENCH_SPECS, synth: str | None = "xcup") -> dict:
+    """The shipped sweeps (``cosim/sweeps/<name>.toml``) with resources, for ``hwcosim bench``.
+
+    Each sweep runs on an embedded LocalCluster (``workers`` processes) into
+    ``<out_dir>/sweeps/<name>/`` (``sweep.json`` and its Pareto PNGs, resource plots included),
+    with one point cache for all of them in ``<out_dir>/sweeps/cache`` (a rerun of the bench
+    only simulates and synthesises what changed). ``quick`` keeps the first and last value of
+    each grid axis. Writes ``<out_dir>/sweeps.json``: per sweep the counts, wall time, plots and
+    one row per point (grid values, the design's table columns, resources, status, Pareto
+    membership). Returns that summary.
+    """
+    from rich.console import Console
+
+    from models.cliutil import write_json
+
+    out_dir = Path(out_dir)
+    root = out_dir / "sweeps"
+    con = Console(width=160)
+    summary: dict = {"synth": synth, "quick": bool(quick), "workers": workers,
+                     "note": "resources are Yosys estimates (synth_xilinx -family xcup), not vendor place-and-route",
+                     "sweeps": {}}
+    for name in specs:
+        spec = load_spec(_SPEC_DIR / f"{name}.toml")
+        spec.synth = synth
+        if quick:
+            spec = _quick_spec(spec)
+        ad = ADAPTERS[spec.design]
+        rep = run_sweep(spec, root / spec.name, workers=workers, processes=processes, cache_dir=root / "cache",
+                        progress=False, console=con)
+        con.print(results_table(ad, rep))
+        keys = list(rep["grid"])
+        cols = list(ad.columns) + ([f"resources.{k}" for k in ("LUT", "FF", "DSP", "BRAM", "LUTRAM")] if synth else [])
+        rows = [{**{k: r["point"].get(k) for k in keys}, **{c.split(".", 1)[1]: get(r, c) for c in cols},
+                 "status": r["status"], "error": r.get("error"), "pareto": r.get("pareto", []),
+                 "sim_seconds": r.get("sim_seconds")} for r in rep["points"]]
+        summary["sweeps"][spec.name] = {
+            "design": rep["design"], "sim": rep["sim"], "clock_mhz": rep["clock_mhz"], "grid": rep["grid"],
+            "counts": rep["counts"], "cached_points": rep["cached_points"], "seconds": rep["seconds"],
+            "complete": rep["complete"], "json": str(Path("sweeps") / spec.name / "sweep.json"),
+            "plots": [str(Path("sweeps") / spec.name / p) for p in rep["plots"]], "rows": rows}
+        write_json(out_dir / "sweeps.json", summary)
+    failed = {n: s["counts"]["failed"] for n, s in summary["sweeps"].items() if s["counts"]["failed"]}
+    if failed:
+        raise RuntimeError(f"sweep bench: failed points {failed}; see {root}/<name>/sweep.json")
+    return summary
+
+
 # ---- command line ----------------------------------------------------------------------------------------
 _SHORT = {"metrics.ideal_cycles": "ideal", "metrics.utilisation": "util", "metrics.gops": "GOP/s",
           "metrics.pkts_per_cycle": "pkt/cyc", "metrics.goodput_mpps": "goodput Mpps",
           "metrics.peak_pool_occupancy": "peak pool", "metrics.nack_pool": "NACK pool",
-          "metrics.ops_per_cycle": "ops/cyc", "metrics.predicted_ops_per_cycle": "model", "metrics.mops": "Mops"}
+          "metrics.ops_per_cycle": "ops/cyc", "metrics.predicted_ops_per_cycle": "bound model",
+          "metrics.model_cycles": "cycle model", "metrics.model_ops_per_cycle": "model ops/cyc",
+          "metrics.mops": "Mops"}
 
 
 def results_table(ad: Adapter, report: dict):

@@ -54,6 +54,33 @@ def test_rtl_in_the_loop_matches_the_golden_store(tmp_path):
     wc = cmp.checks["word_for_word"]
     assert wc["mismatches"] == 0 and wc["responses_compared"] == r["ops"] == m["ops"]
     assert r["statuses"] == m["statuses"]
-    # an isolated chain head costs mem_latency + PIPE_CYCLES in both; contention differs (see NOTES)
-    assert r["job_time_us"] == pytest.approx(m["job_time_us"], rel=0.15)
+    # an isolated chain head costs mem_latency + PIPE_CYCLES in both; contention differs (see NOTES): measured
+    # +0.97 % on this scenario (+2.2 % on the default Zipf job); the RTL is deterministic, so 2 % is a real bound
+    assert r["job_time_us"] == pytest.approx(m["job_time_us"], rel=0.02)
     assert cmp.to_dict()["slowdown"] > 1
+    assert cmp.notes[-1].startswith("Measured in this run (RTL vs model): job time us +")
+
+
+@pytest.mark.sim
+def test_one_worker_model_equals_rtl_exactly(tmp_path):
+    # no two batches overlap: the model device's per-op rules must give the RTL's timing cycle for cycle
+    sp = KVScenarioParams(n_workers=1, iterations=2, keys_per_iter=8, n_keys=12, seed=3)
+    cmp = run_bridge(sp, test_dir=tmp_path)
+    assert cmp.checks["word_for_word"]["mismatches"] == 0
+    numeric = [(name, mv, rv) for name, mv, rv in cmp.rows if isinstance(mv, (int, float))]
+    assert len(numeric) >= 8
+    assert [mv for _, mv, _ in numeric] == [rv for _, _, rv in numeric], numeric
+    assert "agree exactly" in cmp.notes[-1]
+
+
+def test_model_only_cli(tmp_path, capsys):
+    import json
+
+    from cosim.cli import main
+
+    assert main(["cosim", "kv", "--model-only", "--workers", "2", "--iterations", "1", "-o", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "bridge_kv.json").read_text())
+    assert d["rtl"] is None and d["model"]["ops"] == 2 * 2 * 16 and d["slowdown"] is None
+    assert main(["cosim", "kv", "--model-only", "--workers", "9", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "n_workers" in err and "\n" not in err, err

@@ -63,3 +63,16 @@ def test_rtl_in_the_loop_matches_the_golden_model(tmp_path):
     assert abs(r["engine_latency_cycles_mean"] - m["engine_latency_cycles_mean"]) < 1.0
     d = cmp.to_dict()
     assert d["slowdown"] > 1
+
+
+def test_model_only_cli(tmp_path, capsys):
+    import json
+
+    from cosim.cli import main
+
+    assert main(["cosim", "melo", "--model-only", "--scale", "0.25", "-o", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "bridge_melo.json").read_text())
+    assert d["rtl"] is None and d["table"] and d["slowdown"] is None
+    assert main(["cosim", "melo", "--clock-mhz", "300", "-o", str(tmp_path)]) == 2  # 3.33 ns: no whole-ns clock
+    err = capsys.readouterr().err.strip()
+    assert "whole number of ns" in err and "\n" not in err, err

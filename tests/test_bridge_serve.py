@@ -64,3 +64,17 @@ def test_output_stalls_make_the_rtl_slower_than_the_model(tmp_path):
     r = cmp.rtl
     assert cmp.checks["word_for_word"]["mismatches"] == 0
     assert all(b[4] >= b[5] for b in r["batch_cycles"]) and any(b[4] > b[5] for b in r["batch_cycles"])
+
+
+def test_model_only_cli(tmp_path, capsys):
+    import json
+
+    from cosim.cli import main
+
+    assert main(["cosim", "serve", "--model-only", "--device", "both", "--requests", "12", "-o", str(tmp_path)]) == 0
+    for dev in ("bbs", "fss"):
+        d = json.loads((tmp_path / f"bridge_serve_{dev}.json").read_text())
+        assert d["rtl"] is None and d["table"] and d["slowdown"] is None
+    assert main(["cosim", "serve", "--model-only", "--p-stall", "0.99", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--p-stall must be in [0, 0.95)" in err and "\n" not in err, err

@@ -187,3 +187,60 @@ def test_bbs_two_point_sweep_then_cached(tmp_path, monkeypatch):
     assert all(r["cached"]["sim"] for r in rep2["points"])
     assert [r["metrics"] for r in rep2["points"]] == [r["metrics"] for r in rep["points"]]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before
+
+
+# ---- interrupt and resume; the bench; a LocalCluster of processes ------------------------------------------
+def test_interrupt_writes_a_partial_sweep_and_a_rerun_resumes(tmp_path, monkeypatch):
+    calls = []
+    _fake_adapter(monkeypatch, calls)
+    spec = _spec(pes=[2, 4, 8])
+    seen = []
+
+    def advance(self, msg):  # Ctrl-C right after the first point has finished (and been cached)
+        seen.append(msg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep._progress, "_advance", advance)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(spec, tmp_path, workers=1, processes=False, progress=False)
+    part = json.loads((tmp_path / "sweep.json").read_text())
+    assert not part["complete"] and part["counts"]["ok"] == 1 and part["counts"]["pending"] == 2
+    assert len(seen) == 1 and len(list((tmp_path / "cache").glob("sim-*.json"))) == 1
+    done = next(r["point"]["pes"] for r in part["points"] if r["status"] == "ok")
+
+    monkeypatch.undo()
+    calls2 = []
+    _fake_adapter(monkeypatch, calls2)
+    rep = sweep.run_sweep(spec, tmp_path, workers=1, processes=False, progress=False, plots=False)
+    assert rep["complete"] and rep["counts"]["ok"] == 3 and rep["cached_points"] == 1
+    assert sorted(calls2) == sorted({2, 4, 8} - {done})
+
+
+def test_bench_sweeps_writes_every_sweep_and_a_summary(tmp_path, monkeypatch):
+    calls = []
+    _fake_adapter(monkeypatch, calls)
+    monkeypatch.setattr(sweep, "rtl_digest", lambda design, params: sweep._key(repr(params)))  # no RTLIL: fast
+    s = sweep.bench_sweeps(tmp_path, quick=True, workers=1, processes=False, specs=("bbs_small",), synth=None)
+    shipped = sweep.load_spec(Path(sweep.__file__).parent / "sweeps" / "bbs_small.toml")
+    n_full = len(shipped.grid["pes"]) * len(shipped.grid["banks"]) * len(shipped.grid["sparsity"])
+    b = s["sweeps"]["bbs_small"]
+    assert len(b["rows"]) == len(calls) == 8 < n_full  # quick: first and last value of every axis
+    assert {r["pes"] for r in b["rows"]} == {shipped.grid["pes"][0], shipped.grid["pes"][-1]}
+    assert b["counts"] == {"ok": 8, "failed": 0, "pending": 0} and all(r["cycles"] for r in b["rows"])
+    assert json.loads((tmp_path / "sweeps.json").read_text())["sweeps"]["bbs_small"]["counts"] == b["counts"]
+    assert b["plots"] and all((tmp_path / p).stat().st_size > 1000 for p in b["plots"])
+    assert (tmp_path / "sweeps" / "bbs_small" / "sweep.json").exists()
+
+
+def test_process_cluster_runs_a_point_task():
+    # the task (parameter object included) pickles to a worker process and evaluate_point imports there
+    _, pts = sweep.expand(_spec(pes=[2]))
+    client, cluster = sweep._client(None, 1, True)
+    try:
+        task = {"design": "bbs-spmxv", "params": pts[0].params, "workload": pts[0].workload, "sim": "icarus",
+                "test_dir": "/nonexistent", "do_sim": False, "synth": None}
+        assert client.submit(sweep.evaluate_point, task, pure=False).result(timeout=120) == {"sim": None,
+                                                                                             "synth": None}
+    finally:
+        client.close()
+        cluster.close()

@@ -183,10 +183,15 @@ def bench_bridges(out_dir, quick: bool = False) -> dict:
         ("kv", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3))),
         ("kv_uniform", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3, theta=0.0,
                                                                  n_keys=200))),
+        ("kv_noforward", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3, forward=False))),
+        ("kv_one_worker", lambda: kv.run_bridge(kv.KVScenarioParams(n_workers=1, iterations=2 if quick else 3))),
     ]
     renamed = {"serve_bbs_stall": "Output back-pressure: the result sink refuses 20 % of cycles; every batch is "
                                   "simulated (no cache: with stalls the cycles depend on the random pattern).",
-               "kv_uniform": "Uniform key popularity over 200 keys (few forwarding chains)."}
+               "kv_uniform": "Uniform key popularity over 200 keys (few forwarding chains).",
+               "kv_noforward": "Zipf 0.99 as in 'kv', with the pipeline's forwarding off (every op of a hot-key chain "
+                               "pays its own memory round trip).",
+               "kv_one_worker": "One worker: no two batches overlap in the pipeline."}
     summary = {}
     con = Console()
     for name, fn in runs:

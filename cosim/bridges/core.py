@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from cosim.runner import SimFailure
 
-__all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync",
+__all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync", "measured_note",
            "compare", "write_report", "print_table", "BridgeMismatch", "DeadlockError"]
 
 
@@ -235,7 +235,31 @@ def compare(bridge: str, scenario: dict, model_fn, rtl_fn=None, rows_fn=None, no
                      notes=list(notes or []))
     if rows_fn is not None:
         cmp.rows = rows_fn(m, r)
+        if r is not None:
+            cmp.notes.append(measured_note(cmp.rows))
     return cmp
+
+
+def measured_note(rows) -> str:
+    """A note computed from this run's table rows ``(metric, model, rtl)``: which numeric metrics
+    agree exactly and how far the others differ (RTL / model - 1), so the explanation printed with
+    a comparison always carries the figures it refers to."""
+    same, diff = [], []
+    for name, mv, rv in rows:
+        if not (isinstance(mv, (int, float)) and isinstance(rv, (int, float))) or isinstance(mv, bool):
+            if mv == rv and mv is not None:
+                same.append(name)
+            continue
+        if mv == rv:
+            same.append(name)
+        elif mv:
+            diff.append(f"{name} {rv / mv - 1:+.2%} ({_fmt(mv)} -> {_fmt(rv)})")
+        else:
+            diff.append(f"{name} {_fmt(mv)} -> {_fmt(rv)}")
+    if not diff:
+        return f"Measured in this run: model and RTL agree exactly on all {len(same)} compared metrics."
+    return (f"Measured in this run (RTL vs model): {'; '.join(diff)}"
+            + (f"; identical: {', '.join(same)}." if same else "."))
 
 
 def _fmt(v) -> str:

@@ -415,10 +415,17 @@ NOTES = [
     "Model device: golden RTLStore for the responses; op timing from the pipeline's documented latency "
     "(mem_latency + 7 for a chain head, +1 per forwarded op, one op accepted and one executed per cycle, one "
     "memory-port request per cycle).",
-    "Measured: with one worker (no overlapping batches) model and RTL agree cycle for cycle; with uniform keys "
-    "(theta 0, 200 keys) the job time agrees within 0.1 %; with forwarding off within 1 %. The gap under Zipf 0.99 "
-    "with forwarding (RTL slower, p50 latency +5 cycles) comes from forwarding chains of hot keys, which the model "
-    "executes one cycle after their predecessor; the RTL's chains take longer.",
+    "Where they differ (the figures are in this run's 'measured' note; the cosim_bridges bench runs one worker, "
+    "Zipf 0.99 with forwarding on and off, and uniform keys): with one worker no two batches overlap and the "
+    "model's rules give the RTL's timing exactly (tests/test_bridge_kv.py asserts model == RTL). With several "
+    "workers the batches overlap and the rules only approximate the RTL's contention, which they omit: while a "
+    "forwarding chain executes, the RTL holds the next memory response at the execute stage; a chain's write-back "
+    "takes a port cycle ahead of reads; an op dispatched in the cycle its same-bucket predecessor executes is "
+    "forwarded by the RTL, while the model's rule makes it a chain head, and an op the model forwards can find "
+    "its predecessor already gone in the RTL. So the minimum op latency differs either way (uniform keys: RTL "
+    "below the model), and under Zipf 0.99 with forwarding, where hot-key chains are long, the RTL is slower.",
+    "An exact cycle model of the pipeline for one offered stream exists (cosim.bridges.kv_cycles, used by the "
+    "kvdirect_rs sweep); the bridge's model device keeps the per-op rules because batches arrive over time.",
 ]
 
 
