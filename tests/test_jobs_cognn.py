@@ -140,17 +140,66 @@ def test_simulation(graphs):
     tasks = task_stream(graphs, 60, seed=0)
     cap = 1.5 * np.quantile([t.mem_bytes for t in tasks], 0.9)
     seq = simulate(tasks, "sequential", cap)
+    sjf = simulate(tasks, "sequential_sjf", cap)
     naive = simulate(tasks, "naive", cap)
     small = simulate(tasks, "ascending_small", cap)
-    assert seq["oom_events"] == 0 and naive["oom_events"] > 0
+    assert seq["oom_events"] == 0 and sjf["oom_events"] == 0 and naive["oom_events"] > 0
     assert all(simulate(tasks, p, cap)["oom_events"] == 0 for p in POLICIES)
     assert small["mean_jct_s"] < seq["mean_jct_s"] and small["makespan_s"] <= seq["makespan_s"]
+    # shortest-first reorders only: same work, same makespan, lower mean JCT
+    assert sjf["makespan_s"] == pytest.approx(seq["makespan_s"]) and sjf["mean_jct_s"] < seq["mean_jct_s"]
+    # co-location itself (not only reordering) pays: in-order or balanced grouping beats sequential
+    # (arrival order) on JCT or makespan, with the safety margin on
+    for p in ("in_order", "balanced"):
+        r = simulate(tasks, p, cap, margin=0.5)
+        assert r["oom_events"] == 0
+        assert r["mean_jct_s"] < seq["mean_jct_s"] or r["makespan_s"] < seq["makespan_s"], p
+    # in_order keeps arrival order, so its gain is co-location alone; smallest-memory-first grouping
+    # beats shortest-first sequential, so its gain is not only the reordering
+    assert simulate(tasks, "in_order", cap, margin=0.5)["makespan_s"] < seq["makespan_s"]
+    assert simulate(tasks, "ascending_small", cap, margin=0.5)["mean_jct_s"] < sjf["mean_jct_s"]
     assert simulate(tasks, "ascending_small", cap) == small  # deterministic
+    with pytest.raises(ValueError, match="mode"):
+        simulate(tasks, "fastest", cap)
+
+
+def test_oom_judged_on_true_peaks_and_margin():
+    """Grouping trusts the estimates; OOM follows the true peaks. Two tasks estimated at 4 + 5 = 9
+    fit a cap of 10, but their true peaks (5 + 6) do not: without margin the group fails once
+    (10% of the longer task lost, then one by one), with a 25% margin they are never grouped."""
+    a = GNNTask(0, "gcn", "g", 16, 2, 0.0, 4, 10.0, 0.3, true_mem_bytes=5)
+    b = GNNTask(1, "gcn", "g", 16, 2, 0.0, 5, 20.0, 0.3, true_mem_bytes=6)
+    r0 = simulate([a, b], "in_order", 10, workers=4, margin=0.0)
+    assert r0["oom_events"] == 1 and r0["oom_tasks"] == 2
+    assert r0["makespan_s"] == pytest.approx(2.0 + 10.0 + 20.0)
+    r1 = simulate([a, b], "in_order", 10, workers=4, margin=0.25)
+    assert r1["oom_events"] == 0 and r1["makespan_s"] == pytest.approx(30.0)
+    ok = [GNNTask(0, "gcn", "g", 16, 2, 0.0, 4, 10.0, 0.3, true_mem_bytes=4), b]
+    r2 = simulate(ok, "in_order", 12, workers=4)   # truly fits: co-located, max(20, 0.3*30) = 20 s
+    assert r2["oom_events"] == 0 and r2["makespan_s"] == pytest.approx(20.0)
+    assert [len(g) for g in group_tasks([a, b], "in_order", 10, 4, margin=0.25)] == [1, 1]
+
+
+def test_task_stream_measures_true_peaks(graphs):
+    small = [g for g in graphs if g.n < 200]
+    cache = {}
+    calls = []
+    ts = task_stream(small, 6, seed=1, measure=True, cache=cache, progress=lambda k, n: calls.append(k))
+    assert all(t.true_mem_bytes > 0 and t.peak == t.true_mem_bytes for t in ts)
+    assert len(cache) == len(calls) == len({(t.graph, t.kind, t.hidden, t.layers) for t in ts})
+    errs = [t.mem_bytes / t.peak - 1 for t in ts]
+    assert max(abs(e) for e in errs) < 0.6
 
 
 def test_cli_cognn(tmp_path):
+    import json
+
     assert cli_main(["cognn", "--quick", "-o", str(tmp_path)]) == 0
     assert (tmp_path / "cognn.json").exists() and (tmp_path / "cognn_memory.png").exists()
+    res = json.loads((tmp_path / "cognn.json").read_text())
+    assert res["margin"] > 0 and res["stream_estimate_error"]["measured_configurations"] > 0
+    assert {"sequential", "sequential_sjf", "naive", *POLICIES} == set(res["schedule"])
+    assert all(res["schedule"][p]["oom_events"] == 0 for p in POLICIES)  # margin covers the estimator
     with pytest.raises(SystemExit) as e:
         cli_main(["cognn", "--quick", "--workers", "0", "-o", str(tmp_path)])
     assert e.value.code == 2

@@ -124,8 +124,12 @@ def test_dry_run_timeout(tmp_path):
 @pytest.fixture(scope="module")
 def corpus_numpy():
     names = {p.name for p, _, _ in corpus_scripts()}
-    assert {"ok_mlp.py", "bad_shape.py", "bad_oom.py"} <= names
-    return evaluate_corpus(FAST, exclude_requires=("torch",))
+    assert {"ok_mlp.py", "ok_digits_softmax.py", "bad_shape.py", "bad_oom.py", "bad_oom_seq.py",
+            "bad_numeric_std.py"} <= names
+    calls = []
+    r = evaluate_corpus(FAST, exclude_requires=("torch",), progress=lambda k, n, row: calls.append((k, n, row)))
+    r["progress_calls"] = calls
+    return r
 
 
 def _report(r, capsys, label):
@@ -140,6 +144,13 @@ def test_corpus_detection_numpy(corpus_numpy, capsys):
     cats = {row["expect"] for row in r["rows"]}
     assert {"path", "module", "permission", "memory", "shape", "numeric", "api", "ok"} <= cats
     assert r["missed"] == [] and r["false_positive_scripts"] == []
+    # progress: one call per script, in order, with its verdict
+    n = len(r["rows"])
+    assert [(k, m, row["script"]) for k, m, row in r["progress_calls"]] == \
+        [(k + 1, n, row["script"]) for k, row in enumerate(r["rows"])]
+    assert all(row["seconds"] > 0 for row in r["rows"])
+    assert sum(row["expect"] == "memory" for row in r["rows"]) >= 2
+    assert sum(row["expect"] == "numeric" for row in r["rows"]) >= 2
 
 
 @pytest.mark.slow

@@ -58,6 +58,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -667,20 +668,25 @@ def corpus_scripts(exclude_requires: tuple[str, ...] = ()) -> list[tuple[Path, s
 
 
 def evaluate_corpus(cfg: CheckConfig = CheckConfig(), cwd: str | os.PathLike | None = None,
-                    exclude_requires: tuple[str, ...] = ()) -> dict:
+                    exclude_requires: tuple[str, ...] = (), progress=None) -> dict:
     """Run :func:`check` on the corpus; detection rate over broken scripts, false positives over correct ones.
 
     A broken script counts as detected when a finding of its expected category (error or
     warning) is reported; a correct script is a false positive when any finding is reported.
+    ``progress(k, n, row)`` is called after each script (``row`` as in the result's ``rows``).
     """
     rows = []
-    for p, expect, args in corpus_scripts(exclude_requires):
+    scripts = corpus_scripts(exclude_requires)
+    for k, (p, expect, args) in enumerate(scripts):
+        t0 = time.monotonic()
         rep = check(p, args, cfg, cwd)
         hit = (expect in rep.categories) if expect != "ok" else not rep.findings
         rows.append({"script": p.name, "expect": expect, "found": sorted(rep.categories), "correct": hit,
                      "findings": [asdict(f) for f in rep.findings],
                      "memory_estimate_GiB": None if rep.memory_estimate_bytes is None
-                     else rep.memory_estimate_bytes / 2**30})
+                     else rep.memory_estimate_bytes / 2**30, "seconds": time.monotonic() - t0})
+        if progress:
+            progress(k + 1, len(scripts), rows[-1])
     bad = [r for r in rows if r["expect"] != "ok"]
     good = [r for r in rows if r["expect"] == "ok"]
     return {"rows": rows, "broken": len(bad), "detected": sum(r["correct"] for r in bad),
