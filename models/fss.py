@@ -26,7 +26,8 @@ Engine (``PR x PC`` PEs, ``N`` multipliers each, ``PR * PC * N`` in total):
   accumulators; after ``cols / r_w`` cycles a row group is finished and its
   ``PR * r_h * PC`` results leave in one output beat.
 - The activation buffer is double-buffered: tile ``tau + 1`` loads (``cols / r_w`` beats)
-  while tile ``tau`` computes. Weights are re-streamed once per column tile (from HBM).
+  while tile ``tau`` computes. Weights are re-streamed once per column tile (from HBM); the
+  AXI top level :class:`hdl.fss.axi_top.FSSAxiTop` instead holds them in on-chip memory.
 
 Dense and N:M configurations of the same engine: ``region = (1, N)`` with ``n = N`` is a dense
 engine with the same ``PR * PC * N`` multipliers (no index bits, no multiplexers);
@@ -60,7 +61,7 @@ from models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_dense", "dense_to_regions",
            "pack_weight_beats", "pack_act_beats", "unpack_output_beats", "pad_layer", "CycleModel",
-           "HBM", "U280_HBM", "layer_performance"]
+           "HBM", "U280_HBM", "WEIGHT_MODES", "layer_performance"]
 
 #: Cycles from a weight beat's acceptance to its row group's output ``valid`` (RTL pipeline):
 #: buffer read, operand select + multiply, per-row adder trees, accumulate/requantise.
@@ -421,31 +422,56 @@ class HBM:
 U280_HBM = HBM(channels=32, gbps_per_channel=460.0 / 32)
 
 
+#: Where the weights live during a layer (see :func:`layer_performance`).
+WEIGHT_MODES = ("stream", "resident")
+
+
 def layer_performance(p: FSSParams, rows: int, cols: int, t: int, hbm: HBM = U280_HBM,
-                      clock_mhz: float = 250.0, cycles: int | None = None) -> dict:
+                      clock_mhz: float = 250.0, cycles: int | None = None, weights: str = "stream") -> dict:
     """Roofline of one layer: compute time (cycles at ``clock_mhz``) vs HBM transfer time.
 
-    Traffic: the FSS weight stream (``lane_width`` bits per stored weight) once per column tile
-    (the engine keeps no weights on chip), the activations once, the results once. ``cycles``
-    defaults to the ideal; pass a measured count to use it instead. Returns a dict with both
-    times, the bytes, the bound (``"compute"`` or ``"memory"``) and the achieved rate.
+    Traffic: the FSS weight stream (``lane_width`` bits per stored weight), the activations
+    once and the results once. ``weights`` says how often the weights cross the HBM interface:
+
+    - ``"stream"`` (default): once per column tile of ``pe_cols`` activation columns, as
+      :class:`hdl.fss.FSSGemm` consumes them (it keeps no weights on chip). The weight bandwidth
+      then equals one weight beat per compute cycle whatever T is, so whether a layer is memory
+      bound depends on the PE array (``pe_rows * n * lane_width`` bits per cycle), not on T.
+    - ``"resident"``: once per layer; later tiles reuse an on-chip copy, as
+      :class:`hdl.fss.axi_top.FSSAxiTop` does (it loads the weights into on-chip memory once and
+      runs any number of activation batches on them). Decode (small T) is then weight-bandwidth
+      bound and prefill (large T) compute bound.
+
+    ``cycles`` defaults to the ideal; pass a measured count to use it instead. Returns a dict
+    with both times (also in cycles), the bytes by kind, the bound (``"compute"`` or
+    ``"memory"``), the arithmetic intensity (stored-weight MACs per HBM byte) and the achieved
+    rate.
     """
+    if weights not in WEIGHT_MODES:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
+    if not clock_mhz > 0:
+        raise ValueError(f"clock_mhz must be > 0, not {clock_mhz!r}")
     cm = CycleModel(p)
     tiles = t // p.pe_cols
     cyc = cm.ideal(rows, cols, t) if cycles is None else int(cycles)
     w_bytes = rows * cols // p.region_size * p.n * p.lane_width / 8
     a_bytes = cols * t * p.act_fmt.width / 8
     o_bytes = rows * t * p.out_fmt.width / 8
-    total = w_bytes * tiles + a_bytes + o_bytes
-    t_compute = cyc / (clock_mhz * 1e6)
+    w_total = w_bytes * (tiles if weights == "stream" else 1)
+    total = w_total + a_bytes + o_bytes
+    hz = clock_mhz * 1e6
+    t_compute = cyc / hz
     t_memory = total / hbm.bytes_per_s
-    need = p.weight_beat_bits / 8 * clock_mhz * 1e6  # weight bandwidth at one beat per cycle
-    return {"rows": rows, "cols": cols, "T": t, "cycles": cyc, "clock_mhz": clock_mhz,
-            "t_compute_s": t_compute, "t_memory_s": t_memory, "bytes": total, "weight_bytes_per_tile": w_bytes,
-            "weight_stream_gbps": need / 1e9, "hbm_gbps": hbm.bytes_per_s / 1e9,
+    need = p.weight_beat_bits / 8 * hz  # weight bandwidth at one beat per cycle
+    macs = cm.macs(rows, cols, t)
+    return {"rows": rows, "cols": cols, "T": t, "weights": weights, "cycles": cyc, "clock_mhz": clock_mhz,
+            "t_compute_s": t_compute, "t_memory_s": t_memory, "memory_cycles": t_memory * hz,
+            "bytes": total, "weight_bytes": w_total, "act_bytes": a_bytes, "out_bytes": o_bytes,
+            "weight_bytes_per_tile": w_bytes, "weight_stream_gbps": need / 1e9, "hbm_gbps": hbm.bytes_per_s / 1e9,
+            "hbm_bytes_per_cycle": hbm.bytes_per_s / hz, "macs": macs, "macs_per_byte": macs / total,
             "bound": "compute" if t_compute >= t_memory else "memory",
             "time_s": max(t_compute, t_memory),
-            "effective_gmacs": cm.macs(rows, cols, t) / max(t_compute, t_memory) / 1e9}
+            "effective_gmacs": macs / max(t_compute, t_memory) / 1e9}
 
 
 def dequantize_out(p: FSSParams, y: np.ndarray) -> np.ndarray:

@@ -54,8 +54,14 @@ def test_gemm_no_stalls_hits_cycle_model(tmp_path, name):
     _report(tmp_path, name, p, mt)
 
 
-@pytest.mark.parametrize("p_idle,p_stall", [(0.3, 0.0), (0.0, 0.5), (0.4, 0.6)])
-@pytest.mark.parametrize("name", ["fss2x8n4_pe2x2", "fss4x4n2_pe1x3", "fss3x4n5_pe2x1"])
+_TRAFFIC = [(0.3, 0.0), (0.0, 0.5), (0.4, 0.6)]
+_FSS_ENGINES = ("fss2x8n4_pe2x2", "fss4x4n2_pe1x3", "fss3x4n5_pe2x1")
+
+
+# every FSS engine under each pattern; the N:M and dense engines (no index bits in the dense one)
+# under the combined idle + back-pressure pattern only, to keep the run cheap
+@pytest.mark.parametrize("name,p_idle,p_stall", [(n, i, s) for n in _FSS_ENGINES for i, s in _TRAFFIC]
+                         + [("nm2of8_pe2x2", 0.4, 0.6), ("dense1x4_pe2x2", 0.4, 0.6)])
 def test_gemm_with_idle_and_backpressure(tmp_path, name, p_idle, p_stall):
     p = ENGINES[name]
     rows, cols, t = p.rows_per_group * 2, p.max_cols, 2 * p.pe_cols

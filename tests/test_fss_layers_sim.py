@@ -43,9 +43,41 @@ def test_layer_shapes_and_sources(layers):
     assert layers["lstm"].w.shape == (256, 72) and layers["lstm"].x.shape == (72, 4)
     ml = _minilm()
     assert ml["ffn_in"].w.shape == (1536, 384) and ml["ffn_out"].w.shape == (384, 1536)
-    # the numpy forward pass is sane: LayerNorm output rows have unit-ish spread
-    h0 = ml["query"].x
-    assert np.allclose(h0.mean(axis=0), ml["query"].x.mean(axis=0)) and np.isfinite(h0).all()
+    assert all(ml[k].x.shape == (384, 8) for k in ("query", "key", "value", "attn_out", "ffn_in"))
+    assert ml["ffn_out"].x.shape == (1536, 8)
+
+
+def test_minilm_forward_pass_against_a_hand_computed_token():
+    """The numpy forward pass: the embedding LayerNorm for one token, step by step from the raw
+    tensors, and the LayerNorm statistics of every token (columns are tokens, features rows)."""
+    import statistics
+
+    from cosim.fss_layers import _minilm_tensors
+
+    ml = _minilm()
+    t, vocab = _minilm_tensors()
+    ids = ml["query"].meta["tokens"]
+    assert ids[0] == vocab["[CLS]"] and vocab["sparse"] in ids  # a real tokenisation of the sentence
+    j = 3
+    e = [float(a) + float(b) + float(c) for a, b, c in zip(t["embeddings.word_embeddings.weight"][ids[j]],
+                                                           t["embeddings.position_embeddings.weight"][j],
+                                                           t["embeddings.token_type_embeddings.weight"][0])]
+    mu, sd = statistics.fmean(e), statistics.pstdev(e)
+    g, b = t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"]
+    want = [(v - mu) / (sd ** 2 + 1e-12) ** 0.5 * float(gi) + float(bi) for v, gi, bi in zip(e, g, b)]
+    h0 = ml["query"].x  # (384, tokens)
+    assert np.allclose(h0[:, j], want, rtol=0, atol=1e-9)
+    # every token: undoing the LayerNorm's affine part leaves mean 0 and standard deviation 1
+    # over the 384 features (normalising over the wrong axis, the tokens, would break this)
+    g64, b64 = g.astype(np.float64)[:, None], b.astype(np.float64)[:, None]
+    for x, gk, bk in ((h0, g64, b64), (ml["ffn_in"].x, None, None)):
+        if gk is None:
+            gk = t["encoder.layer.0.attention.output.LayerNorm.weight"].astype(np.float64)[:, None]
+            bk = t["encoder.layer.0.attention.output.LayerNorm.bias"].astype(np.float64)[:, None]
+        z = (x - bk) / gk
+        assert np.abs(z.mean(axis=0)).max() < 1e-9 and np.abs(z.std(axis=0) - 1).max() < 1e-6
+    # the FFN output layer sees GELU activations: never below GELU's minimum (about -0.17)
+    assert ml["ffn_out"].x.min() > -0.171 and (ml["ffn_out"].x < 0).any()
 
 
 @pytest.mark.parametrize("which", ["cnn", "lstm"])

@@ -143,3 +143,16 @@ def test_hbm_roofline_bounds():
     assert small["t_compute_s"] == pytest.approx(CycleModel(p).ideal(4096, 4096, 16) / 250e6)
     with pytest.raises(ValueError, match="bandwidth"):
         HBM(gbps_per_channel=0)
+
+
+def test_hbm_weight_modes():
+    """Streamed weights cross HBM once per column tile, resident weights once per layer."""
+    p = FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=2, max_rows=64, max_cols=64)
+    s = layer_performance(p, 64, 64, 8, weights="stream")
+    r = layer_performance(p, 64, 64, 8, weights="resident")
+    w = 64 * 64 // 16 * 4 * 12 / 8
+    assert s["weight_bytes"] == 4 * w and r["weight_bytes"] == w  # T = 8 is 4 tiles of 2
+    assert s["bytes"] - r["bytes"] == 3 * w and s["cycles"] == r["cycles"]
+    assert s["macs_per_byte"] < r["macs_per_byte"]
+    with pytest.raises(ValueError, match="weights must be one of stream, resident"):
+        layer_performance(p, 64, 64, 8, weights="cached")
