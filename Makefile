@@ -39,8 +39,8 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@$(BIN)/hwcosim sim --check-simulator
 	$(BIN)/pytest -q -n $(JOBS)
 
-verilog: setup ## write every design's Verilog (default parameters) + a Yosys resource report to build/verilog/
-	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup
+verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/
+	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup,cyclone10gx
 
 bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in build/bench/
 	$(BIN)/hwcosim bench -o build/bench

