@@ -233,16 +233,50 @@ def test_pp_job_and_validation():
 
 
 def test_two_jobs_share_link_fairly():
-    # two single-flow jobs whose rings share... use P2P-only jobs across the same ToR port pair
-    t = clos(1, 1, 2, gpus_per_host=2, nic_ports=1, nic_gbps=100)
-    # job a: GPU0 <-> GPU2 (hosts 0,1), job b: GPU1 <-> GPU3; NIC ports are per GPU, so no sharing
-    ja = JobSpec("a", dp=2, compute_s=0.0, grad_bytes=50e6, iterations=1, alpha_s=0)
+    """Two DP=2 jobs whose rings both cross ToR 0's single 2:1 uplink (100 Gb/s): max-min gives each
+    half. Job a moves S, job b 2 S: a ends at 2 S / B; b then has S left at full rate: 3 S / B."""
+    t = clos(1, 2, 1, gpus_per_host=2, nic_ports=1, nic_gbps=100, aggs_per_pod=1, cores_per_plane=1,
+             tor_oversub=2.0, hop_latency_s=0.0)
+    up = t.capacity[t.link_block(LinkKind.TOR_UP)]
+    assert np.allclose(up, B)  # 2 GPUs x 100G down, 2:1 -> one 100G uplink per ToR
+    S = 50e6
+    ja = JobSpec("a", dp=2, compute_s=0.0, grad_bytes=S, iterations=1, alpha_s=0)
+    jb = JobSpec("b", dp=2, compute_s=0.0, grad_bytes=2 * S, iterations=1, alpha_s=0)
     sim = Simulator(t)
-    sim.add_job(ja, placement(ja, [0, 2]))
-    sim.add_job(ja, placement(ja, [1, 3]))
+    sim.add_job(ja, placement(ja, [0, 2]))  # host 0 (ToR 0) <-> host 1 (ToR 1)
+    sim.add_job(jb, placement(jb, [1, 3]))
     sim.run()
-    for r in sim.jobs.values():
-        assert r.iteration_times[0] == pytest.approx(50e6 / B)
+    assert sim.jobs[0].iteration_times[0] == pytest.approx(2 * S / B, rel=1e-9)
+    assert sim.jobs[1].iteration_times[0] == pytest.approx(3 * S / B, rel=1e-9)
+    # alone, job b runs at the full uplink rate
+    solo = Simulator(t)
+    solo.add_job(jb, placement(jb, [1, 3]))
+    solo.run()
+    assert solo.jobs[0].iteration_times[0] == pytest.approx(2 * S / B, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 5, 8])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_reducescatter_and_p2p_closed_forms(n, channels):
+    from models.cluster import p2p, ring_reducescatter
+
+    t = star(n)
+    S, alpha = 48e6, 4e-6
+    got = _run_collective(t, ring_reducescatter(np.arange(n), S, channels, alpha))
+    assert got == pytest.approx((n - 1) / n * S / B + (n - 1) * alpha, rel=1e-9)
+    # PP send/recv: S over one NIC, one latency step; forward and backward concurrently do not interfere
+    assert _run_collective(t, p2p(0, n - 1, S, channels, alpha)) == pytest.approx(S / B + alpha, rel=1e-9)
+
+
+def test_pp_job_closed_form():
+    """PP=2 x DP=1 on two single-GPU hosts: compute, then activations forward and gradients backward
+    at the same time on opposite link directions: c + A / B + alpha per iteration."""
+    t = star(2)
+    j = JobSpec("pp", dp=1, pp=2, compute_s=0.01, act_bytes=20e6, iterations=3, alpha_s=3e-6)
+    sim = Simulator(t)
+    sim.add_job(j, placement(j, [0, 1]))
+    sim.run()
+    assert np.allclose(sim.jobs[0].iteration_times, 0.01 + 20e6 / B + 3e-6, rtol=1e-9)
 
 
 def test_same_seed_same_result_and_failure_reroute():

@@ -59,9 +59,9 @@ def _doc(**patch):
 
 
 def test_examples_parse():
-    for f in ("small.toml", "lingjun.toml"):
+    for f in ("small.toml", "lingjun.toml", "rail.toml"):
         sc = load_scenario(SCEN / f)
-        assert sc.jobs and sc.topology.generator in ("clos", "lingjun-2023")
+        assert sc.jobs and sc.topology.generator in ("clos", "rail-clos", "lingjun-2023")
 
 
 def test_good_scenario_runs(tmp_path):
@@ -106,7 +106,7 @@ def test_cli_run_writes_json_and_png(tmp_path, capsys):
     ({"jobs__0__compute_s": -1.0}, "jobs[0].compute_s: must be a finite number >= 0"),
     ({"jobs__0__grad": 1.0}, "jobs[0].grad: unknown field; use one of"),
     ({"routing__scheme": "ospf"}, "routing.scheme: must be one of ecmp, c4p, crux"),
-    ({"topology__generator": "torus"}, "topology.generator: must be one of clos, fat-tree, lingjun-2023"),
+    ({"topology__generator": "torus"}, "topology.generator: must be one of clos, rail-clos, fat-tree, lingjun-2023"),
     ({"topology__pods": None}, "topology.pods: missing"),
     ({"topology__nic_gbps": 0}, "topology.nic_gbps: must be a finite number > 0"),
     ({"topology__tor_oversub": 0.5}, "topology.tor_oversub: must be a finite number >= 1"),
@@ -155,7 +155,7 @@ def test_cli_missing_file(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_example_scenarios_run(tmp_path):
-    for f in ("small.toml", "lingjun.toml"):
+    for f in ("small.toml", "lingjun.toml", "rail.toml"):
         assert cli.main(["run", str(SCEN / f), "-o", str(tmp_path / f), "-q"]) == 0
 
 

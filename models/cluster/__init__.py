@@ -1,7 +1,8 @@
 """Cluster layer: a flow-level GPU-cluster simulator and the C4P, Arnold and Crux studies.
 
 - :mod:`~models.cluster.topology`: three-tier Clos of multi-GPU hosts with bonded NIC ports;
-  generators (regular Clos, fat tree) and the real Lingjun 2023 topology (Crux data set).
+  generators (regular Clos, rail-optimised Clos, fat tree) and the real Lingjun 2023 topology (Crux
+  data set).
 - :mod:`~models.cluster.network`: streams with max-min fair sharing and strict priorities.
 - :mod:`~models.cluster.collectives`: ring/tree all-reduce, all-gather, reduce-scatter, P2P,
   all-to-all.
@@ -29,9 +30,9 @@ from .engine import JobRecord, Simulator
 from .job import Comm, Compute, JobSpec, placement
 from .network import FlowNetwork, maxmin_rates
 from .routing import ECMPRouter, Router
-from .topology import Topology, clos, fat_tree, hash_choices, lingjun_2023
+from .topology import Topology, clos, fat_tree, hash_choices, lingjun_2023, rail_clos
 
-__all__ = ["Topology", "clos", "fat_tree", "lingjun_2023", "hash_choices", "FlowNetwork", "maxmin_rates",
+__all__ = ["Topology", "clos", "rail_clos", "fat_tree", "lingjun_2023", "hash_choices", "FlowNetwork", "maxmin_rates",
            "StreamSpec", "Collective", "ring_allreduce", "tree_allreduce", "ring_allgather", "ring_reducescatter",
            "p2p", "alltoall", "bus_bw_factor", "JobSpec", "Compute", "Comm", "placement", "Simulator", "JobRecord",
            "Router", "ECMPRouter"]

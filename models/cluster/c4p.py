@@ -18,6 +18,25 @@ excluded); healthy flows keep their paths, as C4P does to avoid churn.
 
 What we do not model: C4P's path probing (we assume the master knows the topology and failures
 exactly) and its congestion-triggered re-planning against foreign traffic.
+
+**The study** (:func:`run_study`, ``hwcosim bench --only cluster_c4p``): jobs of TP=8 in a host and
+DP rings across randomly drawn hosts filling the cluster, 16 / 64 / 128 / 256 GPUs per job, on the
+C4 Clos (512 GPUs), the same hosts on a rail-optimised fabric, and the real Lingjun 2023 topology
+(8 jobs at random); healthy, and with 2 fabric links and 1 NIC port that both routers' healthy runs
+actually loaded (:func:`used_links_to_fail`) failing inside the first all-reduce; plus a
+channels-per-ring sensitivity run.
+
+**Why our gain is far above the paper's -15%.** Our healthy-fabric communication-time reduction
+(about -50% to -75%) is an upper bound, not a reproduction: (1) every job is a pure DP ring
+all-reduce of 512 MB per GPU that crosses the fabric, while C4 reports the communication cost of
+production jobs, which also holds NVLink, latency-bound and already balanced traffic; (2) a
+pipelined ring runs at its slowest hop, and with 2 channels per ring a job of ``dp`` hosts has
+``8 x 2 x dp`` hashed connections, so nearly every ring meets a bond port or link where ECMP put two
+connections (half rate): ECMP's bus bandwidth is a third to a half of line rate while C4P's plan
+reaches line rate on a non-blocking fabric; (3) more channels let max-min sharing hand the
+bandwidth of finished channels to the slow ones, which narrows the gap (sensitivity run); (4) our
+hash is ideal-random and we model no NCCL bonding policy. The same explanation is written to the
+bench JSON (``notes``).
 """
 
 from __future__ import annotations
@@ -28,9 +47,9 @@ from .collectives import bus_bw_factor
 from .engine import Simulator
 from .job import JobSpec, placement
 from .routing import ECMPRouter, Router
-from .topology import LinkKind, Topology, clos
+from .topology import LinkKind, Topology, clos, lingjun_2023, rail_clos
 
-__all__ = ["C4PRouter", "run_study", "c4_topology"]
+__all__ = ["C4PRouter", "run_study", "c4_topology", "compare", "used_links_to_fail", "NOTES"]
 
 
 class C4PRouter(Router):
@@ -57,14 +76,14 @@ class C4PRouter(Router):
         if hs != hd:
             ch[0] = np.argmin(cost[self._blk[LinkKind.PORT_UP]][s * P:(s + 1) * P])
             ch[1] = np.argmin(cost[self._blk[LinkKind.PORT_DN]][d * P:(d + 1) * P])
-        ts, td = t.host_tor[hs], t.host_tor[hd]
+        ts, td = int(t.leaf_of(s)), int(t.leaf_of(d))  # ToR, or rail switch on a rail-optimised fabric
         if hs != hd and ts != td:
-            tu = cost[self._blk[LinkKind.TOR_UP]].reshape(t.n_tors, A, L1)[ts]
-            tdn = cost[self._blk[LinkKind.TOR_DN]].reshape(t.n_tors, A, L1)[td]
+            tu = cost[self._blk[LinkKind.TOR_UP]].reshape(t.n_leaves, A, L1)[ts]
+            tdn = cost[self._blk[LinkKind.TOR_DN]].reshape(t.n_leaves, A, L1)[td]
             l1, l2 = tu.argmin(1), tdn.argmin(1)
             best_a = np.maximum(tu.min(1), tdn.min(1))  # (A,)
             sum_a = tu.min(1) + tdn.min(1)
-            ps, pd = t.tor_pod[ts], t.tor_pod[td]
+            ps, pd = t.leaf_pod[ts], t.leaf_pod[td]
             if ps != pd:
                 au = cost[self._blk[LinkKind.AGG_UP]].reshape(t.n_pods, A, C, L2)[ps]
                 ad = cost[self._blk[LinkKind.AGG_DN]].reshape(t.n_pods, A, C, L2)[pd]
@@ -122,27 +141,35 @@ class C4PRouter(Router):
         return out
 
 
-def c4_topology(quick: bool) -> Topology:
+def c4_topology(quick: bool, rail: bool = False) -> Topology:
     """The C4 setting: 8-GPU hosts, 2 x 200 Gb/s bonded NIC per GPU, 3-tier Clos 1:1, 400 Gb/s
-    switch links (``quick``: 2 pods x 4 ToRs x 4 hosts = 256 GPUs; full: 4 pods = 512 GPUs)."""
+    switch links (``quick``: 2 pods x 4 ToRs x 4 hosts = 256 GPUs; full: 4 pods = 512 GPUs).
+    ``rail``: the same hosts on a rail-optimised fabric (a ToR group becomes 8 rail switches, each
+    with 4 x 2 x 200G down and 8 aggs x 1 lane x 400G up, still 1:1)."""
     pods = 2 if quick else 4
+    if rail:
+        return rail_clos(pods, 4, 4, gpus_per_host=8, nic_ports=2, nic_gbps=200.0, aggs_per_pod=8, tor_lanes=1,
+                         cores_per_plane=4, core_lanes=4, name="c4-rail")
     # ToR: 4 hosts x 8 GPUs x 2 ports x 200G = 12.8T down = 8 aggs x 4 lanes x 400G up
     return clos(pods, 4, 4, gpus_per_host=8, nic_ports=2, nic_gbps=200.0, aggs_per_pod=8, tor_lanes=4,
                 cores_per_plane=4, core_lanes=4, name="c4-clos")
 
 
-def _jobs(topo: Topology, seed: int, n_jobs: int):
-    """Jobs of TP=8 in a host and DP across hosts, hosts interleaved over ToRs and pods (a busy
+def _jobs(topo: Topology, seed: int, n_jobs: int, hosts_per_job: int | None = None, channels: int = 2):
+    """Jobs of TP=8 in a host and DP across hosts, hosts drawn at random over ToRs and pods (a busy
     cluster's fragmented allocation), so DP rings cross the fabric."""
     rng = np.random.default_rng(seed)
     hosts = rng.permutation(topo.n_hosts)
-    per = topo.n_hosts // n_jobs
+    per = topo.n_hosts // n_jobs if hosts_per_job is None else hosts_per_job
+    if per * n_jobs > topo.n_hosts:
+        raise ValueError(f"{n_jobs} jobs of {per} hosts do not fit in {topo.n_hosts} hosts")
+    g = topo.gpus_per_host
     out = []
     for k in range(n_jobs):
         h = np.sort(hosts[k * per:(k + 1) * per])
-        spec = JobSpec(f"job{k}", dp=per, tp=8, compute_s=0.02, grad_bytes=512e6, iterations=4, channels=2,
+        spec = JobSpec(f"job{k}", dp=per, tp=g, compute_s=0.02, grad_bytes=512e6, iterations=4, channels=channels,
                        alpha_s=5e-6)
-        gpus = (h[None, :, None] * 8 + np.arange(8)[None, None, :]).reshape(-1)  # (pp=1, dp, tp)
+        gpus = (h[:, None] * g + np.arange(g)[None, :]).reshape(-1)  # (pp=1, dp, tp)
         out.append((spec, placement(spec, gpus)))
     return out
 
@@ -160,45 +187,122 @@ def _run(topo, router, jobs, fail=None):
         comm = r.comm_s.get("dp", 0.0) / it
         n = r.spec.dp
         algbw = r.spec.grad_bytes / comm
-        res.append({"job": r.spec.name, "iter_s": float(r.iteration_times.mean()), "comm_s": comm,
-                    "busbw_GBps": algbw * bus_bw_factor("allreduce", n) / 1e9})
+        times = r.iteration_times
+        res.append({"job": r.spec.name, "iter_s": float(times.mean()), "iter_after_s": float(times[1:].mean()),
+                    "comm_s": comm, "busbw_GBps": algbw * bus_bw_factor("allreduce", n) / 1e9})
     return res, sim
 
 
+def _agg(res, sim) -> dict:
+    return {"iter_s": float(np.mean([r["iter_s"] for r in res])),
+            "iter_after_s": float(np.mean([r["iter_after_s"] for r in res])),
+            "comm_s": float(np.mean([r["comm_s"] for r in res])),
+            "busbw_GBps": float(np.mean([r["busbw_GBps"] for r in res])),
+            "jobs": res, "sim_s": sim.now, "wall_s": sim.wall_s}
+
+
+def used_links_to_fail(topo: Topology, sims, seed: int, n_fabric: int = 2, n_ports: int = 1) -> np.ndarray:
+    """Links that every healthy run in ``sims`` actually loaded: ``n_fabric`` switch-to-switch links
+    (ToR/rail-up or agg-up) and ``n_ports`` NIC port-up links, drawn with ``seed``. Failing these
+    hits a path of both ECMP and C4P (random links of a large fabric mostly carry nothing)."""
+    used = np.logical_and.reduce([s.net.bytes_on_link > 0 for s in sims])
+    rng = np.random.default_rng(seed)
+    out = []
+    for kinds, n in (((LinkKind.TOR_UP, LinkKind.AGG_UP), n_fabric), ((LinkKind.PORT_UP,), n_ports)):
+        cand = np.flatnonzero(used & np.isin(topo.kind, kinds))
+        if n and cand.size:
+            out.append(rng.choice(cand, min(n, cand.size), replace=False))
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+
+
+def compare(topo: Topology, jobs, seed: int, fail_at: float | None = 0.03) -> dict:
+    """ECMP vs C4P on ``jobs``: healthy, then (``fail_at``) with 2 used fabric links and 1 used NIC
+    port failing at ``fail_at`` seconds (inside the first all-reduce)."""
+    row = {}
+    sims = []
+    for name, router in (("ecmp", ECMPRouter(topo, seed)), ("c4p", C4PRouter(topo, seed))):
+        res, sim = _run(topo, router, jobs)
+        row[name] = _agg(res, sim)
+        sims.append(sim)
+    out = {"healthy": row}
+    if fail_at is not None:
+        dead = used_links_to_fail(topo, sims, seed + 7)
+        row = {"failed_links": [topo.describe(int(x)) for x in dead], "fail_at_s": fail_at}
+        for name, router in (("ecmp", ECMPRouter(topo, seed)), ("c4p", C4PRouter(topo, seed))):
+            res, sim = _run(topo, router, jobs, (fail_at, dead))
+            row[name] = _agg(res, sim)
+        out["failure"] = row
+    return out
+
+
+def _summ(rows: list[dict]) -> dict:
+    e = np.array([c["ecmp"]["comm_s"] for c in rows])
+    c4 = np.array([c["c4p"]["comm_s"] for c in rows])
+    return {"comm_reduction_mean": float(np.mean(1 - c4 / e)),
+            "iter_reduction_mean": float(np.mean([1 - c["c4p"]["iter_s"] / c["ecmp"]["iter_s"] for c in rows])),
+            "iter_after_ecmp_s": float(np.mean([c["ecmp"]["iter_after_s"] for c in rows])),
+            "iter_after_c4p_s": float(np.mean([c["c4p"]["iter_after_s"] for c in rows])),
+            "busbw_ecmp_GBps": float(np.mean([c["ecmp"]["busbw_GBps"] for c in rows])),
+            "busbw_c4p_GBps": float(np.mean([c["c4p"]["busbw_GBps"] for c in rows])),
+            "runs": len(rows)}
+
+
+NOTES = (
+    "Our communication-time reduction is much larger than C4's -15% because our setting is C4P's "
+    "best case and C4's figure is not: (1) every job here is a pure DP ring all-reduce of 512 MB per "
+    "GPU crossing the fabric (hosts drawn at random), while C4 reports the communication cost of "
+    "production jobs, which also contains NVLink, latency-bound and already well-balanced traffic; "
+    "(2) a pipelined ring runs at its slowest hop, and with 2 channels (QPs) per ring each of the "
+    "8 rings of a job has 2 x dp hashed connections, so almost every ring has at least one bond port "
+    "or fabric link where ECMP put two connections (half rate) or more: ECMP's bus bandwidth falls "
+    "to about a third of line rate, while C4P's plan reaches line rate in a non-blocking fabric; "
+    "(3) with more channels per ring max-min sharing lets the faster channels finish and hand their "
+    "bandwidth to the slow ones, so the gap shrinks (channels sensitivity run); (4) we do not model "
+    "C4P's probing, congestion re-planning against foreign traffic or NCCL's bonding policy, and "
+    "our hash is ideal-random. The healthy-fabric figure is therefore an upper bound on C4P's gain, "
+    "not a reproduction of the paper's production number.")
+
+
 def run_study(quick: bool = False, seed: int = 0, progress=None) -> dict:
-    """ECMP vs C4P: iteration time and all-reduce bus bandwidth, healthy and with failed links."""
+    """ECMP vs C4P: all-reduce bus bandwidth and iteration time for several job sizes on the C4
+    Clos setting, the same hosts on a rail-optimised fabric and the real Lingjun 2023 topology,
+    healthy and with used links failing; plus a channels-per-ring sensitivity run."""
+    n_seeds = 2 if quick else 5
+    seeds = range(seed, seed + n_seeds)
+    settings = {}
+    lj = lingjun_2023()
+    cases = [("c4-clos", c4_topology(quick), (16, 64) if quick else (16, 64, 128, 256), None),
+             ("c4-rail", c4_topology(quick, rail=True), (64,) if quick else (16, 64, 128, 256), None),
+             ("lingjun-2023", lj, (64,) if quick else (64, 128, 256), 4 if quick else 8)]
+    for name, topo, sizes, n_jobs_fixed in cases:
+        st = {"topology": topo.summary(), "line_busbw_GBps": topo.nic_gbps * topo.nic_ports / 8, "sizes": {}}
+        for g in sizes:
+            hpj = g // topo.gpus_per_host
+            n_jobs = n_jobs_fixed or topo.n_hosts // hpj
+            runs = []
+            for s in seeds:
+                runs.append({"seed": s, **compare(topo, _jobs(topo, s, n_jobs, hpj), s)})
+                if progress:
+                    progress(name, g, s)
+            st["sizes"][str(g)] = {"jobs": n_jobs, "gpus_per_job": g, "runs": runs,
+                                  "healthy": _summ([r["healthy"] for r in runs]),
+                                  "failure": _summ([r["failure"] for r in runs])}
+        settings[name] = st
+    # channels (QPs) per ring: how much of ECMP's loss is hash collisions that more channels average out
     topo = c4_topology(quick)
-    seeds = range(seed, seed + (3 if quick else 8))
-    n_jobs = 4
-    line_busbw = topo.nic_gbps * topo.nic_ports / 8  # GB/s per GPU
-    cases = []
-    for s in seeds:
-        jobs = _jobs(topo, s, n_jobs)
-        au = topo.link_block(LinkKind.AGG_UP)
-        # failure: 2 random agg->core links fail after the first iteration has started
-        rng = np.random.default_rng(s + 7)
-        dead = au.start + rng.choice(au.stop - au.start, 2, replace=False)
-        for scen, fail in (("healthy", None), ("2 links down", (0.05, dead))):
-            row = {"seed": s, "scenario": scen}
-            for name, router in (("ecmp", ECMPRouter(topo, s)), ("c4p", C4PRouter(topo, s))):
-                res, sim = _run(topo, router, jobs, fail)
-                row[name] = {"iter_s": float(np.mean([r["iter_s"] for r in res])),
-                             "comm_s": float(np.mean([r["comm_s"] for r in res])),
-                             "busbw_GBps": float(np.mean([r["busbw_GBps"] for r in res])),
-                             "jobs": res, "sim_s": sim.now, "wall_s": sim.wall_s}
-            cases.append(row)
-            if progress:
-                progress(s, scen)
+    g = 64 if quick else 128
+    sens = {}
+    for ch in ((1, 4) if quick else (1, 2, 4, 8, 16)):
+        rows = [compare(topo, _jobs(topo, s, topo.n_hosts * topo.gpus_per_host // g, g // topo.gpus_per_host, ch),
+                        s, None)["healthy"] for s in seeds]
+        sens[str(ch)] = _summ(rows)
     summary = {}
-    for scen in ("healthy", "2 links down"):
-        rs = [c for c in cases if c["scenario"] == scen]
-        e = np.array([c["ecmp"]["comm_s"] for c in rs])
-        c4 = np.array([c["c4p"]["comm_s"] for c in rs])
-        summary[scen] = {
-            "comm_reduction_mean": float(np.mean(1 - c4 / e)),
-            "iter_reduction_mean": float(np.mean([1 - c["c4p"]["iter_s"] / c["ecmp"]["iter_s"] for c in rs])),
-            "busbw_ecmp_GBps": float(np.mean([c["ecmp"]["busbw_GBps"] for c in rs])),
-            "busbw_c4p_GBps": float(np.mean([c["c4p"]["busbw_GBps"] for c in rs])),
-        }
-    return {"topology": topo.summary(), "jobs": n_jobs, "line_busbw_GBps": line_busbw, "cases": cases,
-            "summary": summary, "paper": {"communication_cost_reduction": 0.15}}
+    for name, st in settings.items():
+        for g, v in st["sizes"].items():
+            for scen in ("healthy", "failure"):
+                summary[f"{name} {g} GPUs/job {scen}"] = v[scen]
+    return {"settings": settings, "channels_sensitivity": {"setting": topo.name, "gpus_per_job": g,
+                                                           "runs": sens},
+            "summary": summary, "seeds": n_seeds, "notes": NOTES,
+            "paper": {"communication_cost_reduction": 0.15,
+                      "setup": "8x H800 nodes, 2x200 Gb/s bonded NICs, 3-tier Clos 1:1 (HPCA 2025)"}}

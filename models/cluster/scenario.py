@@ -12,8 +12,9 @@ Example files: ``models/cluster/scenarios/small.toml`` and ``lingjun.toml``.
     iterations = 20            # default for jobs that do not set their own
 
     [topology]
-    generator = "clos"         # clos | fat-tree | lingjun-2023
-    pods = 2                   # clos: pods, tors_per_pod, hosts_per_tor; fat-tree: k
+    generator = "clos"         # clos | rail-clos | fat-tree | lingjun-2023
+    pods = 2                   # (rail-)clos: pods, tors_per_pod, hosts_per_tor; fat-tree: k
+                               # (rail-clos: a "tor" is a rail group of gpus_per_host rail switches)
     tors_per_pod = 2
     hosts_per_tor = 4
     nic_gbps = 200.0           # any Topology parameter (gpus_per_host, tor_oversub, ...)
@@ -58,7 +59,7 @@ import numpy as np
 
 from ..safeparse import toml_loads
 from .job import JobSpec
-from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023
+from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023, rail_clos
 
 __all__ = ["ScenarioError", "TopologyConf", "JobConf", "RoutingConf", "FailureConf", "Scenario", "load_scenario",
            "parse_scenario", "prepare", "run_scenario", "PLACEMENTS", "SCHEMES", "GENERATORS", "MAX_GPUS",
@@ -66,10 +67,12 @@ __all__ = ["ScenarioError", "TopologyConf", "JobConf", "RoutingConf", "FailureCo
 
 PLACEMENTS = ("packed", "spread", "random")
 SCHEMES = ("ecmp", "c4p", "crux")
-GENERATORS = ("clos", "fat-tree", "lingjun-2023")
+GENERATORS = ("clos", "rail-clos", "fat-tree", "lingjun-2023")
 _TOPO_INT = ("gpus_per_host", "nic_ports", "aggs_per_pod", "tor_lanes", "cores_per_plane", "core_lanes")
 _TOPO_FLOAT = ("nvlink_gbps", "nic_gbps", "tor_oversub", "core_oversub", "hop_latency_s")
-_GEN_INT = {"clos": ("pods", "tors_per_pod", "hosts_per_tor"), "fat-tree": ("k",), "lingjun-2023": ()}
+_GEN_INT = {"clos": ("pods", "tors_per_pod", "hosts_per_tor"),
+            "rail-clos": ("pods", "tors_per_pod", "hosts_per_tor"),  # a "ToR" is a rail group here
+            "fat-tree": ("k",), "lingjun-2023": ()}
 #: Size limits of a scenario: the flow-level simulator is meant for clusters up to ~10^5 GPUs; a
 #: topology past these (a typo such as ``gpus_per_host = 80000``) is refused before it is built.
 MAX_GPUS = 1 << 20
@@ -147,6 +150,8 @@ class TopologyConf:
         kw = dict(self.params)
         if self.generator == "clos":
             return clos(kw.pop("pods"), kw.pop("tors_per_pod"), kw.pop("hosts_per_tor"), **kw)
+        if self.generator == "rail-clos":
+            return rail_clos(kw.pop("pods"), kw.pop("tors_per_pod"), kw.pop("hosts_per_tor"), **kw)
         if self.generator == "fat-tree":
             return fat_tree(kw.pop("k"), **kw)
         return lingjun_2023(**kw)
@@ -196,7 +201,8 @@ _JOB_KEYS = {f.name for f in fields(JobSpec)} | {"placement", "start_s"}
 def _parse_topology(doc) -> TopologyConf:
     t = _table(doc, "topology")
     if not t:
-        _err("topology", "missing; add a [topology] table with generator = \"clos\" | \"fat-tree\" | \"lingjun-2023\"")
+        _err("topology", "missing; add a [topology] table with generator = \"clos\" | \"rail-clos\" | \"fat-tree\" | "
+                         "\"lingjun-2023\"")
     gen = _choice(t, "generator", "topology.", GENERATORS)
     gen_keys = _GEN_INT[gen]
     allowed = {"generator", *gen_keys, *(() if gen == "fat-tree" else _TOPO_INT + _TOPO_FLOAT)}
@@ -221,7 +227,7 @@ def _parse_topology(doc) -> TopologyConf:
 
 def _topology_size(gen: str, params: dict) -> tuple[int, int]:
     """(GPUs, directed links) of the topology ``gen`` would build, by arithmetic (see Topology)."""
-    if gen == "clos":
+    if gen in ("clos", "rail-clos"):
         pods, tors = params["pods"], params["pods"] * params["tors_per_pod"]
         hosts = tors * params["hosts_per_tor"]
         d = {"gpus_per_host": 8, "nic_ports": 2, "aggs_per_pod": 8, "cores_per_plane": 8}
@@ -234,6 +240,8 @@ def _topology_size(gen: str, params: dict) -> tuple[int, int]:
         d = {"gpus_per_host": 8, "nic_ports": 2, "aggs_per_pod": 8, "cores_per_plane": 8}
     get = {**d, "tor_lanes": 1, "core_lanes": 1, **params}.__getitem__
     g = hosts * get("gpus_per_host")
+    if gen == "rail-clos":  # one rail switch per GPU of a host in every rail group
+        tors *= get("gpus_per_host")
     a = get("aggs_per_pod")
     links = 2 * (g + g * get("nic_ports") + tors * a * get("tor_lanes")
                  + pods * a * get("cores_per_plane") * get("core_lanes"))

@@ -17,8 +17,19 @@ dst port-down | nvlink-down]``. A path is fixed by eight choice integers ``(src 
 ToR-up lane, ToR-down lane, core, agg-up lane, agg-down lane)``, taken modulo their ranges, which
 is what ECMP hashing (:func:`hash_choices`) or a planner (C4P, Crux) provides.
 
-Generators: :func:`clos` (regular, any oversubscription), :func:`fat_tree` (k-ary, Al-Fares et
-al., SIGCOMM 2008) and :func:`lingjun_2023` (the real host -> ToR -> pod map of 847 hosts of an
+**Rail-optimised** (``rail=True``, :func:`rail_clos`): the hosts of a ToR group (a "rail group",
+``host_tor``) do not share one ToR; instead GPU/NIC ``i`` of every host in the group connects to
+rail switch ``i`` of the group (NVIDIA DGX SuperPOD, Alibaba HPN, Meta's RoCE clusters), and the
+rail switches of a pod connect to its aggregation (spine) switches like ToRs do. The first tier
+then has ``gpus_per_host`` leaf switches per group (:attr:`Topology.n_leaves`,
+:attr:`Topology.gpu_leaf`), each with one port-pair per host; same-rail traffic of a group takes
+one switch hop, cross-rail traffic between hosts goes leaf -> spine -> leaf (we do not model PXN,
+NCCL's NVLink-first forwarding). The ToR-up/-down link blocks are indexed by leaf switch
+(``leaf = group * gpus_per_host + rail``); everything else is unchanged.
+
+Generators: :func:`clos` (regular, any oversubscription), :func:`rail_clos` (rail-optimised
+multi-tier Clos), :func:`fat_tree` (k-ary, Al-Fares et al., SIGCOMM 2008) and :func:`lingjun_2023`
+(the real host -> ToR -> pod map of 847 hosts of an
 Alibaba Lingjun cluster released with Crux, SIGCOMM 2024; the switch-level counts that the data
 set does not give are parameters).
 """
@@ -32,7 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Topology", "LinkKind", "clos", "fat_tree", "lingjun_2023", "read_topology_csv", "TopologyError",
+__all__ = ["Topology", "LinkKind", "clos", "rail_clos", "fat_tree", "lingjun_2023", "read_topology_csv",
+           "TopologyError",
            "hash_choices", "N_CHOICES", "PATH_WIDTH"]
 
 N_CHOICES = 8
@@ -72,6 +84,9 @@ class Topology:
         likewise for the aggregation-to-core lanes of the largest pod.
     hop_latency_s : float
         Latency per switch hop (used by the alpha term of collectives).
+    rail : bool
+        Rail-optimised first tier: ``host_tor`` names each host's rail group, and GPU ``i`` of a
+        host connects to rail switch ``i`` of its group (module docstring).
     name : str
         Label for reports.
 
@@ -96,6 +111,7 @@ class Topology:
     tor_oversub: float = 1.0
     core_oversub: float = 1.0
     hop_latency_s: float = 1e-6
+    rail: bool = False
     name: str = "clos"
     capacity: np.ndarray = field(init=False, repr=False)
     kind: np.ndarray = field(init=False, repr=False)
@@ -121,9 +137,12 @@ class Topology:
                 raise ValueError(f"{n} must be >= 1 (1 = non-blocking), not {getattr(self, n)!r}")
         if not self.hop_latency_s >= 0:
             raise ValueError(f"hop_latency_s must be >= 0, not {self.hop_latency_s!r}")
+        if not isinstance(self.rail, (bool, np.bool_)):
+            raise ValueError(f"rail must be true or false, not {self.rail!r}")
         object.__setattr__(self, "host_tor", host_tor)
         object.__setattr__(self, "tor_pod", tor_pod)
-        g, p, t, a = self.n_gpus, self.nic_ports, self.n_tors, self.aggs_per_pod
+        object.__setattr__(self, "_leaf_pod", np.repeat(tor_pod, self.gpus_per_host) if self.rail else tor_pod)
+        g, p, t, a = self.n_gpus, self.nic_ports, self.n_leaves, self.aggs_per_pod
         sizes = [g, g, g * p, g * p, t * a * self.tor_lanes, t * a * self.tor_lanes,
                  self.n_pods * a * self.cores_per_plane * self.core_lanes,
                  self.n_pods * a * self.cores_per_plane * self.core_lanes]
@@ -131,10 +150,11 @@ class Topology:
         object.__setattr__(self, "_off", off)
         kind = np.repeat(np.arange(8, dtype=np.int8), sizes)
         # capacities
-        hosts_per_tor = np.bincount(host_tor, minlength=t)
-        max_down_tor = hosts_per_tor.max() * self.gpus_per_host * p * self.nic_gbps
+        hosts_per_tor = np.bincount(host_tor, minlength=self.n_tors)
+        gpus_per_leaf_host = 1 if self.rail else self.gpus_per_host
+        max_down_tor = hosts_per_tor.max() * gpus_per_leaf_host * p * self.nic_gbps
         tor_lane = max_down_tor / (a * self.tor_lanes * self.tor_oversub)
-        tors_per_pod = np.bincount(tor_pod, minlength=self.n_pods)
+        tors_per_pod = np.bincount(self.leaf_pod, minlength=self.n_pods)
         max_down_agg = tors_per_pod.max() * self.tor_lanes * tor_lane
         core_lane = max_down_agg / (self.cores_per_plane * self.core_lanes * self.core_oversub)
         cap_gbps = np.concatenate([
@@ -170,7 +190,29 @@ class Topology:
 
     @property
     def gpu_tor(self) -> np.ndarray:
+        """ToR group of every GPU (the rail group when ``rail``; see :attr:`gpu_leaf`)."""
         return self.host_tor[self.gpu_host]
+
+    @property
+    def n_leaves(self) -> int:
+        """First-tier switches: ToRs, or ``gpus_per_host`` rail switches per group when ``rail``."""
+        return self.n_tors * (self.gpus_per_host if self.rail else 1)
+
+    @property
+    def gpu_leaf(self) -> np.ndarray:
+        """First-tier switch of every GPU's NIC (its ToR, or its rail switch when ``rail``)."""
+        return self.leaf_of(np.arange(self.n_gpus))
+
+    @property
+    def leaf_pod(self) -> np.ndarray:
+        """Pod of every first-tier switch."""
+        return self._leaf_pod
+
+    def leaf_of(self, gpus) -> np.ndarray:
+        """First-tier switch of GPUs ``gpus``."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        tor = self.host_tor[gpus // self.gpus_per_host]
+        return tor * self.gpus_per_host + gpus % self.gpus_per_host if self.rail else tor
 
     @property
     def gpu_pod(self) -> np.ndarray:
@@ -218,11 +260,12 @@ class Topology:
         gph, p, a_n, l1, c_n, l2 = (self.gpus_per_host, self.nic_ports, self.aggs_per_pod, self.tor_lanes,
                                     self.cores_per_plane, self.core_lanes)
         hs, hd = src // gph, dst // gph
-        ts, td = self.host_tor[hs], self.host_tor[hd]
-        ps_, pd_ = self.tor_pod[ts], self.tor_pod[td]
+        ts, td = self.leaf_of(src), self.leaf_of(dst)
+        lp = self.leaf_pod
+        ps_, pd_ = lp[ts], lp[td]
         same_host = hs == hd
-        x_tor = ts != td
-        x_pod = ps_ != pd_
+        x_tor = (ts != td) & ~same_host  # two rails of one host meet over NVLink
+        x_pod = (ps_ != pd_) & ~same_host
         o = self._off
         a = ch[:, 2]
         out = np.full((src.size, PATH_WIDTH), -1, dtype=np.int64)
@@ -239,12 +282,14 @@ class Topology:
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         hs, hd = src // self.gpus_per_host, dst // self.gpus_per_host
-        ts, td = self.host_tor[hs], self.host_tor[hd]
-        hops = np.where(hs == hd, 1, np.where(ts == td, 1, np.where(self.tor_pod[ts] == self.tor_pod[td], 3, 5)))
+        ts, td = self.leaf_of(src), self.leaf_of(dst)
+        lp = self.leaf_pod
+        hops = np.where(hs == hd, 1, np.where(ts == td, 1, np.where(lp[ts] == lp[td], 3, 5)))
         return hops * self.hop_latency_s
 
     def summary(self) -> dict:
         return {"name": self.name, "hosts": self.n_hosts, "gpus": self.n_gpus, "tors": self.n_tors,
+                "rail": bool(self.rail), "leaves": self.n_leaves,
                 "pods": self.n_pods, "links": self.n_links, "gpus_per_host": self.gpus_per_host,
                 "nic_ports": self.nic_ports, "nic_gbps": self.nic_gbps, "aggs_per_pod": self.aggs_per_pod,
                 "cores_per_plane": self.cores_per_plane, "tor_oversub": self.tor_oversub,
@@ -283,6 +328,15 @@ def clos(pods: int, tors_per_pod: int, hosts_per_tor: int, **kw) -> Topology:
     tor_pod = np.repeat(np.arange(pods), tors_per_pod)
     kw.setdefault("name", f"clos-{pods}x{tors_per_pod}x{hosts_per_tor}")
     return Topology(host_tor, tor_pod, **kw)
+
+
+def rail_clos(pods: int, groups_per_pod: int, hosts_per_group: int, **kw) -> Topology:
+    """A rail-optimised multi-tier Clos: ``pods x groups_per_pod`` rail groups of
+    ``hosts_per_group`` hosts; GPU/NIC ``i`` of every host of a group connects to the group's rail
+    switch ``i``, rail switches to the pod's ``aggs_per_pod`` spines, spines to the core planes
+    (see the module docstring; other parameters as :class:`Topology`)."""
+    kw.setdefault("name", f"rail-clos-{pods}x{groups_per_pod}x{hosts_per_group}")
+    return clos(pods, groups_per_pod, hosts_per_group, rail=True, **kw)
 
 
 def fat_tree(k: int, gpus_per_host: int = 1, nic_gbps: float = 100.0, **kw) -> Topology:
