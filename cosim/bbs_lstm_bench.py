@@ -2,9 +2,14 @@
 baseline on the same layer, effective GOPS of a 1024-hidden layer, and the end-to-end digits
 accuracy of the RTL-run model.
 
-``bench_bbs_lstm(out_dir, quick)`` writes ``bbs_lstm.json`` and ``bbs_lstm_util.png``.
-The cycle model (:class:`models.bbs_lstm.LSTMCycleModel`) is exact against the RTL on the
-configurations of ``tests/test_bbs_lstm_sim.py``; the 1024-hidden figures use it.
+``bench_bbs_lstm(out_dir, quick)`` writes ``bbs_lstm.json`` and ``bbs_lstm_util.png`` and, unless
+``quick``, ``bbs_lstm_resources.json`` / ``bbs_lstm_resources.md`` (Yosys, UltraScale+ and
+Arria 10 fabric, (P, B) up to 16 x 16). The cycle model (:class:`models.bbs_lstm.LSTMCycleModel`)
+is exact against the RTL on the configurations of ``tests/test_bbs_lstm_sim.py`` and on the
+(P, B) = 16 x 16 RTL runs of :func:`rtl_16x16` (H = 256: 266 cycles per step measured, 96.2%);
+the (P, B) tables and the 1024-hidden figures use it. The CSR baseline figures come from
+:func:`models.bbs_csr.cycles_from_mask` on the physical matrix, the same PE assignment as the
+CSR RTL (:func:`cosim.bbs_csr.csr_vs_bbs_rtl` measures it).
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from models.atomic import write_text
-from models.bbs_lstm import LSTMCycleModel, LSTMParams, csr_step_cycles, gops
+from models.bbs_lstm import LSTMCycleModel, LSTMParams, gops
 
 __all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
-           "rtl_16x16", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
+           "rtl_pb", "rtl_16x16", "quantisation_error", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
 
 CLOCK_MHZ = 200.0  # the Arria 10 clock Cao et al. report 750.9 GOPS at (SPECS.md arithmetic)
 PAPER_GOPS = 750.9
@@ -46,23 +51,35 @@ def pe_bank_table(hidden: int, input_size: int, sparsity: float, pes=(4, 8, 16),
     return rows
 
 
-def csr_vs_bbs(p: LSTMParams, w_unstructured_mask: np.ndarray) -> dict:
-    """Per-step cycles of the BBS engine and of a row-wise CSR engine with the same P*B multipliers
-    on the same layer pruned unstructured to the same number of nonzeros. Both pay the same
-    recurrence gap (pipeline drain) per step."""
+def csr_vs_bbs(p: LSTMParams, w_unstructured_mask: np.ndarray, weights: str = "") -> dict:
+    """Per-step cycles of the BBS engine and of the row-wise CSR engine (:mod:`models.bbs_csr`)
+    with the same ``P * B`` multipliers on the same layer pruned unstructured to the same number
+    of nonzeros. ``w_unstructured_mask`` is the logical (4H, I+H) keep-mask; it is laid out in
+    the engine's physical order (gate-interleaved rows, interleaved columns: :func:`to_physical`)
+    before rows are dealt to PEs, exactly as :func:`cosim.bbs_csr.digits_layers` feeds the CSR
+    RTL, so the CSR figure here equals the RTL's. Both engines pay the same recurrence gap
+    (pipeline drain) per step."""
+    from models.bbs_csr import CSRParams, cycles_from_mask
+    from models.bbs_lstm import to_physical
+
     m = LSTMCycleModel(p)
     mult = p.pes * p.banks
-    csr = csr_step_cycles(w_unstructured_mask, mult)
+    mp = to_physical(p, np.asarray(w_unstructured_mask, dtype=float)).astype(bool)
+    cp = CSRParams(rows=p.rows, cols=p.cols, mults=mult, lanes=p.banks)
+    csr = cycles_from_mask(cp, mp)
     gap = m.step_gap()
     bbs_step = m.steady_step()
-    csr_step = csr["cycles"] + gap
-    return {"multipliers": mult, "nnz_bbs": p.rows * p.k * p.banks, "nnz_csr": int(w_unstructured_mask.sum()),
-            "bbs_compute_cycles": m.step_ideal, "csr_compute_cycles": csr["cycles"], "csr_ideal": csr["ideal"],
+    csr_step = csr["per_product"] + gap
+    return {"weights": weights, "row_order": "physical (gate-interleaved rows 4u+q; row r on PE r % M)",
+            "multipliers": mult, "nnz_bbs": p.rows * p.k * p.banks, "nnz_csr": csr["nnz"],
+            "csr_pe_load_min": int(csr["loads"].min()), "csr_pe_load_max": csr["depth"],
+            "bbs_compute_cycles": m.step_ideal, "csr_compute_cycles": csr["per_product"], "csr_ideal": csr["ideal"],
             "bbs_step_cycles": bbs_step, "csr_step_cycles": csr_step, "speedup_bbs_over_csr": csr_step / bbs_step,
-            "compute_speedup": csr["cycles"] / m.step_ideal,
-            "bbs_mult_utilisation_compute": 1.0, "csr_mult_utilisation_compute": csr["utilisation"],
-            "bbs_mult_utilisation_step": m.step_ideal / bbs_step,
-            "csr_mult_utilisation_step": csr["ideal"] * 1.0 / csr_step}
+            "compute_speedup": csr["per_product"] / m.step_ideal,
+            "bbs_mult_utilisation_compute": p.rows * p.k * p.banks / (m.step_ideal * mult),
+            "csr_mult_utilisation_compute": csr["utilisation"],
+            "bbs_mult_utilisation_step": p.rows * p.k * p.banks / (bbs_step * mult),
+            "csr_mult_utilisation_step": csr["nnz"] / (csr_step * mult)}
 
 
 def gops_1024(pes: int = 16, banks: int = 16, sparsity: float = 0.875, input_size: int = 1024) -> dict:
@@ -81,6 +98,17 @@ def gops_1024(pes: int = 16, banks: int = 16, sparsity: float = 0.875, input_siz
             "paper_sparse_mac_per_cycle": need, "ratio_to_paper": g["effective_gops"] / PAPER_GOPS}
 
 
+def quantisation_error(h_golden: np.ndarray, h_float: np.ndarray) -> dict:
+    """|h_golden - h_float| over all sequences, steps and units, and at the last step (the readout's
+    input). ``h_golden`` dequantised, both (N, T, H)."""
+    err = np.abs(np.asarray(h_golden, dtype=np.float64) - np.asarray(h_float, dtype=np.float64))
+    return {"mean_abs": float(err.mean()), "max_abs": float(err.max()),
+            "mean_abs_last_step": float(err[:, -1].mean()), "max_abs_last_step": float(err[:, -1].max()),
+            "n_seq": int(err.shape[0]), "seq_len": int(err.shape[1]), "hidden": int(err.shape[2]),
+            "reference": "float64 LSTM on the same pruned float weights and float inputs, exact sigmoid/tanh; "
+                         "golden = quantised weights, Q2.10 x/h, PLAN activations"}
+
+
 def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
     from cosim.bbs_lstm import readout_accuracy, trained_pruned_lstm
     from models.bbs_lstm import lstm_float, lstm_golden, prepare_weights
@@ -97,20 +125,25 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
     # CSR baseline on the trained digits layer, same number of nonzeros, same multipliers
     p, model, ds, mask, info = trained_pruned_lstm(banks=8, k=2, pes=8)
     _, mu, _, mask_u, _ = trained_pruned_lstm(banks=8, k=2, pes=8, pattern="unstructured")
-    res["csr_vs_bbs_digits"] = csr_vs_bbs(p, mask_u)
+    res["csr_vs_bbs_digits"] = csr_vs_bbs(p, mask_u, "trained digits LSTM (I=8, H=64), unstructured magnitude "
+                                                     "pruning of the trained fused W to the BBS nonzero count")
     rng = np.random.default_rng(0)
     big = LSTMParams(input_size=1024, hidden=1024, banks=16, k=16, pes=16)
     wr = rng.normal(size=(big.rows, 2048))
     from pruning.patterns.unstructured import Unstructured
-    res["csr_vs_bbs_1024_random"] = csr_vs_bbs(big, Unstructured(sparsity=0.875).mask(wr))
+    res["csr_vs_bbs_1024_random"] = csr_vs_bbs(
+        big, Unstructured(sparsity=0.875).mask(wr),
+        "RANDOM weights (i.i.d. normal, seed 0), not a trained layer: unstructured magnitude pruning to 87.5%; "
+        "i.i.d. weights spread nonzeros evenly over rows, so this understates a trained layer's imbalance")
 
     # accuracy: dense float, pruned float, golden (fixed point), RTL on real test images
     wts = prepare_weights(p, model.params["W"], model.params["b"], mask)
     xs = quantize(ds.x_test, p.vec_fmt)
     hg, _ = lstm_golden(p, wts, xs)
+    hf = lstm_float(wts.w_float, wts.b_float, ds.x_test)
+    res["quantisation_error_digits"] = quantisation_error(dequantize(hg, p.vec_fmt), hf)
     acc = {"dense_float": info["dense_test_accuracy"],
-           "bbs_pruned_float": readout_accuracy(
-               model, lstm_float(wts.w_float, wts.b_float, ds.x_test)[:, -1], ds.y_test),
+           "bbs_pruned_float": readout_accuracy(model, hf[:, -1], ds.y_test),
            "bbs_golden_fixed": readout_accuracy(model, dequantize(hg[:, -1], p.vec_fmt), ds.y_test),
            "unstructured_pruned_float": readout_accuracy(
                mu, lstm_float(mu.params["W"], mu.params["b"], ds.x_test)[:, -1], ds.y_test),
@@ -158,15 +191,21 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
 
 # --- additions: CSR baseline in RTL, resources vs (P, B), P x B = 16 x 16 in RTL ----------------
 
-def resource_table(configs=((4, 4), (8, 8), (16, 8)), hidden: int = 64, input_size: int = 8,
+#: (P, B) points of the resource table: the digits-sized layer (H=64, I=8) up to 16 x 16.
+RESOURCE_CONFIGS = ((4, 4), (8, 8), (16, 8), (16, 16))
+
+
+def resource_table(configs=RESOURCE_CONFIGS, hidden: int = 64, input_size: int = 8,
                    sparsity: float = 0.875, targets=("xcup", "cyclone10gx"), out_dir=None) -> list[dict]:
     """Yosys resource estimates of the BBS LSTM layer (``LSTMLayer``) over (P, B) for UltraScale+
     (``xcup``) and the Arria 10 fabric (``cyclone10gx``). Estimates, not place-and-route results
-    (see :mod:`cosim.synth`). Writes ``bbs_lstm_resources.json`` into ``out_dir`` when given."""
+    (see :mod:`cosim.synth`). With ``out_dir``, writes ``bbs_lstm_resources.json`` (rows) and
+    ``bbs_lstm_resources.md`` (:func:`resource_markdown`) there, atomically."""
     from cosim.runner import to_verilog
-    from cosim.synth import synthesize
+    from cosim.synth import check_targets, synthesize
     from hdl.bbs.lstm import LSTMLayer
 
+    targets = check_targets(list(targets))
     rows = []
     for P, B in configs:
         x_pad = -(-input_size // B) * B
@@ -176,38 +215,88 @@ def resource_table(configs=((4, 4), (8, 8), (16, 8)), hidden: int = 64, input_si
         v = to_verilog(LSTMLayer(p), "bbs_lstm")
         for t in targets:
             r = synthesize(v, "bbs_lstm", t)
-            rows.append({"P": P, "B": B, "k": k, "hidden": hidden, "multipliers": P * B, "target": t,
-                         **r["resources"]})
+            rows.append({"P": P, "B": B, "k": k, "hidden": hidden, "input_size": input_size, "multipliers": P * B,
+                         "target": t, "device": r.get("device", t), **r["resources"]})
     if out_dir is not None:
-        write_text(Path(out_dir) / "bbs_lstm_resources.json", json.dumps(rows, indent=1))
+        out_dir = Path(out_dir)
+        write_text(out_dir / "bbs_lstm_resources.json", json.dumps(rows, indent=1))
+        write_text(out_dir / "bbs_lstm_resources.md",
+                   f"# BBS LSTM layer resources vs (P, B): H={hidden}, I={input_size}, {sparsity:.1%} sparsity\n\n"
+                   "Yosys estimates (synth_xilinx -family xcup; synth_intel_alm -family cyclone10gx, the Arria 10 "
+                   "fabric), not place-and-route results.\n\n" + resource_markdown(rows) + "\n")
     return rows
 
 
 def resource_markdown(rows: list[dict]) -> str:
-    head = "| P | B | k | target | LUT | FF | DSP | BRAM | LUTRAM | CARRY |\n|---|---|---|---|---|---|---|---|---|---|"
-    body = [f"| {r['P']} | {r['B']} | {r['k']} | {r['target']} | {r['LUT']} | {r['FF']} | {r['DSP']} | "
-            f"{r['BRAM']} | {r['LUTRAM']} | {r['CARRY']} |" for r in rows]
-    return "\n".join([head, *body])
+    """One row per (P, B), one column group per target: LUT/ALM-LUT, FF, DSP, BRAM per target."""
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    by = {(r["P"], r["B"], r["target"]): r for r in rows}
+    cols = ("LUT", "FF", "DSP", "BRAM")
+    head = "| P | B | k | mult | " + " | ".join(f"{t} {c}" for t in targets for c in cols) + " |"
+    sep = "|" + "---|" * (4 + len(targets) * len(cols))
+    body = []
+    for P, B, k, m in dict.fromkeys((r["P"], r["B"], r["k"], r["multipliers"]) for r in rows):
+        cells = [str(by[(P, B, t)][c]) if (P, B, t) in by else "-" for t in targets for c in cols]
+        body.append(f"| {P} | {B} | {k} | {m} | " + " | ".join(cells) + " |")
+    return "\n".join([head, sep, *body])
 
 
-def rtl_16x16(out_dir=None, n_seq: int = 2, T: int = 3, sim=None) -> dict:
-    """(P, B) = 16 x 16 in RTL simulation (H=64, I=8, k=1 of 5 per bank), checked word by word
-    against the golden model and cycle by cycle against :class:`LSTMCycleModel`. Slow to build
-    (256 multipliers): bench only, not CI."""
+def rtl_pb(pes: int, banks: int, hidden: int, input_size: int, k: int, out_dir=None, n_seq: int = 1,
+           T: int = 3, seed: int = 16, sim=None) -> dict:
+    """One (P, B) point of the BBS LSTM engine in RTL simulation, measured, not modelled.
+
+    Random weights (bank-balanced, ``k`` per bank) and random inputs; every hidden-state word is
+    compared with :func:`models.bbs_lstm.lstm_golden` in the testbench. Two runs on the same
+    build, ``T`` and ``T - 1`` steps: their difference is the measured steady-state step
+    (``rows/P * k`` weight beats plus the recurrence drain), so ``step_ideal / step`` is the
+    measured multiplier utilisation per step; whole-run cycles are checked against
+    :class:`LSTMCycleModel` too.
+    """
     from cosim.bbs_lstm import run_lstm
     from models.bbs_lstm import prepare_weights
 
-    p = LSTMParams(input_size=8, hidden=64, banks=16, k=1, pes=16)
-    rng = np.random.default_rng(16)
+    if T < 2:
+        raise ValueError(f"T must be >= 2 to measure a step by difference, not {T}")
+    p = LSTMParams(input_size=input_size, hidden=hidden, banks=banks, k=k, pes=pes)
+    rng = np.random.default_rng(seed)
     wts = prepare_weights(p, rng.normal(0, 0.6, size=(p.rows, p.input_size + p.hidden)),
                           rng.normal(0, 0.6, size=p.rows))
     xs = rng.integers(p.vec_fmt.min_raw, p.vec_fmt.max_raw + 1, size=(n_seq, T, p.input_size))
-    r = run_lstm(p, wts, xs, test_dir=None if out_dir is None else Path(out_dir) / "rtl_16x16", sim=sim)
-    mt = {k: v for k, v in r.metrics.items() if k != "h_rtl"}
-    exp = LSTMCycleModel(p).expected(n_seq, T)
-    return {"P": 16, "B": 16, "k": 1, "hidden": 64, "n_seq": n_seq, "seq_len": T, "rtl_cycles": mt["cycles"],
-            "model_cycles": exp, "cycles_equal_model": mt["cycles"] == exp, "mismatches": mt["mismatches"],
-            "utilisation": mt["utilisation"], "sim_seconds": r.seconds}
+    tag = f"rtl_P{pes}xB{banks}_H{hidden}"
+    sub = (lambda s: None) if out_dir is None else (lambda s: Path(out_dir) / tag / s)
+    m = LSTMCycleModel(p)
+    runs = {}
+    for t in (T - 1, T):
+        r = run_lstm(p, wts, xs[:, :t], test_dir=sub(f"T{t}"), sim=sim)
+        runs[t] = ({k_: v for k_, v in r.metrics.items() if k_ != "h_rtl"}, r.seconds)
+    mt, secs = runs[T]
+    step = (mt["cycles"] - runs[T - 1][0]["cycles"]) / n_seq
+    return {"P": pes, "B": banks, "k": k, "hidden": hidden, "input_size": input_size, "bank_size": p.bank_size,
+            "sparsity": 1 - k / p.bank_size, "multipliers": pes * banks, "n_seq": n_seq, "seq_len": T,
+            "weights": "random, bank-balanced",
+            "rtl_cycles": mt["cycles"], "model_cycles": m.expected(n_seq, T), "ideal_cycles": m.ideal(n_seq, T),
+            "cycles_equal_model": mt["cycles"] == m.expected(n_seq, T)
+            and runs[T - 1][0]["cycles"] == m.expected(n_seq, T - 1),
+            "mismatches": mt["mismatches"] + runs[T - 1][0]["mismatches"],
+            "words_compared": 2 * n_seq * hidden * T - n_seq * hidden,
+            "utilisation_run": mt["utilisation"],
+            "step_cycles_rtl": step, "step_ideal": m.step_ideal, "step_cycles_model": m.steady_step(),
+            "utilisation_step_rtl": m.step_ideal / step,
+            "sim_seconds": secs + runs[T - 1][1]}
+
+
+def rtl_16x16(out_dir=None, sim=None) -> dict:
+    """(P, B) = 16 x 16 in RTL (256 multipliers), two layers at 87.5% target sparsity:
+
+    - ``h256``: H = I = 256, k = 4 of 32 per bank: a step is 1024/16 * 4 = 256 weight beats +
+      the 10-cycle recurrence drain = 266 cycles, 96.2% multiplier utilisation per step;
+    - ``h64``: the digits-sized H = 64, I = 8 (padded to 16), k = 1 of 5 (80% sparsity, the
+      nearest the bank allows): 16 beats + 10 = 26 cycles, 61.5% per step; the drain dominates
+      so small a layer (2 sequences of 3 steps, as the earlier run: 64.4% over the whole run).
+
+    Slow to build: bench only, not ``make test``."""
+    return {"h256": rtl_pb(16, 16, 256, 256, 4, out_dir=out_dir, sim=sim),
+            "h64": rtl_pb(16, 16, 64, 8, 1, out_dir=out_dir, n_seq=2, sim=sim)}
 
 
 def bench_bbs_lstm_extra(out_dir: Path, quick: bool) -> dict:

@@ -40,7 +40,8 @@ import numpy as np
 from models.fixedpoint import Q, acc_bits, requantize
 
 __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "spmxv_csr", "spmxv_entries",
-           "pack_weight_beats", "pack_vector_beats", "unpack_output_beats", "CSRCycleModel"]
+           "pack_weight_beats", "pack_vector_beats", "unpack_output_beats", "CSRCycleModel", "pe_loads",
+           "cycles_from_mask"]
 
 #: Cycles from the final weight beat's acceptance to the first output beat's ``valid``:
 #: vector read, multiply, accumulate/requantise into the result memory, result-memory read.
@@ -158,6 +159,36 @@ def _check_matrix(p: CSRParams, w: np.ndarray) -> np.ndarray:
     if w.min() < p.weight_fmt.min_raw or w.max() > p.weight_fmt.max_raw:
         raise ValueError(f"matrix values exceed the weight format {p.weight_fmt}")
     return w
+
+
+def pe_loads(mask: np.ndarray, mults: int) -> np.ndarray:
+    """Per-PE list lengths of a keep-mask (rows, cols) in the engine's row order: row ``r`` on PE
+    ``r % mults``, ``max(1, nnz(r))`` entries per row (an empty row still costs its ``last``
+    entry). Equals ``encode(p, w).loads`` for ``mask = (w != 0)``; vectorised, no encoding."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.ndim != 2 or mask.shape[0] % mults:
+        raise ValueError(f"mask must be 2-D with a row count divisible by {mults} PEs, got shape {mask.shape}")
+    per_row = np.maximum(np.count_nonzero(mask, axis=1), 1)
+    return per_row.reshape(-1, mults).sum(axis=0).astype(np.int64)
+
+
+def cycles_from_mask(p: CSRParams, mask: np.ndarray) -> dict:
+    """Cycles per product of the engine on any matrix with nonzero pattern ``mask`` (rows, cols),
+    in the engine's (physical) row order, without weights: what :class:`CSRCycleModel` gives for
+    ``encode(p, w)`` with ``mask = (w != 0)`` (exact against the RTL).
+
+    Returns dict ``per_product``, ``depth`` (longest PE list), ``ideal`` (``ceil(nnz / M)``),
+    ``utilisation`` (stored nonzeros / (per_product * M)), ``nnz``, ``loads``.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (p.rows, p.cols):
+        raise ValueError(f"mask must have shape (rows, cols) = {(p.rows, p.cols)}, got {mask.shape}")
+    loads = pe_loads(mask, p.mults)
+    depth = int(loads.max())
+    per = max(depth, p.vector_beats, p.row_groups)
+    nnz = int(np.count_nonzero(mask))
+    return {"per_product": per, "depth": depth, "ideal": -(-nnz // p.mults), "nnz": nnz,
+            "utilisation": nnz / (per * p.mults), "loads": loads}
 
 
 def encode(p: CSRParams, w: np.ndarray) -> CSRWeights:

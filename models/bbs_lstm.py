@@ -454,6 +454,10 @@ def csr_step_cycles(mask: np.ndarray, multipliers: int, row_overhead: int = 0) -
     ``multipliers`` PEs with one multiplier each; row ``r`` goes to PE ``r % multipliers``; a PE
     does one multiply per cycle through its rows' nonzeros (``row_overhead`` extra cycles per
     row). A step ends when the most loaded PE ends (the recurrence synchronises every step).
+    Rows are dealt in the order given: pass the physical-order mask (:func:`to_physical`) to
+    match the CSR RTL. :func:`models.bbs_csr.cycles_from_mask` is the exact model of that RTL
+    (empty rows cost one entry; a product never ends before the vector has loaded); the bench
+    uses it.
 
     Returns dict ``cycles`` (per step), ``ideal`` (nnz / multipliers), ``utilisation``, ``loads``.
     """

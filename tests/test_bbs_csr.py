@@ -142,4 +142,30 @@ def test_csr_vs_bbs_on_trained_digits_layer(tmp_path):
     assert r["bbs_total_cycles_rtl"] == r["bbs_total_expected"]
     assert r["csr_total_cycles_rtl"] == r["csr_total_expected"]
     assert r["csr_over_bbs_cycles"] > 1.2 and r["csr_mult_utilisation_rtl"] < 0.85
+    # the LSTM bench's weight-free CSR figure on the same trained layer is the RTL's, exactly
+    from cosim.bbs_csr import digits_layers
+    from cosim.bbs_lstm import trained_pruned_lstm
+    from cosim.bbs_lstm_bench import csr_vs_bbs
+
+    p = digits_layers(n_vectors=1)[0]
+    mask_u = trained_pruned_lstm(banks=8, k=2, pes=8, finetune_epochs=0, pattern="unstructured")[3]
+    assert csr_vs_bbs(p, mask_u)["csr_compute_cycles"] == r["csr_cycles_per_product_rtl"]
     _report(tmp_path, "vs_bbs_digits", r)
+
+
+@pytest.mark.parametrize("rows,cols,mults,lanes,density,seed", [(16, 32, 4, 4, 0.3, 1), (64, 24, 16, 8, 0.1, 2),
+                                                                 (8, 64, 8, 8, 0.02, 3)])
+def test_cycles_from_mask_equals_encoded_cycle_model(rows, cols, mults, lanes, density, seed):
+    """The weight-free model (used by the LSTM bench) gives the loads and cycles of encode();
+    the last case has many empty rows (one entry each) and is bounded by the vector load."""
+    from models.bbs_csr import cycles_from_mask, pe_loads
+
+    p, w, _ = _case(rows, cols, mults, lanes, density, 1, seed)
+    e = encode(p, w)
+    r = cycles_from_mask(p, w != 0)
+    assert np.array_equal(pe_loads(w != 0, mults), e.loads) and np.array_equal(r["loads"], e.loads)
+    assert r["per_product"] == CSRCycleModel(p, e).per_product() and r["depth"] == e.depth
+    assert r["nnz"] == e.nnz and r["ideal"] == CSRCycleModel(p, e).ideal()
+    assert r["utilisation"] == pytest.approx(CSRCycleModel(p, e).utilisation(r["per_product"]))
+    with pytest.raises(ValueError, match="shape"):
+        cycles_from_mask(p, (w != 0)[:, 1:])
