@@ -48,6 +48,10 @@ __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "s
 PIPELINE_LATENCY = 4
 
 
+# Largest shapes the generator accepts (as for BBSParams): a typo is refused, not elaborated for hours.
+_LIMITS = {"rows": 1 << 16, "cols": 1 << 16, "mults": 1024, "depth": 1 << 20, "lanes": 1024}
+
+
 @dataclass(frozen=True)
 class CSRParams:
     """Shape and formats of the CSR engine (one object for the model, RTL, testbench and build).
@@ -80,6 +84,9 @@ class CSRParams:
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"CSR {name} must be a positive integer, not {v!r}")
+            if v > _LIMITS[name]:
+                raise ValueError(f"CSR {name}={v} is beyond what this generator builds (at most "
+                                 f"{_LIMITS[name]}); split the matrix into tiles or use fewer {name}")
         if self.rows % self.mults:
             raise ValueError(f"CSR: {self.rows} rows do not split over {self.mults} PEs; "
                              "use a PE count that divides the row count or pad with zero rows")

@@ -33,3 +33,11 @@ def test_beamraster_limits():
     with pytest.raises(ValueError, match="M=1048576 is beyond"):
         PrecoderParams(M=1 << 20)
     PrecoderParams(M=256, K=32, lanes=64)
+
+
+def test_csr_limits():
+    from models.bbs_csr import CSRParams
+
+    with pytest.raises(ValueError, match="rows=100000000 is beyond"):
+        CSRParams(rows=10**8, cols=64, mults=8)
+    CSRParams(rows=4096, cols=2048, mults=256, depth=64)
