@@ -69,7 +69,7 @@ def _plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import atomic_path
+    from models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for banks in sorted({r["banks"] for r in results}):
@@ -85,9 +85,7 @@ def _plot(results: list[dict], path: Path) -> None:
     ax.set_title("BBS SpMxV: measured utilisation in RTL simulation")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 #: name -> callable(out_dir, quick) -> dict; packages add their benchmarks here.

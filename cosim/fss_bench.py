@@ -167,7 +167,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import atomic_path
+    from models.atomic import save_png
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     names = list(dict.fromkeys(r["layer"] for r in rows))
@@ -186,9 +186,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     a1.legend(fontsize=6)
     fig.suptitle("FSS GEMM engine: RTL cycles and output error on real layers")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 # -- U280-scale HBM roofline of the MiniLM layers (model only) ---------------------------------
@@ -320,7 +318,7 @@ def _plot_roofline(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from models.atomic import atomic_path
+    from models.atomic import save_png
     from models.fss import U280_HBM
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -359,9 +357,7 @@ def _plot_roofline(rows: list[dict], path: Path) -> None:
     a2.legend(fontsize=5)
     fig.suptitle("FSS GEMM engine at U280 scale: HBM roofline of all-MiniLM-L6-v2 linear layers (250 MHz assumed)")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 # -- HBM model vs RTL with a throttled weight stream -------------------------------------------

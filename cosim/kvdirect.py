@@ -111,7 +111,7 @@ def _plot(results: list[dict], path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import atomic_path
+    from models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for dist, color in (("uniform", "C0"), ("zipf", "C3")):
@@ -131,9 +131,7 @@ def _plot(results: list[dict], path) -> None:
     ax.set_title("KV-Direct pipeline RTL vs throughput model")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 def bench_kvdirect_resources(out_dir, quick: bool = False) -> dict:

@@ -900,7 +900,7 @@ def plot_pareto(points: list[dict], x: str, y: str, y_sense: str, path: Path, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import atomic_path
+    from models.atomic import save_png
 
     ok = [p for p in points if p.get("status") == "ok" and _finite(get(p, x)) and _finite(get(p, y))]
     if not ok:
@@ -924,9 +924,7 @@ def plot_pareto(points: list[dict], x: str, y: str, y_sense: str, path: Path, ti
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
     return path
 
 

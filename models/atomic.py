@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_bytes", "write_text"]
+__all__ = ["atomic_path", "save_png", "write_bytes", "write_text"]
 
 
 @contextlib.contextmanager
@@ -48,3 +48,14 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_bytes(path, text.encode())
+
+
+def save_png(fig, path: str | os.PathLike, dpi: int = 110, **savefig_kw) -> Path:
+    """Write a matplotlib figure as PNG atomically, then close it (frees its memory)."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, **savefig_kw)
+    plt.close(fig)
+    return path

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from models.atomic import atomic_path, write_text
+from models.atomic import save_png, write_text
 from models.nn.cnn import CNNConfig
 from models.nn.lstm import LSTMConfig
 from models.nn.train import TrainConfig, get_trained
@@ -285,9 +285,7 @@ def _plot_accuracy(result: dict, path: Path) -> None:
     axes[0][-1].legend(fontsize=8)
     fig.suptitle(f"LSTM H={result['model']['hidden']} on digits: accuracy vs sparsity per pattern")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def _plot_seernet(result: dict, path: Path) -> None:
@@ -311,9 +309,7 @@ def _plot_seernet(result: dict, path: Path) -> None:
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 # -- CLI ------------------------------------------------------------------------------------

@@ -68,3 +68,19 @@ def test_atomic_write_permissions_and_no_leftovers(tmp_path):
             tmp.write_text("half")
             raise RuntimeError("killed mid-write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # no half file, no temp file
+
+
+def test_save_png_atomic_and_closes_the_figure(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from models.atomic import save_png
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    path = save_png(fig, tmp_path / "sub" / "f.png", dpi=50)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not plt.fignum_exists(fig.number)
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["f.png"]

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_path, write_text
+from ..atomic import save_png, write_text
 from .channel import ChannelParams, make_channel
 from .precoders import (
     COUNTING_RULE,
@@ -417,8 +417,6 @@ def write_study(res: dict, out_dir: Path) -> list[Path]:
     _plot_grouping(axes[2][1], res)
     _plot_tracking(axes[2][2], res)
     fig.tight_layout()
-    with atomic_path(out_dir / "beamraster_study.png") as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out_dir / "beamraster_study.png", dpi=110)
     paths.append(out_dir / "beamraster_study.png")
     return paths

@@ -39,7 +39,7 @@ def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     n = len(groups)
@@ -51,9 +51,7 @@ def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, ti
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 
@@ -78,7 +76,7 @@ def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     st = dict(res["settings"])
     for key, tag in (("lingjun", "lingjun"), ("lingjun_thin_core", "lingjun 64:1")):
@@ -110,9 +108,7 @@ def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
     ax[1].set_ylabel("iteration time / Arnold's")
     ax[1].set_title("Lingjun 2023 flow simulation (>1 = Arnold faster)")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 
@@ -162,7 +158,7 @@ def _c4p_png(path: Path, res: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     labels, rows = [], []
     for name, st in res["settings"].items():
@@ -182,9 +178,7 @@ def _c4p_png(path: Path, res: dict) -> Path:
         a.set_xticks(x, labels, fontsize=7, rotation=45, ha="right")
         a.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 
@@ -354,7 +348,7 @@ def _scenario_png(path: Path, res: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     jobs = res["jobs"]
     names = [j["job"] for j in jobs]
@@ -377,9 +371,7 @@ def _scenario_png(path: Path, res: dict) -> Path:
         a.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.suptitle(f"scenario {res['scenario']} ({res['routing']}, {res['topology']['name']})")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 

@@ -34,7 +34,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     n = len(groups)
@@ -46,9 +46,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 

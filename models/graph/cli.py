@@ -41,7 +41,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: boo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     n = len(groups)
@@ -55,9 +55,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: boo
         ax.set_yscale("log")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 
@@ -359,7 +357,7 @@ def _curves_png(path: Path, panels: list, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     cols = 2
     rows = (len(panels) + cols - 1) // cols
@@ -375,9 +373,7 @@ def _curves_png(path: Path, panels: list, title: str) -> Path:
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+    save_png(fig, path, dpi=100)
     return path
 
 

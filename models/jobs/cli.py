@@ -47,14 +47,12 @@ def _png(path: Path, draw) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_path
+    from ..atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     draw(ax)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     return path
 
 

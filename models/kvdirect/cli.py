@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from models.atomic import atomic_path, write_text
+from models.atomic import save_png, write_text
 
 from .perf import PAPER, HWParams, atomic_rates, measure_store_accesses, multi_nic, nic_throughput
 from .workload import Workload, generate
@@ -68,9 +68,7 @@ def _plot(res: dict, path: Path) -> None:
     ax[1].set_ylabel("single-key atomics, Mops")
     ax[1].set_title(f"atomic speedup {at['speedup']:.0f}x (paper 191x)")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def _table(res: dict):
