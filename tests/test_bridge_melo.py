@@ -76,3 +76,23 @@ def test_model_only_cli(tmp_path, capsys):
     assert main(["cosim", "melo", "--clock-mhz", "300", "-o", str(tmp_path)]) == 2  # 3.33 ns: no whole-ns clock
     err = capsys.readouterr().err.strip()
     assert "whole number of ns" in err and "\n" not in err, err
+
+
+def test_cli_user_flows(tmp_path, capsys):
+    import json
+
+    from cosim.cli import main
+
+    args = ["cosim", "melo", "--model-only", "-o", str(tmp_path),
+            "--flow", "1,2,65536,0", "--flow", "3,2,32768,1.5", "--flow", "0,3,131072,0.5"]
+    assert main(args) == 0
+    rows = [r[0] for r in json.loads((tmp_path / "bridge_melo.json").read_text())["table"]]
+    fct = [r for r in rows if r.endswith("FCT us")]
+    assert fct == ["flow 0 (1->2, packet/MELO) FCT us", "flow 1 (3->2, packet/MELO) FCT us",
+                   "flow 2 (0->3, flow) FCT us"]
+    capsys.readouterr()
+    for bad, msg in ((["--flow", "1,2,oops,0"], "expected SRC,DST,BYTES,START_US"),
+                     (["--flow", "1,7,1024,0"], "GPUs 0..3")):
+        assert main(["cosim", "melo", "--model-only", "-o", str(tmp_path / "x"), *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert msg in err and "\n" not in err, err

@@ -53,6 +53,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     _common(m)
     m.add_argument("--loss", type=float, default=0.02, help="loss probability on the lossy link (default 0.02)")
     m.add_argument("--lossy-gpu", type=int, default=2, help="GPU whose NIC down-link is lossy (default 2)")
+    m.add_argument("--flow", metavar="SRC,DST,BYTES,START_US", action="append", default=None,
+                   help="a flow of the workload (repeatable; GPUs 0..3); replaces the six built-in flows")
     m.add_argument("--flows", metavar="I,J", default=None,
                    help="indices of the flows to run on the engine (default: all crossing the lossy link)")
     m.add_argument("--scale", type=_positive(float), default=1.0, help="multiply every flow size (default 1)")
@@ -113,8 +115,21 @@ def _cmd_melo(args) -> int:
             chosen = tuple(int(x) for x in args.flows.split(","))
         except ValueError:
             raise UsageError(f"--flows must be comma-separated flow indices, not {args.flows!r}") from None
+    flows = {}
+    if args.flow:
+        parsed = []
+        for text in args.flow:
+            parts = text.split(",")
+            try:
+                if len(parts) != 4:
+                    raise ValueError
+                parsed.append((int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3])))
+            except ValueError:
+                raise UsageError(f"--flow {text!r}: expected SRC,DST,BYTES,START_US, "
+                                 "e.g. --flow 0,2,262144,0") from None
+        flows = {"flows": tuple(parsed)}
     p = MeloScenarioParams(loss=args.loss, lossy_gpu=args.lossy_gpu, chosen=chosen, scale=args.scale,
-                           f_clk_mhz=args.clock_mhz, seed=args.seed)
+                           f_clk_mhz=args.clock_mhz, seed=args.seed, **flows)
     _check_clock(args.clock_mhz, args.model_only)
     _progress(f"melo: {len(p.flows)} flows, {len(p.chosen_flows())} on the engine, loss {p.loss:g}; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
