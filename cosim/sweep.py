@@ -11,7 +11,7 @@ line); every grid point is one pure task:
 3. optionally Yosys estimates its resources (``--synth xcup``);
 4. model-level metrics are derived at a stated clock (BBS: multiplier utilisation and GOP/s;
    MELO: goodput and pool occupancy; KV-Direct: operations per cycle against its cycle model,
-   :mod:`cosim.bridges.kv_cycles`, and the steady-state bound of its throughput model).
+   :mod:`models.kvdirect.cycles`, and the steady-state bound of its throughput model).
 
 **Cache and resume.** A point's simulation result is stored in ``<cache>/sim-<key>.json`` and
 its synthesis result in ``<cache>/synth-<target>-<key>.json``; the simulation key hashes the
@@ -196,9 +196,9 @@ def _kvd_metrics(p, w: dict, raw: dict, clock_mhz: float) -> dict:
     """Measured ops/cycle beside two models: the steady-state bound of
     :func:`models.kvdirect.rtl_model.predict_ops_per_cycle` (clock, port, Little's law, chains;
     blind to ``rs_slots`` and to fill/drain, so 1.5-4.5x above a 400-op run with few slots) and
-    the cycle model :func:`cosim.bridges.kv_cycles.simulate_cycles` (entries, slots, memory
+    the cycle model :func:`models.kvdirect.cycles.simulate_cycles` (entries, slots, memory
     port, fill and drain of the run), whose cycles are set against the RTL's."""
-    from cosim.bridges.kv_cycles import simulate_cycles
+    from models.kvdirect.cycles import simulate_cycles
     from models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
 
     reqs = make_stream(int(w["ops"]), int(w["keys"]), str(w["dist"]), int(w["seed"]))

@@ -424,7 +424,7 @@ NOTES = [
     "forwarded by the RTL, while the model's rule makes it a chain head, and an op the model forwards can find "
     "its predecessor already gone in the RTL. So the minimum op latency differs either way (uniform keys: RTL "
     "below the model), and under Zipf 0.99 with forwarding, where hot-key chains are long, the RTL is slower.",
-    "An exact cycle model of the pipeline for one offered stream exists (cosim.bridges.kv_cycles, used by the "
+    "An exact cycle model of the pipeline for one offered stream exists (models.kvdirect.cycles, used by the "
     "kvdirect_rs sweep); the bridge's model device keeps the per-op rules because batches arrive over time.",
 ]
 

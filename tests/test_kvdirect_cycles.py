@@ -1,11 +1,11 @@
-"""Cycle model of the KV-Direct pipeline (cosim.bridges.kv_cycles): the documented latencies, the
+"""Cycle model of the KV-Direct pipeline (models.kvdirect.cycles): the documented latencies, the
 reservation-station slot limit, and cycle counts against the RTL."""
 
 import shutil
 
 import pytest
 
-from cosim.bridges.kv_cycles import simulate_cycles
+from models.kvdirect.cycles import simulate_cycles
 from models.kvdirect.rtl_model import GET, PUT, PipelineParams, Request, bucket_of, make_stream
 
 P = PipelineParams(memory_bytes=8192, entries=8, rs_slots=64)
