@@ -9,11 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["main", "UsageError", "build_parser"]
+from models.errors import CheckFailed, UsageError  # re-exported: the one error path
 
-
-class UsageError(ValueError):
-    """Bad input from the user: printed as one line, exit status 2."""
+__all__ = ["main", "UsageError", "CheckFailed", "build_parser"]
 
 
 def _register_all(sub) -> None:
@@ -51,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)
+    except CheckFailed as e:
+        print(f"FAILED: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 1
     except SimFailure as e:
         print(f"FAILED: {e}", file=sys.stderr)
         return 1
