@@ -13,7 +13,7 @@ pointers, no per-row loop, no load imbalance:
   block ``X[C]`` stays small (``chunk_elems`` elements).
 
 Integer (raw fixed-point) values and vectors give exact int64 results, as the golden model
-:mod:`models.bbs` computes before requantisation. :class:`CSBKernel` precomputes the global
+:mod:`models.bbs.spmxv` computes before requantisation. :class:`CSBKernel` precomputes the global
 column indices once (as a CSR matrix stores its column indices), which is what a repeated
 product (an LSTM step, a benchmark) should use.
 """

@@ -5,9 +5,9 @@ Wraps :class:`hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform
 
 - ``s_axis_w`` (AXI4-Stream, 32-bit ``tdata``): the weights, then the biases, as 32-bit words,
   least significant word first. ``rows/P * k`` weight beats of ``P*B*(W+I)`` bits (CSB words,
-  :func:`models.bbs.pack_weight_beats`) take ``ceil(P*B*(W+I)/32)`` words each; then ``4H/P``
+  :func:`models.bbs.spmxv.pack_weight_beats`) take ``ceil(P*B*(W+I)/32)`` words each; then ``4H/P``
   bias beats of ``P * GW`` bits take ``ceil(P*GW/32)`` words each
-  (:func:`models.bbs_lstm.pack_bias_beats`): ``LOAD_WORDS`` words in all. Load once after a
+  (:func:`models.bbs.lstm.pack_bias_beats`): ``LOAD_WORDS`` words in all. Load once after a
   reset (hardware or SOFT_RESET); ``STATUS.loaded`` rises when the last bias word is in. Words
   arriving after that are dropped and set ``ERROR.extra_weights``. ``tready`` is low while a
   ``LOAD_MM`` fetch owns the loader.
@@ -81,7 +81,7 @@ A START with an error condition does not start a run. The counters at 0x14..0x20
 2**32 - 1 and count from the last reset of the layer: hardware reset, SOFT_RESET, an accepted
 LOAD_MM, or a read error.
 
-Faults and the state they leave (every case is exercised in ``tests/test_bbs_axi_faults.py``):
+Faults and the state they leave (every case is exercised in ``tests/bbs/test_bbs_axi_faults.py``):
 
 - **Read error** (``RRESP`` = SLVERR or DECERR on any beat of a LOAD_MM fetch): ERROR bit 3;
   MM_ERR_RESP and MM_ERR_ADDR record the first failing beat. The read master issues no further
@@ -117,7 +117,7 @@ Faults and the state they leave (every case is exercised in ``tests/test_bbs_axi
 
 Latency and throughput are those of :class:`hdl.bbs.lstm.LSTMLayer`: the wrapper adds no
 register stage on ``x`` or ``h`` (``tvalid``/``tready`` pass through gated by ``busy``), so the
-cycle model :class:`models.bbs_lstm.LSTMCycleModel` holds from the first ``s_axis_x`` beat.
+cycle model :class:`models.bbs.lstm.LSTMCycleModel` holds from the first ``s_axis_x`` beat.
 A LOAD_MM moves one word per cycle when memory keeps up (LOAD_CYCLES ~ LOAD_WORDS + the read
 latency of the first burst). Resources beyond the layer: one ``ceil(P*B*(W+I)/32) * 32``-bit
 deserialiser register, a ``mm_data_width``-bit word splitter, the read master (three
@@ -133,7 +133,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.lstm import LSTMLayer
 from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
-from models.bbs_lstm import LSTMParams
+from models.bbs.lstm import LSTMParams
 
 __all__ = ["LSTMAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
 
@@ -183,7 +183,7 @@ class LSTMAxiTop(wiring.Component):
     Raises
     ------
     TypeError
-        ``params`` is not an :class:`models.bbs_lstm.LSTMParams`.
+        ``params`` is not an :class:`models.bbs.lstm.LSTMParams`.
     ValueError
         A read-master parameter out of range.
     """
@@ -192,7 +192,7 @@ class LSTMAxiTop(wiring.Component):
                  mm_max_burst: int = 16, mm_max_outstanding: int = 2,
                  mm_timeout_cycles: int | None = DEFAULT_TIMEOUT):
         if not isinstance(params, LSTMParams):
-            raise TypeError(f"LSTMAxiTop takes a models.bbs_lstm.LSTMParams, not {params!r}")
+            raise TypeError(f"LSTMAxiTop takes a models.bbs.lstm.LSTMParams, not {params!r}")
         if not 32 <= mm_addr_width <= 64:
             raise ValueError(f"m_axi address width must be 32 to 64 bits, not {mm_addr_width}")
         self.params = p = params

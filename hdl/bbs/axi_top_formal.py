@@ -56,7 +56,7 @@ from hdl.common.axil_formal import (
     axil_slave_props,
 )
 from hdl.common.formal import Props, mutant_checks, past
-from models.bbs_lstm import LSTMParams
+from models.bbs.lstm import LSTMParams
 from models.fixedpoint import Q
 
 __all__ = ["LSTMAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "TOP_ARGS"]
@@ -189,7 +189,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`: k-induction of the AXI4-Lite groups, BMC of every group
+    """Checks for :mod:`cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
     (``h_hold`` included) from reset, covers and the broken variants, on the smallest LSTM.
     ``full`` adds a deeper BMC that also checks the constant registers."""
     prm = formal_params()

@@ -1,6 +1,6 @@
 """Unbalanced row-wise CSR SpMxV engine (ESE-style): the baseline the BBS engine is measured against.
 
-Golden model, stream word layouts and cycle model: :mod:`models.bbs_csr`.
+Golden model, stream word layouts and cycle model: :mod:`models.bbs.csr`.
 
 Design. ``M`` processing elements (PEs), one multiplier each, the same multiplier count as a
 BBS engine with ``P * B = M``. Rows are assigned statically and interleaved: row ``r`` belongs
@@ -46,7 +46,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import COUNTER_BITS, _tree_sum
 from hdl.common.fixed import requantize
-from models.bbs_csr import CSRParams
+from models.bbs.csr import CSRParams
 
 __all__ = ["CSRSpMxV", "csr_weight_layout"]
 
@@ -80,7 +80,7 @@ class CSRSpMxV(wiring.Component):
 
     def __init__(self, params: CSRParams):
         if not isinstance(params, CSRParams):
-            raise TypeError(f"CSRSpMxV takes a models.bbs_csr.CSRParams, not {params!r}")
+            raise TypeError(f"CSRSpMxV takes a models.bbs.csr.CSRParams, not {params!r}")
         self.params = p = params
         super().__init__({
             "w": In(stream.Signature(csr_weight_layout(p))),

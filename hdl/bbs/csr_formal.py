@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 
 from hdl.bbs.csr import CSRSpMxV
 from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks
-from models.bbs_csr import CSRParams
+from models.bbs.csr import CSRParams
 from models.fixedpoint import Q
 
 __all__ = ["CSRFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
@@ -168,7 +168,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`: BMC on 2 PEs, 4 x 4 (no k-induction yet); covers; broken
+    """Checks for :mod:`cosim.flow.formal`: BMC on 2 PEs, 4 x 4 (no k-induction yet); covers; broken
     variants. ``full`` adds 4 PEs, 8 x 8."""
     prm = formal_params()
     out = [

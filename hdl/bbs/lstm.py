@@ -2,7 +2,7 @@
 
 Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity", FPGA 2019.
 The golden model, the hardware layout (interleaved banks, gate-interleaved rows) and the
-fixed-point rules are in :mod:`models.bbs_lstm`; this block meets them bit for bit.
+fixed-point rules are in :mod:`models.bbs.lstm`; this block meets them bit for bit.
 
 Blocks
 ------
@@ -24,8 +24,8 @@ Blocks
 Overlap and throughput. The input part of step ``t+1``'s vector loads while step ``t``
 computes; its hidden part is written as ``h_t`` leaves the element-wise unit; the first step of
 the next sequence loads and starts with no gap. Consecutive steps of one sequence are separated
-by :data:`models.bbs_lstm.STEP_GAP` cycles (the recurrence; it cannot overlap at batch 1), so
-a step costs ``rows/P * k + STEP_GAP`` cycles (:class:`models.bbs_lstm.LSTMCycleModel`).
+by :data:`models.bbs.lstm.STEP_GAP` cycles (the recurrence; it cannot overlap at batch 1), so
+a step costs ``rows/P * k + STEP_GAP`` cycles (:class:`models.bbs.lstm.LSTMCycleModel`).
 
 Resources. SpMxV (``P*B`` multipliers, ``P*B`` vector memories) + weight memory
 (``rows/P*k`` x ``P*B*(W+I)`` bits) + ``3 U`` small multipliers (f*c, i*g, o*tanh) + ``U``
@@ -54,9 +54,9 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
 from hdl.common.arith import count_saturating
 from hdl.common.fixed import requantize
-from models.bbs import BBSParams
-from models.bbs_lstm import LSTMParams
-from models.bbs_lstm_delta import check_budget, delta_fmt, mem_bits
+from models.bbs.lstm import LSTMParams
+from models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
+from models.bbs.spmxv import BBSParams
 from models.fixedpoint import Q, acc_bits
 
 __all__ = ["plan_sigmoid", "plan_tanh", "ElementWise", "LSTMLayer", "h_out_layout"]
@@ -64,7 +64,7 @@ __all__ = ["plan_sigmoid", "plan_tanh", "ElementWise", "LSTMLayer", "h_out_layou
 
 def plan_sigmoid(x: Value, x_frac: int, out_frac: int) -> Value:
     """PLAN sigmoid of signed ``x`` (``x_frac`` fraction bits) with ``out_frac`` fraction bits;
-    mirrors :func:`models.bbs_lstm.plan_sigmoid`."""
+    mirrors :func:`models.bbs.lstm.plan_sigmoid`."""
     neg = x < 0
     a = Mux(neg, -x, x)
     one = 1 << out_frac
@@ -103,10 +103,10 @@ class ElementWise(wiring.Component):
     seq_len : In(16)
     bias_loaded : Out(1)
 
-    With ``delta_y_width`` (delta mode, :mod:`models.bbs_lstm_delta`): ``y`` carries the exact,
+    With ``delta_y_width`` (delta mode, :mod:`models.bbs.lstm_delta`): ``y`` carries the exact,
     unrounded SpMxV products ``W d_sel`` (``delta_y_width`` bits, ``acc_frac`` fractional bits),
     accumulated into the pre-activation memory ``M`` (``4H/P`` words of ``P`` values of
-    :func:`models.bbs_lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
+    :func:`models.bbs.lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
     are ``sat(requantize(M) + bias)``. Same pipeline, same latency.
     """
 
@@ -186,7 +186,7 @@ class ElementWise(wiring.Component):
             def gate_sum(r, bias_r):
                 return yA[r] + bias_r
         else:
-            # delta mode: M[g] += y (exact, cannot overflow: M = W vhat, see models.bbs_lstm_delta)
+            # delta mode: M[g] += y (exact, cannot overflow: M = W vhat, see models.bbs.lstm_delta)
             mw = mem_bits(p)
             m.submodules.mmem = mmem = Memory(shape=unsigned(mw * P), depth=G, init=[])
             mwp, mrp = mmem.write_port(), mmem.read_port()
@@ -234,8 +234,8 @@ class LSTMLayer(wiring.Component):
 
     Attributes
     ----------
-    wload : In(stream of CSB weight beats)  -- ``rows/P * k`` beats (layout of :mod:`models.bbs`),
-        physical order of :mod:`models.bbs_lstm`; loaded once after reset.
+    wload : In(stream of CSB weight beats)  -- ``rows/P * k`` beats (layout of :mod:`models.bbs.spmxv`),
+        physical order of :mod:`models.bbs.lstm`; loaded once after reset.
     bload : In(stream of P gate_fmt biases)  -- ``4H/P`` beats.
     x : In(stream of I vec_fmt values)  -- one beat per time step, sequences back to back.
     h : Out(stream of U vec_fmt values)  -- ``H/U`` beats per step, units in order.
@@ -245,7 +245,7 @@ class LSTMLayer(wiring.Component):
 
     Delta mode (``delta_budget=J``; off by default, and then the Verilog is unchanged)
     ------------------------------------------------------------------------------------
-    Temporal sparsity as specified in :mod:`models.bbs_lstm_delta` (read its docstring for the
+    Temporal sparsity as specified in :mod:`models.bbs.lstm_delta` (read its docstring for the
     rule and why it is bank-balanced). Extra ports: ``delta_theta : In(vec width)`` (the raw
     threshold, held constant while running), counters ``delta_selected`` (columns selected) and
     ``delta_candidates`` (columns over the threshold), summed over steps. Hardware:
@@ -270,7 +270,7 @@ class LSTMLayer(wiring.Component):
 
     def __init__(self, params: LSTMParams, delta_budget: int | None = None):
         if not isinstance(params, LSTMParams):
-            raise TypeError(f"LSTMLayer takes a models.bbs_lstm.LSTMParams, not {params!r}")
+            raise TypeError(f"LSTMLayer takes a models.bbs.lstm.LSTMParams, not {params!r}")
         self.params = p = params
         self.delta_budget = None if delta_budget is None else check_budget(p, delta_budget)
         gl = data.ArrayLayout(signed(p.gate_fmt.width), p.pes)

@@ -86,7 +86,7 @@ Proof status
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
 back-pressure; a step inside a sequence (fed by ``h_{t-1}``) completes its pass.
 
-:func:`formal_checks` lists the checks that :mod:`cosim.formal` runs and the deliberately
+:func:`formal_checks` lists the checks that :mod:`cosim.flow.formal` runs and the deliberately
 broken variants (:data:`MUTANTS`) that must fail for the intended reason.
 """
 
@@ -101,8 +101,8 @@ from hdl.bbs.lstm import LSTMLayer
 from hdl.bbs.spmxv import COUNTER_BITS
 from hdl.bbs.spmxv_formal import spmxv_internals
 from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
-from models.bbs import PIPELINE_LATENCY
-from models.bbs_lstm import LSTMCycleModel, LSTMParams
+from models.bbs.lstm import LSTMCycleModel, LSTMParams
+from models.bbs.spmxv import PIPELINE_LATENCY
 from models.fixedpoint import Q
 
 __all__ = ["LSTMFormal", "PROPERTIES", "BMC_GROUPS", "MUTANTS", "EW_LATENCY", "formal_checks", "formal_params",
@@ -139,7 +139,7 @@ def drain_cycles(p: LSTMParams) -> int:
     accepted step has left. The worst case is a step computing while the next step of its
     sequence waits for its ``h`` (a step inside a sequence cannot start before, and steps of
     other sequences overlap with these two): two steady steps of
-    :class:`models.bbs_lstm.LSTMCycleModel` (weight beats + recurrence gap each). On the smallest
+    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). On the smallest
     layer BMC to depth 30 finds drains of 21 cycles (a 20-cycle window fails) and none longer;
     the bound is 22."""
     return 2 * LSTMCycleModel(p).steady_step()
@@ -764,7 +764,7 @@ def _tag(shape) -> str:
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal` (see its docstring for the keys).
+    """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
     Fast set (CI, about 45 s of CPU): on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
     BMC of every group to depth 10, a BMC of ``data`` to depth 14 (one step through, its ``h``

@@ -37,7 +37,7 @@ Assertions (what the engine promises)
 Covers: a ``y`` beat leaves; two vectors are loaded at once; a ``y`` beat waits under
 back-pressure.
 
-:func:`formal_checks` lists the checks that :mod:`cosim.formal` runs (BMC and k-induction on
+:func:`formal_checks` lists the checks that :mod:`cosim.flow.formal` runs (BMC and k-induction on
 tiny parameter sets) and the deliberately broken variants (:data:`MUTANTS`) that must fail.
 """
 
@@ -49,7 +49,7 @@ from amaranth.lib import wiring
 
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV
 from hdl.common.formal import sync_assigns
-from models.bbs import PIPELINE_LATENCY, BBSParams
+from models.bbs.spmxv import PIPELINE_LATENCY, BBSParams
 from models.fixedpoint import Q
 
 __all__ = ["SpMxVFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "spmxv_internals"]
@@ -327,7 +327,7 @@ _FAST_SHAPES = [(1, 1), (2, 1), (1, 2)]
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal` (see its docstring for the keys).
+    """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
     Fast set (CI): k-induction of every property (black-box ones plus the ``internal``
     invariants that make them inductive) for three tiny shapes, a depth-20 BMC of one shape, a

@@ -220,7 +220,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`: k-induction and BMC of every property on M=4, K=1, L=2,
+    """Checks for :mod:`cosim.flow.formal`: k-induction and BMC of every property on M=4, K=1, L=2,
     frames of 4 symbols; a cover run; the broken variants. ``full`` adds K=2 and deeper BMC."""
     prm = formal_params()
     out = [

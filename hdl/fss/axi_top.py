@@ -8,17 +8,17 @@ activations in and results out.
 Streams (``tdata`` widths rounded up to whole bytes, no ``tkeep``):
 
 - ``s_axis_w`` (32-bit ``tdata``): one layer's FSS weights. Each weight beat of
-  :func:`models.fss.pack_weight_beats` (``PR * N`` lanes of ``value | index << W``,
+  :func:`models.fss.gemm.pack_weight_beats` (``PR * N`` lanes of ``value | index << W``,
   ``PR * N * (W + I)`` bits) is cut into ``ceil(bits / 32)`` words, least significant word first
   (the last word's unused upper bits are ignored); beats in the engine's order, row group ``g``
   then region column ``c``: ``ROW_GROUPS * K_REGIONS`` beats in all.
-  :func:`cosim.fss.pack_axi_weight_words` builds the word list. ``s_axis_w_tready`` is always
+  :func:`cosim.designs.fss.gemm.pack_axi_weight_words` builds the word list. ``s_axis_w_tready`` is always
   high: words go straight into the store. ``STATUS.loaded`` rises when the last word of the last
   beat is in; words that arrive while loaded are dropped and set ``ERROR.extra_weights``.
-- ``s_axis_x``: activation beats of :func:`models.fss.pack_act_beats` (``r_w * PC`` elements of
+- ``s_axis_x``: activation beats of :func:`models.fss.gemm.pack_act_beats` (``r_w * PC`` elements of
   ``XW`` bits at ``(t * r_w + b) * XW``), ``K_REGIONS`` beats per column tile, ``TILES`` tiles
   per run. Accepted only while a run still expects activations.
-- ``m_axis_y``: result beats of :func:`models.fss.unpack_output_beats` (``PR * r_h * PC`` values
+- ``m_axis_y``: result beats of :func:`models.fss.gemm.unpack_output_beats` (``PR * r_h * PC`` values
   of ``OW`` bits), one per (tile, row group); ``tlast`` on the last row group of every tile, so a
   frame is one tile: ``PC`` output columns of all ``ROW_GROUPS * r_h * PR`` rows.
 - ``s_axil``: AXI4-Lite, 32-bit data, 8-bit byte address (bits 1:0 ignored); ``wstrb`` ignored;
@@ -75,7 +75,7 @@ high) also resets the size registers to their reset values and clears ERROR.
 Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
 weight store reads one beat ahead, so with free-flowing streams and activations waiting at
-START, ``RUN_CYCLES == CYCLES ==`` :meth:`models.fss.CycleModel.expected` and ``STARVE_W == 0``.
+START, ``RUN_CYCLES == CYCLES ==`` :meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``.
 The engine is held in reset in the START cycle (it is empty then), which is what clears its
 counters per run.
 
@@ -96,7 +96,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.axi_top import bytes_up
 from hdl.common.arith import count_saturating
 from hdl.fss.gemm import FSSGemm
-from models.fss import FSSParams
+from models.fss.gemm import FSSParams
 
 __all__ = ["FSSAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words", "words_per_beat"]
 
@@ -136,7 +136,7 @@ class FSSAxiTop(wiring.Component):
     Raises
     ------
     TypeError
-        ``params`` is not an :class:`models.fss.FSSParams`.
+        ``params`` is not an :class:`models.fss.gemm.FSSParams`.
     ValueError
         A field does not fit its CONFIG register (8 bits; 16 bits for the maxima).
 
@@ -146,7 +146,7 @@ class FSSAxiTop(wiring.Component):
 
     def __init__(self, params: FSSParams):
         if not isinstance(params, FSSParams):
-            raise TypeError(f"FSSAxiTop takes a models.fss.FSSParams, not {params!r}")
+            raise TypeError(f"FSSAxiTop takes a models.fss.gemm.FSSParams, not {params!r}")
         self.params = p = params
         for name, v in (("r_h", p.r_h), ("r_w", p.r_w), ("n", p.n), ("pe_rows", p.pe_rows),
                         ("pe_cols", p.pe_cols), ("weight width", p.weight_fmt.width),

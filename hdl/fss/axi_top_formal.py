@@ -54,7 +54,7 @@ from hdl.common.axil_formal import (
 from hdl.common.formal import Props, internals, mutant_checks, past
 from hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
 from hdl.fss.gemm_formal import formal_params as _gemm_params
-from models.fss import FSSParams
+from models.fss.gemm import FSSParams
 
 __all__ = ["FSSAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "WRITABLE"]
 
@@ -188,7 +188,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`: k-induction of the AXI4-Lite groups, BMC of every group
+    """Checks for :mod:`cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
     (``y_hold`` included) from reset, covers and the broken variants, on the tiny engine.
     ``full`` adds a deeper BMC that also checks the constant registers."""
     prm = formal_params()

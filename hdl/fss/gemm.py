@@ -2,7 +2,7 @@
 
 Zhang et al., "Fine-Grained Structured Sparse Computing for FPGA-Based AI Inference", IEEE TCAD
 44(7), 2025. The golden model, the stream word layouts and the cycle model are in
-:mod:`models.fss`; this block meets them bit for bit. The micro-architecture is ours.
+:mod:`models.fss.gemm`; this block meets them bit for bit. The micro-architecture is ours.
 
 Architecture. A ``PR x PC`` array of PEs, each with ``N`` multipliers. PE ``(a, t)`` computes the
 ``r_h`` output rows of region row ``g * PR + a`` for activation column ``t`` of the current
@@ -22,7 +22,7 @@ Throughput and latency. One weight beat per cycle while the output is not back-p
 an activation tile is loaded: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal
 for ``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile
 ``tau + 1`` (``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat
-to its row group's output is :data:`models.fss.PIPELINE_LATENCY` = 4 cycles (buffer read,
+to its row group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 4 cycles (buffer read,
 select + multiply, row adder trees, accumulate + requantise).
 
 Back-pressure. The pipeline advances as a whole (``adv``): while the output register holds a
@@ -52,7 +52,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
-from models.fss import FSSParams
+from models.fss.gemm import FSSParams
 
 __all__ = ["FSSGemm", "weight_layout"]
 
@@ -91,7 +91,7 @@ class FSSGemm(wiring.Component):
 
     def __init__(self, params: FSSParams):
         if not isinstance(params, FSSParams):
-            raise TypeError(f"FSSGemm takes a models.fss.FSSParams, not {params!r}")
+            raise TypeError(f"FSSGemm takes a models.fss.gemm.FSSParams, not {params!r}")
         self.params = p = params
         super().__init__({
             "w": In(stream.Signature(weight_layout(p))),

@@ -39,7 +39,7 @@ from amaranth.lib import wiring
 from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
 from hdl.fss.gemm import FSSGemm
 from models.fixedpoint import Q
-from models.fss import PIPELINE_LATENCY, FSSParams
+from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["GemmFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "stage_valids"]
 
@@ -250,7 +250,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`: k-induction of every property (2x2 regions, n=2, 2x1
+    """Checks for :mod:`cosim.flow.formal`: k-induction of every property (2x2 regions, n=2, 2x1
     PEs, run-time layer shape up to 2 region columns x 2 row groups), a BMC, a cover run and
     the broken variants. ``full`` adds a sparse 2x4 region with a 2x2 PE array and deeper BMC."""
     prm = formal_params()

@@ -302,7 +302,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`.
+    """Checks for :mod:`cosim.flow.formal`.
 
     Fast set: k-induction of the response handshake; BMC of every property to depth 10 (two
     same-key ops can complete out of order from step 8 on) with the XOR-fold hash and empty

@@ -348,7 +348,7 @@ DEEP_MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.formal`.
+    """Checks for :mod:`cosim.flow.formal`.
 
     Fast set: k-induction of ``handshake`` + ``r_count`` (with ``internal``), BMC of every
     property (2 connections, 2 blocks of 4 bits, chains of up to 2 blocks, PSNs below 16), a

@@ -4,7 +4,7 @@
   linked free list, drop-and-NACK when a packet does not fit).
 - :mod:`models.melo.sim`: packet-level simulator comparing go-back-N, full-bitmap selective
   repeat and MELO; :mod:`models.melo.workloads`: datacenter flow-size CDFs.
-- :mod:`models.melo.study`: the study (throughput, FCT, memory, pool size); :mod:`models.melo.cli`:
+- :mod:`models.melo.study`: the study (throughput, FCT, memory, pool size); :mod:`cosim.cli.melo`:
   the ``hwcosim melo`` subcommands.
 """
 

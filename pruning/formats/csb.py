@@ -16,7 +16,7 @@ On disk (``save``/``load``), written atomically:
   value format, the sha256 of each array's bytes, the scale of the float source;
 - ``<stem>.hex``: the ``$readmemh`` image, one CSB word per line in (row, slot) order; a word is
   ``B`` lanes, lane ``b`` at bit offset ``b * (W + I)`` holding the W-bit two's-complement
-  value in its low bits and the I-bit index above (the lane layout of :mod:`models.bbs`).
+  value in its low bits and the I-bit index above (the lane layout of :mod:`models.bbs.spmxv`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ owns a block does the same work.
 
 Relation to BBS (Cao et al., FPGA 2019): **mask for mask the same** as
 :class:`pruning.patterns.bank_balanced.BankBalanced` with ``banks = cols // block`` (same exact
-top-k per group, same tie rule: lower column index wins); ``tests/test_patterns.py`` checks it.
+top-k per group, same tie rule: lower column index wins); ``tests/pruning/test_patterns.py`` checks it.
 The two differ only in how they are parameterised, which follows the hardware: Balanced
 Sparsity fixes the *block size* (a GPU kernel's tile width, independent of the row length),
 BBS fixes the *bank count* (the number of multipliers / vector memories of an FPGA PE), so

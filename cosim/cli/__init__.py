@@ -1,0 +1,76 @@
+"""``hwcosim``: the one console command. Each package owns its subcommands; this dispatches.
+
+Exit status: 0 success, 1 a failed check (RTL != golden model, a failed simulation), 2 bad
+input (one line on stderr naming the problem and the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from models.errors import CheckFailed, UsageError  # re-exported: the one error path
+
+__all__ = ["main", "UsageError", "CheckFailed", "build_parser"]
+
+
+def _register_all(sub) -> None:
+    from cosim.cli import commands
+
+    commands.register(sub)
+    for modname in _PACKAGE_COMMANDS:
+        mod = __import__(modname, fromlist=["register"])
+        mod.register(sub)
+
+
+# Subcommands that live in other packages (each module has register(subparsers)).
+_PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "cosim.cli.kvdirect", "cosim.cli.melo",
+                                   "cosim.cli.cluster", "cosim.cli.beamraster", "cosim.flow.sweep",
+                                   "cosim.cli.reliability", "cosim.cli.graph",
+                                   "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hwcosim",
+        description="Hardware/software co-design of AI-datacenter systems: verified accelerator RTL, "
+                    "golden models, pruning tools and cluster models.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _register_all(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cosim.flow.runner import SimFailure, SimulatorMissing
+    from cosim.flow.synth import SynthError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except CheckFailed as e:
+        print(f"FAILED: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 1
+    except SimFailure as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+    except SimulatorMissing as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except SynthError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (UsageError, ValueError, FileNotFoundError, IsADirectoryError) as e:
+        # ValueError covers parameter validation (BBSParams, Q, PatternError, FormatError)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

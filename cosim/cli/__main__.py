@@ -1,0 +1,7 @@
+"""``python -m cosim.cli``: the same as the ``hwcosim`` command."""
+
+import sys
+
+from cosim.cli import main
+
+sys.exit(main())

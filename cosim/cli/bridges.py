@@ -1,0 +1,227 @@
+"""``hwcosim cosim melo|serve|kv``: run an RTL-in-the-loop bridge and its model-only twin.
+
+Each subcommand runs the bridge's scenario with the model device (in this process) and, unless
+``--model-only``, with the RTL device (Verilator or Icarus under cocotb), checks the RTL's data
+word for word against the golden model, and writes ``bridge_<name>.json`` (both results, wall
+times, slowdown, checks) to ``-o DIR`` and a table to the terminal. Also :func:`bench_bridges`,
+registered in :data:`cosim.flow.bench.BENCHES` as ``cosim_bridges``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+__all__ = ["register", "bench_bridges"]
+
+
+def _common(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("-o", "--output", metavar="DIR", default="build/bridges",
+                    help="output folder (default build/bridges)")
+    ap.add_argument("--model-only", action="store_true", help="run only the model device (no simulator)")
+    ap.add_argument("--sim", choices=("verilator", "icarus"), default=None,
+                    help="simulator (default: $SIM or verilator)")
+    ap.add_argument("--seed", type=int, default=1, help="scenario seed (default 1)")
+
+
+def _positive(kind):
+    def conv(s):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, not {s}")
+        return v
+
+    return conv
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``cosim`` with ``melo``, ``serve`` and ``kv`` to an argparse subparsers object."""
+    p = subparsers.add_parser("cosim", help="RTL-in-the-loop bridges: MELO in the cluster network, BBS/FSS serving, "
+                                            "KV-Direct parameter server (RTL vs model, slowdown)",
+                              description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cosim_cmd", metavar="{melo,serve,kv}")
+    sub.required = True
+
+    m = sub.add_parser("melo", help="MELO RTL engine doing loss recovery for chosen flows of a cluster network",
+                       description="Flows on a small Clos with loss on one link; the flows crossing it run at packet "
+                                   "level with the MELO engine as receiver, the rest at flow level.")
+    _common(m)
+    m.add_argument("--loss", type=float, default=0.02, help="loss probability on the lossy link (default 0.02)")
+    m.add_argument("--lossy-gpu", type=int, default=2, help="GPU whose NIC down-link is lossy (default 2)")
+    m.add_argument("--flow", metavar="SRC,DST,BYTES,START_US", action="append", default=None,
+                   help="a flow of the workload (repeatable; GPUs 0..3); replaces the six built-in flows")
+    m.add_argument("--flows", metavar="I,J", default=None,
+                   help="indices of the flows to run on the engine (default: all crossing the lossy link)")
+    m.add_argument("--scale", type=_positive(float), default=1.0, help="multiply every flow size (default 1)")
+    m.add_argument("--clock-mhz", type=_positive(float), default=250.0, help="engine clock (default 250)")
+    m.set_defaults(func=_cmd_melo)
+
+    s = sub.add_parser("serve", help="BBS SpMxV / FSS GEMM RTL as serving devices under an ElasticBatch-style stream",
+                       description="Poisson requests, size buckets, dynamic batching; service times from RTL cycles "
+                                   "(cached per batch shape) vs the cycle model.")
+    _common(s)
+    s.add_argument("--device", choices=("bbs", "fss", "both"), default="both", help="device(s) (default both)")
+    s.add_argument("--requests", type=_positive(int), default=60, help="requests (default 60)")
+    s.add_argument("--load", type=_positive(float), default=1.3,
+                   help="offered load vs the device serving one request at a time (default 1.3)")
+    s.add_argument("--slo-us", type=_positive(float), default=10.0, help="latency SLO in us (default 10)")
+    s.add_argument("--p-stall", type=float, default=0.0,
+                   help="probability the result sink refuses a cycle (RTL only; default 0)")
+    s.add_argument("--no-cache", action="store_true", help="simulate every batch (no cache per shape)")
+    s.add_argument("--clock-mhz", type=_positive(float), default=200.0, help="engine clock (default 200)")
+    s.set_defaults(func=_cmd_serve)
+
+    k = sub.add_parser("kv", help="KV-Direct pipeline RTL serving a parameter-server job's key-value traffic",
+                       description="Workers pull (GET) and push (ATOMIC add / PUT) parameter keys of Zipf "
+                                   "popularity over a flow-level network to a KV-Direct NIC.")
+    _common(k)
+    k.add_argument("--workers", type=_positive(int), default=4, help="workers, 1..7 (default 4)")
+    k.add_argument("--iterations", type=_positive(int), default=3, help="iterations (default 3)")
+    k.add_argument("--keys-per-iter", type=_positive(int), default=16, help="keys pulled per iteration (default 16)")
+    k.add_argument("--keys", type=_positive(int), default=48, help="parameter keys (default 48)")
+    k.add_argument("--theta", type=float, default=0.99, help="Zipf skew (default 0.99)")
+    k.add_argument("--mem-latency", type=_positive(int), default=40, help="memory latency in cycles (default 40)")
+    k.add_argument("--no-forward", action="store_true", help="turn the pipeline's forwarding off")
+    k.add_argument("--clock-mhz", type=_positive(float), default=200.0, help="pipeline clock (default 200)")
+    k.set_defaults(func=_cmd_kv)
+    return p
+
+
+def _finish(cmp, out: Path) -> int:
+    from cosim.flow.bridge import print_table, write_report
+
+    print_table(cmp)
+    path = write_report(cmp, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def _progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _cmd_melo(args) -> int:
+    from cosim.cli import UsageError
+    from cosim.designs.melo.bridge import MeloScenarioParams, run_bridge
+
+    chosen = None
+    if args.flows:
+        try:
+            chosen = tuple(int(x) for x in args.flows.split(","))
+        except ValueError:
+            raise UsageError(f"--flows must be comma-separated flow indices, not {args.flows!r}") from None
+    flows = {}
+    if args.flow:
+        parsed = []
+        for text in args.flow:
+            parts = text.split(",")
+            try:
+                if len(parts) != 4:
+                    raise ValueError
+                parsed.append((int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3])))
+            except ValueError:
+                raise UsageError(f"--flow {text!r}: expected SRC,DST,BYTES,START_US, "
+                                 "e.g. --flow 0,2,262144,0") from None
+        flows = {"flows": tuple(parsed)}
+    p = MeloScenarioParams(loss=args.loss, lossy_gpu=args.lossy_gpu, chosen=chosen, scale=args.scale,
+                           f_clk_mhz=args.clock_mhz, seed=args.seed, **flows)
+    _check_clock(args.clock_mhz, args.model_only)
+    _progress(f"melo: {len(p.flows)} flows, {len(p.chosen_flows())} on the engine, loss {p.loss:g}; "
+              f"{'model only' if args.model_only else 'model, then RTL'}")
+    return _finish(run_bridge(p, model_only=args.model_only, sim=args.sim), Path(args.output))
+
+
+def _check_clock(mhz: float, model_only: bool) -> None:
+    from cosim.cli import UsageError
+
+    period = 1e3 / mhz
+    if not model_only and abs(period - round(period)) > 1e-9:
+        raise UsageError(f"--clock-mhz {mhz:g} gives a {period:g} ns period; the RTL clock needs a whole number of "
+                         "ns (e.g. 100, 125, 200, 250)")
+
+
+def _cmd_serve(args) -> int:
+    from cosim.designs.fss.bridge import ServeScenarioParams, run_bridge
+
+    if not 0 <= args.p_stall < 0.95:
+        from cosim.cli import UsageError
+
+        raise UsageError(f"--p-stall must be in [0, 0.95), not {args.p_stall}")
+    _check_clock(args.clock_mhz, args.model_only)
+    rc = 0
+    for dev in (("bbs", "fss") if args.device == "both" else (args.device,)):
+        sp = ServeScenarioParams(device=dev, n_requests=args.requests, load=args.load, slo_us=args.slo_us,
+                                 p_stall=args.p_stall, cache=not args.no_cache, f_clk_mhz=args.clock_mhz,
+                                 seed=args.seed)
+        _progress(f"serve {dev}: {sp.n_requests} requests at load {sp.load:g}; "
+                  f"{'model only' if args.model_only else 'model, then RTL'}")
+        rc |= _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), Path(args.output))
+    return rc
+
+
+def _cmd_kv(args) -> int:
+    from cosim.designs.kvdirect.bridge import KVScenarioParams, run_bridge
+
+    _check_clock(args.clock_mhz, args.model_only)
+    sp = KVScenarioParams(n_workers=args.workers, iterations=args.iterations, keys_per_iter=args.keys_per_iter,
+                          n_keys=args.keys, theta=args.theta, mem_latency=args.mem_latency,
+                          forward=not args.no_forward, f_clk_mhz=args.clock_mhz, seed=args.seed)
+    _progress(f"kv: {sp.n_workers} workers x {sp.iterations} iterations x {sp.keys_per_iter} keys; "
+              f"{'model only' if args.model_only else 'model, then RTL'}")
+    return _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), Path(args.output))
+
+
+def bench_bridges(out_dir, quick: bool = False) -> dict:
+    """All three bridges, RTL vs model: writes ``bridge_*.json`` and ``cosim_bridges.json`` to ``out_dir``.
+
+    ``quick``: smaller scenarios (fewer requests, half-size flows, two iterations).
+    """
+    from rich.console import Console
+
+    from cosim.designs.fss import bridge as serve
+    from cosim.designs.kvdirect import bridge as kv
+    from cosim.designs.melo import bridge as melo
+    from cosim.flow.bridge import print_table, write_report
+    from models.atomic import write_text
+
+    out_dir = Path(out_dir)
+    n_req = 40 if quick else 120
+    runs = [
+        ("melo", lambda: melo.run_bridge(melo.MeloScenarioParams(scale=0.5 if quick else 1.0))),
+        ("serve_bbs", lambda: serve.run_bridge(serve.ServeScenarioParams(device="bbs", n_requests=n_req))),
+        ("serve_fss", lambda: serve.run_bridge(serve.ServeScenarioParams(device="fss", n_requests=n_req))),
+        ("serve_bbs_stall", lambda: serve.run_bridge(serve.ServeScenarioParams(
+            device="bbs", n_requests=n_req, p_stall=0.2, cache=False))),
+        ("kv", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3))),
+        ("kv_uniform", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3, theta=0.0,
+                                                                 n_keys=200))),
+        ("kv_noforward", lambda: kv.run_bridge(kv.KVScenarioParams(iterations=2 if quick else 3, forward=False))),
+        ("kv_one_worker", lambda: kv.run_bridge(kv.KVScenarioParams(n_workers=1, iterations=2 if quick else 3))),
+    ]
+    renamed = {"serve_bbs_stall": "Output back-pressure: the result sink refuses 20 % of cycles; every batch is "
+                                  "simulated (no cache: with stalls the cycles depend on the random pattern).",
+               "kv_uniform": "Uniform key popularity over 200 keys (few forwarding chains).",
+               "kv_noforward": "Zipf 0.99 as in 'kv', with the pipeline's forwarding off (every op of a hot-key chain "
+                               "pays its own memory round trip).",
+               "kv_one_worker": "One worker: no two batches overlap in the pipeline."}
+    summary = {}
+    con = Console()
+    for name, fn in runs:
+        _progress(f"bridge {name}")
+        cmp = fn()
+        if name in renamed:
+            cmp.bridge = name
+            cmp.notes.append(renamed[name])
+        print_table(cmp, con)
+        write_report(cmp, out_dir)
+        d = cmp.to_dict()
+        summary[name] = {"slowdown": d["slowdown"], "slowdown_total": d["slowdown_total"],
+                         "wall_model_s": cmp.model["wall_s"], "wall_rtl_s": (cmp.rtl or {}).get("wall_s"),
+                         "checks": cmp.checks, "table": d["table"], "notes": cmp.notes}
+    write_text(out_dir / "cosim_bridges.json", json.dumps(summary, indent=1, default=str) + "\n")
+    return summary

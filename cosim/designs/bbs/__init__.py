@@ -1,0 +1,4 @@
+"""cosim.designs.bbs: testbenches, runner glue, benches, sweep adapter and bridges of the bbs designs.
+
+The registry entries are in :mod:`cosim.designs.bbs.design`.
+"""

@@ -1,0 +1,25 @@
+"""Registry entries of the BBS SpMxV engine (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from models.bbs.spmxv import BBSParams
+
+PAPER = "Cao et al., \"Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity\", FPGA 2019"
+SPMXV_DOCS = DocsEntry("bbs-spmxv", "BBS sparse matrix-vector engine", PAPER, handwritten=True)
+
+
+def _spmxv(p: BBSParams):
+    from hdl.bbs import SpMxV
+
+    return SpMxV(p)
+
+
+DESIGNS = [
+    Design(
+        name="bbs-spmxv", top="bbs_spmxv", build=_spmxv,
+        default_params=lambda: BBSParams(rows=128, cols=128, banks=8, k=2, pes=8),
+        description="BBS sparse matrix-vector engine: P PEs x B banks (Cao et al., FPGA 2019)",
+        golden="models.bbs.spmxv:spmxv", testbench="cosim.designs.bbs.tb_spmxv",
+        formal="hdl.bbs.spmxv_formal:formal_checks",
+        benches=(("bbs_spmxv", "cosim.designs.bbs.bench:bench_bbs_spmxv"),),
+        sweep="cosim.designs.bbs.sweep:ADAPTER", docs=SPMXV_DOCS),
+]

@@ -1,0 +1,56 @@
+"""Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from cosim.designs.bbs.design import PAPER, SPMXV_DOCS
+from models.bbs.csr import CSRParams
+from models.bbs.lstm import LSTMParams
+
+LSTM_DOCS = DocsEntry("bbs-lstm", "BBS LSTM layer engine", PAPER)
+
+
+def _lstm(p: LSTMParams):
+    from hdl.bbs.lstm import LSTMLayer
+
+    return LSTMLayer(p)
+
+
+def _lstm_axi(p: LSTMParams):
+    from hdl.bbs.axi_top import LSTMAxiTop
+
+    return LSTMAxiTop(p)
+
+
+def _csr(p: CSRParams):
+    from hdl.bbs.csr import CSRSpMxV
+
+    return CSRSpMxV(p)
+
+
+DESIGNS = [
+    Design(
+        name="bbs-lstm", top="bbs_lstm", build=_lstm,
+        default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),
+        description="BBS LSTM layer: SpMxV (P x B) + PLAN element-wise unit + vector builder "
+                    "(Cao et al., FPGA 2019)",
+        golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_lstm",
+        formal="hdl.bbs.lstm_formal:formal_checks",
+        benches=(("bbs_lstm", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm"),
+                 ("bbs_lstm_delta", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm_delta")),
+        docs=LSTM_DOCS),
+    Design(
+        name="bbs-lstm-axi", top="bbs_lstm_axi", build=_lstm_axi,
+        default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),
+        description="BBS LSTM layer behind AXI4-Stream (weights, x, h), an AXI4 read master (weights "
+                    "from memory: LOAD_MM) and AXI4-Lite (start, soft reset, busy/done/error, read-error "
+                    "address, performance counters); map and fault behaviour in hdl/bbs/axi_top.py",
+        golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_axi",
+        formal="hdl.bbs.axi_top_formal:formal_checks",
+        formal_extra=(("axi-reader", "hdl.common.axi_reader_formal:formal_checks"),),
+        docs=LSTM_DOCS),
+    Design(
+        name="bbs-csr", top="bbs_csr", build=_csr,
+        default_params=lambda: CSRParams(rows=256, cols=72, mults=64, lanes=8),
+        description="Row-wise CSR SpMxV baseline (ESE-style, unbalanced rows), M single-multiplier PEs",
+        golden="models.bbs.csr:spmxv_entries", testbench="cosim.designs.bbs.tb_csr",
+        formal="hdl.bbs.csr_formal:formal_checks", formal_prove=False, docs=SPMXV_DOCS),
+]

@@ -1,0 +1,4 @@
+"""cosim.designs.beamraster: testbenches, runner glue, benches, sweep adapter and bridges of the beamraster designs.
+
+The registry entries are in :mod:`cosim.designs.beamraster.design`.
+"""

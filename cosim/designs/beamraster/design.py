@@ -1,0 +1,27 @@
+"""Registry entry of the BeamRaster precoder (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from models.beamraster.datapath import PrecoderParams
+
+
+def _precoder(p: PrecoderParams):
+    from hdl.beamraster import Precoder
+
+    return Precoder(p)
+
+
+DESIGNS = [
+    Design(
+        name="beamraster-precoder", top="beamraster_precoder", build=_precoder,
+        default_params=lambda: PrecoderParams(M=64, K=8, lanes=64, groups=100, sc_per_group=12,
+                                              symbols_per_frame=14),
+        description="BeamRaster precoder: K users -> M antennas per subcarrier, DFT beams + pre-distortion "
+                    "(Meng et al., IEEE TMC 2019)",
+        golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
+        formal="hdl.beamraster.precoder_formal:formal_checks",
+        benches=(("beamraster_realtime", "cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
+                 ("beamraster_dsp", "cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
+        docs=DocsEntry("beamraster", "BeamRaster MU-MIMO precoder",
+                       "Meng et al., \"BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed "
+                       "Precoders\", IEEE TMC 18(5), 2019")),
+]

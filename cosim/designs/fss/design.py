@@ -1,0 +1,42 @@
+"""Registry entries of the FSS sparse GEMM engine and its AXI top (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from models.fss.gemm import FSSParams
+
+DOCS = DocsEntry("fss", "FSS sparse GEMM engine",
+                 "Zhang et al., \"Fine-Grained Structured Sparse Computing for FPGA-Based AI Inference\", "
+                 "IEEE TCAD 44(7), 2025")
+
+
+def _gemm(p: FSSParams):
+    from hdl.fss import FSSGemm
+
+    return FSSGemm(p)
+
+
+def _axi(p: FSSParams):
+    from hdl.fss.axi_top import FSSAxiTop
+
+    return FSSAxiTop(p)
+
+
+DESIGNS = [
+    Design(
+        name="fss-gemm", top="fss_gemm", build=_gemm,
+        default_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=1024, max_cols=1024),
+        description="FSS sparse GEMM engine: PR x PC PEs, r_h x r_w regions, N per region "
+                    "(Zhang et al., IEEE TCAD 2025)",
+        golden="models.fss.gemm:gemm", testbench="cosim.designs.fss.tb_gemm",
+        formal="hdl.fss.gemm_formal:formal_checks",
+        benches=(("fss_layers", "cosim.designs.fss.bench:bench_fss_layers"),
+                 ("fss_synth", "cosim.designs.fss.bench:bench_fss_synth")),
+        docs=DOCS),
+    Design(
+        name="fss-axi", top="fss_axi", build=_axi,
+        default_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=256, max_cols=256),
+        description="FSS GEMM engine + on-chip weight store behind AXI4-Stream (weights, activations, "
+                    "results) and AXI4-Lite (start, sizes, busy/done/error, counters, SLVERR); map in "
+                    "hdl/fss/axi_top.py",
+        golden="models.fss.gemm:gemm", testbench="cosim.designs.fss.tb_axi",
+        formal="hdl.fss.axi_top_formal:formal_checks", docs=DOCS),
+]

@@ -1,0 +1,4 @@
+"""cosim.designs.kvdirect: testbenches, runner glue, benches, sweep adapter and bridges of the kvdirect designs.
+
+The registry entries are in :mod:`cosim.designs.kvdirect.design`.
+"""

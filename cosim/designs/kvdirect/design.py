@@ -1,0 +1,27 @@
+"""Registry entry of the KV-Direct processing pipeline (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from models.kvdirect.rtl_model import PipelineParams
+
+
+def _pipeline(p: PipelineParams):
+    from hdl.kvdirect import Pipeline
+
+    return Pipeline(p)
+
+
+DESIGNS = [
+    Design(
+        name="kvdirect-pipeline", top="kvdirect_pipeline", build=_pipeline,
+        default_params=lambda: PipelineParams(memory_bytes=1 << 20, entries=64, rs_slots=1024),
+        description="KV-Direct KV processing pipeline: hash, reservation station with forwarding, "
+                    "memory engine (Li et al., SOSP 2017)",
+        golden="models.kvdirect.rtl_model:golden_run", testbench="cosim.designs.kvdirect.tb_pipeline",
+        formal="hdl.kvdirect.pipeline_formal:formal_checks",
+        benches=(("kvdirect_rtl", "cosim.designs.kvdirect.pipeline:bench_kvdirect_rtl"),
+                 ("kvdirect_resources", "cosim.designs.kvdirect.pipeline:bench_kvdirect_resources")),
+        sweep="cosim.designs.kvdirect.sweep:ADAPTER",
+        docs=DocsEntry("kvdirect", "KV-Direct key-value store",
+                       "Li et al., \"KV-Direct: High-Performance In-Memory Key-Value Store with Programmable "
+                       "NIC\", SOSP 2017")),
+]

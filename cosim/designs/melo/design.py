@@ -1,0 +1,27 @@
+"""Registry entry of the MELO receiver engine (see :mod:`cosim.designs`)."""
+
+from cosim.designs import Design, DocsEntry
+from models.melo.engine import MeloEngineParams
+
+
+def _engine(p: MeloEngineParams):
+    from hdl.melo import MeloEngine
+
+    return MeloEngine(p)
+
+
+DESIGNS = [
+    Design(
+        name="melo-engine", top="melo_engine", build=_engine,
+        default_params=lambda: MeloEngineParams(n_conns=1024, psn_bits=24, block_bits=64, pool_blocks=256,
+                                                max_blocks_per_conn=4),
+        description="MELO receiver: metadata table, shared bits pool, free list, ACK/SACK/NACK "
+                    "(Lu et al., APNet 2017)",
+        golden="models.melo.engine:MeloEngine", testbench="cosim.designs.melo.tb_engine",
+        formal="hdl.melo.engine_formal:formal_checks",
+        benches=(("melo_engine", "cosim.designs.melo.engine:bench_melo_engine"),),
+        sweep="cosim.designs.melo.sweep:ADAPTER",
+        docs=DocsEntry("melo", "MELO loss-recovery engine",
+                       "Lu et al., \"Memory Efficient Loss Recovery for Hardware-based Transport in Datacenter\", "
+                       "APNet 2017")),
+]

@@ -1,0 +1,110 @@
+"""``hwcosim bench``: performance measured as ratios against a baseline run in the same process.
+
+Each design declares its benches in its registry entry (``Design.benches``, next to the
+design); :data:`BENCHES` is derived from the registry, plus the benches of the tools and the
+cluster-level systems, which are not designs (:data:`TOOL_BENCHES`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from models.errors import UsageError
+
+__all__ = ["run_bench", "BENCHES", "TOOL_BENCHES", "select_benches"]
+
+
+#: name -> callable(out_dir, quick) -> dict; packages add their benchmarks here.
+def _kernels(out_dir: Path, quick: bool) -> dict:
+    from pruning.bench import run_kernel_bench
+
+    return run_kernel_bench(out_dir, quick=quick)
+
+
+def _lazy(module: str, name: str) -> Callable[[Path, bool], dict]:
+    def run(out_dir: Path, quick: bool) -> dict:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(out_dir, quick)
+
+    run.__name__ = name
+    return run
+
+
+#: Benches of the tools and the cluster-level systems (not designs): name -> callable(out_dir, quick).
+TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
+    "kernels": _kernels,
+    "cluster_arnold": _lazy("cosim.cli.cluster", "bench_arnold"),
+    "cluster_c4p": _lazy("cosim.cli.cluster", "bench_c4p"),
+    "cluster_crux": _lazy("cosim.cli.cluster", "bench_crux"),
+    "cluster_speed": _lazy("cosim.cli.cluster", "bench_cluster_speed"),
+    "reliability_byterobust": _lazy("cosim.cli.reliability", "bench_byterobust"),
+    "reliability_c4d": _lazy("cosim.cli.reliability", "bench_c4d"),
+    "reliability_mycroft": _lazy("cosim.cli.reliability", "bench_mycroft"),
+    "graph_engine": _lazy("cosim.cli.graph", "bench_graph_engine"),
+    "gnn_rewrite": _lazy("cosim.cli.graph", "bench_gnn_rewrite"),
+    "tux2": _lazy("cosim.cli.graph", "bench_tux2"),
+    "cognn": _lazy("cosim.cli.jobs", "bench_cognn"),
+    "cpualloc": _lazy("cosim.cli.jobs", "bench_cpualloc"),
+    "sim_speed": _lazy("cosim.flow.simspeed", "bench_simspeed"),
+    "cosim_bridges": _lazy("cosim.cli.bridges", "bench_bridges"),
+    "sweeps": _lazy("cosim.flow.sweep", "bench_sweeps"),
+}
+
+
+def design_benches() -> dict[str, Callable[[Path, bool], dict]]:
+    """The benches every registered design declares (``Design.benches``), by bench name."""
+    from cosim.designs import designs
+
+    out: dict[str, Callable[[Path, bool], dict]] = {}
+    for d in designs().values():
+        for name, ref in d.benches:
+            if name in out or name in TOOL_BENCHES:
+                raise RuntimeError(f"bench {name!r} of design {d.name!r} is declared twice")
+            mod, _, fn = ref.partition(":")
+            out[name] = _lazy(mod, fn)
+    return out
+
+
+#: Every bench: the designs' (from the registry) and the tools'.
+BENCHES: dict[str, Callable[[Path, bool], dict]] = {**design_benches(), **TOOL_BENCHES}
+
+
+def select_benches(only: str | None) -> list[str]:
+    """Names of the benches to run: all of them, or the comma-separated ``--only`` list."""
+    if not only:
+        return list(BENCHES)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown or not names:
+        raise UsageError(f"--only: unknown bench {', '.join(unknown) or '(empty)'}; "
+                         f"choose from {', '.join(BENCHES)}")
+    return names
+
+
+def run_bench(args) -> int:
+    names = select_benches(getattr(args, "only", None))
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    index = out / "index.json"
+    summary: dict = {}
+    if getattr(args, "only", None) and index.exists():
+        # a partial run keeps the other benches' entries
+        try:
+            summary = json.loads(index.read_text())
+        except (OSError, ValueError):
+            summary = {}
+    from models.atomic import write_text
+
+    for name in names:
+        t0 = time.monotonic()
+        print(f"bench {name} ...", flush=True)
+        BENCHES[name](out, args.quick)
+        summary[name] = {"seconds": round(time.monotonic() - t0, 1), "quick": bool(args.quick),
+                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_text(index, json.dumps(summary, indent=2) + "\n")
+    print(f"benchmarks written to {out}/")
+    return 0

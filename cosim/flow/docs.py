@@ -1,0 +1,322 @@
+"""Generated pages of the documentation site, and the mkdocs hook that adds them.
+
+``mkdocs.yml`` names this file under ``hooks:``; at build time :func:`on_files` adds pages that
+are generated from the repository as it is, so they cannot go stale:
+
+``reference/cli.md``
+    The ``--help`` of every ``hwcosim`` command and subcommand, from
+    :func:`cosim.cli.build_parser` (the argparse parsers themselves).
+``designs/index.md``
+    The designs that ``hwcosim verilog`` can emit (the :mod:`cosim.designs` registry) with
+    their default parameters, and a status table of every design area.
+``designs/<area>.md``
+    For each design area that another page does not describe by hand: which pieces exist
+    (golden model, RTL, Verilog registry entry, cocotb testbench, tests) and what the module
+    docstrings say, read from the source files without importing them; a missing piece is
+    listed as "not in the repository yet".
+
+``python -m cosim.flow.docs OUT`` writes the same pages to the folder ``OUT`` for inspection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Area", "SYSTEM_AREAS", "areas", "design_areas", "cli_reference", "designs_index", "area_page",
+           "generated_pages", "on_config", "on_files", "main"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Area:
+    """A design area: the paper it follows and the globs (relative to the repo) of its parts."""
+
+    slug: str
+    title: str
+    paper: str
+    models: tuple[str, ...]
+    hdl: tuple[str, ...] = ()
+    designs: tuple[str, ...] = ()  # registry names, e.g. "bbs-spmxv"
+    tb: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    handwritten: bool = False  # described by a hand-written page (designs/<slug>.md)
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+#: Areas that are not designs (cluster-level systems); the design areas come from the registry.
+SYSTEM_AREAS: tuple[Area, ...] = (
+    Area("cluster", "Cluster models (C4, Arnold, Crux, ...)",
+         "several datacenter-scale systems papers; see the module docstrings below",
+         ("models/systems/cluster/*.py",), tests=("tests/systems/test_cluster*.py",),
+         notes="Cluster models are discrete-event simulations in numpy; they have no RTL of their own."),
+)
+
+
+def _src(ref: str) -> tuple[str, ...]:
+    from cosim.designs import module_path
+
+    try:
+        path = module_path(ref)
+    except (ImportError, ValueError):
+        return ()
+    return (path.relative_to(ROOT).as_posix(),) if path and path.is_relative_to(ROOT) else ()
+
+
+def design_areas(registry: dict | None = None) -> tuple[Area, ...]:
+    """One :class:`Area` per documentation page (``Design.docs.slug``), derived from the registry."""
+    if registry is None:
+        registry, _ = _registry()
+    by_slug: dict[str, list] = {}
+    for d in registry.values():
+        if d.docs is not None:
+            by_slug.setdefault(d.docs.slug, []).append(d)
+    areas = []
+    for slug, ds in by_slug.items():
+        e = ds[0].docs
+        models, hdl, tb = [], [], []
+        for d in ds:
+            models += [m for m in _src(d.golden) if m not in models]
+            if d.formal:
+                rtl = d.formal.partition(":")[0].removesuffix("_formal")
+                hdl += [m for m in _src(rtl) + _src(d.formal) if m not in hdl]
+            tb += [m for m in _src(d.testbench) if m not in tb]
+        fams = sorted({d.family for d in ds})
+        areas.append(Area(slug, e.title, e.paper, tuple(models), tuple(hdl), tuple(d.name for d in ds), tuple(tb),
+                          tuple(f"tests/{f}/*.py" for f in fams), handwritten=e.handwritten, notes=e.notes))
+    return tuple(areas)
+
+
+def areas() -> tuple[Area, ...]:
+    """Every documented area: the registered designs' pages, then the systems'."""
+    return design_areas() + SYSTEM_AREAS
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def _glob(patterns) -> list[Path]:
+    found: list[Path] = []
+    for pat in patterns:
+        for p in sorted(ROOT.glob(pat)):
+            if p.is_file() and p not in found:
+                found.append(p)
+    return found
+
+
+def _docstring(path: Path) -> str:
+    try:
+        return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return ""
+
+
+def _rel(p: Path) -> str:
+    return p.relative_to(ROOT).as_posix()
+
+
+def _registry() -> tuple[dict, str]:
+    """The design registry ``{name: Design}``, and an error text when it cannot be imported."""
+    try:
+        from cosim.designs import designs
+
+        return designs(), ""
+    except Exception as e:  # noqa: BLE001 - a module under construction must not break the docs
+        return {}, f"{type(e).__name__}: {e}"
+
+
+def _params_table(params) -> list[str]:
+    import dataclasses
+
+    rows = ["| parameter | default |", "|---|---|"]
+    try:
+        for f in dataclasses.fields(params):
+            rows.append(f"| `{f.name}` | `{getattr(params, f.name)!s}` |")
+    except TypeError:
+        rows.append(f"| (not a dataclass) | `{params!r}` |")
+    return rows
+
+
+# --- CLI reference ------------------------------------------------------------------------------
+def _walk(parser: argparse.ArgumentParser, path: list[str]):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, path + [name])
+
+
+def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
+    """Markdown: the ``--help`` text of every command and subcommand of ``hwcosim``."""
+    if parser is None:
+        from cosim.cli import build_parser
+
+        parser = build_parser()
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal width: fix it
+    try:
+        out = ["# Command-line reference", "",
+               "Generated from the argparse parsers of `hwcosim` (`cosim.cli.build_parser()`) when the site "
+               "is built; `hwcosim COMMAND --help` prints the same text.", "",
+               "Exit status: 0 success, 1 a failed check, 2 bad input (one `error: ...` line on stderr).", ""]
+        for path, p in _walk(parser, ["hwcosim"]):
+            p.prog = " ".join(path)
+            level = "#" * min(2 + len(path) - 2, 4) if len(path) > 1 else "##"
+            out += [f"{level} `{' '.join(path)}`", "", "```text", p.format_help().rstrip(), "```", ""]
+        return "\n".join(out)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+# --- design pages -------------------------------------------------------------------------------
+def _status(area: Area, registry: dict) -> dict[str, str]:
+    def files(pats):
+        fs = _glob(pats)
+        return ", ".join(f"`{_rel(f)}`" for f in fs) if fs else "not in the repository yet"
+
+    reg = [n for n in area.designs if n in registry]
+    return {
+        "golden model": files(area.models),
+        "RTL (Amaranth)": files(area.hdl) if area.hdl else "none (not a hardware design)",
+        "`hwcosim verilog` design": ", ".join(f"`{n}`" for n in reg) if reg else
+        ("not registered yet" if area.designs else "none"),
+        "cocotb testbench": files(area.tb) if area.tb else "none",
+        "tests": files(area.tests),
+    }
+
+
+def designs_index() -> str:
+    """Markdown: the registered designs and the status of every design area."""
+    registry, err = _registry()
+    out = ["# Designs", "",
+           "Generated from the repository when the site is built: the designs `hwcosim verilog` can emit and "
+           "the status of every design area. Every design follows the same path: a numpy golden model "
+           "(`models/`, the specification), Amaranth RTL (`hdl/`) that matches it bit for bit in cocotb "
+           "simulation (`cosim/tb/`), and Verilog plus a FuseSoC core from `hwcosim verilog`.", ""]
+    if err:
+        out += [f"!!! warning \"The design registry could not be imported\"\n    `{err}`", ""]
+    out += ["## Registered designs", "", "| design | Verilog top | what it is |", "|---|---|---|"]
+    for name, d in registry.items():
+        out.append(f"| `{name}` | `{d.top}` | {d.description} |")
+    if not registry:
+        out.append("| (none) | | |")
+    out += ["", "## Design areas", "", "| area | golden model | RTL | `hwcosim verilog` | tests |",
+            "|---|---|---|---|---|"]
+    for a in areas():
+        s = _status(a, registry)
+
+        def yes(v):
+            return "no" if v.startswith(("not ", "none")) else "yes"
+
+        out.append(f"| [{a.title}]({a.slug}.md) | {yes(s['golden model'])} | {yes(s['RTL (Amaranth)'])} | "
+                   f"{yes(s['`hwcosim verilog` design'])} | {yes(s['tests'])} |")
+    out += ["", "## Default parameters", ""]
+    for name, d in registry.items():
+        try:
+            p = d.default_params()
+        except Exception as e:  # noqa: BLE001
+            out += [f"### `{name}`", "", f"default parameters unavailable: `{e}`", ""]
+            continue
+        out += [f"### `{name}`", "", *_params_table(p), "",
+                f"Override any of them: `hwcosim verilog {name} --param field=value`.", ""]
+    return "\n".join(out)
+
+
+def area_page(area: Area) -> str:
+    """Markdown page of a design area that has no hand-written page: what exists, what does not."""
+    registry, err = _registry()
+    s = _status(area, registry)
+    out = [f"# {area.title}", "", f"Paper: {area.paper}.", "",
+           "!!! note \"Generated page\"",
+           "    This page is generated from the repository when the site is built: it lists what exists "
+           "now and quotes the modules' own documentation. A hand-written page (measured figures, "
+           "resource tables, board instructions) replaces it when the design is finished.", ""]
+    if area.notes:
+        out += [area.notes, ""]
+    out += ["## What is in the repository", "", "| part | files |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in s.items()]
+    out.append("")
+    missing = [k for k, v in s.items() if v.startswith(("not ",))]
+    if missing:
+        out += ["Not there yet: " + ", ".join(missing) + ".", ""]
+    if err:
+        out += [f"The design registry could not be imported: `{err}`.", ""]
+    for name in area.designs:
+        if name in registry:
+            d = registry[name]
+            out += [f"## Build it: `{name}`", "", "```sh",
+                    f"hwcosim verilog {name} -o build/verilog --synth xcup  # Verilog, FuseSoC core, Yosys",
+                    f"fusesoc --cores-root build/verilog run --target sim hwcosim:designs:{d.top}",
+                    "```", ""]
+            with contextlib.suppress(Exception):
+                out += ["Default parameters:", "", *_params_table(d.default_params()), ""]
+    out += ["## Module documentation", ""]
+    for f in _glob(area.models + area.hdl + area.tb):
+        doc = _docstring(f)
+        out += [f"### `{_rel(f)}`", ""]
+        out += (["```text", doc.replace("```", "'''"), "```", ""] if doc else ["(no module docstring)", ""])
+    return "\n".join(out)
+
+
+def generated_pages() -> dict[str, str]:
+    """``{path inside docs/: markdown}`` of every generated page."""
+    pages = {"reference/cli.md": cli_reference(), "designs/index.md": designs_index()}
+    for a in areas():
+        if not a.handwritten:
+            pages[f"designs/{a.slug}.md"] = area_page(a)
+    return pages
+
+
+# --- mkdocs hooks ---
+def on_config(config, **kwargs):
+    """mkdocs hook: the "Designs" section of the navigation, from the registry (no hand-kept list)."""
+    pages = [{"Overview": "designs/index.md"}] + [{a.title: f"designs/{a.slug}.md"} for a in areas()]
+    nav = config.get("nav") or []
+    for item in nav:
+        if isinstance(item, dict) and "Designs" in item:
+            item["Designs"] = pages
+            break
+    else:
+        nav.append({"Designs": pages})
+    config["nav"] = nav
+    return config
+
+
+# --- mkdocs hook --------------------------------------------------------------------------------
+def on_files(files, config, **kwargs):
+    """mkdocs hook: add the generated pages (a hand-written file of the same path wins)."""
+    from mkdocs.structure.files import File
+
+    for path, text in generated_pages().items():
+        if files.get_file_from_path(path) is None:
+            files.append(File.generated(config, path, content=text))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cosim.flow.docs OUT``: write the generated pages into OUT."""
+    from models.atomic import write_text
+
+    ap = argparse.ArgumentParser(prog="python -m cosim.flow.docs", description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="folder for the generated Markdown pages")
+    args = ap.parse_args(argv)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        pages = generated_pages()
+    for path, text in pages.items():
+        write_text(Path(args.out) / path, text + "\n")
+        print(f"wrote {Path(args.out) / path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

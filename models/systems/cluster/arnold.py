@@ -1,0 +1,522 @@
+"""Arnold placement (He, Jiang et al., ByteDance, NeurIPS 2025, arXiv 2509.15940) and its baselines.
+
+A job is a matrix of nodes (8 GPUs each): ``R = DP / (8 / TP)`` rows by ``PP`` columns. Node (r, c)
+holds ``8 / TP`` DP ranks of stage c. A **DP group** is a column (the R nodes of one stage), a
+**PP group** is a row (one pipeline). The *spread* of a group is the number of minipods its nodes
+occupy; Arnold minimises ``alpha * max DP spread + beta * max PP spread``.
+
+MIP (SPECS.md; the paper solves it with SCIP, we use HiGHS through :func:`scipy.optimize.milp`),
+over rows i and minipods j::
+
+    min  alpha * sum_j y_j + beta * T
+    s.t. sum_j s_ij <= T            (PP spread of every row <= T)
+         sum_i n_ij <= c_j * y_j    (capacity c_j free nodes; y_j = minipod j used)
+         sum_j n_ij = PP            (every row placed)
+         n_ij <= PP * s_ij          (row i touches minipod j)
+         y, s binary; n integer in [0, PP]
+
+``n_ij = PP * p_ij`` is the paper's fraction of row i on minipod j scaled to nodes; we keep it
+integer so the solution is a placement without a rounding step (a deliberate, stated deviation).
+``sum_j y_j`` bounds every column's spread. Stages are then assigned inside each row in one global
+minipod order, so rows with the same split line up and columns stay narrow; we report the spreads
+of the realised placement, not the MIP objective.
+
+Baselines (nodes chosen, then ranks in Megatron order: node k is stage ``k // R``, row ``k % R``,
+chosen nodes sorted by minipod and node id, as a host file would be):
+
+- ``best-fit``: the smallest minipod that holds the whole job, else the largest minipods first;
+- ``random-fit``: free nodes drawn uniformly at random (seeded);
+- ``gpu-packing``: fill the fullest (least free) minipods first, keeping large holes open;
+- ``rb-fm``: topology-aware recursive bipartitioning: best-fit's node counts per minipod, the
+  job's traffic graph (DP ring edges weight alpha, PP chain edges weight beta) split recursively
+  over halves of the minipod list with Kernighan-Lin/Fiduccia-Mattheyses swap refinement
+  minimising the cut.
+
+**On the real topology** (:func:`run_lingjun_study`): the same three jobs on the 847-host Lingjun
+2023 topology (:func:`~models.systems.cluster.topology.lingjun_2023`, Crux data set), whose minipods are
+its 3 pods (PSW aggregation blocks of 179, 362 and 306 hosts). A seeded fragmentation
+(:func:`lingjun_free_hosts`) leaves some hosts of every pod free; every policy places the job on
+those hosts, spreads are measured from the placed GPUs' pods, and the iteration time comes from
+the flow simulation (:mod:`models.systems.cluster.engine`) on the same topology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import lil_matrix
+
+__all__ = ["PlacementJob", "SETTINGS", "spreads", "weighted_spread", "arnold_mip", "best_fit", "random_fit",
+           "gpu_packing", "rb_fm", "split_capacity", "POLICIES", "simulate_placement", "run_study",
+           "lingjun_free_hosts", "LINGJUN_JOBS", "run_lingjun_study"]
+
+
+@dataclass(frozen=True)
+class PlacementJob:
+    """DP x TP x PP job on 8-GPU nodes."""
+
+    dp: int
+    tp: int
+    pp: int
+    gpus_per_node: int = 8
+
+    def __post_init__(self):
+        for n in ("dp", "tp", "pp", "gpus_per_node"):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ValueError(f"{n} must be an integer >= 1, not {v!r}")
+        if self.gpus_per_node % self.tp:
+            raise ValueError(f"TP={self.tp} must divide the {self.gpus_per_node} GPUs of a node")
+        if (self.dp * self.tp) % self.gpus_per_node:
+            raise ValueError(f"DP*TP={self.dp * self.tp} must be a multiple of {self.gpus_per_node} "
+                             "(whole nodes per stage)")
+
+    @property
+    def rows(self) -> int:
+        return self.dp * self.tp // self.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        return self.rows * self.pp
+
+
+# (minipods, free nodes, job) of the paper's simulation settings
+SETTINGS = {
+    "small": (3, 18, PlacementJob(12, 4, 2)),
+    "medium": (5, 438, PlacementJob(24, 4, 8)),
+    "large": (11, 1019, PlacementJob(46, 8, 8)),
+}
+
+
+def split_capacity(minipods: int, total: int, need: int, seed: int) -> np.ndarray:
+    """Free nodes per minipod: a seeded Dirichlet(1) split of ``total`` (largest remainder).
+
+    The paper's cluster snapshots are not public; this draws many plausible fragmentations. Draws
+    where the job would fit in one minipod are allowed (every policy then ties).
+    """
+    if total < need:
+        raise ValueError(f"{total} free nodes cannot hold a {need}-node job")
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(minipods))
+    x = w * total
+    c = np.floor(x).astype(np.int64)
+    c[np.argsort(-(x - c))[: total - c.sum()]] += 1
+    return c
+
+
+def spreads(pod: np.ndarray) -> tuple[int, int]:
+    """(max DP spread, max PP spread) of a placement ``pod`` (R x PP array of minipod ids)."""
+    pod = np.asarray(pod)
+    dp = max(np.unique(pod[:, c]).size for c in range(pod.shape[1]))
+    pp = max(np.unique(pod[r]).size for r in range(pod.shape[0]))
+    return dp, pp
+
+
+def weighted_spread(pod: np.ndarray, alpha: float, beta: float) -> float:
+    d, p = spreads(pod)
+    return alpha * d + beta * p
+
+
+def _megatron(job: PlacementJob, node_pods: np.ndarray) -> np.ndarray:
+    """Chosen nodes (minipod of each, in rank order) -> R x PP matrix: node k = (k % R, k // R)."""
+    return np.asarray(node_pods).reshape(job.pp, job.rows).T.copy()
+
+
+def _take(caps: np.ndarray, order, need: int) -> np.ndarray:
+    counts = np.zeros_like(caps)
+    for j in order:
+        k = min(caps[j], need - counts.sum())
+        counts[j] = k
+        if counts.sum() == need:
+            break
+    return counts
+
+
+def _check_fit(job: PlacementJob, caps: np.ndarray) -> np.ndarray:
+    caps = np.asarray(caps, dtype=np.int64)
+    if caps.sum() < job.nodes:
+        raise ValueError(f"{caps.sum()} free nodes cannot hold the {job.nodes}-node job")
+    return caps
+
+
+def _best_fit_counts(job, caps):
+    fits = np.flatnonzero(caps >= job.nodes)
+    if fits.size:
+        j = fits[np.argmin(caps[fits])]
+        out = np.zeros_like(caps)
+        out[j] = job.nodes
+        return out
+    return _take(caps, np.argsort(-caps, kind="stable"), job.nodes)
+
+
+def best_fit(job: PlacementJob, caps, alpha=0.5, beta=0.5, seed=0) -> np.ndarray:
+    caps = _check_fit(job, caps)
+    counts = _best_fit_counts(job, caps)
+    return _megatron(job, np.repeat(np.arange(caps.size), counts))
+
+
+def gpu_packing(job: PlacementJob, caps, alpha=0.5, beta=0.5, seed=0) -> np.ndarray:
+    caps = _check_fit(job, caps)
+    order = [j for j in np.argsort(caps, kind="stable") if caps[j] > 0]
+    return _megatron(job, np.repeat(np.arange(caps.size), _take(caps, order, job.nodes)))
+
+
+def random_fit(job: PlacementJob, caps, alpha=0.5, beta=0.5, seed=0) -> np.ndarray:
+    caps = _check_fit(job, caps)
+    rng = np.random.default_rng(seed)
+    free = np.repeat(np.arange(caps.size), caps)
+    chosen = np.sort(rng.choice(free.size, job.nodes, replace=False))
+    return _megatron(job, free[chosen])
+
+
+def _traffic_graph(job: PlacementJob, alpha: float, beta: float) -> np.ndarray:
+    """Weighted adjacency of the job's nodes (index = Megatron node index k)."""
+    R, P = job.rows, job.pp
+    k = np.arange(R * P)
+    r, c = k % R, k // R
+    W = np.zeros((k.size, k.size))
+    if R > 1:  # DP ring within every column
+        nxt = c * R + (r + 1) % R
+        np.add.at(W, (k, nxt), alpha)
+        np.add.at(W, (nxt, k), alpha)
+    if P > 1:  # PP chain within every row
+        m = c < P - 1
+        np.add.at(W, (k[m], k[m] + R), beta)
+        np.add.at(W, (k[m] + R, k[m]), beta)
+    np.fill_diagonal(W, 0.0)
+    return W
+
+
+def _kl_bisect(W: np.ndarray, nodes: np.ndarray, n1: int, max_passes: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``nodes`` into sizes (n1, rest) minimising the cut of W: KL/FM swap passes."""
+    n = nodes.size
+    side = np.zeros(n, dtype=bool)
+    side[n1:] = True  # initial: Megatron order
+    if n1 == 0 or n1 == n:
+        return nodes[~side], nodes[side]
+    sub = W[np.ix_(nodes, nodes)]
+    for _ in range(max_passes):
+        s = side.copy()
+        locked = np.zeros(n, dtype=bool)
+        gains, swaps = [], []
+        for _ in range(min(n1, n - n1)):
+            ext = sub @ s.astype(float)
+            intl = sub @ (~s).astype(float)
+            D = np.where(s, intl - ext, ext - intl)  # external - internal
+            a_idx = np.flatnonzero(~s & ~locked)
+            b_idx = np.flatnonzero(s & ~locked)
+            if not a_idx.size or not b_idx.size:
+                break
+            g = D[a_idx][:, None] + D[b_idx][None, :] - 2 * sub[np.ix_(a_idx, b_idx)]
+            ia, ib = np.unravel_index(np.argmax(g), g.shape)
+            a, b = a_idx[ia], b_idx[ib]
+            gains.append(g[ia, ib])
+            swaps.append((a, b))
+            s[a], s[b] = True, False
+            locked[a] = locked[b] = True
+        if not gains:
+            break
+        cum = np.cumsum(gains)
+        best = int(np.argmax(cum))
+        if cum[best] <= 1e-12:
+            break
+        for a, b in swaps[: best + 1]:
+            side[a], side[b] = True, False
+    return nodes[~side], nodes[side]
+
+
+def rb_fm(job: PlacementJob, caps, alpha=0.5, beta=0.5, seed=0) -> np.ndarray:
+    caps = _check_fit(job, caps)
+    counts = _best_fit_counts(job, caps)
+    pods = [j for j in np.argsort(-counts, kind="stable") if counts[j] > 0]
+    W = _traffic_graph(job, alpha, beta)
+    node_pod = np.empty(job.nodes, dtype=np.int64)
+
+    def rec(nodes: np.ndarray, plist: list[int]) -> None:
+        if len(plist) == 1:
+            node_pod[nodes] = plist[0]
+            return
+        h = len(plist) // 2
+        n1 = int(counts[plist[:h]].sum())
+        left, right = _kl_bisect(W, nodes, n1)
+        rec(left, plist[:h])
+        rec(right, plist[h:])
+
+    rec(np.arange(job.nodes), pods)
+    return _megatron(job, node_pod)
+
+
+def arnold_mip(job: PlacementJob, caps, alpha=0.5, beta=0.5, seed=0, time_limit: float = 30.0,
+               info: dict | None = None) -> np.ndarray:
+    """Solve Arnold's MIP (HiGHS) and realise the placement (see the module docstring)."""
+    caps = _check_fit(job, caps)
+    R, P, M = job.rows, job.pp, caps.size
+    nn, ns = R * M, R * M
+    iy, iT = nn + ns, nn + ns + M
+    nv = iT + 1
+    c = np.zeros(nv)
+    c[iy:iT] = alpha
+    c[iT] = beta
+    A = lil_matrix((R + M + R + nn, nv))
+    lo, hi = [], []
+    row = 0
+    for i in range(R):  # sum_j n_ij = P
+        A[row, i * M:(i + 1) * M] = 1
+        lo.append(P)
+        hi.append(P)
+        row += 1
+    for j in range(M):  # sum_i n_ij - c_j y_j <= 0
+        A[row, [i * M + j for i in range(R)]] = 1
+        A[row, iy + j] = -caps[j]
+        lo.append(-np.inf)
+        hi.append(0)
+        row += 1
+    for i in range(R):  # sum_j s_ij - T <= 0
+        A[row, nn + i * M:nn + (i + 1) * M] = 1
+        A[row, iT] = -1
+        lo.append(-np.inf)
+        hi.append(0)
+        row += 1
+    for k in range(nn):  # n_ij - P s_ij <= 0
+        A[row, k] = 1
+        A[row, nn + k] = -P
+        lo.append(-np.inf)
+        hi.append(0)
+        row += 1
+    ub = np.concatenate([np.full(nn, P), np.ones(ns + M), [M]])
+    res = milp(c, constraints=LinearConstraint(A.tocsr(), lo, hi), integrality=np.ones(nv),
+               bounds=Bounds(np.zeros(nv), ub), options={"time_limit": time_limit, "disp": False})
+    if res.x is None:
+        raise RuntimeError(f"Arnold MIP found no solution ({res.message})")
+    n = np.rint(res.x[:nn]).reshape(R, M).astype(np.int64)
+    if info is not None:
+        info.update({"status": int(res.status), "message": res.message, "objective": float(res.fun),
+                     "mip_gap": float(getattr(res, "mip_gap", np.nan) or 0.0)})
+    # realise: one global minipod order (most used first); rows sorted so equal splits are adjacent
+    order = np.argsort(-n.sum(0), kind="stable")
+    pod = np.empty((R, P), dtype=np.int64)
+    rows_sorted = sorted(range(R), key=lambda i: tuple(-n[i, order]))
+    for out_r, i in enumerate(rows_sorted):
+        pod[out_r] = np.repeat(order, n[i, order])
+    return pod
+
+
+POLICIES = {"arnold": arnold_mip, "best-fit": best_fit, "random-fit": random_fit, "gpu-packing": gpu_packing,
+            "rb-fm": rb_fm}
+
+
+def _place_gpus(job: PlacementJob, pod: np.ndarray, hosts_by_pod, gpus_per_host: int) -> np.ndarray:
+    """GPU placement (pp, dp, tp) of the node matrix ``pod`` (R x PP minipod ids).
+
+    Minipod ``j`` hands out its hosts ``hosts_by_pod[j]`` in order to the nodes it holds, row by
+    row (a pipeline's stages on consecutive hosts); node (r, c) holds DP ranks
+    ``r * (8 / TP) ...`` of stage ``c``. The same rule serves every policy.
+    """
+    R, P = job.rows, job.pp
+    per_node = job.gpus_per_node // job.tp
+    nxt = {j: 0 for j in range(len(hosts_by_pod))}
+    place = np.empty((P, job.dp, job.tp), dtype=np.int64)
+    for r in range(R):
+        for c in range(P):
+            j = int(pod[r, c])
+            if nxt[j] >= len(hosts_by_pod[j]):
+                raise ValueError(f"minipod {j} has only {len(hosts_by_pod[j])} free hosts")
+            host = int(hosts_by_pod[j][nxt[j]])
+            nxt[j] += 1
+            for slot in range(per_node):
+                place[c, r * per_node + slot] = host * gpus_per_host + slot * job.tp + np.arange(job.tp)
+    return place
+
+
+def _iteration_time(topo, job: PlacementJob, place: np.ndarray, iterations: int, seed: int, compute_s: float,
+                    grad_bytes: float, act_bytes: float) -> float:
+    from .engine import Simulator
+    from .job import JobSpec
+
+    spec = JobSpec("arnold", dp=job.dp, tp=job.tp, pp=job.pp, compute_s=compute_s, grad_bytes=grad_bytes,
+                   act_bytes=act_bytes, iterations=iterations)
+    sim = Simulator(topo, seed=seed)
+    sim.add_job(spec, place)
+    sim.run()
+    return float(sim.jobs[0].iteration_times.mean())
+
+
+def simulate_placement(job: PlacementJob, caps, pod: np.ndarray, iterations: int = 3, seed: int = 0,
+                       core_oversub: float = 4.0, compute_s: float = 0.5, grad_bytes: float = 1e9,
+                       act_bytes: float = 256e6) -> float:
+    """Mean iteration time of ``job`` placed as ``pod`` on a Clos whose pods are the minipods.
+
+    Pod j has ``caps[j]`` free 8-GPU hosts (each GPU one 400 Gb/s NIC port), 8 hosts per ToR,
+    8 aggregation switches, ``core_oversub``:1 between aggregation and core (the higher tier has
+    less bandwidth, the premise of Arnold). Iteration model: :mod:`models.systems.cluster.job`
+    (``compute_s``, DP ring all-reduce of ``grad_bytes`` per rank, PP P2P of ``act_bytes``).
+    """
+    from .topology import clos
+
+    caps = np.asarray(caps, dtype=np.int64)
+    hpt = 8
+    tpp = int(np.ceil(max(caps.max(), 1) / hpt))
+    topo = clos(caps.size, tpp, hpt, gpus_per_host=job.gpus_per_node, nic_ports=1, nic_gbps=400.0,
+                aggs_per_pod=8, cores_per_plane=4, core_oversub=core_oversub, name="arnold-minipods")
+    hosts = [np.arange(j * tpp * hpt, j * tpp * hpt + caps[j]) for j in range(caps.size)]
+    place = _place_gpus(job, pod, hosts, job.gpus_per_node)
+    return _iteration_time(topo, job, place, iterations, seed, compute_s, grad_bytes, act_bytes)
+
+
+# ---- the real Lingjun 2023 topology ------------------------------------------------------------
+def lingjun_free_hosts(topo, need: int, seed: int, slack=(1.05, 1.6)) -> np.ndarray:
+    """A seeded fragmentation of a real topology: which hosts are free when a ``need``-node job arrives.
+
+    ``need * U(slack)`` free hosts (at most all hosts) are split over the topology's pods by a
+    Dirichlet(1) draw, capped by each pod's size (the excess is water-filled into pods with room);
+    inside a pod the free hosts are a uniform random subset (scattered over its ToRs, as the
+    leftovers of other jobs are). Returns the sorted free host ids.
+    """
+    rng = np.random.default_rng(seed)
+    size = np.bincount(topo.host_pod, minlength=topo.n_pods)
+    if need > size.sum():
+        raise ValueError(f"a {need}-node job does not fit on {topo.name}'s {size.sum()} hosts")
+    total = int(min(size.sum(), np.ceil(need * rng.uniform(*slack))))
+    x = rng.dirichlet(np.ones(topo.n_pods)) * total
+    cnt = np.minimum(np.floor(x).astype(np.int64), size)
+    while cnt.sum() < total:  # largest remainder first, then into any pod with room
+        room = cnt < size
+        j = np.flatnonzero(room)[np.argmax((x - cnt)[room])]
+        cnt[j] += 1
+    free = [np.sort(rng.choice(np.flatnonzero(topo.host_pod == j), cnt[j], replace=False)) for j in range(topo.n_pods)]
+    return np.sort(np.concatenate(free))
+
+
+#: jobs run on the real topology: the paper's three simulation jobs (SETTINGS)
+LINGJUN_JOBS = {name: job for name, (_, _, job) in SETTINGS.items()}
+
+
+def run_lingjun_study(jobs=("small", "medium", "large"), draws: int = 10, sim_draws: int = 2, seed: int = 0,
+                      alpha: float = 0.5, beta: float = 0.5, time_limit: float = 30.0, core_oversub: float = 16.0,
+                      iterations: int = 2, compute_s: float = 0.5, grad_bytes: float = 1e9,
+                      act_bytes: float = 256e6, progress=None) -> dict:
+    """Every policy on the real Lingjun 2023 topology (847 hosts; minipods = its 3 pods, the PSW
+    aggregation blocks of :func:`~models.systems.cluster.topology.lingjun_2023`).
+
+    For each job and seeded fragmentation (:func:`lingjun_free_hosts`), the free hosts per pod are
+    the capacities; every policy chooses a node matrix; its hosts are the pod's free hosts
+    (:func:`_place_gpus`); we report the realised max DP / PP spread (from the GPUs' pods on the
+    topology, not from the policy's own matrix) and, for the first ``sim_draws`` draws in which the
+    job does not fit in one pod (when it fits, every policy but random-fit and packing ties), the
+    mean iteration time in the flow simulation on the same topology with ``core_oversub``:1
+    between aggregation and core, and ECMP. The data set gives no port counts: the default 16:1
+    is our assumption of the thin upper tier that Arnold's premise needs (at 4:1 a single job on
+    an otherwise idle fabric never fills the 64 aggregation-core links, and spread costs nothing).
+    """
+    from .topology import lingjun_2023
+
+    if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
+        raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
+    unknown = [j for j in jobs if j not in LINGJUN_JOBS]
+    if unknown:
+        raise ValueError(f"unknown job(s) {unknown}; choose from {list(LINGJUN_JOBS)}")
+    topo = lingjun_2023(core_oversub=core_oversub)
+    out: dict = {"topology": topo.summary(), "minipods": "pods (PSW aggregation blocks)",
+                 "pod_hosts": np.bincount(topo.host_pod).tolist(), "alpha": alpha, "beta": beta,
+                 "draws": draws, "sim_draws": sim_draws, "core_oversub": core_oversub,
+                 "iteration_model": {"compute_s": compute_s, "grad_bytes": grad_bytes, "act_bytes": act_bytes,
+                                     "iterations": iterations}, "jobs": {}}
+    for name in jobs:
+        job = LINGJUN_JOBS[name]
+        rows, simmed = [], 0
+        for d in range(draws):
+            free = lingjun_free_hosts(topo, job.nodes, seed * 1000 + d)
+            hosts_by_pod = [free[topo.host_pod[free] == j] for j in range(topo.n_pods)]
+            caps = np.array([h.size for h in hosts_by_pod])
+            rec = {"draw": d, "caps": caps.tolist(), "fits_one": bool(caps.max() >= job.nodes)}
+            for p, f in POLICIES.items():
+                info: dict = {}
+                kw = {"time_limit": time_limit, "info": info} if p == "arnold" else {}
+                pod = f(job, caps, alpha, beta, seed * 1000 + d, **kw)
+                place = _place_gpus(job, pod, hosts_by_pod, topo.gpus_per_host)
+                # realised spreads: the pods of the GPUs, node (r, c) = its first GPU
+                node_gpu = place[:, ::job.gpus_per_node // job.tp, 0].T  # (R, PP)
+                dps, pps = spreads(topo.gpu_pod[node_gpu])
+                rec[p] = {"dp_spread": dps, "pp_spread": pps, "weighted": alpha * dps + beta * pps}
+                if info:
+                    rec[p]["mip_status"] = info["status"]
+                if simmed < sim_draws and not rec["fits_one"]:
+                    rec[p]["iter_s"] = _iteration_time(topo, job, place, iterations, seed, compute_s, grad_bytes,
+                                                       act_bytes)
+            simmed += "iter_s" in rec["arnold"]
+            rows.append(rec)
+            if progress:
+                progress(f"lingjun-{name}", d, draws)
+        base = [p for p in POLICIES if p != "arnold"]
+        ratios = {p: [r[p]["weighted"] / r["arnold"]["weighted"] for r in rows] for p in base}
+        simmed = [r for r in rows if "iter_s" in r["arnold"]]
+        out["jobs"][name] = {
+            "job": {"dp": job.dp, "tp": job.tp, "pp": job.pp, "nodes": job.nodes, "gpus": job.nodes * 8},
+            "draws": rows,
+            "ratio_mean": {p: float(np.mean(v)) for p, v in ratios.items()},
+            "ratio_max": {p: float(np.max(v)) for p, v in ratios.items()},
+            "max_dp_spread_mean": {p: float(np.mean([r[p]["dp_spread"] for r in rows])) for p in POLICIES},
+            "max_pp_spread_mean": {p: float(np.mean([r[p]["pp_spread"] for r in rows])) for p in POLICIES},
+            "fits_one_fraction": float(np.mean([r["fits_one"] for r in rows])),
+            "arnold_never_worse": bool(all(min(v) >= 1 - 1e-9 for v in ratios.values())),
+            "iter_s_mean": {p: float(np.mean([r[p]["iter_s"] for r in simmed])) for p in POLICIES} if simmed else {},
+            "iter_speedup_mean": ({p: float(np.mean([r[p]["iter_s"] / r["arnold"]["iter_s"] for r in simmed]))
+                                   for p in base} if simmed else {}),
+        }
+    return out
+
+
+def run_study(quick: bool = False, seed: int = 0, alpha: float = 0.5, beta: float = 0.5,
+              time_limit: float = 30.0, progress=None, lingjun: bool = True) -> dict:
+    """Weighted max spread of every policy in the three settings over seeded fragmentations, and
+    the simulated iteration time of each placement (one draw per setting); with ``lingjun`` also
+    the same jobs on the real Lingjun 2023 topology (:func:`run_lingjun_study`, key ``"lingjun"``;
+    the full run adds a 64:1 thin-core sensitivity run, key ``"lingjun_thin_core"``)."""
+    if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
+        raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
+    draws = 4 if quick else 20
+    sim_settings = ("small", "medium") if quick else ("small", "medium", "large")
+    out: dict = {"alpha": alpha, "beta": beta, "draws": draws, "settings": {}}
+    for name, (M, total, job) in SETTINGS.items():
+        rows = []
+        for d in range(draws):
+            caps = split_capacity(M, total, job.nodes, seed * 1000 + d)
+            rec = {"draw": d, "caps": caps.tolist(), "fits_one": bool(caps.max() >= job.nodes)}
+            pods = {}
+            for p, f in POLICIES.items():
+                info: dict = {}
+                kw = {"time_limit": time_limit, "info": info} if p == "arnold" else {}
+                pod = f(job, caps, alpha, beta, seed * 1000 + d, **kw)
+                pods[p] = pod
+                dps, pps = spreads(pod)
+                rec[p] = {"dp_spread": dps, "pp_spread": pps, "weighted": alpha * dps + beta * pps}
+                if info:
+                    rec[p]["mip_status"] = info["status"]
+            if d == 0 and name in sim_settings:
+                for p, pod in pods.items():
+                    rec[p]["iter_s"] = simulate_placement(job, caps, pod, iterations=2 if quick else 3,
+                                                          seed=seed)
+            rows.append(rec)
+            if progress:
+                progress(name, d, draws)
+        ratios = {p: [r[p]["weighted"] / r["arnold"]["weighted"] for r in rows] for p in POLICIES if p != "arnold"}
+        out["settings"][name] = {
+            "minipods": M, "free_nodes": total, "job": {"dp": job.dp, "tp": job.tp, "pp": job.pp,
+                                                        "nodes": job.nodes},
+            "draws": rows,
+            "ratio_mean": {p: float(np.mean(v)) for p, v in ratios.items()},
+            "ratio_max": {p: float(np.max(v)) for p, v in ratios.items()},
+            "fits_one_fraction": float(np.mean([r["fits_one"] for r in rows])),
+            "arnold_never_worse": bool(all(min(v) >= 1 - 1e-9 for v in ratios.values())),
+        }
+    if lingjun:
+        kw = {"seed": seed, "alpha": alpha, "beta": beta, "time_limit": time_limit, "progress": progress}
+        if quick:
+            out["lingjun"] = run_lingjun_study(("small", "medium"), draws=4, sim_draws=1, **kw)
+        else:
+            out["lingjun"] = run_lingjun_study(draws=10, sim_draws=2, **kw)
+            out["lingjun_thin_core"] = run_lingjun_study(("medium", "large"), draws=4, sim_draws=2,
+                                                         core_oversub=64.0, **kw)
+    return out

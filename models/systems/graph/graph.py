@@ -1,0 +1,207 @@
+"""Graphs as edge arrays: the shipped real graphs and the Graph500 R-MAT/Kronecker generator.
+
+A :class:`Graph` is a directed edge list (``src``, ``dst``, ``weight``) over vertices
+``0 .. n-1``; an undirected graph stores both directions of every edge. This is the input of the
+partitioners (:mod:`~models.systems.graph.partition`) and of the engine (:mod:`~models.systems.graph.engine`).
+
+References
+----------
+Chakrabarti, Zhan, Faloutsos, "R-MAT: A Recursive Model for Graph Mining", SDM 2004.
+Graph500 benchmark specification (Kronecker generator, a=0.57, b=c=0.19, d=0.05, edge factor 16).
+Zachary (karate club), Knuth (Les Miserables co-appearances), Padgett (Florentine families),
+Davis (southern women) -- the small real graphs shipped in ``models/systems/graph/data``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS"]
+
+_DATA = Path(__file__).with_name("data")
+REAL_GRAPHS = ("karate", "lesmis", "florentine", "davis")
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A directed graph as edge arrays.
+
+    Parameters
+    ----------
+    n : int
+        Vertex count; vertices are ``0 .. n-1``.
+    src, dst : ndarray of int64, shape (E,)
+        Edge endpoints.
+    weight : ndarray of float64, shape (E,), optional
+        Edge weights (default all ones).
+    name : str
+        A label for reports.
+    """
+
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None = None
+    name: str = "graph"
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"Vertex count must be >= 1, not {self.n}")
+        src = np.ascontiguousarray(self.src, dtype=np.int64)
+        dst = np.ascontiguousarray(self.dst, dtype=np.int64)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise ValueError(f"src and dst must be 1-D of equal length, not {src.shape} and {dst.shape}")
+        if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= self.n):
+            raise ValueError(f"Edge endpoints must lie in [0, {self.n}), found "
+                             f"[{min(src.min(), dst.min())}, {max(src.max(), dst.max())}]")
+        w = np.ones(src.size) if self.weight is None else np.ascontiguousarray(self.weight, dtype=np.float64)
+        if w.shape != src.shape:
+            raise ValueError(f"weight must have shape {src.shape}, not {w.shape}")
+        object.__setattr__(self, "n", int(self.n))
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "weight", w)
+
+    @property
+    def m(self) -> int:
+        """Edge count (directed)."""
+        return int(self.src.size)
+
+    def out_degree(self) -> np.ndarray:
+        """Out-degree per vertex, shape (n,), int64."""
+        if "outdeg" not in self._cache:
+            self._cache["outdeg"] = np.bincount(self.src, minlength=self.n)
+        return self._cache["outdeg"]
+
+    def in_degree(self) -> np.ndarray:
+        """In-degree per vertex, shape (n,), int64."""
+        if "indeg" not in self._cache:
+            self._cache["indeg"] = np.bincount(self.dst, minlength=self.n)
+        return self._cache["indeg"]
+
+    def adjacency(self, weighted: bool = False) -> sp.csr_matrix:
+        """Sparse adjacency ``A[src, dst]`` (duplicates summed), CSR, shape (n, n)."""
+        data = self.weight if weighted else np.ones(self.m)
+        return sp.csr_matrix((data, (self.src, self.dst)), shape=(self.n, self.n))
+
+    def symmetrised(self) -> Graph:
+        """The graph with every edge in both directions (self loops kept once)."""
+        keep = self.src != self.dst
+        src = np.concatenate([self.src, self.dst[keep]])
+        dst = np.concatenate([self.dst, self.src[keep]])
+        w = np.concatenate([self.weight, self.weight[keep]])
+        return Graph(self.n, src, dst, w, name=self.name + "-sym")
+
+    def to_networkx(self, directed: bool = True):
+        """A networkx (Multi)DiGraph/Graph copy, for cross-checks (needs networkx)."""
+        import networkx as nx
+
+        g = nx.DiGraph() if directed else nx.Graph()
+        g.add_nodes_from(range(self.n))
+        for u, v, w in zip(self.src.tolist(), self.dst.tolist(), self.weight.tolist()):
+            if g.has_edge(u, v):  # parallel edges: keep the lightest, as SSSP sees it
+                w = min(w, g[u][v]["weight"])
+            g.add_edge(u, v, weight=w)
+        return g
+
+
+def load_real(name: str) -> Graph:
+    """Load a shipped real graph (undirected, stored both directions).
+
+    Parameters
+    ----------
+    name : {"karate", "lesmis", "florentine", "davis"}
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
+    if name not in REAL_GRAPHS:
+        raise ValueError(f"Unknown graph {name!r}; choose one of {', '.join(REAL_GRAPHS)}")
+    text = (_DATA / f"{name}.txt").read_text().splitlines()
+    names = next(line for line in text if line.startswith("# vertex names:"))[len("# vertex names: "):].split("|")
+    rows = np.array([line.split() for line in text if line and not line.startswith("#")], dtype=float)
+    u, v, w = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2]
+    g = Graph(len(names), np.concatenate([u, v]), np.concatenate([v, u]), np.concatenate([w, w]), name=name)
+    g._cache["names"] = names
+    return g
+
+
+@dataclass(frozen=True)
+class RMATParams:
+    """R-MAT / Graph500 Kronecker generator parameters.
+
+    Parameters
+    ----------
+    scale : int
+        ``n = 2**scale`` vertices.
+    edge_factor : int
+        ``m = edge_factor * n`` directed edges (Graph500: 16).
+    a, b, c : float
+        Quadrant probabilities; ``d = 1 - a - b - c`` (Graph500: 0.57, 0.19, 0.19).
+    seed : int
+        Seed of the generator; the same seed gives the same graph.
+    """
+
+    scale: int = 16
+    edge_factor: int = 16
+    a: float = 0.57
+    b: float = 0.19
+    c: float = 0.19
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 1 <= self.scale <= 31:
+            raise ValueError(f"scale must be in [1, 31], not {self.scale}")
+        if self.edge_factor < 1:
+            raise ValueError(f"edge_factor must be >= 1, not {self.edge_factor}")
+        if min(self.a, self.b, self.c) < 0 or self.a + self.b + self.c > 1 + 1e-12:
+            raise ValueError(f"a, b, c must be >= 0 with a+b+c <= 1, not {self.a}, {self.b}, {self.c}")
+
+
+def rmat(params: RMATParams, *, weights: bool = True, permute: bool = True, chunk: int = 1 << 22) -> Graph:
+    """Generate an R-MAT graph (Graph500 Kronecker generator), vectorised in chunks.
+
+    Each edge descends ``scale`` levels of the adjacency matrix, choosing a quadrant with
+    probabilities a, b, c, d (Chakrabarti et al. 2004; Graph500). Vertex labels are then randomly
+    permuted (as Graph500 does) so that degree is not correlated with the id. Weights, if asked,
+    are uniform in (0, 1] as in Graph500 SSSP.
+
+    Returns
+    -------
+    Graph
+        ``2**scale`` vertices, ``edge_factor * 2**scale`` directed edges (self loops and
+        duplicates kept, as Graph500 generates them).
+    """
+    rng = np.random.default_rng(params.seed)
+    n = 1 << params.scale
+    m = params.edge_factor * n
+    src = np.empty(m, np.int64)
+    dst = np.empty(m, np.int64)
+    ab, abc = params.a + params.b, params.a + params.b + params.c
+    pa = params.a / ab if ab > 0 else 0.0
+    for lo in range(0, m, chunk):
+        k = min(chunk, m - lo)
+        s = np.zeros(k, np.int64)
+        d = np.zeros(k, np.int64)
+        for level in range(params.scale):
+            r = rng.random(k)
+            # quadrant: a -> (0,0), b -> (0,1), c -> (1,0), d -> (1,1)
+            row = r >= ab
+            col = np.where(row, r >= abc, r >= ab * pa)
+            s |= row.astype(np.int64) << level
+            d |= col.astype(np.int64) << level
+        src[lo:lo + k], dst[lo:lo + k] = s, d
+    if permute:
+        perm = rng.permutation(n)
+        src, dst = perm[src], perm[dst]
+    w = rng.uniform(0.0, 1.0, m) if weights else None
+    if w is not None:
+        w = 1.0 - w  # (0, 1]
+    return Graph(n, src, dst, w, name=f"rmat-s{params.scale}-e{params.edge_factor}")

@@ -1,0 +1,175 @@
+"""hwcosim jobcheck: static checks, sandboxed dry run, corpus detection rate and false positives."""
+
+import textwrap
+
+import pytest
+
+from cosim.cli.jobs import main as cli_main
+from models.systems.jobs.jobcheck import CheckConfig, Finding, check, corpus_scripts, evaluate_corpus, static_check
+
+FAST = CheckConfig(timeout_s=60)
+
+
+def _script(tmp_path, body, name="train.py"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+def test_init():
+    with pytest.raises(ValueError, match="batches"):
+        CheckConfig(batches=(8, 4))
+    with pytest.raises(ValueError, match="device memory"):
+        CheckConfig(device_memory_bytes=0)
+    with pytest.raises(ValueError, match="category"):
+        Finding("nope", "error", "x")
+
+
+def test_static_module_guarded_and_local(tmp_path):
+    _script(tmp_path, "X = 1\n", "helper.py")
+    p = _script(tmp_path, """
+        import numpy, helper
+        try:
+            import hwcosim_not_a_module_a
+        except ImportError:
+            pass
+        import hwcosim_not_a_module_b
+    """)
+    f, _ = static_check(p, cwd=tmp_path)
+    mods = [x.message for x in f if x.category == "module"]
+    assert len(mods) == 1 and "hwcosim_not_a_module_b" in mods[0]
+
+
+def test_static_paths_relative_to_cwd(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "d.npy").write_bytes(b"")
+    p = _script(tmp_path / "sub", """
+        import numpy as np
+        np.load("d.npy")
+    """)
+    f, _ = static_check(p, cwd=tmp_path)
+    assert [x.category for x in f] == ["path"] and "relative to the script" in f[0].message
+    assert static_check(p, cwd=tmp_path / "sub")[0] == []
+
+
+def test_static_cli_overrides_default(tmp_path):
+    (tmp_path / "data.npz").write_bytes(b"")
+    p = _script(tmp_path, """
+        import argparse
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--data", default="missing/train.npz")
+        ap.add_argument("--batch-size", type=int, default=64)
+        ap.add_argument("--out-dir", default="/sys/hwcosim_x")
+    """)
+    f, bs = static_check(p, ["--data", str(tmp_path / "data.npz"), "--batch-size=512", "--out-dir", str(tmp_path)],
+                         cwd=tmp_path)
+    assert f == [] and bs == 512
+    f, bs = static_check(p, [], cwd=tmp_path)
+    assert {x.category for x in f} == {"path", "permission"} and bs == 64
+
+
+def test_static_api_misuse(tmp_path):
+    p = _script(tmp_path, """
+        import numpy as np
+        a = np.arange(6)
+        b = sorted(a)
+        a = a.reshape(2, 3)
+        a.astype(float)
+        r = a.tolist()
+        r = r.sort()
+    """)
+    f, _ = static_check(p, cwd=tmp_path)
+    assert sorted(x.line for x in f if x.category == "api") == [6, 8]
+
+
+def test_dry_run_sandbox_blocks_network(tmp_path):
+    p = _script(tmp_path, """
+        import socket
+        socket.create_connection(("example.com", 80), timeout=1)
+    """)
+    rep = check(p, cfg=FAST, cwd=tmp_path)
+    assert not rep.ok and "network access is disabled" in rep.errors[0].message
+
+
+def test_dry_run_uses_tiny_batch_and_clean_script_passes(tmp_path):
+    p = _script(tmp_path, """
+        import argparse, os
+        import numpy as np
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--batch-size", type=int, default=100000)
+        a = ap.parse_args()
+        assert a.batch_size == int(os.environ["HWCOSIM_BATCH"]) <= 32
+        x = np.ones((a.batch_size, 1000))
+        print("loss", float(x.sum()))
+    """)
+    rep = check(p, ["--batch-size", "100000"], cfg=FAST, cwd=tmp_path)
+    assert rep.findings == [], rep.findings
+    # per sample 8 kB: the linear fit extrapolates to ~0.8 GB at batch 100000
+    assert 0.6e9 < rep.memory_estimate_bytes < 1.0e9
+    rep = check(p, ["--batch-size", "100000"], cfg=CheckConfig(device_memory_bytes=0.5e9), cwd=tmp_path)
+    assert rep.categories == {"memory"}
+
+
+def test_dry_run_nan_in_printed_loss(tmp_path):
+    p = _script(tmp_path, "print('step 0 loss nan')\n")
+    assert check(p, cfg=FAST, cwd=tmp_path).categories == {"numeric"}
+
+
+def test_dry_run_timeout(tmp_path):
+    p = _script(tmp_path, "while True:\n    pass\n")
+    rep = check(p, cfg=CheckConfig(timeout_s=2), cwd=tmp_path)
+    assert rep.categories == {"timeout"} and rep.ok
+
+
+@pytest.fixture(scope="module")
+def corpus_numpy():
+    names = {p.name for p, _, _ in corpus_scripts()}
+    assert {"ok_mlp.py", "ok_digits_softmax.py", "bad_shape.py", "bad_oom.py", "bad_oom_seq.py",
+            "bad_numeric_std.py"} <= names
+    calls = []
+    r = evaluate_corpus(FAST, exclude_requires=("torch",), progress=lambda k, n, row: calls.append((k, n, row)))
+    r["progress_calls"] = calls
+    return r
+
+
+def _report(r, capsys, label):
+    with capsys.disabled():
+        print(f"\njobcheck corpus ({label}): detected {r['detected']}/{r['broken']} ({r['detection_rate']:.0%}), "
+              f"false positives {r['false_positives']}/{r['correct_scripts']}; missed {r['missed']}")
+
+
+def test_corpus_detection_numpy(corpus_numpy, capsys):
+    r = corpus_numpy
+    _report(r, capsys, "numpy scripts")
+    cats = {row["expect"] for row in r["rows"]}
+    assert {"path", "module", "permission", "memory", "shape", "numeric", "api", "ok"} <= cats
+    assert r["missed"] == [] and r["false_positive_scripts"] == []
+    # progress: one call per script, in order, with its verdict
+    n = len(r["rows"])
+    assert [(k, m, row["script"]) for k, m, row in r["progress_calls"]] == \
+        [(k + 1, n, row["script"]) for k, row in enumerate(r["rows"])]
+    assert all(row["seconds"] > 0 for row in r["rows"])
+    assert sum(row["expect"] == "memory" for row in r["rows"]) >= 2
+    assert sum(row["expect"] == "numeric" for row in r["rows"]) >= 2
+
+
+@pytest.mark.slow
+def test_corpus_detection_torch(capsys):
+    pytest.importorskip("torch")
+    r = evaluate_corpus(FAST)
+    _report(r, capsys, "all scripts, torch included")
+    assert any("torch" in row["script"] for row in r["rows"])
+    assert r["missed"] == [] and r["false_positive_scripts"] == []
+
+
+def test_cli_jobcheck(tmp_path, capsys):
+    p = _script(tmp_path, "import numpy as np\nprint(np.zeros(2) @ np.zeros(3))\n")
+    assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(p)]) == 1
+    assert (tmp_path / "o" / "jobcheck_train.json").exists()
+    assert "shape" in capsys.readouterr().out
+    ok = _script(tmp_path, "print('fine')\n", "fine.py")
+    assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(ok)]) == 0
+    with pytest.raises(SystemExit) as e:
+        cli_main(["jobcheck", str(tmp_path / "missing.py")])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("error: no such script")
