@@ -55,10 +55,10 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/pytest -q -m slow -n $(JOBS)
 
 formal: setup ## bounded model checking + k-induction of every registered design (FULL=1: larger shapes)
-	$(PY) -m cosim.flow.formal $(if $(FULL),--full,)
+	$(BIN)/hwcosim formal $(if $(FULL),--full,)
 
 fuzz: setup ## coverage-guided fuzzing (atheris) of every reader of user files, FUZZ_SECONDS each run
-	$(PY) -m cosim.flow.fuzz --seconds $(FUZZ_SECONDS)
+	$(BIN)/hwcosim fuzz --seconds $(FUZZ_SECONDS)
 
 docs: setup ## build the documentation site into site/ (mkdocs, offline, warnings are errors)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

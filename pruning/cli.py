@@ -32,12 +32,12 @@ import dataclasses
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from models.atomic import write_text
+from models.errors import CheckFailed, UsageError
 from models.fixedpoint import Q
 from pruning.base import PatternError, get_pattern, pattern_names
 from pruning.formats import csb, fss, nm, sparse
@@ -45,7 +45,7 @@ from pruning.formats.csb import FormatError
 from pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
 from pruning.roundtrip import DENSE_SUFFIXES, RoundTripError, default_dense_path, write_dense
 
-__all__ = ["register", "main", "run_prune", "sanitize"]
+__all__ = ["register", "run_prune", "sanitize"]
 
 MANIFEST_FORMAT = "hwcosim-prune-manifest"
 
@@ -144,17 +144,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry point (``python -m pruning.cli prune ...``)."""
-    parser = argparse.ArgumentParser(prog="hwcosim")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
 
 def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+    raise UsageError(msg)
 
 
 def sanitize(name: str) -> str:
@@ -441,8 +433,7 @@ def run_prune(args) -> int:
             console.print(f"wrote {dense_info['file']}: {len(dense_info['tensors'])} tensors, {n} pruned "
                           f"({args.dense_values} values), the others copied unchanged")
     if any(r["check"] != "ok" for r in results):
-        print("error: a pruned mask broke its pattern's invariant (see the check column)", file=sys.stderr)
-        return 1
+        raise CheckFailed("a pruned mask broke its pattern's invariant (see the check column)")
     return 0
 
 
@@ -506,6 +497,3 @@ def _short(desc: dict) -> str:
         + " ".join(f"{k}={fmt(v)}" for k, v in desc.items() if k != "pattern" and v is not None)
     )
 
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -21,7 +21,6 @@ CLI: :func:`register` adds ``study accuracy`` and ``study seernet``.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from models.atomic import save_png, write_text
+from models.errors import UsageError
 from models.nn.cnn import CNNConfig
 from models.nn.lstm import LSTMConfig
 from models.nn.train import TrainConfig, get_trained
@@ -315,8 +315,7 @@ def _plot_seernet(result: dict, path: Path) -> None:
 # -- CLI ------------------------------------------------------------------------------------
 
 def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+    raise UsageError(msg)
 
 
 def _floats(text: str) -> list[float]:

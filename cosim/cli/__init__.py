@@ -20,14 +20,15 @@ def _register_all(sub) -> None:
     commands.register(sub)
     for modname in _PACKAGE_COMMANDS:
         mod = __import__(modname, fromlist=["register"])
-        mod.register(sub)
+        (getattr(mod, "register_cli", None) or mod.register)(sub)
 
 
 # Subcommands that live in other packages (each module has register(subparsers)).
+#: (a module with ``register_cli(subparsers)`` is registered through that instead).
 _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "cosim.cli.kvdirect", "cosim.cli.melo",
-                                   "cosim.cli.cluster", "cosim.cli.beamraster", "cosim.flow.sweep",
-                                   "cosim.cli.reliability", "cosim.cli.graph",
-                                   "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges"]
+                                "cosim.cli.cluster", "cosim.cli.beamraster", "cosim.flow.sweep", "cosim.flow.formal",
+                                "cosim.flow.fuzz", "cosim.cli.reliability", "cosim.cli.graph",
+                                "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,12 +17,13 @@ import json
 import sys
 from pathlib import Path
 
+from models.errors import UsageError
+
 __all__ = ["register", "main"]
 
 
 def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+    raise UsageError(msg)
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -143,19 +144,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m cosim.cli.beamraster study --quick``."""
-    from cosim.flow.runner import SimFailure
+    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except SimFailure as e:
-        print(f"FAILED: {e}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return hwcosim([*(sys.argv[1:] if argv is None else argv)])

@@ -470,7 +470,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         s.set_defaults(func=_study(fn))
     s = sub.add_parser("run", help="run a scenario .toml (topology, jobs, routing, failures)",
                        description="Run a TOML scenario (see models/systems/cluster/scenarios/*.toml and "
-                                   "models/systems/cluster/scenario.py); writes scenario.json + scenario.png and a table.")
+                                   "models/systems/cluster/scenario.py); writes scenario.json + scenario.png and a "
+                                   "table.")
     s.add_argument("scenario", help="scenario file (.toml)")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/cluster/<name>)")
     s.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
@@ -487,13 +488,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m cosim.cli.cluster c4p --quick``."""
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(["cluster", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args) or 0)
+    """Stand-alone entry, the same as ``hwcosim cluster ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return hwcosim(["cluster", *(sys.argv[1:] if argv is None else argv)])

@@ -11,7 +11,7 @@ Outputs (JSON + PNG) are written atomically under ``build/elastic`` by default.
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -223,15 +223,7 @@ def _cmd_goldminer(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(argv)
-    try:
-        return args.func(args)
-    except ValueError as e:
-        _fail(str(e))
+    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return hwcosim([*(sys.argv[1:] if argv is None else argv)])

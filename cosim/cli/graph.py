@@ -618,13 +618,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m cosim.cli.graph run pagerank --graph karate``."""
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(["graph", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args) or 0)
+    """Stand-alone entry, the same as ``hwcosim graph ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return hwcosim(["graph", *(sys.argv[1:] if argv is None else argv)])

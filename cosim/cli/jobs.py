@@ -312,13 +312,7 @@ def _register_studies(subparsers) -> None:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m cosim.cli.jobs jobcheck train.py``."""
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    return int(args.func(args) or 0)
+    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return hwcosim([*(sys.argv[1:] if argv is None else argv)])

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from models.atomic import save_png, write_text
+from models.errors import UsageError
 from models.kvdirect.perf import PAPER, HWParams, atomic_rates, measure_store_accesses, multi_nic, nic_throughput
 from models.kvdirect.workload import Workload, generate
 
@@ -100,14 +101,11 @@ def _table(res: dict):
 
 def _run(args) -> int:
     if args.ops < 1000:
-        print(f"error: --ops must be >= 1000, not {args.ops}", file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"--ops must be >= 1000, not {args.ops}")
     if not 1 <= args.nics <= 64:
-        print(f"error: --nics must be 1..64, not {args.nics}", file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"--nics must be 1..64, not {args.nics}")
     if not 0 <= args.theta <= 2:
-        print(f"error: --theta must be in [0, 2], not {args.theta}", file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"--theta must be in [0, 2], not {args.theta}")
     res = study(seed=args.seed, n_ops=args.ops, n_nics=args.nics, theta=args.theta)
     out = Path(args.output)
     write_text(out / "kvdirect_study.json", json.dumps(res, indent=2, default=float) + "\n")
@@ -137,11 +135,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    register(ap.add_subparsers(dest="cmd", required=True))
-    args = ap.parse_args(argv)
-    return args.func(args)
+    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return hwcosim([*(sys.argv[1:] if argv is None else argv)])

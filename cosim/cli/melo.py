@@ -17,12 +17,13 @@ import os
 import sys
 from pathlib import Path
 
+from models.errors import UsageError
+
 __all__ = ["register", "main"]
 
 
 def _fail(msg: str):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+    raise UsageError(msg)
 
 
 def _fmt(x: float, nd: int = 2) -> str:
@@ -195,13 +196,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m cosim.cli.melo study --quick``."""
-    ap = argparse.ArgumentParser(prog="hwcosim")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    register(sub)
-    args = ap.parse_args(["melo", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    """Stand-alone entry, the same as ``hwcosim melo ...``: the one dispatcher reports errors."""
+    from cosim.cli import main as hwcosim
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return hwcosim(["melo", *(sys.argv[1:] if argv is None else argv)])

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from models.atomic import write_text
+from models.errors import UsageError
 
 __all__ = ["fail", "out_dir", "write_json"]
 
 
 def fail(msg: str):
-    """Print ``error: msg`` on stderr and exit with status 2 (bad input)."""
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(2)
+    """Bad input: raise :class:`UsageError` (the dispatcher prints ``error: msg``, exit status 2)."""
+    raise UsageError(msg)
 
 
 def out_dir(arg: str | None, default: str) -> Path:

@@ -25,7 +25,6 @@ import ast
 import contextlib
 import io
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -319,4 +318,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

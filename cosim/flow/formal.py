@@ -52,7 +52,6 @@ tool.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import re
@@ -363,16 +362,22 @@ def _table(results: list[FormalResult]) -> None:
     Console().print(t)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cosim.flow.formal",
-                                 description="Bounded model checking and k-induction of the RTL blocks' "
-                                             "properties (SymbiYosys + boolector, from PyPI).")
+def register_cli(sub) -> None:
+    """``hwcosim formal``: the checks of every registered design (or the chosen ones)."""
+    ap = sub.add_parser("formal", help="bounded model checking and k-induction of the designs' properties",
+                        description="Bounded model checking and k-induction of the RTL blocks' "
+                                    "properties (SymbiYosys + boolector, from PyPI).")
     ap.add_argument("--design", action="append", help="only this design (repeatable); default: all")
     ap.add_argument("--check", action="append", help="only checks whose name contains this text")
     ap.add_argument("--full", action="store_true", help="larger parameter sets and deeper bounds")
     ap.add_argument("--list", action="store_true", help="list the checks and exit")
     ap.add_argument("-o", "--out", default=None, help="work directory (default build/formal)")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=cmd_formal)
+
+
+def cmd_formal(args) -> int:
+    from models.errors import CheckFailed, UsageError
+
     try:
         sel = []
         for d in (args.design or designs()):
@@ -380,24 +385,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             sel = [c for c in sel if any(s in c.name for s in args.check)]
         if not sel:
-            print("error: no formal check matches the selection", file=sys.stderr)
-            return 2
+            raise UsageError("no formal check matches the selection; see hwcosim formal --list")
         if args.list:
             for c in sel:
                 print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
             return 0
         results = run_checks(sel, args.out)
     except (ValueError, FormalToolMissing) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     _table(results)
     bad = [r for r in results if not r.ok]
     if bad:
-        print(f"{len(bad)} of {len(results)} formal checks did not end as expected: "
-              + ", ".join(r.check.id for r in bad), file=sys.stderr)
-        return 1
+        raise CheckFailed(f"{len(bad)} of {len(results)} formal checks did not end as expected: "
+                          + ", ".join(r.check.id for r in bad))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def main(argv: list[str] | None = None) -> int:
+    """The same as ``hwcosim formal ARGS`` (kept for scripts and tests)."""
+    from cosim.cli import main as hwcosim
+
+    return hwcosim(["formal", *(sys.argv[1:] if argv is None else argv)])

@@ -28,7 +28,6 @@ printed), 2 bad arguments or atheris missing (``pip install atheris``).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -234,7 +233,8 @@ def seeds(target: str) -> list[bytes]:
     if target == "config-yaml":
         return [_CONFIG_YAML, b"rule:\n- {tensors: '*', pattern: nm, n: 2, m: 4}\n"]
     if target == "scenario":
-        return [(REPO / "models" / "systems" / "cluster" / "scenarios" / f).read_bytes() for f in ("small.toml", "lingjun.toml")]
+        scen = REPO / "models" / "systems" / "cluster" / "scenarios"
+        return [(scen / f).read_bytes() for f in ("small.toml", "lingjun.toml")]
     if target == "sweep-spec":
         return [f.read_bytes() for f in sorted((REPO / "cosim" / "flow" / "sweeps").glob("*.toml"))]
     if target == "sweep-cache":
@@ -541,7 +541,8 @@ def _targets() -> dict[str, Target]:
         Target("config-yaml", _single(".yaml"), _load_config, (WeightIOError,), "YAML pattern config (pruning.io)",
                _config_ok),
         Target("scenario", _single(".toml", "scenario"), _load_scenario, (ScenarioError,),
-               "hwcosim cluster run scenario.toml, up to the simulator (models.systems.cluster.scenario)", _scenario_ok),
+               "hwcosim cluster run scenario.toml, up to the simulator (models.systems.cluster.scenario)",
+               _scenario_ok),
         Target("sweep-spec", _single(".toml", "spec"), _load_sweep, (ValueError,),
                "hwcosim sweep SPEC.toml, spec and grid points (cosim.flow.sweep)", _sweep_ok),
         Target("sweep-cache", _single(".json", "sim-0123456789abcdef0123"), _load_sweep_cache, (),
@@ -677,19 +678,24 @@ def _split_crash(artifact: Path, names: list[str], crashes: Path) -> tuple[str, 
     return name, out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cosim.flow.fuzz",
-                                 description="Coverage-guided fuzzing (atheris) of the readers of user files.")
+def register(sub) -> None:
+    """``hwcosim fuzz``: coverage-guided fuzzing of the readers of user files."""
+    ap = sub.add_parser("fuzz", help="coverage-guided fuzzing (atheris) of the readers of user files",
+                        description="Coverage-guided fuzzing (atheris) of the readers of user files.")
     ap.add_argument("--seconds", type=float, default=60, help="fuzzing time (default 60; start-up not counted)")
     ap.add_argument("--target", action="append", help="only this target (repeatable); default: all")
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
     ap.add_argument("-o", "--out", default=None, help="work folder (default build/fuzz)")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=cmd_fuzz)
+
+
+def cmd_fuzz(args) -> int:
+    from models.errors import CheckFailed, UsageError
+
     names = args.target or list(TARGETS)
     bad = [n for n in names if n not in TARGETS]
     if bad:
-        print(f"error: unknown fuzz target(s) {', '.join(bad)}; known: {', '.join(TARGETS)}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown fuzz target(s) {', '.join(bad)}; known: {', '.join(TARGETS)}")
     if args.list:
         for n in names:
             print(f"{n:22s} {TARGETS[n].doc}")
@@ -697,11 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import atheris  # noqa: F401
     except ImportError:
-        print("error: coverage-guided fuzzing needs atheris: pip install atheris", file=sys.stderr)
-        return 2
+        raise UsageError("coverage-guided fuzzing needs atheris: pip install atheris") from None
     if not args.seconds >= 1:
-        print("error: --seconds must be at least 1", file=sys.stderr)
-        return 2
+        raise UsageError(f"--seconds must be at least 1, not {args.seconds}")
     root = Path(args.out or Path(os.environ.get("HWCOSIM_BUILD", "build")) / "fuzz").resolve()
     raw = root / "artifacts"
     raw.mkdir(parents=True, exist_ok=True)
@@ -744,8 +748,12 @@ def main(argv: list[str] | None = None) -> int:
     if not new:
         print("  the fuzzer stopped without a crash file:\n  " + "\n  ".join(proc.stderr.splitlines()[-15:]),
               file=sys.stderr)
-    return 1
+    raise CheckFailed(f"the fuzzer found {len(new)} crash(es)" if new else "the fuzzer stopped without a crash file")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+
+def main(argv: list[str] | None = None) -> int:
+    """The same as ``hwcosim fuzz ARGS``."""
+    from cosim.cli import main as hwcosim
+
+    return hwcosim(["fuzz", *(sys.argv[1:] if argv is None else argv)])

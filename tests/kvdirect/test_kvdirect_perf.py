@@ -153,9 +153,9 @@ def test_cli_study(tmp_path, capsys):
 
 
 def test_cli_bad_input(tmp_path, capsys):
-    args = _parser().parse_args(["kvdirect", "study", "-o", str(tmp_path), "--nics", "0"])
-    with pytest.raises(SystemExit) as e:
-        args.func(args)
-    assert e.value.code == 2
+    from cosim.cli import main
+
+    code = main(["kvdirect", "study", "-o", str(tmp_path), "--nics", "0"])
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --nics")

@@ -110,9 +110,8 @@ def test_run_command(tmp_path, capsys):
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv, word, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        cli.main([*argv, "-o", str(tmp_path)])
-    assert e.value.code == 2
+    code = cli.main([*argv, "-o", str(tmp_path)])
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and word in err[0]
 
@@ -120,9 +119,8 @@ def test_bad_input_exits_2_with_one_line(argv, word, capsys, tmp_path):
 def test_output_is_a_file(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(SystemExit) as e:
-        cli.main(["run", "-o", str(f)])
-    assert e.value.code == 2 and "not a directory" in capsys.readouterr().err
+    code = cli.main(["run", "-o", str(f)])
+    assert code == 2 and "not a directory" in capsys.readouterr().err
 
 
 @pytest.mark.slow

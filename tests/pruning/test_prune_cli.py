@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -16,18 +15,17 @@ from pruning.formats import csb, fss, nm, sparse
 
 
 def run(argv):
-    parser = argparse.ArgumentParser(prog="hwcosim")
-    cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
+    from cosim.cli import main
+
+    return main(argv)
 
 
 def err_code(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        run(argv)
+    code = run(argv)
     out = capsys.readouterr()
     lines = [ln for ln in out.err.splitlines() if ln.strip()]
-    return e.value.code, lines
+    return code, lines
 
 
 @pytest.fixture
@@ -198,9 +196,8 @@ def test_sanitize():
 
 
 PROG = (
-    "import argparse, sys; from pruning import cli; p = argparse.ArgumentParser(prog='hwcosim'); "
-    "cli.register(p.add_subparsers(dest='command', required=True)); a = p.parse_args(sys.argv[1:]); "
-    "sys.exit(a.func(a))"
+    "import sys; from cosim.cli import main; "
+    "sys.exit(main(sys.argv[1:]))"
 )
 
 

@@ -1,20 +1,19 @@
 """Accuracy and SeerNet studies: function results and the CLI (outputs, bad input)."""
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
 from pruning.base import get_pattern
-from pruning.study import accuracy_study, default_specs, register
+from pruning.study import accuracy_study, default_specs
 
 
 def cli(argv):
-    p = argparse.ArgumentParser(prog="hwcosim")
-    register(p.add_subparsers(dest="cmd", required=True))
-    args = p.parse_args(argv)
-    return args.func(args)
+    """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
+    from cosim.cli import main
+
+    return main(argv)
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +93,8 @@ def test_cli_accuracy_writes_json_and_png(tmp_path, capsys):
     (["study", "seernet", "--bits", "x"], "cannot read bit widths"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(argv, msg, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        cli([*argv, "-o", str(tmp_path), "--cache-dir", str(tmp_path)])
-    assert e.value.code == 2
+    code = cli([*argv, "-o", str(tmp_path), "--cache-dir", str(tmp_path)])
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and msg in err[0]
 

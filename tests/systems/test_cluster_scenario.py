@@ -138,18 +138,16 @@ def _write_toml(path: Path, text: str) -> Path:
 ])
 def test_cli_bad_scenarios_one_line_exit_2(tmp_path, capsys, text, expect):
     p = _write_toml(tmp_path / "bad.toml", text)
-    with pytest.raises(SystemExit) as ei:
-        cli.main(["run", str(p), "-o", str(tmp_path / "out"), "-q"])
-    assert ei.value.code == 2
+    code = cli.main(["run", str(p), "-o", str(tmp_path / "out"), "-q"])
+    assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expect in err and "bad.toml" in err, err
     assert not (tmp_path / "out" / "scenario.json").exists()
 
 
 def test_cli_missing_file(tmp_path, capsys):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(["run", str(tmp_path / "nope.toml"), "-q"])
-    assert ei.value.code == 2
+    code = cli.main(["run", str(tmp_path / "nope.toml"), "-q"])
+    assert code == 2
     assert "no such file" in capsys.readouterr().err
 
 

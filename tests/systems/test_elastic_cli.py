@@ -24,9 +24,8 @@ def test_elasticbatch_quick(tmp_path, capsys):
     (["goldminer", "--seed", "-1"], "--seed"),
 ])
 def test_bad_input(argv, msg, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        main(argv + ["-o", str(tmp_path)])
-    assert e.value.code == 2
+    code = main(argv + ["-o", str(tmp_path)])
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and msg in err[0]
 
@@ -34,9 +33,8 @@ def test_bad_input(argv, msg, capsys, tmp_path):
 def test_out_is_a_file(tmp_path, capsys):
     f = tmp_path / "x"
     f.write_text("")
-    with pytest.raises(SystemExit) as e:
-        main(["elasticbatch", "--quick", "-o", str(f)])
-    assert e.value.code == 2
+    code = main(["elasticbatch", "--quick", "-o", str(f)])
+    assert code == 2
 
 
 @pytest.mark.slow

@@ -327,13 +327,11 @@ def test_studies_quick_run():
 def test_cli_bad_input(tmp_path, capsys):
     from cosim.cli.reliability import main
 
-    with pytest.raises(SystemExit) as e:
-        main(["c4d", "--seed", "-1", "-o", str(tmp_path)])
-    assert e.value.code == 2
+    code = main(["c4d", "--seed", "-1", "-o", str(tmp_path)])
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --seed must be >= 0, not -1"]
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(SystemExit) as e:
-        main(["byterobust", "--quick", "-o", str(f)])
-    assert e.value.code == 2 and capsys.readouterr().err.startswith("error: output path")
+    code = main(["byterobust", "--quick", "-o", str(f)])
+    assert code == 2 and capsys.readouterr().err.startswith("error: output path")

@@ -55,7 +55,8 @@ def _bbs_metrics(p, w: dict, raw: dict, clock_mhz: float) -> dict:
 ADAPTER = Adapter(
         design="bbs-spmxv",
         workload={"sparsity": 0.875, "vectors": 4, "seed": 0, "p_idle": 0.0, "p_stall": 0.0},
-        sources=_COMMON + ("cosim/designs/bbs/sweep.py", "models/bbs/spmxv.py", "cosim/designs/bbs/spmxv.py", "cosim/designs/bbs/tb_spmxv.py",
+        sources=_COMMON + ("cosim/designs/bbs/sweep.py", "models/bbs/spmxv.py", "cosim/designs/bbs/spmxv.py",
+                           "cosim/designs/bbs/tb_spmxv.py",
                            "pruning/formats/csb.py", "pruning/patterns/bank_balanced.py", "pruning/base.py"),
         derive=_bbs_derive, simulate=_bbs_simulate, metrics=_bbs_metrics,
         plots=(("metrics.multipliers", "metrics.cycles", "min"), ("metrics.multipliers", "metrics.utilisation", "max"),

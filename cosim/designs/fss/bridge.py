@@ -278,7 +278,8 @@ def run_rtl(sp: ServeScenarioParams, *, sim: str | None = None, test_dir=None) -
 
         design, top = FSSGemm(p), "fss_gemm"
     t0 = time.perf_counter()
-    res = runner.run(design, top, "cosim.designs.fss.tb_bridge", inputs={"scenario": sp.to_dict(), "params": p.to_dict()},
+    res = runner.run(design, top, "cosim.designs.fss.tb_bridge",
+                     inputs={"scenario": sp.to_dict(), "params": p.to_dict()},
                      arrays={"values": values, "indices": indices}, test_dir=test_dir, sim=sim)
     out = dict(res.metrics["result"])
     out["wall_total_s"] = time.perf_counter() - t0

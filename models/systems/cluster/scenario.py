@@ -336,7 +336,8 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file; pass a scenario .toml (see models/systems/cluster/scenarios/)") from None
+        raise ScenarioError(f"{path}: no such file; pass a scenario .toml "
+                            "(see models/systems/cluster/scenarios/)") from None
     except IsADirectoryError:
         raise ScenarioError(f"{path}: is a directory; pass a scenario .toml file") from None
     except OSError as e:

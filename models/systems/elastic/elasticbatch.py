@@ -242,8 +242,8 @@ class BBSDevice:
     name: str = "bbs"
 
     def __post_init__(self):
-        from models.bbs.spmxv import CycleModel
         from models.bbs.lstm import LSTMCycleModel
+        from models.bbs.spmxv import CycleModel
 
         if not isinstance(self.model, (CycleModel, LSTMCycleModel)):
             raise ValueError("BBSDevice: model must be a CycleModel or LSTMCycleModel, "

@@ -695,7 +695,8 @@ def run_study(quick: bool = True, seed: int = 0, profile: bool = True) -> dict:
         "mechanism, not its workload, and report our figure.",
     ]
     return {"profile": prof, "loader_fit": fitp, "warnings": list(fitp["warnings"]) if fitp else [],
-            "nodes": [nt.__dict__ for nt in nodes], "jobs": len(jobs), "engine": "models.systems.cluster.engine.Simulator",
+            "nodes": [nt.__dict__ for nt in nodes], "jobs": len(jobs),
+            "engine": "models.systems.cluster.engine.Simulator",
             "offered_load": offered_load(jobs, nodes), "results": res, "adaptive_sensitivity": sens,
             "adaptive_gain_over": gain["adaptive"], "oracle_gain_over": gain["oracle"],
             "adaptive_cluster_gain_over": {p: res["adaptive"]["cluster_gpu_utilisation"]
