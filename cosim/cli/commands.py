@@ -9,19 +9,28 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.designs import designs, get_design, override_params
+from cosim.designs import add_param_args, designs, get_design, resolve_params
+from models.errors import UsageError
 
 __all__ = ["register"]
 
 
 def _bbs_from_csb(args) -> tuple:
-    from models.bbs.spmxv import BBSParams
-    from models.fixedpoint import Q
+    from cosim.designs import apply_changes, parse_param_items, read_params_file
     from pruning.formats import csb as csbfmt
 
     m = csbfmt.load(args.csb)
-    p = BBSParams(rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, pes=args.pes, weight_fmt=m.fmt,
-                  vec_fmt=Q.parse(args.vec_format), out_fmt=Q.parse(args.out_format))
+    # one step: --params FILE, then the alias flags (--pes, --vec-format, --out-format), then --param
+    changes = dict(read_params_file(args.params)) if getattr(args, "params", None) else {}
+    changes.update(parse_param_items([f"pes={args.pes}"] if args.pes is not None else []))
+    changes.update(parse_param_items([f"vec_fmt={args.vec_format}"] if args.vec_format is not None else []))
+    changes.update(parse_param_items([f"out_fmt={args.out_format}"] if args.out_format is not None else []))
+    changes.update(parse_param_items(getattr(args, "param", None)))
+    fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
+    clash = [f for f in fixed if f in changes]
+    if clash:
+        raise UsageError(f"--param {clash[0]}: the CSB weights fix {clash[0]}={fixed[clash[0]]}; drop that setting")
+    p = apply_changes(get_design("bbs-spmxv").default_params(), changes, "parameter", exact=fixed)
     return p, m
 
 
@@ -29,9 +38,11 @@ def _add_bbs_args(ap: argparse.ArgumentParser) -> None:
     g = ap.add_argument_group("BBS SpMxV")
     g.add_argument("--csb", metavar="PATH", help="CSB weights (.json manifest or its folder) "
                    "written by 'hwcosim prune --pattern bbs'")
-    g.add_argument("--pes", type=int, default=8, help="processing elements, P (default 8)")
-    g.add_argument("--vec-format", default="Q4.12", help="vector format Q<int>.<frac> (default Q4.12)")
-    g.add_argument("--out-format", default="Q8.8", help="result format (default Q8.8)")
+    g.add_argument("--pes", type=int, default=None, help="processing elements, P (default 8; alias of --param pes=)")
+    g.add_argument("--vec-format", default=None,
+                   help="vector format Q<int>.<frac> (default Q4.12; alias of --param vec_fmt=)")
+    g.add_argument("--out-format", default=None, help="result format (default Q8.8; alias of --param out_fmt=)")
+    add_param_args(ap)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,7 +57,7 @@ def _params_for(design, args):
 
         m = csbfmt.load(args.csb)
         p = replace(p, rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, weight_fmt=m.fmt)
-    return override_params(p, args.param)
+    return resolve_params(design, args.param, getattr(args, "params", None), base=p)
 
 
 def cmd_verilog(args) -> int:
@@ -173,8 +184,7 @@ def register(sub) -> None:
     ap.add_argument("--synth", default="xcup",
                     help="comma-separated targets: xcup (UltraScale+), cyclone10gx (Arria 10 ALM fabric), "
                          "or none (default xcup)")
-    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
-                    help="override a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable)")
+    add_param_args(ap)
     ap.add_argument("--csb", metavar="PATH", help="BBS designs: take rows, cols, banks, k and the weight "
                     "format from CSB weights written by 'hwcosim prune --pattern bbs'")
     ap.set_defaults(func=cmd_verilog)

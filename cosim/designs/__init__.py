@@ -33,7 +33,8 @@ from typing import Any
 from models.errors import UsageError
 
 __all__ = ["Design", "DocsEntry", "designs", "get_design", "override_params", "params_from_file",
-           "resolve_params", "resolve", "module_path", "add_param_args", "ENV_MODULES"]
+           "resolve_params", "read_params_file", "parse_param_items", "apply_changes", "resolve", "module_path",
+           "add_param_args", "ENV_MODULES"]
 
 #: environment variable naming extra modules that define ``DESIGNS``
 ENV_MODULES = "HWCOSIM_DESIGN_MODULES"
@@ -212,7 +213,9 @@ def _convert(old: Any, text: Any, field: str) -> Any:
     raise UsageError(f"parameter {field}: fields of type {type(old).__name__} cannot be set from the command line")
 
 
-def _apply(params: Any, changes: dict[str, Any], where: str) -> Any:
+def apply_changes(params: Any, changes: dict[str, Any], where: str, exact: dict[str, Any] | None = None) -> Any:
+    """``params`` with ``changes`` (strings or TOML values, converted to each field's type) and ``exact``
+    (values of the right type already) applied in one step, validated once by the parameter class."""
     fields = {f.name for f in dataclasses.fields(params)}
     conv = {}
     for key, value in changes.items():
@@ -221,6 +224,7 @@ def _apply(params: Any, changes: dict[str, Any], where: str) -> Any:
             raise UsageError(f"{where} {key}: no such parameter of {type(params).__name__}; "
                              f"choose from {', '.join(sorted(fields))}")
         conv[key] = _convert(getattr(params, key), value.strip() if isinstance(value, str) else value, key)
+    conv.update(exact or {})
     try:
         return dataclasses.replace(params, **conv)
     except (ValueError, TypeError) as e:
@@ -228,21 +232,32 @@ def _apply(params: Any, changes: dict[str, Any], where: str) -> Any:
         raise UsageError(f"{where}: {msg}") from None
 
 
+def parse_param_items(items: list[str] | None, flag: str = "--param") -> dict[str, str]:
+    """``["pes=4", ...]`` -> ``{"pes": "4"}`` (later items win)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"{flag} {item!r}: write FIELD=VALUE, e.g. {flag} pes=4")
+        key, text = item.split("=", 1)
+        out[key.strip().replace("-", "_")] = text
+    return out
+
+
 def override_params(params: Any, overrides: list[str] | None) -> Any:
     """``params`` with ``FIELD=VALUE`` overrides applied (validated by the parameter class)."""
-    changes: dict[str, str] = {}
-    for item in overrides or []:
-        if "=" not in item:
-            raise UsageError(f"--param {item!r}: write FIELD=VALUE, e.g. --param pes=4")
-        key, text = item.split("=", 1)
-        changes[key] = text
-    return _apply(params, changes, "--param") if changes else params
+    changes = parse_param_items(overrides)
+    return apply_changes(params, changes, "--param") if changes else params
 
 
 def params_from_file(params: Any, path: str | os.PathLike | None) -> Any:
     """``params`` with the fields of a TOML file applied (``--params FILE.toml``)."""
     if not path:
         return params
+    return apply_changes(params, read_params_file(path), f"--params {Path(path).name}:")
+
+
+def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``FIELD = VALUE`` lines of a TOML parameter file, as a dict (one-line errors)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -259,15 +274,16 @@ def params_from_file(params: Any, path: str | os.PathLike | None) -> Any:
     nested = [k for k, v in data.items() if isinstance(v, dict)]
     if nested:
         raise UsageError(f"--params {str(p)!r}: table [{nested[0]}] not allowed; write FIELD = VALUE lines")
-    return _apply(params, data, f"--params {p.name}:")
+    return data
 
 
 def resolve_params(design: Design, param: list[str] | None = None, params_file: str | None = None,
                    base: Any = None) -> Any:
     """The one parameter channel: defaults (or ``base``) <- ``--params FILE`` <- ``--param F=V``."""
     p = design.default_params() if base is None else base
-    p = params_from_file(p, params_file)
-    return override_params(p, param)
+    changes: dict[str, Any] = dict(read_params_file(params_file)) if params_file else {}
+    changes.update(parse_param_items(param))
+    return apply_changes(p, changes, "parameter") if changes else p
 
 
 def add_param_args(ap) -> None:

@@ -260,11 +260,21 @@ def spec_from_args(args) -> SweepSpec:
         spec = load_spec(src)
     else:
         spec = SweepSpec(design=src, name=src)
-    for item in args.set or []:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: write name=value, e.g. --set rows=64")
-        k, v = item.split("=", 1)
-        spec.params[k.strip().replace("-", "_")] = _scalar(v)
+    if getattr(args, "params", None):
+        from cosim.designs import get_design, params_from_file
+
+        # validated against the design's parameter class; only the fields the file names are taken
+        base = get_design(spec.design).default_params()
+        from_file = params_from_file(base, args.params)
+        for f in dataclasses.fields(from_file):
+            if getattr(from_file, f.name) != getattr(base, f.name):
+                spec.params[f.name] = getattr(from_file, f.name)
+    for flag, items in (("--set", args.set or []), ("--param", getattr(args, "param", None) or [])):
+        for item in items:
+            if "=" not in item:
+                raise ValueError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
+            k, v = item.split("=", 1)
+            spec.params[k.strip().replace("-", "_")] = _scalar(v)
     for item in args.grid or []:
         if "=" not in item:
             raise ValueError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
@@ -989,6 +999,10 @@ def register(sub) -> None:
                     help="sweep a parameter or workload setting over values (repeatable)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="fix a parameter or workload setting (repeatable)")
+    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
+                    help="fix a design parameter (repeatable; the same channel as verilog/sim/build)")
+    ap.add_argument("--params", metavar="FILE.toml", default=None,
+                    help="design parameters from a TOML file of FIELD = VALUE lines (--param/--set win)")
     ap.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="a running Dask scheduler (tcp://host:8786); default: an embedded LocalCluster")
     ap.add_argument("--workers", type=int, default=2, help="workers of the embedded LocalCluster (default 2)")
