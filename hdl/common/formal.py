@@ -66,7 +66,7 @@ class Props:
 
 def past(m: Module, value, name: str):
     """A register holding ``value`` of the previous cycle (create it outside any ``m.If``)."""
-    reg = Signal(len(value), name=name)
+    reg = Signal(Value.cast(value).shape(), name=name)  # same signedness: a signed payload compares as signed
     m.d.sync += reg.eq(value)
     return reg
 
