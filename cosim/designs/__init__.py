@@ -89,6 +89,9 @@ class Design:
         Its documentation page.
     board_tops : tuple
         Board configurations (see :mod:`cosim.flow.build`), if any.
+    register_map : str
+        ``"module:attribute"`` of the AXI4-Lite register map (a tuple of
+        :class:`hdl.common.axil_regs.Reg`) of a top with a control interface; the docs render it.
     """
 
     name: str
@@ -106,6 +109,7 @@ class Design:
     sweep: str = ""
     docs: DocsEntry | None = None
     board_tops: tuple = ()
+    register_map: str = ""
 
     @property
     def params_class(self) -> type:

@@ -258,12 +258,30 @@ def area_page(area: Area) -> str:
                     "```", ""]
             with contextlib.suppress(Exception):
                 out += ["Default parameters:", "", *_params_table(d.default_params()), ""]
+            if d.register_map:
+                out += register_map_section(d)
     out += ["## Module documentation", ""]
     for f in _glob(area.models + area.hdl + area.tb):
         doc = _docstring(f)
         out += [f"### `{_rel(f)}`", ""]
         out += (["```text", doc.replace("```", "'''"), "```", ""] if doc else ["(no module docstring)", ""])
     return "\n".join(out)
+
+
+def register_map_section(d) -> list[str]:
+    """Markdown lines: a design's AXI4-Lite register map, generated from its ``REGISTER_MAP``."""
+    from cosim.designs import resolve
+    from hdl.common.axil_regs import register_map_markdown
+
+    try:
+        regs = resolve(d.register_map)
+    except (ImportError, AttributeError) as e:
+        return [f"Register map unavailable: `{e}`.", ""]
+    return [f"### AXI4-Lite register map of `{d.name}`", "",
+            "Generated from the design's register map (`" + d.register_map + "`), the one the RTL's "
+            "register file (`hdl.common.axil_regs.AxiLiteRegFile`) is built from. Unlisted addresses answer "
+            "SLVERR; 32-bit registers, byte addresses.", "",
+            register_map_markdown(regs), ""]
 
 
 def generated_pages() -> dict[str, str]:

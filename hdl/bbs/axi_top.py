@@ -133,16 +133,36 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.lstm import LSTMLayer
 from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
+from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
 from models.bbs.lstm import LSTMParams
 
-__all__ = ["LSTMAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
+__all__ = ["LSTMAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
 
-REGS = {"CTRL": 0x00, "SEQ_LEN": 0x04, "NUM_SEQ": 0x08, "STATUS": 0x0C, "ERROR": 0x10, "CYCLES": 0x14,
-        "MAC_BEATS": 0x18, "STEPS": 0x1C, "STALL_OUT": 0x20, "RUN_CYCLES": 0x24, "CONFIG": 0x28,
-        "WADDR_LO": 0x2C, "WADDR_HI": 0x30, "MM_ERR_RESP": 0x34, "MM_ERR_ADDR_LO": 0x38,
-        "MM_ERR_ADDR_HI": 0x3C, "LOAD_WORDS": 0x40, "LOAD_CYCLES": 0x44}
+#: The AXI4-Lite register map (details of every bit in the module docstring).
+REGISTER_MAP = (
+    Reg("CTRL", 0x00, "w", "bit 0 START, bit 1 CLEAR_ERROR, bit 2 LOAD_MM, bit 3 SOFT_RESET; reads 0"),
+    Reg("SEQ_LEN", 0x04, "rw", "steps per sequence (16 bits, >= 1); writes while busy are ignored"),
+    Reg("NUM_SEQ", 0x08, "rw", "sequences per run (16 bits, >= 1); writes while busy are ignored"),
+    Reg("STATUS", 0x0C, "r", "bit 0 busy, 1 done, 2 error, 3 loaded, 4 loading, 5 mm_busy, 6 mm_stale"),
+    Reg("ERROR", 0x10, "r", "sticky until CLEAR_ERROR: START unloaded, bad size, extra weights, AXI read error, "
+                            "LOAD_MM refused, unaligned WADDR, abandoned work, read timeout, bad address"),
+    Reg("CYCLES", 0x14, "r", "engine cycles with a step in flight"),
+    Reg("MAC_BEATS", 0x18, "r", "weight beats consumed by the SpMxV"),
+    Reg("STEPS", 0x1C, "r", "hidden vectors produced"),
+    Reg("STALL_OUT", 0x20, "r", "cycles m_axis_h was refused"),
+    Reg("RUN_CYCLES", 0x24, "r", "cycles from START to done of the last run"),
+    Reg("CONFIG", 0x28, "r", "P | B << 8 | k << 16 (identification of the build)"),
+    Reg("WADDR_LO", 0x2C, "rw", "byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is accepted)"),
+    Reg("WADDR_HI", 0x30, "rw", "byte address of the weight buffer, bits 63:32"),
+    Reg("MM_ERR_RESP", 0x34, "r", "first LOAD_MM failure since CLEAR_ERROR: RRESP (2, 3) or 4 for a timeout"),
+    Reg("MM_ERR_ADDR_LO", 0x38, "r", "the failing beat's byte address, bits 31:0"),
+    Reg("MM_ERR_ADDR_HI", 0x3C, "r", "the failing beat's byte address, bits 63:32"),
+    Reg("LOAD_WORDS", 0x40, "r", "32-bit words of a full weight + bias load (a constant of the build)"),
+    Reg("LOAD_CYCLES", 0x44, "r", "cycles from the last accepted LOAD_MM to STATUS.loaded"),
+)
+REGS = regs_by_name(REGISTER_MAP)
 #: registers a write changes (writes elsewhere answer SLVERR)
-WRITABLE = ("CTRL", "SEQ_LEN", "NUM_SEQ", "WADDR_LO", "WADDR_HI")
+WRITABLE = writable(REGISTER_MAP)
 #: CTRL bits
 CTRL = {"START": 1, "CLEAR_ERROR": 2, "LOAD_MM": 4, "SOFT_RESET": 8}
 #: STATUS bits
@@ -211,11 +231,7 @@ class LSTMAxiTop(wiring.Component):
             "s_axis_x_tdata": In(xw), "s_axis_x_tvalid": In(1), "s_axis_x_tready": Out(1),
             "m_axis_h_tdata": Out(hw), "m_axis_h_tvalid": Out(1), "m_axis_h_tready": In(1),
             "m_axis_h_tlast": Out(1),
-            "s_axil_awaddr": In(8), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
-            "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
-            "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
-            "s_axil_araddr": In(8), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
-            "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+            **axil_members(8),
             "m_axi_arid": Out(1), "m_axi_araddr": Out(mm_addr_width), "m_axi_arlen": Out(8),
             "m_axi_arsize": Out(3), "m_axi_arburst": Out(2), "m_axi_arlock": Out(1), "m_axi_arcache": Out(4),
             "m_axi_arprot": Out(3), "m_axi_arvalid": Out(1), "m_axi_arready": In(1),
@@ -246,9 +262,14 @@ class LSTMAxiTop(wiring.Component):
         """``m_axi`` beats a LOAD_MM reads (the last one may carry unused words)."""
         return -(-self.load_words * 32 // self.mm_data_width)
 
+    #: the AXI4-Lite register file (a broken variant in the formal harness replaces it)
+    regfile_cls = AxiLiteRegFile
+
     def elaborate(self, platform):
         p = self.params
         m = Module()
+        m.submodules.axil = axil = self.regfile_cls(REGISTER_MAP, addr_width=8)
+        connect_axil(m, self, axil)
         lstm = LSTMLayer(p)
         lstm_rst = Signal()                     # clears the layer: SOFT_RESET, LOAD_MM, read error
         m.submodules.lstm = ResetInserter(lstm_rst)(lstm)
@@ -270,8 +291,8 @@ class LSTMAxiTop(wiring.Component):
         m.d.comb += lstm.seq_len.eq(seq_len)
 
         # --- AXI4-Lite write decode (the commands, used below) ---------------------------------
-        wr = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
-        waddr_idx, wdata = self.s_axil_awaddr[2:], self.s_axil_wdata
+        wr = axil.wr
+        waddr_idx, wdata = axil.widx, axil.wdata
         ctrl_wr = wr & (waddr_idx == REGS["CTRL"] >> 2)
         soft = ctrl_wr & wdata[3]
         load_req = ctrl_wr & wdata[2] & ~soft
@@ -387,16 +408,10 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += run_cycles.eq(run_cycles + 1)
 
         # --- AXI4-Lite slave --------------------------------------------------------------------
-        m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr),
-                     self.s_axil_arready.eq(~self.s_axil_rvalid)]
-        w_ok = Signal()                         # the write address is a writable register
-        m.d.comb += w_ok.eq(Cat(waddr_idx == REGS[n] >> 2 for n in WRITABLE).any())
-        with m.If(wr):
-            m.d.sync += [self.s_axil_bvalid.eq(1), self.s_axil_bresp.eq(Mux(w_ok, 0b00, 0b10))]
-            with m.If(~w_ok):
-                m.d.sync += err[8].eq(1)
-        with m.Elif(self.s_axil_bready):
-            m.d.sync += self.s_axil_bvalid.eq(0)
+        # responses depend on the address only: SLVERR for an unmapped or read-only register
+        m.d.comb += axil.w_ok.eq(axil.w_writable)
+        with m.If(wr & ~axil.w_writable):
+            m.d.sync += err[8].eq(1)
         with m.If(wr):
             with m.Switch(waddr_idx):
                 with m.Case(REGS["CTRL"] >> 2):
@@ -441,27 +456,15 @@ class LSTMAxiTop(wiring.Component):
         with m.If(soft):
             m.d.sync += [busy.eq(0), done.eq(0), x_left.eq(0), steps_left.eq(0), hcnt.eq(0), run_cycles.eq(0)]
 
-        rd_fire = self.s_axil_arvalid & self.s_axil_arready
-        with m.If(rd_fire):
-            m.d.sync += self.s_axil_rvalid.eq(1)
-            regs = {"CTRL": 0, "SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
-                    "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,
-                    "CYCLES": lstm.cycles, "MAC_BEATS": lstm.mac_beats, "STEPS": lstm.steps,
-                    "STALL_OUT": lstm.stall_out, "RUN_CYCLES": run_cycles,
-                    "CONFIG": p.pes | p.banks << 8 | p.k << 16,
-                    "WADDR_LO": waddr[:32], "WADDR_HI": waddr[32:], "MM_ERR_RESP": mm_resp,
-                    "MM_ERR_ADDR_LO": mm_addr[:32], "MM_ERR_ADDR_HI": mm_addr[32:],
-                    "LOAD_WORDS": self.load_words, "LOAD_CYCLES": load_cycles}
-            with m.Switch(self.s_axil_araddr[2:]):
-                for name, val in regs.items():
-                    with m.Case(REGS[name] >> 2):
-                        m.d.sync += self.s_axil_rdata.eq(val)
-                with m.Default():
-                    m.d.sync += [self.s_axil_rdata.eq(0), err[8].eq(1)]
-            # (a Mux, not the switch: Yosys would turn a switch of constants into a ROM, whose
-            # contents k-induction treats as free state)
-            mapped = Cat(*(self.s_axil_araddr[2:] == REGS[name] >> 2 for name in regs)).any()
-            m.d.sync += self.s_axil_rresp.eq(Mux(mapped, 0b00, 0b10))
-        with m.Elif(self.s_axil_rready):
-            m.d.sync += self.s_axil_rvalid.eq(0)
+        regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
+                "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,
+                "CYCLES": lstm.cycles, "MAC_BEATS": lstm.mac_beats, "STEPS": lstm.steps,
+                "STALL_OUT": lstm.stall_out, "RUN_CYCLES": run_cycles,
+                "CONFIG": p.pes | p.banks << 8 | p.k << 16,
+                "WADDR_LO": waddr[:32], "WADDR_HI": waddr[32:], "MM_ERR_RESP": mm_resp,
+                "MM_ERR_ADDR_LO": mm_addr[:32], "MM_ERR_ADDR_HI": mm_addr[32:],
+                "LOAD_WORDS": self.load_words, "LOAD_CYCLES": load_cycles}
+        m.d.comb += [getattr(axil, f"r_{name}").eq(val) for name, val in regs.items()]
+        with m.If(axil.bad_read):
+            m.d.sync += err[8].eq(1)
         return m

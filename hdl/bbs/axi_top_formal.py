@@ -55,6 +55,7 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
+from hdl.common.axil_regs import AxiLiteRegFile
 from hdl.common.formal import Props, mutant_checks, past
 from models.bbs.lstm import LSTMParams
 from models.fixedpoint import Q
@@ -149,28 +150,28 @@ class LSTMAxiTopFormal(wiring.Component):
 
 # --- deliberately broken variants ---------------------------------------------------------------
 
-class OkayEverywhereTop(LSTMAxiTop):
+class OkayEverywhereRegs(AxiLiteRegFile):
     """Broken: every write answers OKAY, as before SLVERR was introduced (an unmapped or
     read-only address included)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        with m.If(self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid):
+        with m.If(self.wr):
             m.d.sync += self.s_axil_bresp.eq(OKAY)
         return m
 
 
-class DropBTop(LSTMAxiTop):
+class DropBRegs(AxiLiteRegFile):
     """Broken: ``BVALID`` falls without ``BREADY`` when a read is accepted."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        with m.If(self.s_axil_bvalid & ~self.s_axil_bready & self.s_axil_arvalid & self.s_axil_arready):
+        with m.If(self.s_axil_bvalid & ~self.s_axil_bready & self.rd):
             m.d.sync += self.s_axil_bvalid.eq(0)
         return m
 
 
-class RSlipTop(LSTMAxiTop):
+class RSlipRegs(AxiLiteRegFile):
     """Broken: ``RDATA`` changes while waiting for ``RREADY`` (a write re-reads the register)."""
 
     def elaborate(self, platform):
@@ -178,6 +179,18 @@ class RSlipTop(LSTMAxiTop):
         with m.If(self.s_axil_rvalid & ~self.s_axil_rready & self.s_axil_awvalid):
             m.d.sync += self.s_axil_rdata.eq(self.s_axil_rdata + 1)
         return m
+
+
+class OkayEverywhereTop(LSTMAxiTop):
+    regfile_cls = OkayEverywhereRegs
+
+
+class DropBTop(LSTMAxiTop):
+    regfile_cls = DropBRegs
+
+
+class RSlipTop(LSTMAxiTop):
+    regfile_cls = RSlipRegs
 
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)

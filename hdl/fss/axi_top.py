@@ -95,14 +95,34 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.axi_top import bytes_up
 from hdl.common.arith import count_saturating
+from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name
 from hdl.fss.gemm import FSSGemm
 from models.fss.gemm import FSSParams
 
-__all__ = ["FSSAxiTop", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words", "words_per_beat"]
+__all__ = ["FSSAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words", "words_per_beat"]
 
-REGS = {"CTRL": 0x00, "ROW_GROUPS": 0x04, "K_REGIONS": 0x08, "TILES": 0x0C, "STATUS": 0x10, "ERROR": 0x14,
-        "CYCLES": 0x18, "MAC_BEATS": 0x1C, "STALL_OUT": 0x20, "STARVE_W": 0x24, "RUN_CYCLES": 0x28,
-        "OUT_BEATS": 0x2C, "W_WORDS": 0x30, "CONFIG0": 0x34, "CONFIG1": 0x38, "CONFIG2": 0x3C, "ID": 0x40}
+#: The AXI4-Lite register map (details of every bit in the module docstring).
+REGISTER_MAP = (
+    Reg("CTRL", 0x00, "w", "bit 0 START, bit 1 CLEAR_ERROR, bit 2 SOFT_RESET, bit 3 LOAD; reads 0"),
+    Reg("ROW_GROUPS", 0x04, "rw", "rows / (r_h * PR), 1..max_row_groups; refused (SLVERR) out of range or busy"),
+    Reg("K_REGIONS", 0x08, "rw", "cols / r_w, 1..max_k_regions; refused (SLVERR) out of range or busy"),
+    Reg("TILES", 0x0C, "rw", "column tiles of PC per run, 1..2**32-1; refused (SLVERR) when 0 or busy"),
+    Reg("STATUS", 0x10, "r", "bit 0 busy, 1 done, 2 error, 3 loaded, 4 loading"),
+    Reg("ERROR", 0x14, "r", "sticky until CLEAR_ERROR: START unloaded, size out of range, extra weight words, "
+                            "command while busy, bad address"),
+    Reg("CYCLES", 0x18, "r", "cycles the engine held work (per run)"),
+    Reg("MAC_BEATS", 0x1C, "r", "weight beats consumed (per run)"),
+    Reg("STALL_OUT", 0x20, "r", "cycles m_axis_y was refused (per run)"),
+    Reg("STARVE_W", 0x24, "r", "cycles a loaded tile waited for a weight beat (per run)"),
+    Reg("RUN_CYCLES", 0x28, "r", "cycles busy, START to the last result beat"),
+    Reg("OUT_BEATS", 0x2C, "r", "result beats sent (per run)"),
+    Reg("W_WORDS", 0x30, "r", "words accepted into the current weight load"),
+    Reg("CONFIG0", 0x34, "r", "r_h | r_w << 8 | n << 16 | PR << 24"),
+    Reg("CONFIG1", 0x38, "r", "PC | W << 8 | XW << 16 | OW << 24 (fixed-point widths)"),
+    Reg("CONFIG2", 0x3C, "r", "max_row_groups | max_k_regions << 16"),
+    Reg("ID", 0x40, "r", "0x46535331 (\"FSS1\")"),
+)
+REGS = regs_by_name(REGISTER_MAP)
 #: CTRL bits
 CTRL = {"START": 1, "CLEAR_ERROR": 2, "SOFT_RESET": 4, "LOAD": 8}
 #: STATUS bits
@@ -163,11 +183,7 @@ class FSSAxiTop(wiring.Component):
             "s_axis_x_tdata": In(xw), "s_axis_x_tvalid": In(1), "s_axis_x_tready": Out(1),
             "m_axis_y_tdata": Out(yw), "m_axis_y_tvalid": Out(1), "m_axis_y_tready": In(1),
             "m_axis_y_tlast": Out(1),
-            "s_axil_awaddr": In(8), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
-            "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
-            "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1), "s_axil_bready": In(1),
-            "s_axil_araddr": In(8), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
-            "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+            **axil_members(8),
         })
 
     @property
@@ -180,9 +196,14 @@ class FSSAxiTop(wiring.Component):
         """Depth of the weight store (weight beats of the largest layer)."""
         return self.params.max_row_groups * self.params.max_k_regions
 
+    #: the AXI4-Lite register file (a broken variant in the formal harness replaces it)
+    regfile_cls = AxiLiteRegFile
+
     def elaborate(self, platform):
         p = self.params
         m = Module()
+        m.submodules.axil = axil = self.regfile_cls(REGISTER_MAP, addr_width=8)
+        connect_axil(m, self, axil)
         GMAX, KMAX, NW, BEATS = p.max_row_groups, p.max_k_regions, self.weight_words, self.store_beats
 
         gemm = FSSGemm(p)
@@ -199,8 +220,8 @@ class FSSAxiTop(wiring.Component):
         m.d.comb += [gemm.cfg_row_groups.eq(rg), gemm.cfg_k_regions.eq(kr)]
 
         # --- AXI4-Lite write decode (comb), so every block below can see the commands ----------
-        wr = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
-        widx, wdata = self.s_axil_awaddr[2:], self.s_axil_wdata
+        wr = axil.wr
+        widx, wdata = axil.widx, axil.wdata
         ctrl_wr = wr & (widx == REGS["CTRL"] >> 2)
         clear_err = ctrl_wr & wdata[1]
         soft = ctrl_wr & wdata[2]
@@ -297,13 +318,8 @@ class FSSAxiTop(wiring.Component):
         count_saturating(m, ((run_cycles, busy), (out_beats, y_fire)))
 
         # --- AXI4-Lite slave ----------------------------------------------------------------------
-        bresp_ok = Signal()
-        m.d.comb += [self.s_axil_awready.eq(wr), self.s_axil_wready.eq(wr),
-                     self.s_axil_arready.eq(~self.s_axil_rvalid)]
-        with m.If(wr):
-            m.d.sync += [self.s_axil_bvalid.eq(1), self.s_axil_bresp.eq(Mux(bresp_ok, 0b00, 0b10))]
-        with m.Elif(self.s_axil_bready):
-            m.d.sync += self.s_axil_bvalid.eq(0)
+        bresp_ok = Signal()                     # the response depends on the data and the state
+        m.d.comb += axil.w_ok.eq(bresp_ok)
 
         def size_write(reg, lo_ok, hi_ok, restarts):
             with m.If(busy):
@@ -335,26 +351,14 @@ class FSSAxiTop(wiring.Component):
                 with m.Default():
                     m.d.sync += err[4].eq(1)
 
-        rd = self.s_axil_arvalid & self.s_axil_arready
-        with m.If(rd):
-            m.d.sync += self.s_axil_rvalid.eq(1)
-            regs = {"CTRL": 0, "ROW_GROUPS": rg, "K_REGIONS": kr, "TILES": tiles,
-                    "STATUS": Cat(busy, done, err.any(), loaded, ~loaded & (w_words != 0)), "ERROR": err,
-                    "CYCLES": gemm.cycles, "MAC_BEATS": gemm.mac_beats, "STALL_OUT": gemm.stall_out,
-                    "STARVE_W": gemm.starve_w, "RUN_CYCLES": run_cycles, "OUT_BEATS": out_beats,
-                    "W_WORDS": w_words, **config_words(p)}
-            with m.Switch(self.s_axil_araddr[2:]):
-                for name, val in regs.items():
-                    with m.Case(REGS[name] >> 2):
-                        m.d.sync += self.s_axil_rdata.eq(val)
-                with m.Default():
-                    m.d.sync += [self.s_axil_rdata.eq(0), err[4].eq(1)]
-            # (a Mux, not the switch: Yosys would turn a switch of constants into a ROM, whose
-            # contents k-induction treats as free state)
-            mapped = Cat(*(self.s_axil_araddr[2:] == REGS[name] >> 2 for name in regs)).any()
-            m.d.sync += self.s_axil_rresp.eq(Mux(mapped, 0b00, 0b10))
-        with m.Elif(self.s_axil_rready):
-            m.d.sync += self.s_axil_rvalid.eq(0)
+        regs = {"ROW_GROUPS": rg, "K_REGIONS": kr, "TILES": tiles,
+                "STATUS": Cat(busy, done, err.any(), loaded, ~loaded & (w_words != 0)), "ERROR": err,
+                "CYCLES": gemm.cycles, "MAC_BEATS": gemm.mac_beats, "STALL_OUT": gemm.stall_out,
+                "STARVE_W": gemm.starve_w, "RUN_CYCLES": run_cycles, "OUT_BEATS": out_beats,
+                "W_WORDS": w_words, **config_words(p)}
+        m.d.comb += [getattr(axil, f"r_{name}").eq(val) for name, val in regs.items()]
+        with m.If(axil.bad_read):
+            m.d.sync += err[4].eq(1)
 
         # --- START: the run's counters and sequencers (after the blocks above: it wins) ----------
         with m.If(start):

@@ -51,6 +51,7 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
+from hdl.common.axil_regs import AxiLiteRegFile
 from hdl.common.formal import Props, internals, mutant_checks, past
 from hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
 from hdl.fss.gemm_formal import formal_params as _gemm_params
@@ -144,17 +145,17 @@ class FSSAxiTopFormal(wiring.Component):
 
 # --- deliberately broken variants ---------------------------------------------------------------
 
-class OkayReadTop(FSSAxiTop):
+class OkayReadRegs(AxiLiteRegFile):
     """Broken: a read of an unmapped address answers OKAY (with data 0)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        with m.If(self.s_axil_arvalid & self.s_axil_arready):
+        with m.If(self.rd):
             m.d.sync += self.s_axil_rresp.eq(OKAY)
         return m
 
 
-class DoubleBTop(FSSAxiTop):
+class DoubleBRegs(AxiLiteRegFile):
     """Broken: ``BVALID`` stays high after the handshake when a read arrives (a second B)."""
 
     def elaborate(self, platform):
@@ -162,6 +163,14 @@ class DoubleBTop(FSSAxiTop):
         with m.If(self.s_axil_bvalid & self.s_axil_bready & self.s_axil_arvalid):
             m.d.sync += self.s_axil_bvalid.eq(1)
         return m
+
+
+class OkayReadTop(FSSAxiTop):
+    regfile_cls = OkayReadRegs
+
+
+class DoubleBTop(FSSAxiTop):
+    regfile_cls = DoubleBRegs
 
 
 class DropYTop(FSSAxiTop):

@@ -38,5 +38,6 @@ DESIGNS = [
                     "results) and AXI4-Lite (start, sizes, busy/done/error, counters, SLVERR); map in "
                     "hdl/fss/axi_top.py",
         golden="models.fss.gemm:gemm", testbench="cosim.designs.fss.tb_axi",
-        formal="hdl.fss.axi_top_formal:formal_checks", docs=DOCS),
+        formal="hdl.fss.axi_top_formal:formal_checks", register_map="hdl.fss.axi_top:REGISTER_MAP",
+        docs=DOCS),
 ]
