@@ -60,12 +60,15 @@ def _png(path: Path, draw) -> Path:
 def _cmd_jobcheck(args) -> int:
     from models.systems.jobs.jobcheck import CATEGORIES, CheckConfig, ScriptError, check, evaluate_corpus
 
-    if not args.device_memory > 0:
-        _fail(f"--device-memory must be > 0 GiB, not {args.device_memory}")
-    if not args.timeout > 0:
-        _fail(f"--timeout must be > 0 s, not {args.timeout}")
-    cfg = CheckConfig(device_memory_bytes=args.device_memory * 2**30, timeout_s=args.timeout,
-                      dry_run=not args.no_dry_run)
+    if not 0 < args.device_memory <= 1 << 20:
+        _fail(f"--device-memory must be in (0, 1048576] GiB, not {args.device_memory}")
+    if not 0 < args.timeout <= 3600:
+        _fail(f"--timeout must be in (0, 3600] s, not {args.timeout}")
+    if args.no_dry_run and args.run:
+        _fail("--run and --no-dry-run contradict each other; static checks are the default, --run adds the dry run")
+    # the corpus scripts are our own: evaluating them runs them; a user's script runs only with --run
+    execute = bool(args.run or args.corpus)
+    cfg = CheckConfig(device_memory_bytes=args.device_memory * 2**30, timeout_s=args.timeout, dry_run=execute)
     out = _out_dir(args.output)
     if args.corpus:
         if args.script:
@@ -90,6 +93,10 @@ def _cmd_jobcheck(args) -> int:
         rep = check(script, args.args, cfg)
     except (FileNotFoundError, ScriptError) as e:
         _fail(str(e))
+    print(f"jobcheck {script}: " + ("static checks, then the script was EXECUTED in a sandbox (its own process "
+                                    "group, a scratch working directory, CPU/memory/wall-time limits, no network)"
+                                    if execute else "static checks only; the script was NOT executed "
+                                    "(add --run for the sandboxed dry run)"))
     _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
     if rep.findings:
         _table(f"jobcheck {script}", ["severity", "category", "line", "source", "finding"],
@@ -109,14 +116,21 @@ def register(subparsers) -> None:
     """Add ``jobcheck``, ``cognn`` and ``cpualloc`` to an argparse subparsers object."""
     p = subparsers.add_parser(
         "jobcheck", help="pre-flight checks of a training script (Philly failure categories)",
-        description="Static and sandboxed dry-run checks that catch, before a long run, the failure categories "
-                    "of Zhang et al. (ICSE 2020): missing paths/modules, permissions, memory over the device, "
-                    "shape mismatches, NaN/Inf, API misuse. Dry-run convention: the script sees HWCOSIM_DRYRUN=1, "
-                    "HWCOSIM_BATCH and HWCOSIM_STEPS; --batch-size/--epochs/--steps options are rewritten. "
+        description="Checks that catch, before a long run, the failure categories of Zhang et al. (ICSE 2020): "
+                    "missing paths/modules, permissions, memory over the device, shape mismatches, NaN/Inf, API "
+                    "misuse. By default only static checks run and the script is NOT executed. --run adds a dry "
+                    "run that EXECUTES the script: in a child interpreter in its own session and process group "
+                    "(killed as a whole at the end, children included), in a scratch working directory, with "
+                    "CPU-time, address-space and wall-time limits and the network blocked. Dry-run convention: "
+                    "the script sees HWCOSIM_DRYRUN=1, HWCOSIM_BATCH and HWCOSIM_STEPS; --batch-size/--epochs/"
+                    "--steps options are rewritten. --corpus runs the shipped corpus scripts. "
                     "Exit 0: clean; 1: problems found; 2: bad input.")
     p.add_argument("--device-memory", type=float, default=16.0, metavar="GIB", help="device memory (default 16)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="dry-run timeout (default 60 s)")
-    p.add_argument("--no-dry-run", action="store_true", help="static checks only")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="dry-run wall-time limit, (0, 3600] s (default 60)")
+    p.add_argument("--run", action="store_true",
+                   help="also EXECUTE the script in the sandboxed dry run (default: static checks only)")
+    p.add_argument("--no-dry-run", action="store_true", help="static checks only (the default; kept for old scripts)")
     p.add_argument("--corpus", action="store_true", help="evaluate the shipped corpus instead of a script")
     p.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/jobs)")
     p.add_argument("script", nargs="?", help="training script")

@@ -164,11 +164,93 @@ def test_corpus_detection_torch(capsys):
 
 def test_cli_jobcheck(tmp_path, capsys):
     p = _script(tmp_path, "import numpy as np\nprint(np.zeros(2) @ np.zeros(3))\n")
-    assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(p)]) == 1
+    # static checks alone cannot see a shape error that only happens at run time, and say so
+    assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(p)]) == 0
+    assert "NOT executed" in capsys.readouterr().out
+    assert cli_main(["jobcheck", "--run", "-o", str(tmp_path / "o"), str(p)]) == 1
     assert (tmp_path / "o" / "jobcheck_train.json").exists()
-    assert "shape" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "shape" in out and "EXECUTED" in out
     ok = _script(tmp_path, "print('fine')\n", "fine.py")
     assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(ok)]) == 0
     code = cli_main(["jobcheck", str(tmp_path / "missing.py")])
     assert code == 2
     assert capsys.readouterr().err.strip().startswith("error: no such script")
+
+
+def test_static_default_never_executes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "ran.txt"
+    p = _script(tmp_path, f"open({str(marker)!r}, 'w').write('x')\nimport os\nos.system('true')\n")
+    assert cli_main(["jobcheck", "-o", str(tmp_path / "o"), str(p)]) == 0
+    assert not marker.exists()
+
+
+def test_run_leaves_no_process_or_file_behind(tmp_path, monkeypatch):
+    """A script that forks a child which outlives it, and writes into its working directory:
+    the whole process group is killed when jobcheck returns, and the working directory is a
+    scratch folder (the user's sees nothing)."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    late = tmp_path / "late.txt"
+    p = _script(tmp_path, "import os, time\n"
+                          "open('created_in_cwd.txt', 'w').write('x')\n"
+                          "if os.fork() == 0:\n"
+                          "    time.sleep(2)\n"
+                          f"    open({str(late)!r}, 'w').write('x')\n"
+                          "    os._exit(0)\n"
+                          "print('parent done')\n")
+    assert cli_main(["jobcheck", "--run", "-o", str(tmp_path / "o"), str(p)]) in (0, 1)
+    time.sleep(3)
+    assert not late.exists(), "a child of the dry run outlived jobcheck"
+    assert not (tmp_path / "created_in_cwd.txt").exists()
+
+
+@pytest.mark.parametrize("bad", ["1e300", "inf", "nan", "0", "-1"])
+def test_timeout_range(tmp_path, capsys, bad):
+    p = _script(tmp_path, "print(1)\n")
+    assert cli_main(["jobcheck", "--timeout", bad, str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--timeout" in err[0]
+
+
+def test_inplace_rules_match_the_libraries():
+    """Every function and method the API rule calls in-place really returns None, checked by calling
+    it; and the copying look-alikes it must not flag really return a value."""
+    import importlib
+    import random
+
+    import numpy as np
+
+    from models.systems.jobs.jobcheck import INPLACE_FUNCTIONS, INPLACE_METHODS
+
+    for full in INPLACE_FUNCTIONS:
+        mod, _, fn = full.rpartition(".")
+        f = getattr(importlib.import_module(mod), fn)
+        arg = [3, 1, 2] if "shuffle" in fn else 0
+        assert f(arg) is None, full
+    samples = {"list": lambda: [3, 1, 2], "ndarray": lambda: np.array([3.0, 1.0, 2.0]), "dict": dict, "set": set,
+               "Generator": lambda: np.random.default_rng(0)}
+    args = {"sort": (), "append": (1,), "extend": ([1],), "reverse": (), "update": ({},), "fill": (0.0,),
+            "insert": (0, 1), "clear": ()}
+    for meth, types in INPLACE_METHODS.items():
+        for t in types:
+            obj = samples[t]()
+            a = (np.arange(3),) if meth == "shuffle" else args[meth]
+            assert getattr(obj, meth)(*a) is None, (t, meth)
+    # the copying look-alikes return new objects (so assigning them is right)
+    x = np.array([3, 1, 2])
+    assert np.sort(x) is not None and np.append(x, 1) is not None and sorted([2, 1]) is not None
+    assert np.random.default_rng(0).permutation(3) is not None and random.sample([1, 2], 2) is not None
+
+
+def test_healthy_scripts_raise_nothing(tmp_path):
+    """Idioms that look like in-place misuse but are not."""
+    src = ("import random\nimport numpy as np\nx = np.arange(5)\nlengths = np.sort(x)\n"
+           "y = np.append(x, 1)\nz = sorted([3, 1])\nrng = np.random.default_rng(0)\n"
+           "w = rng.permutation(x)\nv = random.sample([1, 2, 3], 2)\nd = dict(a=1) | {'b': 2}\n"
+           "s = np.flip(x)\nprint(lengths, y, z, w, v, d, s)\n")
+    p = _script(tmp_path, src, "healthy.py")
+    rep = check(p, [], CheckConfig(dry_run=False))
+    assert [f for f in rep.findings if f.category == "api"] == []

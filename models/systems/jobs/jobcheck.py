@@ -85,7 +85,14 @@ CATEGORIES = {
 _READERS = {"open", "load", "loadtxt", "genfromtxt", "fromfile", "read_csv", "read_parquet", "listdir",
             "scandir", "imread", "load_state_dict_from_file", "read_text", "read_bytes"}
 _WRITERS = {"save", "savez", "savez_compressed", "savetxt", "tofile", "makedirs", "mkdir", "imwrite", "to_csv"}
-_INPLACE_NONE = {"shuffle", "sort", "append", "extend", "reverse", "update", "fill", "seed"}
+#: methods that work in place and return None, by the type that has them (list, dict, set, numpy.ndarray,
+#: numpy.random.Generator); a test calls each on a real object and checks it returns None
+INPLACE_METHODS = {"sort": ("list", "ndarray"), "append": ("list",), "extend": ("list",), "reverse": ("list",),
+                   "update": ("dict", "set"), "fill": ("ndarray",), "shuffle": ("Generator",),
+                   "insert": ("list",), "clear": ("list", "dict", "set")}
+#: module-level functions that work in place and return None (numpy.sort, numpy.append, torch.sort ...
+#: return new arrays and are not here); checked against the libraries by a test
+INPLACE_FUNCTIONS = {"random.shuffle", "random.seed", "numpy.random.shuffle", "numpy.random.seed"}
 _DISCARDED = {"reshape", "astype", "transpose", "flatten", "squeeze", "unsqueeze", "clip", "round", "copy",
               "ravel", "swapaxes", "view", "detach", "contiguous", "float", "double", "half"}
 _IN_OPT = re.compile(r"(data|input|train|valid|val|test|file|path|dataset|root|vocab|ckpt_in|resume|pretrained)",
@@ -161,8 +168,8 @@ class CheckConfig:
             raise ValueError(f"batches must be two increasing sizes >= 1, not {self.batches}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, not {self.steps}")
-        if not self.timeout_s > 0:
-            raise ValueError(f"timeout must be > 0 s, not {self.timeout_s}")
+        if not 0 < self.timeout_s <= 3600:
+            raise ValueError(f"timeout must be in (0, 3600] s, not {self.timeout_s}")
         if self.address_space_bytes < 0:
             raise ValueError(f"address space limit must be >= 0, not {self.address_space_bytes}")
 
@@ -213,6 +220,41 @@ def _dotted(node) -> str:
             parts.append("?")
             break
     return "".join(reversed(parts))
+
+
+def _module_aliases(tree) -> dict[str, str]:
+    """``{local name: module}`` of the script's imports (``import numpy as np`` -> ``np: numpy``)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _assigns_none(call: ast.Call, modules: dict[str, str]) -> bool:
+    """Whether ``call`` returns None because it works in place (its result should not be assigned).
+
+    A call on a module (``np.sort(a)``, ``random.shuffle(x)``) is judged by the function it names
+    (:data:`INPLACE_FUNCTIONS`); a call on anything else (``lst.sort()``, ``rng.shuffle(a)``) by
+    the method (:data:`INPLACE_METHODS`); a plain name by what it was imported as.
+    """
+    f = call.func
+    if isinstance(f, ast.Name):
+        return modules.get(f.id, "") in INPLACE_FUNCTIONS
+    if not isinstance(f, ast.Attribute):
+        return False
+    dotted = _dotted(f)
+    root = dotted.split(".")[0]
+    if root in modules and "()" not in dotted and "?" not in dotted:
+        full = modules[root] + dotted[len(root):]
+        return full in INPLACE_FUNCTIONS
+    if f.attr == "update":  # dict.update / set.update on a name; a module's update() is something else
+        return root not in modules
+    return f.attr in INPLACE_METHODS
 
 
 def _exists(p: Path) -> bool:
@@ -374,6 +416,7 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
         return [problem], None
     out: list[Finding] = []
     sdir = script.parent
+    modules = _module_aliases(tree)
 
     def resolve(s: str) -> Path:
         return Path(s) if os.path.isabs(s) else cwd / s
@@ -462,11 +505,9 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
                 out.append(Finding("gpu", "error", f"{fname}: CUDA is not available here and the script does not "
                                    "check torch.cuda.is_available()", node.lineno))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            attr = node.value.func.attr if isinstance(node.value.func, ast.Attribute) else None
-            if attr in _INPLACE_NONE and (attr != "update" or _dotted(node.value.func).startswith("dict")):
-                out.append(Finding("api", "error", f"{_dotted(node.value.func)}() works in place and returns None; "
-                                   "its result is assigned", node.lineno))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _assigns_none(node.value, modules):
+            out.append(Finding("api", "error", f"{_dotted(node.value.func)}() works in place and returns None; "
+                               "its result is assigned", node.lineno))
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func,
                                                                                           ast.Attribute):
             attr = node.value.func.attr
@@ -534,19 +575,54 @@ def dry_run(script: str | os.PathLike, args: list[str] | None = None, cfg: Check
                     "CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES", ""), "HF_HUB_OFFLINE": "1",
                     "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "",
                     "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"})
-        try:
-            p = subprocess.run([sys.executable, str(runner), str(Path(td) / "cfg.json")], cwd=cwd,
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=cfg.timeout_s,
-                               env=env)
-            rc, so, se, to = p.returncode, p.stdout, p.stderr, False
-        except subprocess.TimeoutExpired as e:
-            rc, to = None, True
-            so = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            se = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        work = _scratch_cwd(Path(td), Path(cwd) if cwd else Path.cwd())
+        # its own session and process group: whatever the script forks is killed with it at the end
+        # output to files, not pipes: a forked child holding a pipe open must not keep us waiting
+        out_f, err_f = Path(td) / "stdout.txt", Path(td) / "stderr.txt"
+        with open(out_f, "wb") as fo, open(err_f, "wb") as fe:
+            p = subprocess.Popen([sys.executable, str(runner), str(Path(td) / "cfg.json")], cwd=work,
+                                 stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env, start_new_session=True)
+            try:
+                rc, to = p.wait(timeout=cfg.timeout_s), False
+            except subprocess.TimeoutExpired:
+                rc, to = None, True
+            finally:
+                _kill_group(p.pid)
+                p.wait()
+        so = out_f.read_bytes()[-8000:].decode(errors="replace")
+        se = err_f.read_bytes()[-8000:].decode(errors="replace")
         res = json.loads(res_path.read_text()) if res_path.exists() else {"runs": [], "fp_events": [],
                                                                           "exception": None}
     res.update({"returncode": rc, "timed_out": to, "stdout": so[-4000:], "stderr": se[-4000:]})
     return res
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of the dry run's process group (children it forked included)."""
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _scratch_cwd(td: Path, cwd: Path) -> Path:
+    """A temporary working directory for the dry run: links to the entries of ``cwd`` (so the
+    script reads its data where it expects it), while files it creates land in the scratch folder
+    and are removed with it."""
+    work = td / "cwd"
+    work.mkdir()
+    try:
+        entries = list(cwd.iterdir())[:10_000]
+    except OSError:
+        entries = []
+    for e in entries:
+        try:
+            (work / e.name).symlink_to(e, target_is_directory=e.is_dir())
+        except OSError:
+            continue
+    return work
 
 
 def _classify(exc: dict) -> str:
