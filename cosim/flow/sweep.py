@@ -260,21 +260,35 @@ def spec_from_args(args) -> SweepSpec:
         spec = load_spec(src)
     else:
         spec = SweepSpec(design=src, name=src)
-    if getattr(args, "params", None):
-        from cosim.designs import get_design, params_from_file
+    # precedence, defined once: command line > spec file > defaults. A name set on the command line
+    # replaces the file's value wherever the file has it ([params], [workload] or [grid]).
+    ad = ADAPTERS.get(spec.design)
+    workload_names = set(ad.workload) if ad else set()
 
-        # validated against the design's parameter class; only the fields the file names are taken
-        base = get_design(spec.design).default_params()
-        from_file = params_from_file(base, args.params)
-        for f in dataclasses.fields(from_file):
-            if getattr(from_file, f.name) != getattr(base, f.name):
-                spec.params[f.name] = getattr(from_file, f.name)
+    def place(name: str, value, flag: str) -> None:
+        if flag == "--param" and name in workload_names:
+            raise ValueError(f"--param {name}: {name!r} is a workload setting, not a design parameter; "
+                             f"use --set {name}=...")
+        for section in (spec.params, spec.workload, spec.grid):
+            section.pop(name, None)
+        if flag == "--grid":
+            spec.grid[name] = value
+        else:
+            (spec.workload if name in workload_names else spec.params)[name] = value
+
+    if getattr(args, "params", None):
+        from cosim.designs import get_design, params_from_file, read_params_file
+
+        # the fields the file names, validated by the design's parameter class
+        validated = params_from_file(get_design(spec.design).default_params(), args.params)
+        for k in read_params_file(args.params):
+            place(k.strip().replace("-", "_"), getattr(validated, k.strip().replace("-", "_")), "--param")
     for flag, items in (("--set", args.set or []), ("--param", getattr(args, "param", None) or [])):
         for item in items:
             if "=" not in item:
                 raise ValueError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
             k, v = item.split("=", 1)
-            spec.params[k.strip().replace("-", "_")] = _scalar(v)
+            place(k.strip().replace("-", "_"), _scalar(v), flag)
     for item in args.grid or []:
         if "=" not in item:
             raise ValueError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
@@ -282,7 +296,7 @@ def spec_from_args(args) -> SweepSpec:
         vals = [_scalar(x) for x in v.split(",") if x.strip()]
         if not vals:
             raise ValueError(f"--grid {item!r}: give at least one value")
-        spec.grid[k.strip().replace("-", "_")] = vals
+        place(k.strip().replace("-", "_"), vals, "--grid")
     if args.synth is not None:
         spec.synth = None if args.synth == "none" else args.synth
     if args.sim:

@@ -95,3 +95,37 @@ def test_sweep_takes_param_and_params(tmp_path):
     a = ap.parse_args(["sweep", "bbs-spmxv", "--params", str(tmp_path / "p.toml"), "--param", "banks=4"])
     spec = spec_from_args(a)
     assert spec.params["pes"] == 4 and spec.params["banks"] == 4
+
+
+def _sweep_spec(tmp_path, argv):
+    import argparse
+
+    from cosim.flow.sweep import register, spec_from_args
+
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers(dest="cmd"))
+    return spec_from_args(ap.parse_args(["sweep", *argv]))
+
+
+def test_sweep_command_line_beats_the_spec_file(tmp_path):
+    """--set seed=11 used to be overwritten by the spec's [workload] seed (every point ran seed 7)."""
+    from cosim.flow.sweep import expand
+
+    f = tmp_path / "s.toml"
+    f.write_text('design = "melo-engine"\n[workload]\nseed = 7\nloss = 0.05\n[grid]\npool_blocks = [64, 128]\n')
+    spec = _sweep_spec(tmp_path, [str(f), "--set", "seed=11", "--set", "loss=0.2", "--set", "pool_blocks=256"])
+    _, points = expand(spec)
+    assert len(points) == 1 and points[0].params.pool_blocks == 256
+    assert points[0].workload["seed"] == 11 and points[0].workload["loss"] == 0.2
+    spec = _sweep_spec(tmp_path, [str(f), "--grid", "seed=1,2"])
+    pts = expand(spec)[1]   # the file's pool_blocks grid x the command line's seed grid
+    assert len(pts) == 4 and sorted({p.workload["seed"] for p in pts}) == [1, 2]
+
+
+def test_sweep_param_that_cannot_apply_is_an_error(tmp_path):
+    from cosim.flow.sweep import expand
+
+    with pytest.raises(ValueError, match="workload setting"):
+        _sweep_spec(tmp_path, ["melo-engine", "--param", "seed=3"])
+    with pytest.raises(ValueError, match="no parameter 'nope'"):
+        expand(_sweep_spec(tmp_path, ["melo-engine", "--set", "nope=3"]))
