@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.designs import add_param_args, designs, get_design, resolve_params
-from models.errors import UsageError
+from models.errors import CheckFailed, UsageError
 
 __all__ = ["register"]
 
@@ -145,7 +145,13 @@ def cmd_sim(args) -> int:
         xf = np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols))
     x = quantize(xf, p.vec_fmt)
     res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
-                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output)
+                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output, raise_on_fail=False)
+    from cosim.flow.runs import write_manifest
+
+    write_manifest(res.test_dir, "bbs-spmxv")  # the evidence stays, also when the run failed
+    if not res.passed and "mismatches" not in res.metrics:
+        raise CheckFailed(f"the simulation failed before it compared the results; log {res.log}, "
+                          f"run folder {res.test_dir}")
     y = dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt)
     ref = spmxv_float(m.to_dense(), xf)
     mt = res.metrics
@@ -158,8 +164,27 @@ def cmd_sim(args) -> int:
     Console().print(t)
     if res.waves:
         print(f"waveform: {res.waves}")
-    print(f"run directory: {res.test_dir}")
-    return 0 if mt["mismatches"] == 0 else 1
+    print(f"run directory: {res.test_dir} (re-check it without simulating: hwcosim check {res.test_dir})")
+    if mt["mismatches"] or not res.passed:
+        raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {res.test_dir}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.flow.runs import check_run
+
+    res = check_run(args.run_dir)
+    t = Table(title=f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs")
+    for c in ("result words", "RTL words", "mismatches", "saved golden words agree"):
+        t.add_column(c, justify="right")
+    t.add_row(str(res["words"]), str(res["rtl_words"]), str(res["mismatches"]), str(res["saved_expected_agrees"]))
+    Console().print(t)
+    if getattr(args, "json", False):
+        print(json.dumps(res))
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +229,14 @@ def register(sub) -> None:
                     help="only check that the simulator chosen by SIM is installed")
     _add_bbs_args(ap)
     ap.set_defaults(func=cmd_sim)
+
+    ap = sub.add_parser("check", help="re-verify a saved run folder without simulating",
+                        description="Re-verify a run folder written by 'hwcosim sim': every file's sha256 against "
+                                    "run.json, then the golden model recomputed from the saved inputs against the "
+                                    "RTL's saved output words. Exit 0 agree, 1 differ, 2 damaged or not a run.")
+    ap.add_argument("run_dir", help="run folder (printed by hwcosim sim)")
+    ap.add_argument("--json", action="store_true", help="also print the result as one JSON line")
+    ap.set_defaults(func=cmd_check)
 
     ap = sub.add_parser("demo", help="the main job end to end, offline",
                         description="Train a small model on real data (scikit-learn's digits), prune a trained "

@@ -92,6 +92,8 @@ class Design:
     register_map : str
         ``"module:attribute"`` of the AXI4-Lite register map (a tuple of
         :class:`hdl.common.axil_regs.Reg`) of a top with a control interface; the docs render it.
+    recheck : str
+        ``"module:function"`` that re-verifies a saved run folder (``hwcosim check``).
     """
 
     name: str
@@ -110,6 +112,7 @@ class Design:
     docs: DocsEntry | None = None
     board_tops: tuple = ()
     register_map: str = ""
+    recheck: str = ""
 
     @property
     def params_class(self) -> type:

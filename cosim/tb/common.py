@@ -18,7 +18,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-__all__ = ["tb_dir", "inputs", "arrays", "write_metrics", "start_clock_and_reset", "StreamDriver",
+__all__ = ["tb_dir", "inputs", "arrays", "write_metrics", "write_outputs", "start_clock_and_reset", "StreamDriver",
            "StreamSink", "CycleCounter"]
 
 
@@ -40,6 +40,15 @@ def write_metrics(metrics: dict) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     old.update(metrics)
     path.write_text(json.dumps(old, indent=1))
+
+
+def write_outputs(**arrays: np.ndarray) -> None:
+    """Save the RTL's own output words (``outputs.npz`` in the run folder) beside the golden ones in
+    ``arrays.npz``, so that ``hwcosim check RUN_DIR`` can re-verify the run without simulating."""
+    path = tb_dir() / "outputs.npz"
+    tmp = path.with_name(".outputs.tmp.npz")
+    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
+    os.replace(tmp, path)
 
 
 async def start_clock_and_reset(dut, cycles: int = 3, period_ns: int = 10):

@@ -21,5 +21,5 @@ DESIGNS = [
         golden="models.bbs.spmxv:spmxv", testbench="cosim.designs.bbs.tb_spmxv",
         formal="hdl.bbs.spmxv_formal:formal_checks",
         benches=(("bbs_spmxv", "cosim.designs.bbs.bench:bench_bbs_spmxv"),),
-        sweep="cosim.designs.bbs.sweep:ADAPTER", docs=SPMXV_DOCS),
+        sweep="cosim.designs.bbs.sweep:ADAPTER", recheck="cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS),
 ]

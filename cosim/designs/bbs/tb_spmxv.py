@@ -14,7 +14,16 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    arrays,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, unpack_output_beats
 
 
@@ -57,7 +66,9 @@ async def spmxv_matches_golden(dut):
         "dut_stall_out": int(dut.stall_out.value), "dut_starve_w": int(dut.starve_w.value),
         "mismatches": int(mism.size), "extra_beats": int(extra), "protocol_errors": sink.protocol_errors[:5],
     }
+    metrics["mismatch_list"] = [[int(i // p.rows), int(i % p.rows), int(got[i]), int(want[i])] for i in mism[:1000]]
     write_metrics(metrics)
+    write_outputs(rtl_words=np.asarray(sink.words, dtype=object).astype(str), rtl=got)
     if mism.size:
         first = [(int(i // p.rows), int(i % p.rows), int(got[i]), int(want[i])) for i in mism[:8]]
         raise AssertionError(f"{mism.size} of {want.size} result words differ; (vector, row, rtl, golden): {first}")
