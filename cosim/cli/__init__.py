@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"error: {msg}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # a file-system refusal the command did not foresee (disk full, permissions, a path that is a file)
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"error: {e.strerror or type(e).__name__}{where}; check the paths and free space", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

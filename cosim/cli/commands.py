@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
+from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
 
@@ -72,7 +72,7 @@ def cmd_verilog(args) -> int:
     targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
     plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
-    out = Path(args.output)
+    out = out_dir(args.output, "build/verilog")
     con = Console()
     reports = []
     for design, p in plans:
@@ -139,6 +139,8 @@ def cmd_sim(args) -> int:
     if not args.csb:
         raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
     p, m = _bbs_from_csb(args)
+    if args.output:
+        out_dir(args.output, "build/sim/runs")
     if args.vector:
         xf = _load_vectors(args.vector, p.cols)
     else:

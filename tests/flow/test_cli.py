@@ -77,3 +77,17 @@ def test_verilog_with_yosys_resource_report(tmp_path):
     assert rep["resources"]["DSP"] == 4
     assert rep["resources"]["LUT"] > 0 and rep["resources"]["FF"] > 0
     assert "LUT" in (tmp_path / "resources.txt").read_text()
+
+
+@pytest.mark.parametrize("argv", [["verilog", "bbs-spmxv", "--synth", "none"], ["sim", "--csb", "CSB"]])
+def test_output_path_that_is_a_file_is_refused_before_work(tmp_path, capsys, argv):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    m = csb.encode(np.random.default_rng(0).normal(size=(8, 16)), 4, 0.5)
+    csb.save(m, tmp_path / "w")
+    argv = [a.replace("CSB", str(tmp_path / "w")) for a in argv]
+    for out in (f, f / "sub"):
+        assert main([*argv, "-o", str(out)]) == 2
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == 1 and err[0].startswith("error: output path"), err
+    assert f.read_text() == "x"
