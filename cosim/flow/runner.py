@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,18 @@ def to_verilog(design, toplevel: str) -> str:
     return verilog.convert(design, name=toplevel, emit_src=False)
 
 
+def _opt_makeflags() -> str:
+    """C++ optimisation of the Verilator model: ``$HWCOSIM_VERILATOR_OPT`` (``-O0``, ``-O1``, ``-Os`` ...).
+
+    Verilator's default (``-Os`` on the hot code) pays off in long simulations; most test runs are
+    short, where the compile dominates, so the tests set a lower level (``tests/conftest.py``).
+    """
+    opt = os.environ.get("HWCOSIM_VERILATOR_OPT", "-Os").strip()
+    if not re.fullmatch(r"-O[0-3sgz]|-Ofast", opt):
+        raise SimulatorMissing(f"HWCOSIM_VERILATOR_OPT={opt!r}: give a C++ optimisation flag like -O1 or -Os")
+    return f"OPT_FAST={opt} OPT_GLOBAL={opt}"
+
+
 def _have_lz4() -> bool:
     """True when the C++ compiler finds lz4.h (Verilator's FST writer needs it); else VCD."""
     try:
@@ -130,6 +143,8 @@ def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Pat
     # values without waking the `always @*` blocks that read them, so combinational outputs whose
     # inputs never change after time 0 stay X. -g2005 (a later -g wins) restores that wake-up.
     flags = list(VERILATOR_FLAGS) if sim == "verilator" else ["-g2005"]
+    if sim == "verilator":
+        flags.append(f"# C++ {_opt_makeflags()}")  # (only enters the cache key; stripped before the build)
     if waves and sim == "verilator" and _have_lz4():
         flags.append("--trace-fst")  # FST: compressed; Verilator's FST writer needs lz4.h (liblz4-dev)
     import cocotb
@@ -152,10 +167,11 @@ def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Pat
         # which breaks designs big enough to split into several C++ files; and a parent make's
         # jobserver flags must not leak into the simulator's make.
         saved = os.environ.get("MAKEFLAGS")
-        os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include" if sim == "verilator" else ""
+        os.environ["MAKEFLAGS"] = (f"CFG_CXXFLAGS_PCH_I=-include {_opt_makeflags()}" if sim == "verilator" else "")
         try:
             runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=bdir, timescale=TIMESCALE,
-                         build_args=flags, always=True, waves=waves, log_file=log)
+                         build_args=[f for f in flags if not f.startswith("#")], always=True, waves=waves,
+                         log_file=log)
         except (SystemExit, Exception) as e:  # the cocotb runner exits on build errors
             tail = log.read_text()[-4000:] if log.exists() else ""
             raise SimFailure(f"{sim} build of {toplevel} failed ({e}); build log tail:\n{tail}") from None
