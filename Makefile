@@ -37,7 +37,7 @@ sim: setup ## run only the RTL simulation tests (cocotb)
 
 test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@$(BIN)/hwcosim sim --check-simulator
-	$(BIN)/pytest -q -n $(JOBS)
+	$(BIN)/pytest -q -n $(JOBS) --durations=20
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/
 	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup,cyclone10gx
