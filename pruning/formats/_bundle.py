@@ -21,7 +21,7 @@ import numpy as np
 
 from models.atomic import write_bytes, write_text
 from models.safeparse import json_loads, one_line
-from pruning.formats.csb import FormatError
+from pruning.formats.csb import FormatError, check_file, check_seal, seal
 
 __all__ = ["sha256_array", "sha256_bytes", "save_bundle", "load_bundle", "resolve_manifest", "read_manifest"]
 
@@ -70,6 +70,7 @@ def save_bundle(
             "bytes": len(data),
             "sha256": sha256_bytes(data),
         }
+    seal(manifest)
     write_text(out_dir / f"{stem}.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
 
@@ -120,9 +121,20 @@ def load_bundle(path: str | Path, format_name: str, version: int) -> tuple[dict,
         raise FormatError(
             f"{mpath}: {format_name} version {man.get('version')!r} is not supported (want {version})"
         )
+    check_seal(man, mpath)
     spec = man.get("arrays")
     if not isinstance(spec, dict) or not spec:
         raise FormatError(f"{mpath}: manifest lists no arrays")
+    files = man.get("files")
+    if not isinstance(files, dict):
+        raise FormatError(f"{mpath}: manifest has no 'files' table")
+    for suffix, entry in files.items():
+        if suffix == "npz":
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) \
+                or Path(entry["file"]).name != entry["file"]:
+            raise FormatError(f"{mpath}: bad entry for the .{suffix} file")
+        check_file(mpath.parent / entry["file"], entry.get("sha256"), f".{suffix} memory image")
     npz = mpath.with_suffix(".npz")
     try:
         with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:  # (numpy leaks a handle it opens)

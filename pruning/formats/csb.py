@@ -183,6 +183,42 @@ def _sha(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
+def manifest_digest(man: dict) -> str:
+    """sha256 of a manifest's canonical JSON (sorted keys, no spaces), its own ``manifest_sha256`` left out."""
+    body = {k: v for k, v in man.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def seal(man: dict) -> dict:
+    """``man`` with ``manifest_sha256`` set: every field of the manifest is covered by a checksum."""
+    man["manifest_sha256"] = manifest_digest(man)
+    return man
+
+
+def check_seal(man: dict, path: Path) -> None:
+    """FormatError unless ``man`` carries the checksum of its own fields (an edited field is refused)."""
+    got = man.get("manifest_sha256")
+    if not isinstance(got, str):
+        raise FormatError(f"{path}: manifest has no manifest_sha256 (written by an older hwcosim, or edited); "
+                          "export the weights again")
+    if got != manifest_digest(man):
+        raise FormatError(f"{path}: manifest fields do not match its manifest_sha256; the manifest was edited "
+                          "after the export")
+
+
+def check_file(path: Path, digest, what: str) -> None:
+    """FormatError unless ``path`` exists and its sha256 is ``digest`` (memory images the FPGA loads)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FormatError(f"{path}: missing; the manifest lists this {what}") from None
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read the {what} ({e.strerror or e})") from None
+    if not isinstance(digest, str) or hashlib.sha256(data).hexdigest() != digest:
+        raise FormatError(f"{path}: the {what} does not match its sha256 in the manifest; it was changed after "
+                          "the export")
+
+
 def save(m: CSBMatrix, out_dir: str | Path, stem: str = "weights", extra: dict | None = None) -> dict:
     """Write ``<stem>.npz``, ``<stem>.json`` and ``<stem>.hex`` into ``out_dir`` (atomically).
 
@@ -208,6 +244,7 @@ def save(m: CSBMatrix, out_dir: str | Path, stem: str = "weights", extra: dict |
     manifest["hex"]["sha256"] = hashlib.sha256(hex_text.encode()).hexdigest()
     write_bytes(out_dir / f"{stem}.npz", buf.getvalue())
     write_text(out_dir / f"{stem}.hex", hex_text)
+    seal(manifest)
     write_text(out_dir / f"{stem}.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
 
@@ -242,6 +279,11 @@ def load(path: str | Path) -> CSBMatrix:
         raise FormatError(f"{path}: not a CSB manifest (format {found!r})")
     if man.get("version") != FORMAT_VERSION:
         raise FormatError(f"{path}: CSB version {man.get('version')!r} is not supported (want {FORMAT_VERSION})")
+    check_seal(man, path)
+    hx = man.get("hex")
+    if not isinstance(hx, dict) or not isinstance(hx.get("file"), str) or Path(hx["file"]).name != hx["file"]:
+        raise FormatError(f"{path}: manifest has no valid 'hex' entry (the $readmemh image)")
+    check_file(path.parent / hx["file"], hx.get("sha256"), "$readmemh image")
     npz = path.with_suffix(".npz")
     try:
         with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:  # (numpy leaks a handle it opens)

@@ -83,3 +83,35 @@ def test_invalid_arrays_and_masks():
         mask = np.ones_like(w, dtype=bool)
         mask[0, 0] = False
         csb.encode(w, banks=4, mask=mask)
+
+
+def test_integrity_covers_the_hex_image_and_every_manifest_field(tmp_path):
+    """A one-byte edit of the $readmemh image (what the FPGA loads) and an edit of the manifest's
+    shape used to load cleanly (the sha256 covered the .npz only)."""
+    import json
+
+    import numpy as np
+    import pytest
+
+    from pruning.formats import csb
+    from pruning.formats.csb import FormatError
+
+    m = csb.encode(np.random.default_rng(1).normal(size=(8, 16)), 4, 0.5)
+    csb.save(m, tmp_path, "w")
+    hexp, man = tmp_path / "w.hex", tmp_path / "w.json"
+    text, good = hexp.read_text(), man.read_text()
+    hexp.write_text(("0" if text[0] != "0" else "1") + text[1:])
+    with pytest.raises(FormatError, match="readmemh image does not match"):
+        csb.load(tmp_path)
+    hexp.write_text(text)
+    edited = json.loads(good)
+    edited["shape"] = [8, 32]
+    man.write_text(json.dumps(edited))
+    with pytest.raises(FormatError, match="edited after the export"):
+        csb.load(tmp_path)
+    hexp.unlink()
+    man.write_text(good)
+    with pytest.raises(FormatError, match="missing"):
+        csb.load(tmp_path)
+    hexp.write_text(text)
+    assert csb.load(tmp_path).shape == (8, 16)

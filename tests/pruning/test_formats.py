@@ -3,6 +3,7 @@ refuse corrupt, truncated or mismatched files with FormatError."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from models.fixedpoint import Q, quantize
 from pruning.base import PatternError, get_pattern
 from pruning.formats import csb, fss, memimage, nm, sparse
-from pruning.formats.csb import FormatError
+from pruning.formats.csb import FormatError, seal
 
 
 def rand(rows, cols, seed=0):
@@ -264,11 +265,11 @@ def test_swapped_manifests(tmp_path):
     fss.save(fss.encode(rand(8, 16, 1), (2, 4), n=3), a, "w")
     fss.save(fss.encode(rand(8, 16, 2), (2, 4), n=3), b, "w")
     shutil.copy(b / "w.json", a / "w.json")  # same shapes, other data
-    with pytest.raises(FormatError, match="checksum"):
+    with pytest.raises(FormatError, match="checksum|sha256"):
         fss.load(a / "w.json")
     fss.save(fss.encode(rand(8, 16, 1), (2, 4), n=2), b, "w")  # other shapes
     shutil.copy(b / "w.json", a / "w.json")
-    with pytest.raises(FormatError, match="do not belong together|checksum"):
+    with pytest.raises(FormatError, match="do not belong together|checksum|sha256"):
         fss.load(a / "w.json")
     # an N:M manifest beside FSS arrays: wrong format
     nm.save(nm.encode(rand(8, 16), 2, 4), b, "w")
@@ -290,7 +291,10 @@ def test_manifest_edits(tmp_path):
     ]:
         man = json.loads(json.dumps(good))
         edit(man)
-        p.write_text(json.dumps(man))
+        p.write_text(json.dumps(man))  # an edit by hand: the manifest's own checksum refuses it
+        with pytest.raises(FormatError, match=f"edited|{msg}"):
+            fss.load(p)
+        p.write_text(json.dumps(seal(man)))  # re-sealed (as a buggy exporter would): the deeper checks refuse it
         with pytest.raises(FormatError, match=msg):
             fss.load(p)
     p.write_text("{not json")
@@ -307,14 +311,21 @@ def test_corrupt_images(tmp_path):
     text, data = hexp.read_text(), binp.read_bytes()
     last = text.index("\n") - 1  # the least significant digit of word 0
     hexp.write_text(text[:last] + ("1" if text[last] != "1" else "2") + text[last + 1 :])
-    with pytest.raises(FormatError, match="disagrees"):
+    with pytest.raises(FormatError, match="changed after the export"):  # the image's sha256
         fss.load(tmp_path)
+    man = json.loads((tmp_path / "w.json").read_text())  # a consistent manifest for a wrong image:
+    man["files"]["hex"]["sha256"] = hashlib.sha256(hexp.read_bytes()).hexdigest()
+    (tmp_path / "w.json").write_text(json.dumps(seal(man)))
+    with pytest.raises(FormatError, match="disagrees"):  # decoded against the arrays
+        fss.load(tmp_path)
+    man["files"]["hex"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (tmp_path / "w.json").write_text(json.dumps(seal(man)))
     hexp.write_text(text[: len(text) // 2])
     with pytest.raises(FormatError):
         fss.load(tmp_path)
     hexp.write_text(text)
     binp.write_bytes(data[:-1])
-    with pytest.raises(FormatError, match="whole number"):
+    with pytest.raises(FormatError, match="changed after the export|whole number"):
         fss.load(tmp_path)
     binp.write_bytes(data)
     assert fss.load(tmp_path).n == 3
