@@ -31,14 +31,24 @@ _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "cosim.cli.kvdir
                                 "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``error: PROG: what; see PROG --help``), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from cosim.cli.ranges import apply_ranges
+
+    parser = _Parser(
         prog="hwcosim",
         description="Hardware/software co-design of AI-datacenter systems: verified accelerator RTL, "
                     "golden models, pruning tools and cluster models.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _register_all(sub)
+    apply_ranges(parser)  # every numeric option checked against its documented range before any work
     return parser
 
 
@@ -47,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     from cosim.flow.synth import SynthError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
     try:
         rc = args.func(args)
     except CheckFailed as e:

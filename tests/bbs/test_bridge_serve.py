@@ -77,4 +77,4 @@ def test_model_only_cli(tmp_path, capsys):
         assert d["rtl"] is None and d["table"] and d["slowdown"] is None
     assert main(["cosim", "serve", "--model-only", "--p-stall", "0.99", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--p-stall must be in [0, 0.95)" in err and "\n" not in err, err
+    assert "--p-stall 0.99: out of range; allowed [0, 0.95)" in err and "\n" not in err, err

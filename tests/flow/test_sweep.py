@@ -66,7 +66,7 @@ def test_bbs_k_follows_sparsity():
     (["melo-engine", "--grid", "loss=0.1,1.5"], "loss=1.5: a probability"),
     (["kvdirect-pipeline", "--set", "dist=normal"], "choose one of uniform, zipf"),
     (["bbs-spmxv", "--synth", "asic"], "unknown synthesis target 'asic'"),
-    (["bbs-spmxv", "--workers", "0"], "--workers must be >= 1"),
+    (["bbs-spmxv", "--workers", "0"], "--workers 0: out of range"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, msg):
     assert main(["sweep", *argv, "-o", str(tmp_path / "out")]) == 2

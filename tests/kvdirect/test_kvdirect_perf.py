@@ -158,4 +158,4 @@ def test_cli_bad_input(tmp_path, capsys):
     code = main(["kvdirect", "study", "-o", str(tmp_path), "--nics", "0"])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: --nics")
+    assert len(err) == 1 and err[0].startswith("error:") and "--nics 0: out of range" in err[0]

@@ -162,7 +162,7 @@ def test_tensors_glob_config_and_dry_run(tmp_path, capsys):
         (["--pattern", "bbs", "--banks", "5"], "do not split into 5 equal banks"),
         (["--pattern", "nm", "--banks", "4"], "--banks does not apply"),
         (["--pattern", "zigzag"], "unknown pattern"),
-        (["--pattern", "bbs", "--sparsity", "1.5"], "impossible"),
+        (["--pattern", "bbs", "--sparsity", "1.5"], "--sparsity 1.5: out of range"),
         (["--format", "Q9"], "fixed-point format"),
         (["--tensors", "nothing*"], "matches none"),
         (["--pattern", "balanced", "--block", "4x4"], "integer"),
