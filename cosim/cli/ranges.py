@@ -62,6 +62,8 @@ RANGES: dict[str, Range] = {
     "graph partition scale": Range(1, 24, note="2**24 vertices x 16 = 268 M edges, about 6 GiB"),
     "cosim melo scale": Range(0.0, 100.0, lo_open=True, note="flow sizes times this"),
     "clock_mhz": Range(1.0, 2000.0),
+    "build clock": Range(1.0, 1000.0, note="MHz"),
+    "build seed": Range(0, 2**31 - 1),
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
     "prune n": Range(1, 1024),
     "pes": Range(1, 1024),

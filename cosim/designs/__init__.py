@@ -94,6 +94,9 @@ class Design:
         :class:`hdl.common.axil_regs.Reg`) of a top with a control interface; the docs render it.
     recheck : str
         ``"module:function"`` that re-verifies a saved run folder (``hwcosim check``).
+    board_params : callable, optional
+        Parameters that fit the default FPGA part (``hwcosim build`` uses them when no
+        ``--param``/``--params`` is given); ``None``: the defaults fit.
     """
 
     name: str
@@ -113,6 +116,7 @@ class Design:
     board_tops: tuple = ()
     register_map: str = ""
     recheck: str = ""
+    board_params: Callable[[], Any] | None = None
 
     @property
     def params_class(self) -> type:

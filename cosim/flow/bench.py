@@ -37,6 +37,7 @@ def _lazy(module: str, name: str) -> Callable[[Path, bool], dict]:
 #: Benches of the tools and the cluster-level systems (not designs): name -> callable(out_dir, quick).
 TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "kernels": _kernels,
+    "csb_kernels": _lazy("pruning.csb_bench", "run_csb_bench"),
     "cluster_arnold": _lazy("cosim.cli.cluster", "bench_arnold"),
     "cluster_c4p": _lazy("cosim.cli.cluster", "bench_c4p"),
     "cluster_crux": _lazy("cosim.cli.cluster", "bench_crux"),

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.csb_kernels import spmm_int
 from models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 __all__ = ["BBSParams", "PIPELINE_LATENCY", "spmxv", "spmxv_float", "pack_weight_beats",
@@ -182,10 +183,9 @@ def spmxv(p: BBSParams, values: np.ndarray, indices: np.ndarray, x: np.ndarray) 
         raise ValueError(f"vector length {xb.shape[1]} does not match the matrix's {p.cols} columns")
     if xb.min() < p.vec_fmt.min_raw or xb.max() > p.vec_fmt.max_raw:
         raise ValueError(f"vector values exceed the vector format {p.vec_fmt}")
-    xb = xb.reshape(xb.shape[0], p.banks, p.bank_size)
-    # gathered[n, r, j, b] = x[n, b * bank_size + indices[r, j, b]]
-    gathered = xb[:, np.arange(p.banks)[None, None, :], indices]
-    acc = np.einsum("rjb,nrjb->nr", values, gathered)
+    # exact int64 accumulations acc[n, r] = sum_{j,b} values[r,j,b] * x[n, b * bank_size + indices[r,j,b]]
+    # by the compiled CSB kernel (models.csb_kernels)
+    acc = spmm_int(values, indices, xb, p.bank_size)
     y = requantize(acc, p.acc_frac, p.out_fmt)
     return y[0] if single else y
 

@@ -1,0 +1,167 @@
+"""``hwcosim build``: place and route a registered design with nextpnr (see :mod:`cosim.flow.build`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cosim.cli.util import out_dir
+from cosim.designs import add_param_args, designs, get_design, resolve_params
+from models.errors import CheckFailed, UsageError
+
+__all__ = ["register"]
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: give comma-separated integers, e.g. --seeds 1,2,3") from None
+    if not seeds or len(seeds) > 16 or any(not 0 <= s < 2**31 for s in seeds):
+        raise UsageError(f"--seeds {text!r}: give 1 to 16 seeds in [0, 2**31)")
+    return seeds
+
+
+def _list_boards() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.flow.build import BOARDS
+
+    t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5)")
+    for c in ("board", "part", "speed", "oscillator MHz", "what"):
+        t.add_column(c, overflow="fold")
+    for b in BOARDS.values():
+        t.add_row(b.name, b.device, str(b.speed), f"{b.clock_mhz:g}", b.description)
+    Console().print(t)
+    return 0
+
+
+def cmd_build(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.flow.build import SUMMARY_COLUMNS, build_ooc, commit, crit_text, get_board, stage, summary_row
+
+    if args.list_boards:
+        return _list_boards()
+    if not args.design:
+        raise UsageError("give a design (or all), e.g. hwcosim build melo-engine --ooc; see --list-boards")
+    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
+    board = get_board(args.board or "lfe5u-85f-6")
+    if not args.ooc:
+        raise UsageError("only out-of-context builds (--ooc: Fmax and area of the core on the board's part) are "
+                         "available in this version; board bitstreams need the host-bridge board top")
+    seeds = _seeds(args.seeds) if args.seeds else [args.seed]
+    plans = []
+    for d in chosen:  # validate every parameter set before any work
+        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
+        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+    out = out_dir(args.output, "build/pnr")
+    st = stage(out)
+    con = Console()
+    results, failures = [], []
+    try:
+        for d, p in plans:
+            try:
+                res = build_ooc(d, p, board, args.clock, seeds, st / d.name, log=con.print)
+            except CheckFailed as e:
+                if len(plans) == 1:
+                    raise
+                failures.append({"design": d.name, "error": str(e)})
+                con.print(f"[red]{d.name}: {e}[/]")
+                continue
+            (st / d.name).mkdir(parents=True, exist_ok=True)
+            (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
+            results.append(res)
+        summary = {"board": board.name, "part": board.device, "speed": board.speed, "target_mhz": args.clock,
+                   "seeds": seeds, "results": results, "failures": failures}
+        (st / "build.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if args.plot and results:
+            plot_results(summary, st / "build.png")
+        commit(st, out)
+    finally:
+        import shutil
+
+        shutil.rmtree(st, ignore_errors=True)
+    t = Table(title=f"hwcosim build: {board.device} speed {board.speed}, out of context, seeds "
+                    f"{','.join(map(str, seeds))} (nextpnr; not vendor sign-off)")
+    for c in SUMMARY_COLUMNS:
+        t.add_column(c, justify="right", no_wrap=c != "design", overflow="fold")
+    for r in results:
+        t.add_row(*summary_row(r))
+    con.print(t)
+    for r in results:
+        con.print(f"  {r['design']}: critical path {crit_text(r)}")
+    con.print(f"wrote {out / 'build.json'}")
+    if getattr(args, "json", False):
+        print(json.dumps(summary))
+    if failures:
+        raise CheckFailed(f"{len(failures)} design(s) did not build: " + "; ".join(
+            f"{f['design']}: {f['error']}" for f in failures))
+    missed = [r["design"] for r in results if not r["timing_met"]]
+    if missed and not args.timing_allow_fail:
+        raise CheckFailed(f"timing not met at {args.clock:g} MHz: " + ", ".join(
+            f"{r['design']} {r['worst_fmax_mhz']:.1f} MHz" for r in results if not r["timing_met"])
+            + " (reported above; --timing-allow-fail exits 0)")
+    return 0
+
+
+def plot_results(summary: dict, path: Path) -> Path:
+    """Fmax (min and median over seeds) per design against the target, and LUT/DSP use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from models.atomic import save_png
+
+    res = summary["results"]
+    names = [r["design"] for r in res]
+    fmin = [r["worst_fmax_mhz"] for r in res]
+    fmed = [min(v["median"] for v in r["fmax_mhz"].values()) if r["fmax_mhz"] else 0 for r in res]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    x = range(len(names))
+    ax1.bar([i - 0.2 for i in x], fmin, 0.4, label="min over seeds")
+    ax1.bar([i + 0.2 for i in x], fmed, 0.4, label="median")
+    ax1.axhline(summary["target_mhz"], color="k", ls="--", lw=1, label=f"target {summary['target_mhz']:g} MHz")
+    ax1.set_xticks(list(x), names, rotation=35, ha="right", fontsize=8)
+    ax1.set_ylabel("Fmax (MHz, nextpnr)")
+    ax1.set_title(f"{summary['part']} speed {summary['speed']}, out of context")
+    ax1.legend(fontsize=7)
+    lut = [100 * r["area"]["LUT4"] / max(1, r["area"]["LUT4_available"]) for r in res]
+    dsp = [100 * r["area"]["DSP"] / max(1, r["area"]["DSP_available"]) for r in res]
+    bram = [100 * r["area"]["BRAM"] / max(1, r["area"]["BRAM_available"]) for r in res]
+    ax2.bar([i - 0.27 for i in x], lut, 0.27, label="LUT4")
+    ax2.bar(list(x), dsp, 0.27, label="MULT18X18D")
+    ax2.bar([i + 0.27 for i in x], bram, 0.27, label="DP16KD")
+    ax2.set_xticks(list(x), names, rotation=35, ha="right", fontsize=8)
+    ax2.set_ylabel("% of the part")
+    ax2.set_title("utilisation")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    return save_png(fig, path, dpi=110)
+
+
+def register(sub) -> None:
+    ap = sub.add_parser(
+        "build", help="place and route a design with nextpnr: Fmax and area on a named FPGA part",
+        description="Synthesise a registered design with Yosys (synth_ecp5) and place and route it with "
+                    "nextpnr-ecp5 out of context (--ooc: the core alone on the board's part) over one or more "
+                    "seeds; prints LUT4/FF/MULT18X18D/DP16KD used and available and Fmax per clock (min and "
+                    "median over the seeds) against the target clock, and writes build.json with the kept "
+                    "nextpnr reports. Exit 0 when timing is met (or --timing-allow-fail), 1 when it is not "
+                    "or the design does not fit (the overflowing utilisation line is printed), 2 on bad input.")
+    ap.add_argument("design", nargs="?", help="a registered design or all (" + ", ".join(designs()) + ")")
+    ap.add_argument("--board", default=None, help="board or part (default lfe5u-85f-6); see --list-boards")
+    ap.add_argument("--ooc", action="store_true", help="out of context: the core alone (Fmax and area)")
+    ap.add_argument("--clock", type=float, default=100.0, help="target clock in MHz (default 100)")
+    ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
+    ap.add_argument("--seeds", default=None, metavar="S1,S2,...", help="several seeds: Fmax min and median")
+    ap.add_argument("-o", "--output", default=None, help="output folder (default build/pnr)")
+    ap.add_argument("--timing-allow-fail", action="store_true", help="exit 0 even when timing is not met")
+    ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
+    ap.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
+    ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")
+    add_param_args(ap)
+    ap.set_defaults(func=cmd_build)
