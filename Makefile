@@ -9,7 +9,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM
 
-.PHONY: help setup demo sim test verilog bench formal fuzz lint docs clean
+.PHONY: help setup demo sim test verilog boards bench formal fuzz lint docs clean
 FUZZ_SECONDS ?= 60
 
 help: ## list the targets
@@ -41,6 +41,11 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/
 	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup,cyclone10gx
+
+boards: setup ## place and route every design out of context on LFE5U-85F speed 6 (nextpnr, 3 seeds): Fmax and area -> docs/boards/
+	$(BIN)/hwcosim build all --ooc --seeds $(or $(SEEDS),1,2,3) --timing-allow-fail --plot -o build/boards
+	cp build/boards/build.json docs/boards/results.json
+	cp build/boards/build.png docs/boards/results.png
 
 bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in build/bench/
 	$(BIN)/hwcosim bench -o build/bench
