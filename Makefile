@@ -11,6 +11,7 @@ export SIM
 
 .PHONY: help setup demo sim test verilog boards bench formal fuzz lint docs clean
 FUZZ_SECONDS ?= 60
+SEEDS ?= 1,2,3
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -43,7 +44,7 @@ verilog: setup ## write every design's Verilog (default parameters) + Yosys reso
 	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup,cyclone10gx
 
 boards: setup ## place and route every design out of context on LFE5U-85F speed 6 (nextpnr, 3 seeds): Fmax and area -> docs/boards/
-	$(BIN)/hwcosim build all --ooc --seeds $(or $(SEEDS),1,2,3) --timing-allow-fail --plot -o build/boards
+	$(BIN)/hwcosim build all --ooc --seeds $(SEEDS) --timing-allow-fail --plot -o build/boards
 	cp build/boards/build.json docs/boards/results.json
 	cp build/boards/build.png docs/boards/results.png
 
