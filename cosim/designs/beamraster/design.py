@@ -17,6 +17,9 @@ DESIGNS = [
                                               symbols_per_frame=14),
         description="BeamRaster precoder: K users -> M antennas per subcarrier, DFT beams + pre-distortion "
                     "(Meng et al., IEEE TMC 2019)",
+        # on the LFE5U-85F (156 MULT18X18D) the 64 antennas share 16 lanes of multipliers over 4 cycles
+        # per subcarrier (the default 64 lanes need 284 multipliers, 182% of the part)
+        board_params=lambda: PrecoderParams(M=64, K=8, lanes=16, groups=100, sc_per_group=12, symbols_per_frame=14),
         golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
         formal="hdl.beamraster.precoder_formal:formal_checks",
         benches=(("beamraster_realtime", "cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
