@@ -31,7 +31,9 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -288,7 +290,6 @@ def run_prune(args) -> int:
     """Run ``hwcosim prune`` on a parsed namespace; returns the exit status."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     console = Console()
     if args.dense_out is not None:
@@ -358,6 +359,28 @@ def run_prune(args) -> int:
 
     out = Path(args.out)
     written = []
+    dense_dst = None
+    if args.dense_out is not None:
+        dense_dst = Path(args.dense_out) if args.dense_out else default_dense_path(args.weights, out)
+    if not args.dry_run:
+        _check_collisions(args, out, results, images, dense_dst)
+    # everything is written into a staging folder beside the output and moved into place only when
+    # every file is complete: a late failure leaves neither a half-written folder nor a stale manifest
+    final_out = out
+    staging = out.parent / f".{out.name}.staging-{os.getpid()}"
+    if not args.dry_run:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        out = staging
+    try:
+        return _write_outputs(args, console, results, skipped, images, out, final_out, dense_dst, written)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_outputs(args, console, results, skipped, images, out: Path, final_out: Path, dense_dst, written) -> int:
+    from rich.table import Table
+
     if not args.dry_run:
         for r in results:
             extra = {
@@ -384,7 +407,8 @@ def run_prune(args) -> int:
             written += saved["files"]
     dense_info = None
     if args.dense_out is not None and not args.dry_run:
-        dense_info = _write_dense_out(args, out, results, skipped)
+        dense_info = _write_dense_out(args, out / "_dense" / dense_dst.name, results, skipped)
+        dense_info["file"] = str(dense_dst)
     for r in results:
         r.pop("_obj")
         r.pop("_dense")
@@ -427,7 +451,8 @@ def run_prune(args) -> int:
         if dense_info is not None:
             manifest["dense"] = dense_info
         write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
-        console.print(f"wrote {len(written) + 1} files to {out}/ (manifest.json lists them)")
+        _commit(out, final_out, dense_dst)
+        console.print(f"wrote {len(written) + 1} files to {final_out}/ (manifest.json lists them)")
         if dense_info is not None:
             n = sum(t["pruned"] for t in dense_info["tensors"])
             console.print(f"wrote {dense_info['file']}: {len(dense_info['tensors'])} tensors, {n} pruned "
@@ -463,10 +488,47 @@ def _check_dense_out(args) -> None:
             _fail(f"--dense-out {dst}: would overwrite the input; choose another path")
 
 
-def _write_dense_out(args, out: Path, results: list, skipped: list) -> dict:
-    """Write the dense model (``--dense-out``) and return the manifest's ``dense`` entry."""
+def _check_collisions(args, out: Path, results: list, images, dense_dst) -> None:
+    """Refuse, before anything is written, outputs that would overwrite the input or each other."""
+    src = Path(args.weights).resolve()
+    mine: dict[Path, str] = {}
+    for r in results:
+        suffixes = ["npz", "json", *(images or [])]
+        if r["format"] == "csb" and "hex" not in suffixes:
+            suffixes.append("hex")
+        for suf in suffixes:
+            mine.setdefault((out / f"{r['stem']}.{suf}").resolve(), f"{r['stem']}.{suf}")
+    mine.setdefault((out / "manifest.json").resolve(), "manifest.json")
+    for path, name in mine.items():
+        if path == src:
+            _fail(f"-o {out}: the output {name} would overwrite the input {args.weights}; choose another folder")
+    if dense_dst is not None:
+        d = dense_dst.resolve()
+        if d == src:
+            _fail(f"--dense-out {dense_dst}: would overwrite the input; choose another path")
+        if d in mine:
+            _fail(f"--dense-out {dense_dst}: would overwrite {mine[d]}, which this command writes; choose another "
+                  "name")
+
+
+def _commit(staging: Path, out: Path, dense_dst) -> None:
+    """Move the staged files into ``out`` (and the dense model to its path), the manifest last."""
+    out.mkdir(parents=True, exist_ok=True)
+    dense_dir = staging / "_dense"
+    if dense_dst is not None and dense_dir.exists():
+        dense_dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(dense_dir / dense_dst.name, dense_dst)
+        shutil.rmtree(dense_dir, ignore_errors=True)
+    names = sorted(p.name for p in staging.iterdir() if p.name != "manifest.json")
+    for n in [*names, "manifest.json"]:
+        if (staging / n).exists():
+            os.replace(staging / n, out / n)
+
+
+def _write_dense_out(args, dst: Path, results: list, skipped: list) -> dict:
+    """Write the dense model (``--dense-out``) to ``dst`` and return the manifest's ``dense`` entry."""
     src = Path(args.weights)
-    dst = Path(args.dense_out) if args.dense_out else default_dense_path(src, out)
+    dst.parent.mkdir(parents=True, exist_ok=True)
     repl = {r["tensor"]: r["_dense"] for r in results}
     try:
         info = write_dense(src, dst, repl)

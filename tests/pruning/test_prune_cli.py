@@ -244,3 +244,41 @@ def test_subprocess(tmp_path, weights):
     )
     help_ = subprocess.run([sys.executable, "-c", PROG, "prune", "--help"], capture_output=True, text=True)
     assert help_.returncode == 0 and "--pattern" in help_.stdout and "fss" in help_.stdout
+
+
+def _npz(tmp_path):
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "model.npz", model=rng.standard_normal((16, 64)).astype(np.float32),
+             fc=rng.standard_normal((16, 64)).astype(np.float32), other=np.arange(5))
+    return tmp_path / "model.npz"
+
+
+def test_prune_refuses_to_overwrite_its_input(tmp_path, capsys):
+    src = _npz(tmp_path)
+    before = src.read_bytes()
+    code, lines = err_code(["prune", "--tensors", "model", "--pattern", "bbs", "--banks", "4", "--sparsity", "0.5",
+                            str(src), "-o", str(tmp_path)], capsys)
+    assert code == 2 and len(lines) == 1 and "would overwrite the input" in lines[0]
+    assert src.read_bytes() == before and not (tmp_path / "manifest.json").exists()
+
+
+def test_prune_refuses_a_dense_out_that_is_one_of_its_outputs(tmp_path, capsys):
+    src = _npz(tmp_path)
+    out = tmp_path / "out"
+    code, lines = err_code(["prune", "--tensors", "fc", "--pattern", "bbs", "--banks", "4", "--sparsity", "0.5",
+                            str(src), "-o", str(out), "--dense-out", str(out / "fc.npz")], capsys)
+    assert code == 2 and "would overwrite fc.npz" in lines[0]
+    assert not out.exists()
+
+
+def test_prune_late_failure_leaves_nothing(tmp_path, capsys):
+    """An unwritable --dense-out used to exit 2 after the CSB files were written (a folder with no manifest)."""
+    src = _npz(tmp_path)
+    out = tmp_path / "out"
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    code, lines = err_code(["prune", "--tensors", "fc", "--pattern", "bbs", "--banks", "4", "--sparsity", "0.5",
+                            str(src), "-o", str(out), "--dense-out", str(blocker / "dense.npz")], capsys)
+    assert code == 2 and len(lines) == 1
+    assert not out.exists() or not any(out.iterdir())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.staging")]
