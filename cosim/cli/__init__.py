@@ -52,9 +52,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tables_keep_numbers() -> None:
+    """Terminal tables never cut a number: a cell that does not fit folds onto the next line instead
+    of ending in an ellipsis, and output that is not a terminal (a file, a pipe, a CI log) is laid
+    out 200 columns wide instead of rich's default 80."""
+    import functools
+    import os
+
+    from rich.table import Table
+
+    if not getattr(Table.add_column, "_hwcosim_fold", False):
+        orig = Table.add_column
+
+        @functools.wraps(orig)
+        def add_column(self, *a, overflow="fold", **k):
+            return orig(self, *a, overflow=overflow, **k)
+
+        add_column._hwcosim_fold = True
+        Table.add_column = add_column
+    if not sys.stdout.isatty():
+        os.environ.setdefault("COLUMNS", "200")
+
+
 def main(argv: list[str] | None = None) -> int:
     from cosim.flow.runner import SimFailure, SimulatorMissing
     from cosim.flow.synth import SynthError
+
+    _tables_keep_numbers()
 
     parser = build_parser()
     try:

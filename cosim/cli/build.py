@@ -87,7 +87,7 @@ def cmd_build(args) -> int:
     t = Table(title=f"hwcosim build: {board.device} speed {board.speed}, out of context, seeds "
                     f"{','.join(map(str, seeds))} (nextpnr; not vendor sign-off)")
     for c in SUMMARY_COLUMNS:
-        t.add_column(c, justify="right", no_wrap=c != "design", overflow="fold")
+        t.add_column(c, justify="right", overflow="fold")
     for r in results:
         t.add_row(*summary_row(r))
     con.print(t)

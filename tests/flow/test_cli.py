@@ -91,3 +91,21 @@ def test_output_path_that_is_a_file_is_refused_before_work(tmp_path, capsys, arg
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
         assert len(err) == 1 and err[0].startswith("error: output path"), err
     assert f.read_text() == "x"
+
+
+def test_tables_never_cut_numbers(capsys):
+    """A table wider than the terminal folds its cells instead of eliding digits with an ellipsis."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.cli import _tables_keep_numbers
+
+    _tables_keep_numbers()
+    t = Table()
+    for c in ("a long label", "n", "another long label", "bytes"):
+        t.add_column(c)
+    t.add_row("x" * 30, "1048576", "y" * 30, "12345678901234")
+    Console(width=40, file=None).print(t)
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert sum(ch.isdigit() for ch in out) == len("1048576") + len("12345678901234")  # every digit is shown
