@@ -23,7 +23,8 @@ def test_small_design_out_of_context_end_to_end(tmp_path, capsys):
     assert res["part"] == "LFE5U-85F" and res["speed"] == 6 and res["mode"] == "out-of-context"
     assert 20 < res["worst_fmax_mhz"] < 400 and res["area"]["LUT4"] > 100 and res["area"]["DSP"] == 4
     assert res["area"]["LUT4_available"] == 83640 and res["area"]["DSP_available"] == 156
-    assert (out / "bbs-spmxv" / "seed1" / "report.json").exists() and (out / "bbs-spmxv" / "seed1" / "nextpnr.log").exists()
+    seed1 = out / "bbs-spmxv" / "seed1"
+    assert (seed1 / "report.json").exists() and (seed1 / "nextpnr.log").exists()
     assert main(["build", "bbs-spmxv", "--ooc", *TINY, "-o", str(out), "--timing-allow-fail"]) == 0
     assert main(["build", "bbs-spmxv", "--ooc", *TINY, "-o", str(out), "--clock", "25"]) == 0
     summary = json.loads((out / "build.json").read_text())
