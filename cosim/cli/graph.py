@@ -78,7 +78,15 @@ def _load_graph(name: str, scale: int, edge_factor: int, seed: int):
         return rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
     if name in REAL_GRAPHS:
         return load_real(name)
-    _fail(f"unknown graph {name!r}; choose rmat or one of {', '.join(REAL_GRAPHS)}")
+    if Path(name).suffix or Path(name).exists():  # a user's graph file
+        from models.systems.graph.io import GraphFormatError, read_graph
+
+        try:
+            return read_graph(name)
+        except GraphFormatError as e:
+            _fail(str(e))
+    _fail(f"unknown graph {name!r}; give rmat, one of {', '.join(REAL_GRAPHS)}, or a graph file (SNAP edge list "
+          ".txt/.tsv/.csv/.el[.gz], Matrix Market .mtx, scipy .npz)")
 
 
 # ---- benchmarks ----------------------------------------------------------------------------------
@@ -563,7 +571,8 @@ def _study(fn):
 
 
 def _graph_args(s):
-    s.add_argument("--graph", default="rmat", help="rmat or karate, lesmis, florentine, davis (default rmat)")
+    s.add_argument("--graph", default="rmat", help="rmat, karate, lesmis, florentine, davis, or a PATH: SNAP edge "
+                   "list (.txt/.tsv/.csv/.el, optionally .gz), Matrix Market .mtx or scipy .npz (default rmat)")
     s.add_argument("--scale", type=int, default=14, help="R-MAT scale: 2**scale vertices (default 14)")
     s.add_argument("--edge-factor", type=int, default=16, help="R-MAT edges per vertex (default 16)")
     s.add_argument("--seed", type=int, default=0, help="seed (default 0)")

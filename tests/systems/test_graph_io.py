@@ -1,0 +1,88 @@
+"""Users' graph files: SNAP edge lists (plain and gzip), Matrix Market, .npz; bad files refused with
+the line number, and hwcosim graph run --graph PATH on them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from cosim.cli import main
+from models.systems.graph.io import GraphFormatError, read_graph
+
+SNAP = "# Directed graph: toy\n# FromNodeId\tToNodeId\n0\t1\n1\t2\n2\t0\n2\t3\n"
+
+
+def test_snap_plain_and_gzip(tmp_path):
+    p = tmp_path / "g.txt"
+    p.write_text(SNAP)
+    g = read_graph(p)
+    assert g.n == 4 and g.m == 4 and g.src.tolist() == [0, 1, 2, 2] and g.dst.tolist() == [1, 2, 0, 3]
+    gz = tmp_path / "g.txt.gz"
+    gz.write_bytes(gzip.compress(SNAP.encode()))
+    g2 = read_graph(gz)
+    assert np.array_equal(g2.src, g.src) and np.array_equal(g2.dst, g.dst)
+
+
+def test_weights_commas_and_sparse_ids_are_remapped(tmp_path):
+    p = tmp_path / "w.csv"
+    p.write_text("% comment\n1000000,5,0.5\n5,77,2\n")
+    g = read_graph(p)
+    assert g.n == 3 and g.weight.tolist() == [0.5, 2.0]
+    assert g._cache["ids"].tolist() == [5, 77, 1000000]
+    assert g.src.tolist() == [2, 0] and g.dst.tolist() == [0, 1]
+
+
+def test_matrix_market_and_npz(tmp_path):
+    a = sp.random(20, 20, density=0.2, random_state=1, format="coo")
+    scipy.io.mmwrite(tmp_path / "a.mtx", a)
+    g = read_graph(tmp_path / "a.mtx")
+    assert g.n == 20 and g.m == a.nnz and np.allclose(np.sort(g.weight), np.sort(a.data))
+    sp.save_npz(tmp_path / "a.npz", a.tocsr())
+    g = read_graph(tmp_path / "a.npz")
+    assert g.m == a.nnz
+
+
+@pytest.mark.parametrize("text,where", [
+    ("0 1\n1 x\n", ":2: a non-integer vertex id"),
+    ("0 1\n-3 2\n", ":2: a negative vertex id"),
+    ("0 1\n1\n", ":2: 1 columns"),
+    ("0 1 1.0\n1 2\n", ":2: a different number of columns"),
+    ("0 1 nan\n", ":1: a non-finite weight"),
+    ("# only comments\n", "holds no edges"),
+])
+def test_bad_edge_lists_name_the_line(tmp_path, text, where):
+    p = tmp_path / "bad.txt"
+    p.write_text(text)
+    with pytest.raises(GraphFormatError, match=where.replace("(", r"\(")):
+        read_graph(p)
+
+
+def test_truncated_gzip_and_short_mtx(tmp_path):
+    gz = tmp_path / "t.txt.gz"
+    gz.write_bytes(gzip.compress((SNAP * 200).encode())[:-30])
+    with pytest.raises(GraphFormatError, match="truncated or corrupt gzip"):
+        read_graph(gz)
+    m = tmp_path / "s.mtx"
+    m.write_text("%%MatrixMarket matrix coordinate pattern general\n4 4 5\n1 2\n2 3\n")
+    with pytest.raises(GraphFormatError, match="promises 5 entries, the file holds 2"):
+        read_graph(m)
+
+
+def test_cli_runs_on_a_users_graph(tmp_path, capsys):
+    p = tmp_path / "g.txt"
+    p.write_text(SNAP)
+    out = tmp_path / "o"
+    assert main(["graph", "run", "pagerank", "--graph", str(p), "-k", "2", "-o", str(out)]) == 0
+    files = list(out.glob("*.json"))
+    assert files and json.loads(files[0].read_text())
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0 1\n1 -2\n")
+    assert main(["graph", "run", "pagerank", "--graph", str(bad), "-o", str(tmp_path / "o2")]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "bad.txt:2" in err[0]
+    assert not (tmp_path / "o2").exists()
