@@ -25,7 +25,7 @@ from models.bbs.lstm import LSTMCycleModel, LSTMParams, gops
 __all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
            "rtl_pb", "rtl_16x16", "quantisation_error", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
 
-CLOCK_MHZ = 200.0  # the Arria 10 clock Cao et al. report 750.9 GOPS at (SPECS.md arithmetic)
+CLOCK_MHZ = 200.0  # ASSUMED: the Arria 10 clock Cao et al. report 750.9 GOPS at (SPECS.md arithmetic)
 PAPER_GOPS = 750.9
 
 
@@ -93,9 +93,32 @@ def gops_1024(pes: int = 16, banks: int = 16, sparsity: float = 0.875, input_siz
     # 200 MHz; at 87.5% sparsity that is 1877 / 8 = 234.6 stored-nonzero MAC/cycle, i.e. ~235
     # multipliers at 100% utilisation.
     need = PAPER_GOPS * 1e9 / 2 / (CLOCK_MHZ * 1e6) * (1 - sparsity)
-    return {**g, "pes": pes, "banks": banks, "k": k, "bank_size": S, "multipliers": pes * banks,
-            "utilisation": m.step_ideal / m.steady_step(), "paper_gops": PAPER_GOPS,
-            "paper_sparse_mac_per_cycle": need, "ratio_to_paper": g["effective_gops"] / PAPER_GOPS}
+    out = {**g, "clock_note": f"{CLOCK_MHZ:g} MHz ASSUMED (the paper's clock on its Arria 10 GX1150)",
+           "pes": pes, "banks": banks, "k": k, "bank_size": S, "multipliers": pes * banks,
+           "utilisation": m.step_ideal / m.steady_step(), "paper_gops": PAPER_GOPS,
+           "paper_part": "Intel Arria 10 GX1150 at 200 MHz",
+           "paper_sparse_mac_per_cycle": need, "ratio_to_paper": g["effective_gops"] / PAPER_GOPS}
+    out["measured"] = measured_clock(p, m.steady_step())
+    return out
+
+
+def measured_clock(p: LSTMParams, step_cycles: float) -> dict:
+    """The same layer's throughput at the Fmax ``make boards`` measured for ``bbs-lstm`` (nextpnr,
+    LFE5U-85F speed 6), with what was measured stated: the registered default layer, not this one."""
+    from cosim.flow.fmax import measured
+
+    meas = measured("bbs-lstm")
+    mults = p.pes * p.banks  # the SpMxV's P*B multipliers alone (the element-wise unit adds a few)
+    if meas is None:
+        return {"note": "no measured Fmax yet (run make boards)"}
+    g = gops(p, meas.mhz, step_cycles)
+    return {"fmax_mhz": meas.mhz, "part": meas.part, "measured_params": meas.params,
+            "effective_gops_at_fmax": g["effective_gops"], "ratio_to_paper_at_fmax": g["effective_gops"] / PAPER_GOPS,
+            "fits_lfe5u_85f": mults <= 156,
+            "note": (f"Fmax of the registered bbs-lstm layer ({meas.label}); this {p.pes}x{p.banks} engine "
+                     f"needs at least {mults} multipliers, " + ("within" if mults <= 156 else "more than")
+                     + " the LFE5U-85F's 156 MULT18X18D, so its own Fmax is "
+                     + ("not yet measured" if mults <= 156 else "not measurable on that part"))}
 
 
 def quantisation_error(h_golden: np.ndarray, h_float: np.ndarray) -> dict:
