@@ -295,7 +295,12 @@ def run_prune(args) -> int:
     if args.dense_out is not None:
         _check_dense_out(args)
     try:
-        tensors = load_tensors(args.weights)
+        keep = None
+        if str(args.weights).lower().endswith(".npz") and args.tensors:
+            from pruning.io import npz_members
+
+            keep = set(select(list(npz_members(args.weights)), args.tensors)).__contains__  # unpack only these
+        tensors = load_tensors(args.weights, keep)
     except WeightIOError as e:
         _fail(str(e))
     plan, skipped = _plan(args, tensors)

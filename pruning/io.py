@@ -42,6 +42,7 @@ from models.safeparse import decode_utf8, one_line, toml_loads
 from pruning.base import Pattern, PatternError, get_pattern
 
 __all__ = [
+    "npz_members",
     "WeightIOError",
     "load_tensors",
     "tensor_names",
@@ -101,14 +102,47 @@ def _load_npy(path: Path) -> dict[str, np.ndarray]:
     return {path.stem: read_npy(path)}
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    def every(z):
+def _memory_budget() -> int:
+    """Half the memory available now (``MemAvailable``), or 4 GiB where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 // 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 << 30
+
+
+def npz_members(path: str | Path) -> dict[str, int]:
+    """``{array name: unpacked bytes}`` of a ``.npz`` from its zip directory, reading no array."""
+    import zipfile
+
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return {i.filename[:-4]: int(i.file_size) for i in zf.infolist() if i.filename.endswith(".npy")}
+    except FileNotFoundError:
+        raise WeightIOError(f"{path}: no such file") from None
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise WeightIOError(f"{path}: not a readable .npz file ({type(e).__name__}: {one_line(e)})") from None
+
+
+def _load_npz(path: Path, keep=None) -> dict[str, np.ndarray]:
+    members = npz_members(path)
+    chosen = [k for k in members if keep is None or keep(k)]
+    total = sum(members[k] for k in chosen)
+    budget = _memory_budget()
+    if total > budget:  # checked from the zip directory, before anything is unpacked
+        raise WeightIOError(f"{path}: the selected arrays unpack to {total / 2**30:.1f} GiB, more than the "
+                            f"{budget / 2**30:.1f} GiB this machine can hold now; select fewer (--tensors)")
+
+    def some(z):
         if isinstance(z, np.ndarray):
             raise WeightIOError(f"{path}: is a .npy array, not a zip (.npz) archive; rename it to .npy")
         with z:
-            return {k: z[k] for k in z.files}
+            return {k: z[k] for k in z.files if k in chosen}
 
-    return _np_load(path, ".npz", every)
+    return _np_load(path, ".npz", some)
 
 
 def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -184,8 +218,11 @@ def _load_onnx(path: Path) -> dict[str, np.ndarray]:
         raise WeightIOError(str(e)) from None
 
 
-def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
-    """All tensors of a weight file, by name, in file order.
+def load_tensors(path: str | Path, keep=None) -> dict[str, np.ndarray]:
+    """The tensors of a weight file (all, or those whose name ``keep(name)`` accepts), in file order.
+
+    A ``.npz`` is read selectively: only the kept arrays are unpacked, after their unpacked size
+    (from the zip directory) was checked against the memory available.
 
     Parameters
     ----------
@@ -214,7 +251,10 @@ def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
     }.get(suffix)
     if loader is None:
         raise WeightIOError(f"{path}: unknown weight file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
-    return loader(path)
+    if loader is _load_npz:
+        return _load_npz(path, keep)
+    out = loader(path)
+    return out if keep is None else {k: v for k, v in out.items() if keep(k)}
 
 
 def tensor_names(path: str | Path) -> list[str]:

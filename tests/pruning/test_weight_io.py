@@ -170,3 +170,21 @@ def test_yaml_config(tmp_path):
             load_config(p)
         return
     assert load_config(p).rule_for("x").pattern.m == 4
+
+
+def test_npz_bomb_refused_from_the_zip_directory(tmp_path, monkeypatch):
+    """A small .npz that unpacks to far more than memory is refused before anything is unpacked,
+    and only the selected arrays are ever unpacked."""
+    import numpy as np
+    import pytest
+
+    from pruning import io as wio
+
+    np.savez_compressed(tmp_path / "bomb.npz", big=np.zeros((4096, 4096), np.float32), w=np.ones((4, 8), np.float32))
+    assert (tmp_path / "bomb.npz").stat().st_size < 200_000
+    monkeypatch.setattr(wio, "_memory_budget", lambda: 1 << 20)   # as if 1 MiB were free
+    with pytest.raises(wio.WeightIOError, match="unpack to 0.1 GiB"):
+        wio.load_tensors(tmp_path / "bomb.npz")
+    got = wio.load_tensors(tmp_path / "bomb.npz", keep={"w"}.__contains__)   # the small one alone is fine
+    assert list(got) == ["w"]
+    assert wio.npz_members(tmp_path / "bomb.npz")["big"] > 64 << 20
