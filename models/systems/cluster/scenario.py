@@ -81,6 +81,7 @@ MAX_LINKS = 1 << 23
 MAX_CHANNELS = 64        # rings per collective (NCCL uses up to 32)
 MAX_LEVELS = 64          # Crux hardware priority levels (switches offer 8)
 MAX_SEED = 2**63 - 1
+MAX_ITERATIONS = 100_000  # per job: a simulated training run of more steps than this is a typo (minutes each)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
 _LINGJUN_SIZE = (847, 119, 3)  # hosts, ToRs, pods of models/systems/cluster/data/lingjun-2023/topo.csv
 
@@ -257,7 +258,7 @@ def _parse_job(j, i: int, default_iters: int) -> JobConf:
     name = j.get("name", f"job{i}")
     if not isinstance(name, str) or not name:
         _err(f"{where}name", f"must be a non-empty string, not {name!r}")
-    kw = {"name": name, "iterations": _int(j, "iterations", where, default_iters)}
+    kw = {"name": name, "iterations": _int(j, "iterations", where, default_iters, hi=MAX_ITERATIONS)}
     for k in ("dp", "tp", "pp", "channels"):
         kw[k] = _int(j, k, where, None if k == "dp" else 1, hi=MAX_CHANNELS if k == "channels" else MAX_GPUS)
     for f in fields(JobSpec):
@@ -307,7 +308,7 @@ def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
         _err("name", f"must be 1-100 letters, digits or '_.+-', starting with a letter or digit (it names the "
                      f"output folder build/cluster/<name>), not {nm!r}")
     seed = _int(doc, "seed", "", 0, lo=0, hi=MAX_SEED)
-    iters = _int(doc, "iterations", "", 10)
+    iters = _int(doc, "iterations", "", 10, hi=MAX_ITERATIONS)
     topo = _parse_topology(doc)
     r = _table(doc, "routing")
     _known(r, {"scheme", "levels", "correction"}, "routing")
