@@ -172,6 +172,8 @@ class SpMxV(wiring.Component):
         sum_w = pw + max(0, (B - 1).bit_length())
         s3_sum = [Signal(signed(sum_w), name=f"s3_sum{pe}") for pe in range(P)]
         acc = [Signal(signed(p.acc_width), name=f"acc{pe}") for pe in range(P)]
+        # stage 4 (out_stage only): the accumulated sum waits a cycle in acc, then is requantised
+        s4_valid, s4_last = Signal(), Signal()
 
         with m.If(adv):
             m.d.sync += [
@@ -182,18 +184,28 @@ class SpMxV(wiring.Component):
             m.d.sync += [s1_w[i].eq(lanes[i].value) for i in range(P * B)]
             m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
             m.d.sync += [s3_sum[pe].eq(_tree_sum(s2_prod[pe * B:(pe + 1) * B])) for pe in range(P)]
-            m.d.sync += self.y.valid.eq(s3_valid & s3_last)
+            if p.out_stage:
+                m.d.sync += [s4_valid.eq(s3_valid), s4_last.eq(s3_last), self.y.valid.eq(s4_valid & s4_last)]
+            else:
+                m.d.sync += self.y.valid.eq(s3_valid & s3_last)
             for pe in range(P):
                 new = Signal(signed(p.acc_width), name=f"acc_next{pe}")
                 m.d.comb += new.eq(s3_sum[pe] + Mux(s3_first, 0, acc[pe]))
                 with m.If(s3_valid):
                     m.d.sync += acc[pe].eq(new)
-                    with m.If(s3_last):
-                        m.d.sync += self.y.payload[pe].eq(requantize(new, p.acc_frac, p.out_fmt))
+                    if not p.out_stage:
+                        with m.If(s3_last):
+                            m.d.sync += self.y.payload[pe].eq(requantize(new, p.acc_frac, p.out_fmt))
+                if p.out_stage:
+                    # acc still holds the finished row here (a next group's first beat overwrites it
+                    # in this same cycle, after this read)
+                    with m.If(s4_valid & s4_last):
+                        m.d.sync += self.y.payload[pe].eq(requantize(acc[pe], p.acc_frac, p.out_fmt))
 
         # --- performance counters ----------------------------------------------------------
         busy = Signal()
-        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | self.y.valid)
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | s4_valid
+                            | self.y.valid)
         count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),
                           (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)))

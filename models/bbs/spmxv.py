@@ -63,6 +63,11 @@ class BBSParams:
         Processing elements (P); each finishes one row every ``k`` cycles.
     weight_fmt, vec_fmt, out_fmt : Q
         Fixed-point formats of weights, vector elements and results.
+    out_stage : bool
+        Register the accumulated sum before requantising it (one more cycle of latency, see
+        :attr:`latency`): the accumulate and the round-and-saturate each get a cycle, which is what
+        limits the clock otherwise (nextpnr on an LFE5U-85F: 67 MHz without, see docs/boards).
+        Results are identical.
     """
 
     rows: int
@@ -73,6 +78,7 @@ class BBSParams:
     weight_fmt: Q = field(default_factory=lambda: Q(2, 6))
     vec_fmt: Q = field(default_factory=lambda: Q(4, 12))
     out_fmt: Q = field(default_factory=lambda: Q(8, 8))
+    out_stage: bool = False
 
     def __post_init__(self):
         for name in ("rows", "cols", "banks", "k", "pes"):
@@ -95,6 +101,13 @@ class BBSParams:
         for name in ("weight_fmt", "vec_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
                 raise ValueError(f"BBS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+        if not isinstance(self.out_stage, (bool, np.bool_)):
+            raise ValueError(f"BBS out_stage must be True or False, not {self.out_stage!r}")
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a weight beat's acceptance to its result beat's ``valid``."""
+        return PIPELINE_LATENCY + int(self.out_stage)
 
     @property
     def bank_size(self) -> int:
@@ -137,13 +150,14 @@ class BBSParams:
     def to_dict(self) -> dict:
         return {"rows": self.rows, "cols": self.cols, "banks": self.banks, "k": self.k, "pes": self.pes,
                 "weight_fmt": self.weight_fmt.to_dict(), "vec_fmt": self.vec_fmt.to_dict(),
-                "out_fmt": self.out_fmt.to_dict()}
+                "out_fmt": self.out_fmt.to_dict(), "out_stage": bool(self.out_stage)}
 
     @classmethod
     def from_dict(cls, d: dict) -> BBSParams:
         return cls(rows=int(d["rows"]), cols=int(d["cols"]), banks=int(d["banks"]), k=int(d["k"]),
                    pes=int(d["pes"]), weight_fmt=Q.from_dict(d["weight_fmt"]),
-                   vec_fmt=Q.from_dict(d["vec_fmt"]), out_fmt=Q.from_dict(d["out_fmt"]))
+                   vec_fmt=Q.from_dict(d["vec_fmt"]), out_fmt=Q.from_dict(d["out_fmt"]),
+                   out_stage=bool(d.get("out_stage", False)))
 
 
 def _check_csb(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> None:
@@ -255,7 +269,7 @@ class CycleModel:
 
     def expected(self, n_vectors: int = 1) -> int:
         per = max(self.p.weight_beats, self.p.vector_beats)
-        return self.p.vector_beats + (n_vectors - 1) * per + self.p.weight_beats + PIPELINE_LATENCY
+        return self.p.vector_beats + (n_vectors - 1) * per + self.p.weight_beats + self.p.latency
 
     def macs(self, n_vectors: int = 1) -> int:
         """Multiply-accumulates done (stored nonzero slots x vectors)."""
