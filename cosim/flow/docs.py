@@ -284,9 +284,44 @@ def register_map_section(d) -> list[str]:
             register_map_markdown(regs), ""]
 
 
+def boards_page() -> str:
+    """Markdown: the place-and-route reference (``docs/boards/results.json``, written by ``make boards``)."""
+    import json
+
+    path = ROOT / "docs" / "boards" / "results.json"
+    out = ["# FPGA builds: Fmax and area", "",
+           "Generated from `docs/boards/results.json`, which `make boards` writes: every registered design "
+           "synthesised by Yosys (`synth_ecp5`, LUTs mapped by `abc -lut 4`) and placed and routed by "
+           "nextpnr-ecp5 out of context (the core alone, no I/O paths) on the named part. nextpnr's timing "
+           "model is its own, not the vendor's sign-off. Rebuild one design with "
+           "`hwcosim build DESIGN --ooc --seeds 1,2,3`.", ""]
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "\n".join(out + ["No results recorded yet: run `make boards`.", ""])
+    out += [f"Part: **{data['part']} speed {data['speed']}**, target {data['target_mhz']:g} MHz, seeds "
+            f"{', '.join(map(str, data['seeds']))}.", "",
+            "| design | LUT4 | FF | MULT18X18D | DP16KD | Fmax MHz (min / median) | critical path |",
+            "|---|---|---|---|---|---|---|"]
+    for r in data.get("results", []):
+        a = r["area"]
+        f = min(r["fmax_mhz"].values(), key=lambda v: v["min"]) if r["fmax_mhz"] else {"min": 0, "median": 0}
+        cp = (r["runs"][0].get("critical_path_detail") or {})
+        crit = (f"{cp.get('from', '?')} -> {cp.get('to', '?')}: {cp.get('carry_cells', 0)} carry + "
+                f"{cp.get('lut_cells', 0)} LUT cells, {cp.get('delay_ns', {}).get('routing', 0):.1f} ns routing"
+                if cp else "-")
+        out.append(f"| `{r['design']}` | {a['LUT4']} / {a['LUT4_available']} | {a['FF']} | {a['DSP']} / "
+                   f"{a['DSP_available']} | {a['BRAM']} / {a['BRAM_available']} | {f['min']:.1f} / {f['median']:.1f} "
+                   f"| {crit} |")
+    for fl in data.get("failures", []):
+        out.append(f"| `{fl['design']}` | - | - | - | - | did not build | {fl['error'][:160]} |")
+    out += ["", "![Fmax and utilisation per design](boards/results.png)", ""]
+    return "\n".join(out)
+
+
 def generated_pages() -> dict[str, str]:
     """``{path inside docs/: markdown}`` of every generated page."""
-    pages = {"reference/cli.md": cli_reference(), "designs/index.md": designs_index()}
+    pages = {"reference/cli.md": cli_reference(), "designs/index.md": designs_index(), "boards.md": boards_page()}
     for a in areas():
         if not a.handwritten:
             pages[f"designs/{a.slug}.md"] = area_page(a)
