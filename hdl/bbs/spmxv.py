@@ -164,6 +164,10 @@ class SpMxV(wiring.Component):
         s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
         s1_w = [Signal(signed(p.weight_fmt.width), name=f"s1_w{i}") for i in range(P * B)]
         # stage 2: products
+        # stage 1b (mul_stage only): both multiplier operands registered (the DSP's input registers)
+        sb_valid, sb_first, sb_last = Signal(), Signal(), Signal()
+        sb_w = [Signal(signed(p.weight_fmt.width), name=f"sb_w{i}") for i in range(P * B)]
+        sb_x = [Signal(signed(p.vec_fmt.width), name=f"sb_x{i}") for i in range(P * B)]
         s2_valid, s2_first, s2_last = Signal(), Signal(), Signal()
         pw = p.weight_fmt.width + p.vec_fmt.width
         s2_prod = [Signal(signed(pw), name=f"s2_prod{i}") for i in range(P * B)]
@@ -178,11 +182,18 @@ class SpMxV(wiring.Component):
         with m.If(adv):
             m.d.sync += [
                 s1_valid.eq(w_fire), s1_first.eq(j == 0), s1_last.eq(k_last),
-                s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
                 s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
             ]
             m.d.sync += [s1_w[i].eq(lanes[i].value) for i in range(P * B)]
-            m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
+            if p.mul_stage:
+                m.d.sync += [sb_valid.eq(s1_valid), sb_first.eq(s1_first), sb_last.eq(s1_last),
+                             s2_valid.eq(sb_valid), s2_first.eq(sb_first), s2_last.eq(sb_last)]
+                m.d.sync += [sb_w[i].eq(s1_w[i]) for i in range(P * B)]
+                m.d.sync += [sb_x[i].eq(rports[i].data) for i in range(P * B)]
+                m.d.sync += [s2_prod[i].eq(sb_w[i] * sb_x[i]) for i in range(P * B)]
+            else:
+                m.d.sync += [s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last)]
+                m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
             m.d.sync += [s3_sum[pe].eq(_tree_sum(s2_prod[pe * B:(pe + 1) * B])) for pe in range(P)]
             if p.out_stage:
                 m.d.sync += [s4_valid.eq(s3_valid), s4_last.eq(s3_last), self.y.valid.eq(s4_valid & s4_last)]
@@ -204,7 +215,7 @@ class SpMxV(wiring.Component):
 
         # --- performance counters ----------------------------------------------------------
         busy = Signal()
-        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | s4_valid
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | sb_valid | s2_valid | s3_valid | s4_valid
                             | self.y.valid)
         count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),

@@ -68,6 +68,9 @@ class BBSParams:
         :attr:`latency`): the accumulate and the round-and-saturate each get a cycle, which is what
         limits the clock otherwise (nextpnr on an LFE5U-85F: 67 MHz without, see docs/boards).
         Results are identical.
+    mul_stage : bool
+        Register both multiplier operands (the weight and the vector element read from the bank
+        memory) before the multiply, as the DSP's input registers: one more cycle of latency.
     """
 
     rows: int
@@ -79,6 +82,7 @@ class BBSParams:
     vec_fmt: Q = field(default_factory=lambda: Q(4, 12))
     out_fmt: Q = field(default_factory=lambda: Q(8, 8))
     out_stage: bool = False
+    mul_stage: bool = False
 
     def __post_init__(self):
         for name in ("rows", "cols", "banks", "k", "pes"):
@@ -101,13 +105,14 @@ class BBSParams:
         for name in ("weight_fmt", "vec_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
                 raise ValueError(f"BBS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
-        if not isinstance(self.out_stage, (bool, np.bool_)):
-            raise ValueError(f"BBS out_stage must be True or False, not {self.out_stage!r}")
+        for name in ("out_stage", "mul_stage"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"BBS {name} must be True or False, not {getattr(self, name)!r}")
 
     @property
     def latency(self) -> int:
         """Cycles from a weight beat's acceptance to its result beat's ``valid``."""
-        return PIPELINE_LATENCY + int(self.out_stage)
+        return PIPELINE_LATENCY + int(self.out_stage) + int(self.mul_stage)
 
     @property
     def bank_size(self) -> int:
@@ -150,14 +155,15 @@ class BBSParams:
     def to_dict(self) -> dict:
         return {"rows": self.rows, "cols": self.cols, "banks": self.banks, "k": self.k, "pes": self.pes,
                 "weight_fmt": self.weight_fmt.to_dict(), "vec_fmt": self.vec_fmt.to_dict(),
-                "out_fmt": self.out_fmt.to_dict(), "out_stage": bool(self.out_stage)}
+                "out_fmt": self.out_fmt.to_dict(), "out_stage": bool(self.out_stage),
+                "mul_stage": bool(self.mul_stage)}
 
     @classmethod
     def from_dict(cls, d: dict) -> BBSParams:
         return cls(rows=int(d["rows"]), cols=int(d["cols"]), banks=int(d["banks"]), k=int(d["k"]),
                    pes=int(d["pes"]), weight_fmt=Q.from_dict(d["weight_fmt"]),
                    vec_fmt=Q.from_dict(d["vec_fmt"]), out_fmt=Q.from_dict(d["out_fmt"]),
-                   out_stage=bool(d.get("out_stage", False)))
+                   out_stage=bool(d.get("out_stage", False)), mul_stage=bool(d.get("mul_stage", False)))
 
 
 def _check_csb(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> None:

@@ -98,9 +98,11 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("stages", [("out_stage",), ("mul_stage",), ("out_stage", "mul_stage")])
 @pytest.mark.parametrize("p_idle,p_stall", [(0.0, 0.0), (0.3, 0.5)])
-def test_out_stage_is_bit_exact_one_cycle_later(tmp_path, p_idle, p_stall):
-    """out_stage registers the sum before requantising (for the clock): same words, latency + 1."""
+def test_pipeline_stages_are_bit_exact_and_one_cycle_each(tmp_path, p_idle, p_stall, stages):
+    """out_stage registers the sum before requantising, mul_stage the multiplier's operands (for the
+    clock): the same words, one cycle of latency each."""
     import dataclasses
 
     from cosim.designs.bbs.spmxv import run_spmxv
@@ -110,11 +112,11 @@ def test_out_stage_is_bit_exact_one_cycle_later(tmp_path, p_idle, p_stall):
     rng = np.random.default_rng(11)
     m = encode(rng.normal(0, 0.5, size=(32, 64)), 8, 0.75)
     base = BBSParams(rows=32, cols=64, banks=8, k=m.k, pes=4, weight_fmt=m.fmt)
-    p = dataclasses.replace(base, out_stage=True)
-    assert p.latency == base.latency + 1
+    p = dataclasses.replace(base, **{name: True for name in stages})
+    assert p.latency == base.latency + len(stages)
     xs = quantize(rng.uniform(-1, 1, size=(3, 64)), p.vec_fmt)
     res = run_spmxv(p, m.values, m.indices, xs, p_idle_w=p_idle, p_idle_x=p_idle, p_stall=p_stall,
                     seed=5, test_dir=tmp_path)
     assert res.metrics["mismatches"] == 0
     if p_idle == 0.0 and p_stall == 0.0:
-        assert res.metrics["cycles"] == CycleModel(p).expected(3) == CycleModel(base).expected(3) + 1
+        assert res.metrics["cycles"] == CycleModel(p).expected(3) == CycleModel(base).expected(3) + len(stages)
