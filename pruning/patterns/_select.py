@@ -10,7 +10,12 @@ largest magnitudes of every group, ties to the lower index) without a full stabl
    index order. Groups without surplus ties (almost all of them for real weights) take a fast
    path; only the tied groups run a cumulative count.
 
-The cost is a few passes over the data, about 0.1-0.5 s for a 4096 x 4096 matrix on one core.
+Groups of at most 32 (N:M, small FSS regions) take a compiled kernel instead (numba, parallel
+over groups): an entry is kept when fewer than ``k`` entries beat it, counting a larger magnitude,
+or an equal one at a lower index, as beating it: the same mask, without sorting or temporaries.
+
+The cost is a few passes over the data, about 0.05-0.2 s for a 4096 x 4096 matrix (measured
+after a first call that pays the page faults of its temporaries).
 """
 
 from __future__ import annotations
@@ -20,6 +25,25 @@ import numpy as np
 __all__ = ["topk_groups", "topk_flat"]
 
 _SMALL = 8
+_RANK_MAX = 32
+
+try:
+    from numba import njit, prange
+
+    @njit(nogil=True, cache=True, parallel=True)
+    def _rank_groups(a, k, out):
+        g, n = a.shape
+        for r in prange(g):
+            for j in range(n):
+                vj = abs(a[r, j])
+                rank = 0
+                for i in range(n):
+                    vi = abs(a[r, i])
+                    if vi > vj or (vi == vj and i < j):
+                        rank += 1
+                out[r, j] = rank < k
+except ImportError:  # pragma: no cover - numba is a declared dependency
+    _rank_groups = None
 
 
 def _kth_largest(a: np.ndarray, k: int) -> np.ndarray:
@@ -79,6 +103,11 @@ def topk_groups(groups: np.ndarray, k: int) -> np.ndarray:
     n = shape[-1]
     if k >= n:
         return np.ones(shape, dtype=bool)
+    if n <= _RANK_MAX and _rank_groups is not None and groups.dtype.kind == "f":
+        a = np.ascontiguousarray(groups.reshape(-1, n))
+        out = np.empty(a.shape, dtype=bool)
+        _rank_groups(a, k, out)
+        return out.reshape(shape)
     a = np.abs(groups).reshape(-1, n)
     t = _kth_largest(a, k)
     keep = a > t[:, None]
