@@ -152,6 +152,27 @@ def _router_state(log_text: str) -> str:
     return f"router iteration {cells[0]}, {cells[3]} overused wires"
 
 
+def critical_path(rep: dict) -> tuple[list, dict]:
+    """The first critical path of a nextpnr report: ``[from cell, to cell, steps]`` and its detail
+    (clock-to-out / logic / routing ns, carry, LUT and DSP cells on it, whether it starts at a
+    block RAM's output)."""
+    for path in rep.get("critical_paths", [])[:1]:
+        steps = path.get("path", [])
+        if not steps:
+            continue
+        crit = [steps[0].get("from", {}).get("cell", "?"), steps[-1].get("to", {}).get("cell", "?"), len(steps)]
+        by_type: dict[str, float] = {}
+        for st in steps:
+            by_type[st.get("type", "?")] = by_type.get(st.get("type", "?"), 0.0) + float(st.get("delay", 0.0))
+        cells = [st.get("from", {}).get("cell", "") for st in steps if st.get("type") == "logic"]
+        port = steps[0].get("from", {}).get("port", "")
+        return crit, {"from": crit[0], "to": crit[1], "steps": len(steps),
+                      "delay_ns": {k: round(v, 2) for k, v in by_type.items()},
+                      "carry_cells": sum("CCU2" in c for c in cells), "lut_cells": sum("LUT4" in c for c in cells),
+                      "dsp_cells": sum("MULT18" in c for c in cells), "bram_start": port.startswith(("DOA", "DOB"))}
+    return [], {}
+
+
 def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, workdir: Path,
                     ooc: bool = True, max_minutes: float = 30.0) -> dict:
     """nextpnr-ecp5 on ``netlist`` (out of context); returns Fmax per clock and utilisation."""
@@ -184,24 +205,7 @@ def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, wo
     fmax = {clk: float(v["achieved"]) for clk, v in rep.get("fmax", {}).items()}
     util = {cell: {"used": int(v["used"]), "available": int(v["available"])}
             for cell, v in rep.get("utilization", {}).items()}
-    crit = []
-    crit_detail = {}
-    for path in rep.get("critical_paths", [])[:1]:
-        steps = path.get("path", [])
-        if steps:
-            crit = [steps[0].get("from", {}).get("cell", "?"), steps[-1].get("to", {}).get("cell", "?"),
-                    len(steps)]
-            by_type: dict[str, float] = {}
-            for st in steps:
-                by_type[st.get("type", "?")] = by_type.get(st.get("type", "?"), 0.0) + float(st.get("delay", 0.0))
-            cells = [st.get("from", {}).get("cell", "") for st in steps if st.get("type") == "logic"]
-            crit_detail = {"from": crit[0], "to": crit[1], "steps": len(steps),
-                           "delay_ns": {k: round(v, 2) for k, v in by_type.items()},
-                           "carry_cells": sum("CCU2" in c for c in cells),
-                           "lut_cells": sum("LUT4" in c for c in cells),
-                           "dsp_cells": sum("MULT18" in c for c in cells),
-                           "bram_start": "DOB" in steps[0].get("from", {}).get("port", "")
-                           or "DOA" in steps[0].get("from", {}).get("port", "")}
+    crit, crit_detail = critical_path(rep)
     return {"seed": seed, "fmax_mhz": fmax, "utilization": util, "seconds": round(secs, 1), "critical_path": crit,
             "critical_path_detail": crit_detail}
 
