@@ -106,6 +106,7 @@ def _progress(msg: str) -> None:
 
 
 def _cmd_melo(args) -> int:
+    _check_out(args)
     from cosim.cli import UsageError
     from cosim.designs.melo.bridge import MeloScenarioParams, run_bridge
 
@@ -133,7 +134,7 @@ def _cmd_melo(args) -> int:
     _check_clock(args.clock_mhz, args.model_only)
     _progress(f"melo: {len(p.flows)} flows, {len(p.chosen_flows())} on the engine, loss {p.loss:g}; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
-    return _finish(run_bridge(p, model_only=args.model_only, sim=args.sim), Path(args.output))
+    return _finish(run_bridge(p, model_only=args.model_only, sim=args.sim), _out(args))
 
 
 def _check_clock(mhz: float, model_only: bool) -> None:
@@ -146,6 +147,7 @@ def _check_clock(mhz: float, model_only: bool) -> None:
 
 
 def _cmd_serve(args) -> int:
+    _check_out(args)
     from cosim.designs.fss.bridge import ServeScenarioParams, run_bridge
 
     if not 0 <= args.p_stall < 0.95:
@@ -160,11 +162,12 @@ def _cmd_serve(args) -> int:
                                  seed=args.seed)
         _progress(f"serve {dev}: {sp.n_requests} requests at load {sp.load:g}; "
                   f"{'model only' if args.model_only else 'model, then RTL'}")
-        rc |= _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), Path(args.output))
+        rc |= _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))
     return rc
 
 
 def _cmd_kv(args) -> int:
+    _check_out(args)
     from cosim.designs.kvdirect.bridge import KVScenarioParams, run_bridge
 
     _check_clock(args.clock_mhz, args.model_only)
@@ -173,7 +176,19 @@ def _cmd_kv(args) -> int:
                           forward=not args.no_forward, f_clk_mhz=args.clock_mhz, seed=args.seed)
     _progress(f"kv: {sp.n_workers} workers x {sp.iterations} iterations x {sp.keys_per_iter} keys; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
-    return _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), Path(args.output))
+    return _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))
+
+
+def _out(args) -> Path:
+    """The output folder, already checked (before the run) by ``_check_out``."""
+    return Path(args.output)
+
+
+def _check_out(args) -> None:
+    """Refuse an unusable -o before the co-simulation runs (its results would be lost at the end)."""
+    from cosim.cli.util import out_dir
+
+    out_dir(args.output, "build/bridges")
 
 
 def bench_bridges(out_dir, quick: bool = False) -> dict:

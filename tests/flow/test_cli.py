@@ -109,3 +109,13 @@ def test_tables_never_cut_numbers(capsys):
     out = capsys.readouterr().out
     assert "…" not in out
     assert sum(ch.isdigit() for ch in out) == len("1048576") + len("12345678901234")  # every digit is shown
+
+
+@pytest.mark.parametrize("which", ["melo", "serve", "kv"])
+def test_cosim_output_file_refused_before_the_run(tmp_path, capsys, which):
+    """hwcosim cosim melo|serve|kv -o FILE used to run the co-simulation and then fail (results lost)."""
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["cosim", which, "--model-only", "-o", str(f)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "exists and is not a directory" in err[0]
