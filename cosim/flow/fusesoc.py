@@ -26,6 +26,17 @@ Targets of the generated core (name ``hwcosim:designs:<top>:<version>``):
 ``synth``
     Vivado synthesis only (``pnr: none``) for an Alveo U280 part; untested here (no Vivado on
     the development machines), provided as the starting point of a board flow.
+``vivado``
+    Vivado synthesis, place and route on the U280 part (:data:`U280_PART`, the UltraScale+ class
+    of the FSS paper) with ``<top>.xdc`` constraining ``clk`` to the target clock; Vivado's
+    timing report gives the sign-off Fmax on that part.
+``quartus``
+    Quartus on an Arria 10 GX1150 (:data:`ARRIA10_DEVICE`, the part of the BBS paper) with
+    ``<top>.sdc`` constraining ``clk``.
+
+The vendor targets are one command for a user who has the tools
+(``fusesoc --cores-root build/verilog run --target vivado hwcosim:designs:<top>``); they are
+generated and parsed here, not run (no vendor tools on the development machines).
 
 The core is written as plain text (no YAML library is needed); :func:`verilog_ports` reads the
 top module's ports from the Verilog that Amaranth emits.
@@ -41,12 +52,17 @@ from pathlib import Path
 from models.atomic import write_text
 
 __all__ = ["Port", "verilog_ports", "smoke_testbench", "core_text", "write_core", "core_vlnv",
-           "SMOKE_CYCLES", "U280_PART"]
+           "SMOKE_CYCLES", "U280_PART", "ARRIA10_DEVICE", "constraints"]
 
 #: Clock cycles the smoke testbench runs after reset.
 SMOKE_CYCLES = 64
 #: Part number of the Alveo U280's FPGA, used by the ``synth`` target.
 U280_PART = "xcu280-fsvh2892-2L-e"
+#: Arria 10 GX1150 (the part of Cao et al.'s BBS LSTM), for the ``quartus`` target.
+ARRIA10_FAMILY = "Arria 10"
+ARRIA10_DEVICE = "10AX115N2F45E1SG"
+#: Default clock target of the vendor targets (MHz): the clock both papers report.
+VENDOR_CLOCK_MHZ = 200.0
 #: Verilator warnings that Amaranth's Verilog raises and that are not design errors.
 LINT_WAIVERS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT",
                 "-Wno-UNSIGNED", "-Wno-CMPCONST", "-Wno-DECLFILENAME", "-Wno-UNUSEDSIGNAL"]
@@ -207,6 +223,14 @@ def core_text(top: str, description: str, params: dict | None = None, version: s
         "  params:",
         "    files:",
         f"      - {q(top + '.params.json')}: {{file_type: user, copyto: {q(top + '.params.json')}}}",
+        "  xdc:",
+        "    files:",
+        f"      - {q(top + '.xdc')}",
+        "    file_type: xdc",
+        "  sdc:",
+        "    files:",
+        f"      - {q(top + '.sdc')}",
+        "    file_type: SDC",
         "",
         "targets:",
         "  default:",
@@ -245,7 +269,35 @@ def core_text(top: str, description: str, params: dict | None = None, version: s
         f"        part: {U280_PART}",
         "        pnr: none",
         "",
+        "  vivado:",
+        "    description: \"Vivado synthesis, place and route on the U280 part; clk constrained in the .xdc\"",
+        "    default_tool: vivado",
+        "    filesets: [rtl, xdc]",
+        f"    toplevel: {q(top)}",
+        "    tools:",
+        "      vivado:",
+        f"        part: {U280_PART}",
+        "",
+        "  quartus:",
+        "    description: \"Quartus on an Arria 10 GX1150; clk constrained in the .sdc\"",
+        "    default_tool: quartus",
+        "    filesets: [rtl, sdc]",
+        f"    toplevel: {q(top)}",
+        "    tools:",
+        "      quartus:",
+        f"        family: {q(ARRIA10_FAMILY)}",
+        f"        device: {ARRIA10_DEVICE}",
+        "",
     ])
+
+
+def constraints(clock_mhz: float = VENDOR_CLOCK_MHZ) -> dict[str, str]:
+    """``{suffix: text}`` of the clock constraints of the vendor targets (``clk``, out of context)."""
+    period = 1e3 / clock_mhz
+    return {"xdc": f"# hwcosim: clk at {clock_mhz:g} MHz (out of context: I/O left unconstrained)\n"
+                   f"create_clock -period {period:.3f} -name clk [get_ports clk]\n",
+            "sdc": f"# hwcosim: clk at {clock_mhz:g} MHz\ncreate_clock -name clk -period {period:.3f} [get_ports clk]\n"
+                   "derive_clock_uncertainty\n"}
 
 
 def write_core(out: str | Path, top: str, verilog_text: str, description: str = "",
@@ -262,5 +314,7 @@ def write_core(out: str | Path, top: str, verilog_text: str, description: str = 
     pj = out / f"{top}.params.json"
     if not pj.exists():
         write_text(pj, json.dumps(params or {}, indent=2) + "\n")
+    for suffix, text in constraints().items():
+        write_text(out / f"{top}.{suffix}", text)
     core = write_text(out / f"{top}.core", core_text(top, description, params))
     return [core, tb]

@@ -165,3 +165,21 @@ def test_fusesoc_sim_with_verilator(tmp_path, cores):
              "verilator", "hwcosim:designs:bbs_spmxv")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "PASS: hwcosim smoke test of bbs_spmxv" in r.stdout
+
+
+@pytest.mark.parametrize("target,needles", [
+    ("vivado", ["read_xdc", "bbs_spmxv.xdc", "xcu280"]),
+    ("quartus", ["FAMILY \"Arria 10\"", "DEVICE 10AX115N2F45E1SG", "SDC_FILE"]),
+])
+def test_vendor_targets_set_up_with_the_clock_constraint(tmp_path, cores, target, needles):
+    """The vivado and quartus targets are valid for edalize (project files generated with --setup;
+    the vendor tools themselves are not needed for that) and carry the clock constraint."""
+    assert "create_clock -period 5.000" in (cores / "bbs_spmxv.xdc").read_text()
+    assert "create_clock" in (cores / "bbs_spmxv.sdc").read_text()
+    r = _run(tmp_path, cores, "run", "--setup", "--build-root", str(tmp_path / "b"), "--target", target,
+             "hwcosim:designs:bbs_spmxv")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    text = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "b").rglob("*")
+                     if p.is_file() and p.suffix in (".tcl", ".qsf"))
+    for n in needles:
+        assert n in text, (target, n)
