@@ -46,35 +46,29 @@ if HAVE_NUMBA:
     # v: (rows, K) values; col: (rows, K) unsigned column of each value (uint16 up to 65536 columns).
     # Unsigned indices spare numba's negative-index check; float32 accumulates in float32 (as
     # scipy's float32 CSR does), integers exactly in int64. Two accumulators hide the add latency.
+    @njit(nogil=True, cache=True, fastmath=True, inline="always")
+    def _row(v, col, x, r):
+        K = v.shape[1]
+        a0 = v.dtype.type(0)
+        a1 = v.dtype.type(0)
+        n = 0
+        while n + 1 < K:
+            a0 += v[r, n] * x[col[r, n]]
+            a1 += v[r, n + 1] * x[col[r, n + 1]]
+            n += 2
+        if n < K:
+            a0 += v[r, n] * x[col[r, n]]
+        return a0 + a1
+
     @njit(nogil=True, cache=True, fastmath=True)
     def _spmv(v, col, x, y):
-        rows, K = v.shape
-        for r in range(rows):
-            a0 = v.dtype.type(0)
-            a1 = v.dtype.type(0)
-            n = 0
-            while n + 1 < K:
-                a0 += v[r, n] * x[col[r, n]]
-                a1 += v[r, n + 1] * x[col[r, n + 1]]
-                n += 2
-            if n < K:
-                a0 += v[r, n] * x[col[r, n]]
-            y[r] = a0 + a1
+        for r in range(v.shape[0]):
+            y[r] = _row(v, col, x, r)
 
     @njit(nogil=True, cache=True, parallel=True, fastmath=True)
     def _spmv_par(v, col, x, y):
-        rows, K = v.shape
-        for r in prange(rows):
-            a0 = v.dtype.type(0)
-            a1 = v.dtype.type(0)
-            n = 0
-            while n + 1 < K:
-                a0 += v[r, n] * x[col[r, n]]
-                a1 += v[r, n + 1] * x[col[r, n + 1]]
-                n += 2
-            if n < K:
-                a0 += v[r, n] * x[col[r, n]]
-            y[r] = a0 + a1
+        for r in prange(v.shape[0]):
+            y[r] = _row(v, col, x, r)
 
     @njit(nogil=True, cache=True, fastmath=True, inline="always")
     def _mm_rows(v, col, xt, yt, r0, r1, acc):
