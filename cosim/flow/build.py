@@ -190,7 +190,7 @@ def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, wo
     except subprocess.TimeoutExpired:
         log_text = (workdir / "nextpnr.log").read_text(errors="replace") if (workdir / "nextpnr.log").exists() else ""
         raise CheckFailed(f"nextpnr did not finish within {max_minutes:g} minutes on the {board.device} "
-                          f"({_router_state(log_text)}): the design does not route there at this size") from None
+                          f"({_router_state(log_text)}); raise --max-minutes or shrink the design") from None
     secs = time.monotonic() - t0
     (workdir / "netlist.json").unlink(missing_ok=True)
     log_text = (workdir / "nextpnr.log").read_text(errors="replace") if (workdir / "nextpnr.log").exists() else ""
