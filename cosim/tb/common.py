@@ -18,8 +18,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-__all__ = ["tb_dir", "inputs", "arrays", "write_metrics", "write_outputs", "start_clock_and_reset", "StreamDriver",
-           "StreamSink", "CycleCounter"]
+__all__ = ["tb_dir", "inputs", "arrays", "write_metrics", "write_outputs", "pauses", "to_bytes",
+           "start_clock_and_reset", "StreamDriver", "StreamSink", "CycleCounter"]
 
 
 def tb_dir() -> Path:
@@ -49,6 +49,19 @@ def write_outputs(**arrays: np.ndarray) -> None:
     tmp = path.with_name(".outputs.tmp.npz")
     np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
     os.replace(tmp, path)
+
+
+def pauses(p: float, seed: int):
+    """A cocotbext-axi pause generator: pause each cycle with probability ``p`` (idle on a source,
+    back-pressure on a sink), seeded."""
+    rng = random.Random(seed)
+    while True:
+        yield int(p > 0 and rng.random() < p)
+
+
+def to_bytes(words, nbytes: int) -> bytes:
+    """Words as little-endian ``nbytes``-byte lanes (AXI4-Stream ``tdata`` byte order)."""
+    return b"".join(int(w).to_bytes(nbytes, "little") for w in words)
 
 
 async def start_clock_and_reset(dut, cycles: int = 3, period_ns: int = 10):

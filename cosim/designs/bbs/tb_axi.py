@@ -13,8 +13,6 @@ Writes ``metrics.json`` with the register values read back.
 
 from __future__ import annotations
 
-import random
-
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
@@ -22,19 +20,11 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from cosim.tb.common import arrays, inputs, write_metrics
+from cosim.tb.common import pauses as _pauses
+from cosim.tb.common import to_bytes as _to_bytes
 from hdl.bbs.axi_top import REGS, bytes_up
 from models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
 from models.bbs.spmxv import pack_weight_beats
-
-
-def _pauses(p: float, seed: int):
-    rng = random.Random(seed)
-    while True:
-        yield int(p > 0 and rng.random() < p)
-
-
-def _to_bytes(words, nbytes: int) -> bytes:
-    return b"".join(int(w).to_bytes(nbytes, "little") for w in words)
 
 
 def _split32(word: int, nwords: int) -> list[int]:

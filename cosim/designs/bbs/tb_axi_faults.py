@@ -42,6 +42,8 @@ from cocotbext.axi import (
 )
 
 from cosim.tb.common import arrays, inputs, write_metrics
+from cosim.tb.common import pauses as _pauses
+from cosim.tb.common import to_bytes as _to_bytes
 from hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, bytes_up
 from models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
 from models.bbs.spmxv import pack_weight_beats
@@ -53,12 +55,6 @@ BASE_B = 0x2400                 # a second buffer (weight set B)
 BASE_C = 0x5000                 # a good copy of set A, beside a region that stays bad
 
 
-def _pauses(p: float, seed: int):
-    rng = random.Random(seed)
-    while True:
-        yield int(p > 0 and rng.random() < p)
-
-
 def _stall(start: int, length: int, p: float = 0.0, seed: int = 0):
     """Pause pattern: random with probability ``p``, and a solid stall of ``length`` cycles
     starting at cycle ``start`` (counted from when the generator is installed)."""
@@ -67,10 +63,6 @@ def _stall(start: int, length: int, p: float = 0.0, seed: int = 0):
     while True:
         yield int(start <= n < start + length or (p > 0 and rng.random() < p))
         n += 1
-
-
-def _to_bytes(words, nbytes: int) -> bytes:
-    return b"".join(int(w).to_bytes(nbytes, "little") for w in words)
 
 
 def load_words(p: LSTMParams, values, indices, bias) -> list[int]:

@@ -29,8 +29,6 @@ Writes ``metrics.json`` with what was measured.
 
 from __future__ import annotations
 
-import random
-
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
@@ -39,22 +37,14 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFram
 
 from cosim.designs.fss.gemm import pack_axi_weight_words
 from cosim.tb.common import arrays, inputs, write_metrics
+from cosim.tb.common import pauses as _pauses
+from cosim.tb.common import to_bytes as _to_bytes
 from hdl.bbs.axi_top import bytes_up
 from hdl.fss.axi_top import CTRL, ERROR, REGS, STATUS, config_words
 from models.fss.gemm import CycleModel, FSSParams, pack_act_beats, unpack_output_beats
 
 OKAY, SLVERR = 0, 2
 COUNTERS = ("CYCLES", "MAC_BEATS", "STALL_OUT", "STARVE_W", "RUN_CYCLES", "OUT_BEATS")
-
-
-def _pauses(p: float, seed: int):
-    rng = random.Random(seed)
-    while True:
-        yield int(p > 0 and rng.random() < p)
-
-
-def _to_bytes(words, nbytes: int) -> bytes:
-    return b"".join(int(w).to_bytes(nbytes, "little") for w in words)
 
 
 def _bit(sig) -> int:
