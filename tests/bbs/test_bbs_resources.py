@@ -51,8 +51,8 @@ def test_cli_verilog_bbs_lstm_writes_its_files(tmp_path):
     out = tmp_path / "v"
     assert main(["verilog", "bbs-lstm", "-o", str(out), "--synth", "none", "--param", "hidden=16",
                  "--param", "input_size=4", "--param", "banks=4", "--param", "k=1", "--param", "pes=4"]) == 0
-    assert sorted(f.name for f in out.iterdir()) == ["bbs_lstm.core", "bbs_lstm.params.json", "bbs_lstm.v",
-                                                     "bbs_lstm_tb.v"]
+    assert sorted(f.name for f in out.iterdir()) == ["bbs_lstm.core", "bbs_lstm.params.json", "bbs_lstm.sdc",
+                                                     "bbs_lstm.v", "bbs_lstm.xdc", "bbs_lstm_tb.v"]
     v = (out / "bbs_lstm.v").read_text()
     assert "module bbs_lstm" in v and "h__valid" in v and "wload__payload" in v and "x__ready" in v
     p = LSTMParams.from_dict(json.loads((out / "bbs_lstm.params.json").read_text()))
