@@ -170,6 +170,7 @@ class FSSGemm(wiring.Component):
         s2_row = [[Signal(unsigned(rbits), name=f"s2_r{a}_{j}") for j in range(N)] for a in range(PR)]
         # stage 3: per-row sums
         s3_valid, s3_first, s3_last = Signal(), Signal(), Signal()
+        s4_valid, s4_last = Signal(), Signal()   # out_stage only: the finished sums wait a cycle in acc
         nmax_row = min(N, RW)
         sum_w = W + XW + max(0, (nmax_row - 1).bit_length())
         s3_sum = [[[Signal(signed(sum_w), name=f"s3_s{a}_{t}_{i}") for i in range(RH)] for t in range(PC)]
@@ -216,21 +217,30 @@ class FSSGemm(wiring.Component):
                             terms = [Mux(s2_row[a][j] == i, s2_prod[a][t][j], 0) for j in range(N)]
                         m.d.sync += s3_sum[a][t][i].eq(_tree_sum(terms) if terms else 0)
             # accumulate; on the last region column, requantise into the output register
-            m.d.sync += self.y.valid.eq(s3_valid & s3_last)
+            if p.out_stage:
+                m.d.sync += [s4_valid.eq(s3_valid), s4_last.eq(s3_last), self.y.valid.eq(s4_valid & s4_last)]
+            else:
+                m.d.sync += self.y.valid.eq(s3_valid & s3_last)
             for a in range(PR):
                 for t in range(PC):
                     for i in range(RH):
+                        lane = (a * RH + i) * PC + t
                         new = Signal(signed(p.acc_width), name=f"acc_next{a}_{t}_{i}")
                         m.d.comb += new.eq(s3_sum[a][t][i] + Mux(s3_first, 0, acc[a][t][i]))
                         with m.If(s3_valid):
                             m.d.sync += acc[a][t][i].eq(new)
-                            with m.If(s3_last):
-                                lane = (a * RH + i) * PC + t
-                                m.d.sync += self.y.payload[lane].eq(requantize(new, p.acc_frac, p.out_fmt))
+                            if not p.out_stage:
+                                with m.If(s3_last):
+                                    m.d.sync += self.y.payload[lane].eq(requantize(new, p.acc_frac, p.out_fmt))
+                        if p.out_stage:  # acc holds the finished sum; a next group's first beat overwrites it after
+                            with m.If(s4_valid & s4_last):
+                                m.d.sync += self.y.payload[lane].eq(requantize(acc[a][t][i], p.acc_frac,
+                                                                               p.out_fmt))
 
         # --- performance counters ------------------------------------------------------------
         busy = Signal()
-        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | self.y.valid)
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | s4_valid
+                            | self.y.valid)
         count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),
                           (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)))

@@ -102,8 +102,13 @@ class FSSParams:
     weight_fmt: Q = field(default_factory=lambda: Q(2, 6))
     act_fmt: Q = field(default_factory=lambda: Q(4, 12))
     out_fmt: Q = field(default_factory=lambda: Q(8, 8))
+    #: register the accumulated sums before requantising them (one more cycle of latency; the
+    #: accumulate -> round -> saturate path limits the clock otherwise); results are identical
+    out_stage: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.out_stage, (bool, np.bool_)):
+            raise ValueError(f"FSS out_stage must be True or False, not {self.out_stage!r}")
         reg = self.region
         if isinstance(reg, list):
             reg = tuple(reg)
@@ -138,6 +143,11 @@ class FSSParams:
     @property
     def region_size(self) -> int:
         return self.r_h * self.r_w
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a weight beat's acceptance to its result beat's ``valid``."""
+        return PIPELINE_LATENCY + int(self.out_stage)
 
     @property
     def dense(self) -> bool:
@@ -202,14 +212,14 @@ class FSSParams:
         return {"region": list(self.region), "n": self.n, "pe_rows": self.pe_rows, "pe_cols": self.pe_cols,
                 "max_rows": self.max_rows, "max_cols": self.max_cols,
                 "weight_fmt": self.weight_fmt.to_dict(), "act_fmt": self.act_fmt.to_dict(),
-                "out_fmt": self.out_fmt.to_dict()}
+                "out_fmt": self.out_fmt.to_dict(), "out_stage": bool(self.out_stage)}
 
     @classmethod
     def from_dict(cls, d: dict) -> FSSParams:
         return cls(region=tuple(int(v) for v in d["region"]), n=int(d["n"]), pe_rows=int(d["pe_rows"]),
                    pe_cols=int(d["pe_cols"]), max_rows=int(d["max_rows"]), max_cols=int(d["max_cols"]),
                    weight_fmt=Q.from_dict(d["weight_fmt"]), act_fmt=Q.from_dict(d["act_fmt"]),
-                   out_fmt=Q.from_dict(d["out_fmt"]))
+                   out_fmt=Q.from_dict(d["out_fmt"]), out_stage=bool(d.get("out_stage", False)))
 
 
 # -- region helpers (models may not import pruning; same layout as pruning.patterns.fss) ------
@@ -386,7 +396,7 @@ class CycleModel:
 
     def expected(self, rows: int, cols: int, t: int) -> int:
         tiles, g, k = self._dims(rows, cols, t)
-        return k + (tiles - 1) * max(g * k, k) + g * k + PIPELINE_LATENCY
+        return k + (tiles - 1) * max(g * k, k) + g * k + self.p.latency
 
     def macs(self, rows: int, cols: int, t: int) -> int:
         """Stored-weight multiply-accumulates (nonzero slots x activation columns)."""

@@ -110,3 +110,20 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
     monkeypatch.setattr(cf, "gemm", off_by_one)
     with pytest.raises(SimFailure, match=r"1 of 16 result words differ; \(row, col, rtl, golden\): \[\(5, 1,"):
         run_gemm(p, m.values, m.indices, x, test_dir=tmp_path)
+
+
+@pytest.mark.parametrize("p_idle,p_stall", [(0.0, 0.0), (0.4, 0.6)])
+def test_out_stage_is_bit_exact_one_cycle_later(tmp_path, p_idle, p_stall):
+    """out_stage registers the sums before requantising (for the clock): the same words, latency + 1."""
+    import dataclasses
+
+    base = ENGINES["fss2x8n4_pe2x2"]
+    p = dataclasses.replace(base, out_stage=True)
+    assert p.latency == base.latency + 1
+    rows, cols, t = p.max_rows, p.max_cols // 2, 3 * p.pe_cols
+    m, x = _case(p, rows, cols, t, seed=7)
+    res = run_gemm(p, m.values, m.indices, x, p_idle_w=p_idle, p_idle_x=p_idle, p_stall=p_stall, test_dir=tmp_path)
+    mt = res.metrics
+    assert mt["mismatches"] == 0 and mt["words_compared"] == rows * t
+    if p_idle == 0.0 and p_stall == 0.0:
+        assert mt["cycles"] == CycleModel(p).expected(rows, cols, t) == CycleModel(base).expected(rows, cols, t) + 1
