@@ -45,6 +45,7 @@ from pruning.base import PatternError, get_pattern, pattern_names
 from pruning.formats import csb, fss, nm, sparse
 from pruning.formats.csb import FormatError
 from pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
+from pruning.oneshot import METHODS
 from pruning.roundtrip import DENSE_SUFFIXES, RoundTripError, default_dense_path, write_dense
 
 __all__ = ["register", "run_prune", "sanitize"]
@@ -142,6 +143,20 @@ def register(subparsers) -> argparse.ArgumentParser:
         "fixed-point values the hardware uses, as the tensor's dtype",
     )
     p.add_argument("--dry-run", action="store_true", help="prune and report, write no files")
+    p.add_argument("--calibration", metavar="DATA",
+                   help="calibration inputs: sentences.txt (one per line) for a BERT-family checkpoint "
+                   "(folder or .safetensors with config.json and vocab.txt/tokenizer.json beside it), or an "
+                   ".npz of named input arrays for an .onnx model")
+    p.add_argument("--method", choices=METHODS, default="magnitude",
+                   help="magnitude (|w|), wanda (|w| x input-channel norm, Sun et al. 2023) or obs "
+                   "(SparseGPT-style OBS with weight updates, Frantar & Alistarh 2023); wanda/obs need "
+                   "--calibration (default magnitude)")
+    p.add_argument("--report", action="store_true",
+                   help="with --calibration: hold out every 4th calibration sample and report per-layer "
+                   "output error and the dense-vs-pruned output cosine (table + OUT/fidelity.json)")
+    p.add_argument("--damp", type=float, default=0.01, help="obs: Hessian damping, fraction of its mean "
+                   "diagonal (default 0.01)")
+    p.add_argument("--blocksize", type=int, default=128, help="obs: columns per lazy-update block (default 128)")
     p.set_defaults(func=run_prune)
     return p
 
@@ -292,6 +307,7 @@ def run_prune(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console()
+    _resolve_folder(args)
     if args.dense_out is not None:
         _check_dense_out(args)
     try:
@@ -303,7 +319,11 @@ def run_prune(args) -> int:
         tensors = load_tensors(args.weights, keep)
     except WeightIOError as e:
         _fail(str(e))
-    plan, skipped = _plan(args, tensors)
+    cm, pre, not_cal = _calibrate_open(args, tensors)
+    plan, skipped = _plan(args, {n: a for n, a in tensors.items() if n not in not_cal})
+    skipped += [(n, why) for n, why in not_cal.items()]
+    if cm is not None:
+        pre = _calibrate_run(args, cm, plan, console)
     images = {"hex": ("hex",), "bin": ("bin",), "both": ("hex", "bin"), "none": ()}[args.image]
 
     results, stems = [], set()
@@ -319,9 +339,12 @@ def run_prune(args) -> int:
         task = progress.add_task("pruning", total=len(plan))
         for name, a, pattern, fmt in plan:
             progress.update(task, description=f"pruning {name}")
-            w = _as_matrix(a).astype(np.float64)
+            w = w0 = _as_matrix(a).astype(np.float64)
             try:
-                mask = pattern.mask(w)
+                if pre is not None:
+                    w, mask = pre["weights"][name], pre["masks"][name]
+                else:
+                    mask = pattern.mask(w)
                 obj, fmt_name, deq, packed = _encode(pattern, w, mask, fmt)
             except (PatternError, ValueError) as e:
                 _fail(f"tensor {name!r} {tuple(a.shape)}: {e}")
@@ -330,8 +353,8 @@ def run_prune(args) -> int:
                 ok = True
             except PatternError:
                 ok = False
-            norm = float(np.linalg.norm(w))
-            err = float(np.linalg.norm(w - deq)) / norm if norm > 0 else 0.0
+            norm = float(np.linalg.norm(w0))
+            err = float(np.linalg.norm(w0 - deq)) / norm if norm > 0 else 0.0
             stem = sanitize(name)
             base, i = stem, 1
             while stem in stems:
@@ -341,7 +364,8 @@ def run_prune(args) -> int:
             qfmt = obj.fmt if hasattr(obj, "fmt") else obj[1]
             dense = None
             if args.dense_out is not None:
-                dense = _dense(a, mask, deq, args.dense_values, name)
+                src = a if pre is None else w.reshape(a.shape).astype(a.dtype)  # obs updates kept weights
+                dense = _dense(src, mask, deq, args.dense_values, name)
             results.append(
                 {
                     "tensor": name,
@@ -455,6 +479,9 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
         }
         if dense_info is not None:
             manifest["dense"] = dense_info
+        if pre is not None and args.report:
+            manifest["fidelity"] = "fidelity.json"
+            write_text(out / "fidelity.json", json.dumps(pre["report"], indent=2) + "\n")
         write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
         _commit(out, final_out, dense_dst)
         console.print(f"wrote {len(written) + 1} files to {final_out}/ (manifest.json lists them)")
@@ -465,6 +492,63 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
     if any(r["check"] != "ok" for r in results):
         raise CheckFailed("a pruned mask broke its pattern's invariant (see the check column)")
     return 0
+
+
+def _resolve_folder(args) -> None:
+    """A checkpoint folder stands for the ``model.safetensors`` inside it."""
+    p = Path(args.weights)
+    if p.is_dir():
+        for name in ("model.safetensors", "pytorch_model.pt", "model.onnx"):
+            if (p / name).is_file():
+                args.weights = str(p / name)
+                return
+        _fail(f"{p} is a folder without model.safetensors (or model.onnx); give the weight file itself")
+
+
+def _calibrate_open(args, tensors: dict):
+    """(CalibratedModel or None, None, {tensor: why not calibratable}) for ``--calibration``."""
+    if args.calibration is None:
+        if args.method != "magnitude":
+            _fail(f"--method {args.method} needs --calibration DATA (sentences.txt or inputs.npz)")
+        if args.report:
+            _fail("--report needs --calibration DATA: the fidelity is measured on held-out calibration inputs")
+        return None, None, {}
+    if args.config:
+        _fail("--calibration works with --pattern and its flags, not with --config")
+    if not 0 <= args.damp < 10 or args.blocksize < 1:
+        _fail(f"--damp must lie in [0, 10) and --blocksize be >= 1 (got {args.damp}, {args.blocksize})")
+    from pruning.oneshot import CalibratedModel
+
+    try:
+        cm = CalibratedModel(args.weights, tensors, args.calibration, holdout=args.report)
+    except UsageError as e:
+        _fail(str(e))
+    not_cal = {} if args.tensors else dict(cm.why)  # explicit --tensors: refuse, do not skip
+    return cm, None, not_cal
+
+
+def _calibrate_run(args, cm, plan, console) -> dict:
+    from rich.table import Table
+
+    try:
+        pre = cm.prune({name: pattern for name, _, pattern, _ in plan}, args.method, args.damp, args.blocksize)
+    except (UsageError, PatternError) as e:
+        _fail(str(e))
+    if args.report:
+        rep = pre["report"]
+        m = rep["model"]
+        t = Table(title=f"fidelity ({args.method}): {m['output']}, "
+                        f"{'held-out' if m['held_out'] else 'calibration'} samples")
+        for col in ("tensor", "tokens", "sparsity", "rel. output error", "seconds"):
+            t.add_column(col, justify="left" if col == "tensor" else "right", overflow="fold")
+        for name, r in rep["layers"].items():
+            e = r.get("rel_output_error")
+            t.add_row(name, str(r["tokens"]), f"{r['sparsity']:.4f}", "-" if e is None else f"{e:.4f}",
+                      f"{r['seconds']:.3f}")
+        console.print(t)
+        console.print(f"model: cosine dense vs pruned = {m['cosine_mean']:.4f} (mean), {m['cosine_min']:.4f} (min) "
+                      f"over {m.get('samples', 'the held-out')} samples; pruning took {rep['seconds']:.1f} s")
+    return pre
 
 
 def _dense(a: np.ndarray, mask: np.ndarray, deq: np.ndarray, values: str, name: str) -> np.ndarray:

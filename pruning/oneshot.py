@@ -142,6 +142,48 @@ def _inverse_cholesky(H: np.ndarray, damp: float) -> tuple[np.ndarray, np.ndarra
                      "give more (or less degenerate) calibration inputs")
 
 
+def _sweep_block_numpy(W1, E1, U1, K1) -> None:
+    """OBS inside one column block, in place: prune column ``j``'s masked weights and move their
+    error onto the block's later columns (``W1[:, j:] -= e U1[j, j:]``); ``E1`` collects ``e``."""
+    for j in range(W1.shape[1]):
+        e = np.where(K1[:, j], 0.0, W1[:, j]) / U1[j, j]
+        W1[:, j:] -= np.outer(e, U1[j, j:])
+        W1[:, j] = np.where(K1[:, j], W1[:, j], 0.0)
+        E1[:, j] = e
+
+
+def _make_sweep():
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a declared dependency
+        return _sweep_block_numpy
+
+    @numba.njit(cache=True, nogil=True)
+    def sweep(W1, E1, U1, K1):  # the same arithmetic row by row, skipping kept weights (no error)
+        rows, cols = W1.shape
+        for r in range(rows):
+            for j in range(cols):
+                if K1[r, j]:
+                    continue
+                e = W1[r, j] / U1[j, j]
+                for c in range(j + 1, cols):
+                    W1[r, c] -= e * U1[j, c]
+                W1[r, j] = 0.0
+                E1[r, j] = e
+
+    return sweep
+
+
+_SWEEP = None
+
+
+def _sweep_block(W1, E1, U1, K1) -> None:
+    global _SWEEP
+    if _SWEEP is None:
+        _SWEEP = _make_sweep()
+    _SWEEP(W1, E1, U1, K1)
+
+
 def obs_prune(W: np.ndarray, H: np.ndarray, pattern: Pattern, transposed: bool = False, damp: float = 0.01,
               blocksize: int = 128) -> tuple[np.ndarray, np.ndarray, dict]:
     """SparseGPT-style OBS pruning of ``W`` (out, in) under ``pattern``; returns (W', mask, info).
@@ -169,16 +211,9 @@ def obs_prune(W: np.ndarray, H: np.ndarray, pattern: Pattern, transposed: bool =
             if not np.array_equal(m[:, :i1], keep[:, :i1]):  # cannot happen for top-k-per-group patterns
                 raise RuntimeError(f"pattern {pattern.name!r} changed an earlier OBS mask decision")
             keep[:, i1:i2] = m[:, i1:i2]
-        W1 = W[:, i1:i2].copy()
+        W1 = np.ascontiguousarray(W[:, i1:i2])
         E1 = np.zeros_like(W1)
-        U1 = U[i1:i2, i1:i2]
-        K1 = keep[:, i1:i2]
-        for j in range(i2 - i1):
-            w = W1[:, j]
-            e = np.where(K1[:, j], 0.0, w) / U1[j, j]
-            W1[:, j:] -= np.outer(e, U1[j, j:])
-            W1[:, j] = np.where(K1[:, j], W1[:, j], 0.0)
-            E1[:, j] = e
+        _sweep_block(W1, E1, np.ascontiguousarray(U[i1:i2, i1:i2]), np.ascontiguousarray(keep[:, i1:i2]))
         W[:, i1:i2] = W1
         if i2 < cols:
             W[:, i2:] -= E1 @ U[i1:i2, i2:]
@@ -288,3 +323,334 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     b = np.asarray(b, dtype=np.float64).reshape(len(b), -1)
     na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
     return (a * b).sum(1) / np.maximum(na * nb, 1e-300)
+
+
+# -- ONNX: activations of the MatMul/Gemm/Conv weights, by onnxruntime ---------------------------
+
+_OPS = ("MatMul", "Gemm", "Conv")
+
+
+def _np_type(onnx, elem: int):
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_onnx_inputs(model, feeds: dict) -> dict:
+    """Match an ``.npz`` of named arrays to the graph inputs: the same names, ranks, fixed sizes,
+    finite values; returns the arrays cast to the declared element types (UsageError otherwise)."""
+    import onnx
+
+    inits = {i.name for i in model.graph.initializer}
+    want = [i for i in model.graph.input if i.name not in inits]
+    names = [i.name for i in want]
+    missing = [n for n in names if n not in feeds]
+    extra = sorted(set(feeds) - set(names))
+    if missing:
+        raise UsageError(f"calibration data has no array for model input {missing[0]!r}; the .npz needs one "
+                         f"array per input: {', '.join(names)}")
+    if extra:
+        raise UsageError(f"calibration array {extra[0]!r} names no input of the model; its inputs are: "
+                         f"{', '.join(names)}")
+    out = {}
+    for vi in want:
+        a = np.asarray(feeds[vi.name])
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if tt.HasField("shape") and (a.ndim != len(dims) or any(d is not None and d != s for d, s in
+                                                                zip(dims, a.shape, strict=False))):
+            shown = "x".join("?" if d is None else str(d) for d in dims)
+            raise UsageError(f"calibration array {vi.name!r} has shape {list(a.shape)}, the model input "
+                             f"{vi.name!r} takes {shown} (? = any size)")
+        dt = _np_type(onnx, tt.elem_type)
+        if a.dtype.kind not in "fiub":
+            raise UsageError(f"calibration array {vi.name!r} has dtype {a.dtype}; give numbers")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise UsageError(f"calibration array {vi.name!r} holds NaN/Inf values")
+        out[vi.name] = a.astype(dt) if dt is not None else a
+    return out
+
+
+def onnx_weight_uses(model, names) -> tuple[dict, dict]:
+    """For each initialiser in ``names``: its MatMul/Gemm/Conv uses as (kind, activation tensor,
+    attributes), and for those without a usable one the reason."""
+    names = set(names)
+    uses: dict = {n: [] for n in names}
+    why: dict = {}
+    for node in model.graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        for k, inp in enumerate(node.input):
+            if inp not in names:
+                continue
+            op = node.op_type
+            if op == "MatMul":
+                uses[inp].append(("matmul_right" if k == 1 else "matmul_left", node.input[1 - k], {}))
+            elif op == "Gemm" and k == 1:
+                uses[inp].append(("gemm", node.input[0], {"transA": attrs["transA"].i if "transA" in attrs else 0,
+                                                          "transB": attrs["transB"].i if "transB" in attrs else 0}))
+            elif op == "Conv" and k == 1:
+                g = attrs["group"].i if "group" in attrs else 1
+                pad = attrs["auto_pad"].s.decode() if "auto_pad" in attrs else "NOTSET"
+                if g != 1 or pad not in ("NOTSET", "VALID"):
+                    why[inp] = f"Conv with group={g}, auto_pad={pad} (only group=1 with explicit pads is calibrated)"
+                    continue
+                uses[inp].append(("conv", node.input[0], {
+                    "pads": list(attrs["pads"].ints) if "pads" in attrs else None,
+                    "strides": list(attrs["strides"].ints) if "strides" in attrs else None,
+                    "dilations": list(attrs["dilations"].ints) if "dilations" in attrs else None}))
+            else:
+                why.setdefault(inp, f"read by {op} (input {k}), not as a MatMul/Gemm/Conv weight")
+    for n in names:
+        if uses[n]:
+            why.pop(n, None)
+        else:
+            why.setdefault(n, "not read by any MatMul/Gemm/Conv node")
+    return {n: u for n, u in uses.items() if u}, why
+
+
+def _im2col(x: np.ndarray, kshape, pads, strides, dilations) -> np.ndarray:
+    """Patches of an (N, C, *spatial) input as rows (N * positions, C * prod(kernel)), the column
+    order of a Conv weight reshaped to (out, C * prod(kernel))."""
+    nd = len(kshape)
+    pads = pads or [0] * (2 * nd)
+    strides = strides or [1] * nd
+    dil = dilations or [1] * nd
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)])
+    span = [dil[i] * (kshape[i] - 1) + 1 for i in range(nd)]
+    win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + nd)))
+    sl = (slice(None), slice(None)) + tuple(slice(None, None, strides[i]) for i in range(nd)) + tuple(
+        slice(None, None, dil[i]) for i in range(nd))
+    win = win[sl]  # (N, C, *out, *k)
+    n, c = win.shape[:2]
+    outs = win.shape[2:2 + nd]
+    perm = (0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd))
+    return win.transpose(perm).reshape(n * int(np.prod(outs)), c * int(np.prod(kshape)))
+
+
+def _rows(kind: str, act: np.ndarray, attrs: dict, wshape: tuple) -> tuple[np.ndarray, bool]:
+    """Input rows (tokens, in) of one use of a weight and whether the weight is stored (in, out)."""
+    if kind == "matmul_right":
+        return act.reshape(-1, wshape[0]), True
+    if kind == "matmul_left":
+        return np.moveaxis(act, -2, -1).reshape(-1, wshape[1]), False
+    if kind == "gemm":
+        a = act.T if attrs["transA"] else act
+        return a.reshape(-1, a.shape[-1]), not attrs["transB"]
+    return _im2col(act, wshape[2:], attrs["pads"], attrs["strides"], attrs["dilations"]), False
+
+
+def onnx_activations(model, feeds: dict, uses: dict, inits: dict, max_rows: int = 4096) -> dict:
+    """Run the graph with onnxruntime on ``feeds`` and return, per weight name, (rows (tokens, in),
+    transposed). Rows beyond ``max_rows`` per use are subsampled evenly (deterministic)."""
+    import onnx
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise UsageError("ONNX calibration runs the model with onnxruntime: pip install onnxruntime") from None
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    outputs = {o.name for o in m.graph.output}
+    wanted = sorted({act for u in uses.values() for _, act, _ in u} - set(feeds) - outputs)
+    for name in wanted:
+        m.graph.output.append(onnx.ValueInfoProto(name=name))
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        vals = dict(zip(names, sess.run(names, feeds), strict=True))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise UsageError(f"onnxruntime cannot run the model on the calibration inputs: {str(e).splitlines()[0]}") \
+            from None
+    vals.update(feeds)
+    out = {}
+    for w, us in uses.items():
+        rows_all, orient = [], set()
+        for kind, act, attrs in us:
+            a = np.asarray(vals[act], dtype=np.float64)
+            if not np.isfinite(a).all():
+                raise UsageError(f"tensor {act!r} (the input of weight {w!r}) holds NaN/Inf values on the "
+                                 "calibration inputs")
+            rows, tr = _rows(kind, a, attrs, inits[w].shape)
+            if len(rows) > max_rows:
+                rows = rows[np.linspace(0, len(rows) - 1, max_rows).astype(int)]
+            rows_all.append(rows)
+            orient.add(tr)
+        if len(orient) > 1:
+            raise UsageError(f"weight {w!r} is used both as (in, out) and (out, in); prune it without calibration")
+        out[w] = (np.concatenate(rows_all), orient.pop())
+    return out
+
+
+def run_onnx(model, feeds: dict, replace: dict | None = None) -> list[np.ndarray]:
+    """The graph outputs on ``feeds``, with some initialisers replaced (name -> array)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for init in m.graph.initializer:
+        if replace and init.name in replace:
+            dt = numpy_helper.to_array(init).dtype
+            init.CopyFrom(numpy_helper.from_array(np.asarray(replace[init.name]).astype(dt), init.name))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+# -- the calibrated prune of ``hwcosim prune --calibration`` -------------------------------------
+
+def _split(n: int, holdout: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Calibration / held-out sample indices: every 4th sample held out when asked and n >= 2."""
+    idx = np.arange(n)
+    if not holdout or n < 2:
+        return idx, None
+    ho = idx[3::4] if n >= 4 else idx[-1:]
+    return np.setdiff1d(idx, ho), ho
+
+
+class CalibratedModel:
+    """A model plus calibration data, ready to prune activation-aware.
+
+    ``kind`` is ``"bert"`` (a BERT-family checkpoint with ``sentences.txt``) or ``"onnx"`` (an
+    ONNX model with an ``.npz`` of named input arrays). ``candidates`` are the tensors that can be
+    calibrated (linear weights of the encoder; MatMul/Gemm/Conv initialisers) and ``why`` tells
+    for the others why not.
+    """
+
+    def __init__(self, weights_path, tensors: dict, calibration, holdout: bool = False):
+        from pathlib import Path
+
+        self.path = Path(weights_path)
+        self.tensors = tensors
+        cal = Path(calibration)
+        if not cal.is_file():
+            raise UsageError(f"--calibration {cal}: no such file")
+        self.holdout = holdout
+        if self.path.suffix.lower() == ".onnx":
+            if cal.suffix.lower() != ".npz":
+                raise UsageError(f"--calibration {cal}: an ONNX model is calibrated with an .npz of named input "
+                                 "arrays (one per model input)")
+            self._open_onnx(cal)
+        else:
+            if cal.suffix.lower() != ".txt":
+                raise UsageError(f"--calibration {cal}: a checkpoint is calibrated with a text file of sentences "
+                                 "(.txt, one per line); .npz calibration is for .onnx models")
+            self._open_bert(cal)
+
+    # -- BERT --------------------------------------------------------------------------------
+    def _open_bert(self, cal) -> None:
+        from models.nn.bert import load_bert
+
+        self.kind = "bert"
+        self.model, self.tok = load_bert(self.tensors, self.path)
+        try:
+            lines = [s.strip() for s in cal.read_text(encoding="utf-8").splitlines()]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--calibration {cal}: cannot read it as UTF-8 text ({e})") from None
+        sents = [s for s in lines if s]
+        if not sents:
+            raise UsageError(f"--calibration {cal}: no sentences (write one per line)")
+        ids = [self.tok.encode(s, min(256, self.model.cfg.max_positions)) for s in sents]
+        ci, hi = _split(len(ids), self.holdout)
+        self.calib_ids = [ids[i] for i in ci]
+        self.heldout_ids = [ids[i] for i in hi] if hi is not None else None
+        self.candidates = self.model.weight_names()
+        self.why = {n: "not a linear weight of the BERT encoder" for n, a in self.tensors.items()
+                    if n not in self.candidates and a.ndim >= 2}
+        self.transposed = dict.fromkeys(self.candidates, False)
+
+    # -- ONNX --------------------------------------------------------------------------------
+    def _open_onnx(self, cal) -> None:
+        import onnx
+
+        from pruning.io import WeightIOError, load_tensors
+
+        self.kind = "onnx"
+        self.onnx = onnx.load(str(self.path))
+        try:
+            feeds = load_tensors(cal)
+        except WeightIOError as e:
+            raise UsageError(str(e)) from None
+        self.feeds = check_onnx_inputs(self.onnx, feeds)
+        numeric = [n for n, a in self.tensors.items() if a.ndim >= 2 and a.dtype.kind in "fiu"]
+        uses, why = onnx_weight_uses(self.onnx, numeric)
+        if not uses:
+            raise UsageError(f"{self.path}: no initialiser is the weight of a MatMul, Gemm or Conv node; nothing "
+                             "to prune with calibration")
+        self.uses = uses
+        self.candidates = [n for n in self.tensors if n in uses]
+        self.why = {**why, **{n: "not a numeric tensor of rank >= 2" for n in self.tensors if n not in numeric}}
+        sizes = {a.shape[0] for a in self.feeds.values() if a.ndim}
+        n = sizes.pop() if len(sizes) == 1 else 1
+        ci, hi = _split(n, self.holdout)
+        self.feeds_cal = {k: (a[ci] if a.ndim and hi is not None else a) for k, a in self.feeds.items()}
+        self.feeds_ho = {k: a[hi] for k, a in self.feeds.items()} if hi is not None else None
+        self.acts = onnx_activations(self.onnx, self.feeds_cal, uses, self.tensors)
+        self.acts_ho = onnx_activations(self.onnx, self.feeds_ho, uses, self.tensors) if self.feeds_ho else None
+        self.transposed = {k: tr for k, (_, tr) in self.acts.items()}
+
+    # -- pruning -----------------------------------------------------------------------------
+    def prune(self, plan: dict, method: str, damp: float = 0.01, blocksize: int = 128, progress=None) -> dict:
+        """Prune ``plan`` (name -> pattern). Returns ``{"weights": {name: matrix}, "masks": {name: mask},
+        "report": {...}}``; matrices are the stored arrays reshaped to (rows, -1) like ``hwcosim prune``."""
+        from threadpoolctl import threadpool_limits
+
+        bad = [n for n in plan if n not in self.candidates]
+        if bad:
+            raise UsageError(f"tensor {bad[0]!r} cannot be pruned with calibration: {self.why.get(bad[0], 'unknown')}")
+        # one BLAS thread: these matrices are small, and on a shared machine threads spin against each other
+        with threadpool_limits(limits=1, user_api="blas"):
+            if self.kind == "bert":
+                return self._prune_bert(plan, method, damp, blocksize, progress)
+            return self._prune_onnx(plan, method, damp, blocksize, progress)
+
+    def _prune_bert(self, plan, method, damp, blocksize, progress) -> dict:
+        t0 = time.perf_counter()
+        pruned, recs = prune_bert(self.model, self.calib_ids, plan, method, self.heldout_ids, damp, blocksize,
+                                  progress)
+        seconds = time.perf_counter() - t0
+        score = self.heldout_ids or self.calib_ids
+        cos = cosine_rows(self.model.embed_ids(score), pruned.embed_ids(score))
+        masks = {n: r.pop("_mask") for n, r in recs.items()}
+        report = {"model": {"kind": "bert", "output": "sentence embeddings (mean-pooled, L2-normalised)",
+                            "held_out": self.heldout_ids is not None, "samples": len(score),
+                            "calibration_sentences": len(self.calib_ids),
+                            "calibration_tokens": int(sum(map(len, self.calib_ids))),
+                            "cosine_mean": float(cos.mean()), "cosine_min": float(cos.min())},
+                  "method": method, "seconds": seconds, "layers": recs}
+        return {"weights": {n: pruned.p[n] for n in plan}, "masks": masks, "report": report}
+
+    def _prune_onnx(self, plan, method, damp, blocksize, progress) -> dict:
+        t0 = time.perf_counter()
+        weights, masks, recs = {}, {}, {}
+        for name, pattern in plan.items():
+            if progress:
+                progress(name)
+            a = self.tensors[name]
+            w = np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1)
+            X, tr = self.acts[name]
+            calib = Calib.from_inputs(X, name) if method != "magnitude" else None
+            r = prune_layer(w, pattern, method, calib, tr, damp, blocksize, name)
+            weights[name], masks[name] = r.weights, r.mask
+            rec = {"seconds": r.seconds, "sparsity": float(1.0 - r.mask.mean()), "tokens": int(X.shape[0]),
+                   "orientation": "(in, out)" if tr else "(out, in)", **r.info}
+            if self.acts_ho is not None:
+                rec["rel_output_error"] = output_error(w, r.weights, self.acts_ho[name][0], tr)
+            recs[name] = rec
+        seconds = time.perf_counter() - t0
+        feeds = self.feeds_ho if self.feeds_ho is not None else self.feeds_cal
+        repl = {n: weights[n].reshape(self.tensors[n].shape) for n in weights}
+        dense, sparse = run_onnx(self.onnx, feeds), run_onnx(self.onnx, feeds, repl)
+        outs = [o.name for o in self.onnx.graph.output]
+        per_out = {}
+        for nm, d, s in zip(outs, dense, sparse, strict=True):
+            d, s = np.asarray(d), np.asarray(s)
+            c = cosine_rows(d, s) if d.ndim >= 2 else cosine_rows(d[None], s[None])
+            per_out[nm] = {"cosine_mean": float(c.mean()), "cosine_min": float(c.min())}
+        first = per_out[outs[0]]
+        report = {"model": {"kind": "onnx", "output": f"graph output {outs[0]!r} (cosine per sample)",
+                            "held_out": self.feeds_ho is not None, **first, "outputs": per_out,
+                            "note": "layer inputs are the dense model's activations (no sequential propagation)"},
+                  "method": method, "seconds": seconds, "layers": recs}
+        return {"weights": weights, "masks": masks, "report": report}
