@@ -406,7 +406,11 @@ def onnx_weight_uses(model, names) -> tuple[dict, dict]:
             why.pop(n, None)
         else:
             why.setdefault(n, "not read by any MatMul/Gemm/Conv node")
-    return {n: u for n, u in uses.items() if u}, why
+    first = {}  # graph order of the first use, so that errors name the earliest tensor
+    for i, node in enumerate(model.graph.node):
+        for inp in node.input:
+            first.setdefault(inp, i)
+    return {n: uses[n] for n in sorted((n for n in uses if uses[n]), key=first.get)}, why
 
 
 def _im2col(x: np.ndarray, kshape, pads, strides, dilations) -> np.ndarray:

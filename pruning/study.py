@@ -406,7 +406,7 @@ def register(subparsers) -> None:
     """
     study = subparsers.add_parser("study", help="accuracy studies on real data (pruning patterns, SeerNet)",
                                   description="Accuracy studies on real data.")
-    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet}")
+    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet,oneshot}")
 
     a = sub.add_parser("accuracy", help="LSTM on digits pruned with every pattern, with/without fine-tuning",
                        description="Train an LSTM on scikit-learn digits (cached), prune its fused gate "
@@ -434,3 +434,38 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int, default=0, help="model seed (default 0)")
     s.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
     s.set_defaults(func=_run_seernet)
+
+    o = sub.add_parser("oneshot", help="MiniLM + digits models: magnitude vs Wanda vs OBS one-shot pruning "
+                       "under unstructured/BBS/N:M/FSS patterns",
+                       description="Prune all-MiniLM-L6-v2 (sentence-embedding cosine and Spearman of pairwise "
+                                   "similarities on held-out sentences) and the digits LSTM/CNN (accuracy) one-shot "
+                                   "with magnitude, Wanda and OBS under hardware patterns; write oneshot.json and "
+                                   "oneshot.png.")
+    o.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
+    o.add_argument("--quick", action="store_true", help="50%% only, unstructured/BBS-16/2:4, LSTM only (< 1 min)")
+    o.add_argument("--sparsities", help="comma-separated, e.g. 0.5,0.75,0.875")
+    o.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
+    o.add_argument("-v", "--verbose", action="store_true", help="print each point as it finishes")
+    o.set_defaults(func=_run_oneshot)
+
+
+def _run_oneshot(args) -> int:
+    from rich.console import Console
+
+    from pruning import oneshot_study as st
+
+    sp = _floats(args.sparsities) if args.sparsities else None
+    if sp is not None and any(not 0 < x < 1 for x in sp):
+        _fail(f"sparsities must lie in (0, 1), not {args.sparsities}")
+    console = Console(stderr=True)
+    res = st.oneshot_study(quick=args.quick, sparsities=sp, cache_dir=args.cache_dir,
+                           progress=console.print if args.verbose else None)
+    j, p = st.write(res, Path(args.output))
+    Console().print(st.table(res))
+    sp_ = res.get("speed")
+    if sp_:
+        shape = "x".join(map(str, sp_["shape"]))
+        Console().print(f"speed: OBS {shape} from {sp_['tokens']} tokens {sp_['obs_layer_seconds']:.3f} s; "
+                        f"whole MiniLM with OBS {sp_['whole_minilm_obs_seconds']:.1f} s")
+    Console().print(f"wrote {j} and {p} ({res['seconds']:.1f} s)")
+    return 0

@@ -53,6 +53,7 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "sim_speed": _lazy("cosim.flow.simspeed", "bench_simspeed"),
     "cosim_bridges": _lazy("cosim.cli.bridges", "bench_bridges"),
     "sweeps": _lazy("cosim.flow.sweep", "bench_sweeps"),
+    "oneshot": _lazy("pruning.oneshot_study", "bench_oneshot"),
 }
 
 
