@@ -23,6 +23,15 @@ format (:mod:`pruning.roundtrip`: ``.safetensors``, ``.npz``, ``.npy``, ``.pt``/
 bit; ``--dense-values`` chooses between the kept original values (``masked``) and the values
 the hardware computes with (``quantized``). The manifest's ``dense`` entry lists every tensor of
 that file, whether it was pruned, with which pattern and at what sparsity.
+
+``--calibration DATA --method wanda|obs`` prunes activation-aware (:mod:`pruning.oneshot`): a
+BERT-family checkpoint (a folder or ``.safetensors`` with ``config.json`` and ``vocab.txt`` /
+``tokenizer.json`` beside it) takes ``sentences.txt``, run through :mod:`models.nn.bert`; an
+``.onnx`` model takes an ``.npz`` of named input arrays, run with onnxruntime to capture the
+inputs of every MatMul/Gemm/Conv weight. The masks obey the pattern exactly and the exports are
+the same; with ``obs`` the kept values are updated (and ``--dense-out masked`` writes those).
+``--report`` holds out every 4th calibration sample and writes ``fidelity.json`` (per-layer
+relative output error, dense-vs-pruned output cosine).
 """
 
 from __future__ import annotations
@@ -81,6 +90,9 @@ examples:
   hwcosim prune --config prune.toml model.pt --dry-run
   hwcosim prune --pattern nm --n 2 --m 4 model.onnx --tensors 'fc*' --dense-out -o out/
       (also writes out/model.pruned.onnx: the same graph with the pruned initialisers)
+  hwcosim prune minilm/ --calibration sentences.txt --method obs --pattern bbs --banks 24 \
+      --sparsity 0.5 --report -o out/     (BERT checkpoint folder; out/fidelity.json)
+  hwcosim prune model.onnx --calibration inputs.npz --method wanda --pattern nm --n 2 --m 4 -o out/
 """
 
 

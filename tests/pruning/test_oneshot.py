@@ -349,3 +349,31 @@ def test_cli_onnx_bad_inputs_exit_2(tmp_path, capsys, case, needle):
     msg = exit2([str(tmp_path / "m.onnx"), "--calibration", str(tmp_path / "cal.npz"), "--method", "obs",
                  "--pattern", "nm", "--n", "2", "--m", "4", "--report", "-o", str(out)], capsys, out)
     assert needle in msg
+
+
+# -- the study -----------------------------------------------------------------------------------------
+
+def test_minilm_study_point_obs_beats_magnitude():
+    """One point of ``hwcosim study oneshot`` on the real MiniLM: BBS-16 at 50 %, OBS keeps the
+    scoring sentences' embeddings closer to dense than magnitude does (the issue's premise)."""
+    _minilm()
+    from pruning.oneshot_study import oneshot_study
+
+    res = oneshot_study(sparsities=(0.5,), methods=("magnitude", "obs"), labels=("bbs-16",), digits=False,
+                        speed=False)
+    by = {p["method"]: p for p in res["minilm"]["points"]}
+    assert by["obs"]["achieved"] == pytest.approx(0.5)
+    assert by["obs"]["cosine_mean"] > by["magnitude"]["cosine_mean"] + 0.05
+    assert by["obs"]["spearman"] > by["magnitude"]["spearman"]
+
+
+def test_study_oneshot_bad_sparsity_exits_2(capsys, tmp_path):
+    from pruning import study
+
+    parser = argparse.ArgumentParser(prog="hwcosim")
+    study.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["study", "oneshot", "--sparsities", "0.5,1.5", "-o", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as e:
+        args.func(args)
+    assert e.value.code == 2 and not (tmp_path / "o").exists()
+    assert "sparsities" in capsys.readouterr().err
