@@ -155,6 +155,33 @@ def _damping(sparsities, progress) -> list[dict]:
     return out
 
 
+def _dense_only(methods, progress) -> list[dict]:
+    """The issue's setting: only the 18 encoder ``*.dense.weight`` matrices (attention output, FFN
+    in and out; q/k/v dense), BBS-16 at 50 %, for comparison with the figures quoted there."""
+    from models.nn.bert import Bert, minilm_files
+    from models.nn.wordpiece import WordPiece
+    from pruning.sentences import CALIBRATION, SCORING
+
+    t, cfg, vocab = minilm_files()
+    model, tok = Bert(t, cfg), WordPiece(vocab)
+    cal, sc = [tok.encode(s) for s in CALIBRATION], [tok.encode(s) for s in SCORING]
+    dense = model.embed_ids(sc)
+    names = [n for n in model.weight_names() if n.endswith(".dense.weight")]
+    out = []
+    for s in (0.5, 0.75):
+        plan = {n: pattern_for_sparsity("bbs", s, banks=model.p[n].shape[1] // 16) for n in names}
+        for m in methods:
+            pruned, _ = prune_bert(model, cal, plan, m)
+            e = pruned.embed_ids(sc)
+            rec = {"label": "bbs-16", "target": s, "method": m, "matrices": len(names),
+                   "cosine_mean": float(cosine_rows(dense, e).mean()),
+                   "spearman": _spearman(_pair_sims(dense), _pair_sims(e))}
+            out.append(rec)
+            if progress:
+                progress(f"dense-only bbs-16 s={s} {m}: cos {rec['cosine_mean']:.4f}")
+    return out
+
+
 def _claim(points: list[dict]) -> list[dict]:
     """BBS minus unstructured, per method and sparsity (cosine and Spearman), within 0.01?"""
     by = {(p["label"], p["target"], p["method"]): p for p in points}
@@ -305,6 +332,7 @@ def oneshot_study(quick: bool = False, sparsities=None, methods=METHODS, labels=
         res["claim"] = _claim(res["minilm"]["points"])
         if not quick:
             res["obs_damping"] = _damping(sparsities, progress)
+            res["dense_only"] = _dense_only(methods, progress)
         if digits:
             res["digits"] = _digits(sparsities, methods, cache_dir, progress, ("lstm",) if quick else ("lstm", "cnn"))
         if speed:
