@@ -443,7 +443,8 @@ def register(subparsers) -> None:
                                    "oneshot.png.")
     o.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
     o.add_argument("--quick", action="store_true",
-                   help="50%% only, unstructured and BBS-16, LSTM only, no damping selection (< 1 min)")
+                   help="50%% only, unstructured and BBS-16, 64 of the 128 calibration sentences, LSTM only, "
+                   "no damping selection (< 1 min)")
     o.add_argument("--sparsities", help="comma-separated, e.g. 0.5,0.75,0.875")
     o.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
     o.add_argument("-v", "--verbose", action="store_true", help="print each point as it finishes")
