@@ -414,12 +414,13 @@ def run_prune(args) -> int:
         staging.mkdir(parents=True)
         out = staging
     try:
-        return _write_outputs(args, console, results, skipped, images, out, final_out, dense_dst, written)
+        return _write_outputs(args, console, results, skipped, images, out, final_out, dense_dst, written, pre)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write_outputs(args, console, results, skipped, images, out: Path, final_out: Path, dense_dst, written) -> int:
+def _write_outputs(args, console, results, skipped, images, out: Path, final_out: Path, dense_dst, written,
+                   pre=None) -> int:
     from rich.table import Table
 
     if not args.dry_run:

@@ -173,17 +173,16 @@ def test_minilm_embeddings_match_sentence_transformers_reference():
 # -- CLI ---------------------------------------------------------------------------------------------
 
 def run(argv):
-    parser = argparse.ArgumentParser(prog="hwcosim")
-    cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["prune", *argv])
-    return args.func(args)
+    """Through the one dispatcher: a UsageError becomes one line on stderr and exit status 2."""
+    from cosim.cli import main
+
+    return main(["prune", *argv])
 
 
 def exit2(argv, capsys, out):
-    with pytest.raises(SystemExit) as e:
-        run(argv)
+    code = run(argv)
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert e.value.code == 2
+    assert code == 2
     assert len(err) == 1 and err[0].startswith("error: ")
     assert not out.exists()  # nothing written
     return err[0]
@@ -368,14 +367,11 @@ def test_minilm_study_point_obs_beats_magnitude():
 
 
 def test_study_oneshot_bad_sparsity_exits_2(capsys, tmp_path):
-    from pruning import study
 
-    parser = argparse.ArgumentParser(prog="hwcosim")
-    study.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["study", "oneshot", "--sparsities", "0.5,1.5", "-o", str(tmp_path / "o")])
-    with pytest.raises(SystemExit) as e:
-        args.func(args)
-    assert e.value.code == 2 and not (tmp_path / "o").exists()
+    from cosim.cli import main
+
+    assert main(["study", "oneshot", "--sparsities", "0.5,1.5", "-o", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
     assert "sparsities" in capsys.readouterr().err
 
 
