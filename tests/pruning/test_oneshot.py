@@ -4,13 +4,11 @@ checkpoints and ONNX models, including the bad inputs that must exit 2 with noth
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
-from pruning import cli
 from pruning.base import get_pattern
 from pruning.oneshot import METHODS, Calib, obs_prune, output_error, prune_layer
 
