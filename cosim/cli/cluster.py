@@ -340,6 +340,139 @@ def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
     return {"runs": res, "scale": scale, "incremental": inc}
 
 
+def transport_run(n_gpus: int = 8192, iterations: int = 100, seed: int = 0, record: bool = False) -> dict:
+    """One Megatron-style job (TP 8 x PP 8 x DP ``n_gpus / 64``) on the chunk-level transport
+    (:mod:`models.systems.cluster.transport`) over a synthetic non-blocking Clos (16 hosts per ToR, 8 ToRs
+    per pod, 8 GPUs per host, 2 x 200 Gb/s per GPU), ECMP, 2 channels; wall time of the run."""
+    from models.systems.cluster.job import JobSpec, placement
+    from models.systems.cluster.topology import clos
+    from models.systems.cluster.transport import TransportSim
+
+    if n_gpus % 1024 or n_gpus < 1024:
+        raise ValueError(f"--gpus {n_gpus}: use a multiple of 1024")
+    hosts = n_gpus // 8
+    tors = hosts // 16
+    pods = max(1, tors // 8)
+    topo = clos(pods, tors // pods, 16, gpus_per_host=8, nic_ports=2, aggs_per_pod=8, cores_per_plane=8)
+    spec = JobSpec("big", dp=n_gpus // 64, tp=8, pp=8, compute_s=0.15, grad_bytes=2.5e8, act_bytes=5e7, tp_bytes=2e8,
+                   iterations=iterations, channels=2)
+    w0 = time.perf_counter()
+    sim = TransportSim(topo, spec, placement(spec, np.arange(n_gpus)), seed=seed, record=record)
+    w1 = time.perf_counter()
+    sim.run()
+    w2 = time.perf_counter()
+    slots = sum(c.K for c in sim.colls) * len(sim.iter_end)
+    return {"gpus": n_gpus, "iterations": len(sim.iter_end), "connections": {c.label: c.n for c in sim.colls},
+            "slots_per_iteration": {c.label: c.K for c in sim.colls}, "build_s": w1 - w0, "run_s": w2 - w1,
+            "wall_s": w2 - w0, "sim_s": sim.iter_end[-1], "mean_iter_s": float(np.mean(sim.iteration_times)),
+            "chunk_steps": slots, "chunk_updates_per_s": slots * sum(c.n for c in sim.colls) / len(sim.colls)
+            / (w2 - w1)}
+
+
+def bench_transport_speed(out_dir: Path, quick: bool) -> dict:
+    """Wall time of the chunk-level transport: 8,192 GPUs x 100 iterations (issue 24: < 60 s),
+    and smaller jobs for the scaling; the flow-level engine's time on the same job shape as the
+    baseline in the same process."""
+    from models.systems.cluster.engine import Simulator
+    from models.systems.cluster.job import JobSpec, placement
+    from models.systems.cluster.topology import clos
+
+    sizes = (1024, 2048) if quick else (1024, 2048, 4096, 8192)
+    iters = 20 if quick else 100
+    runs = [transport_run(g, iters) for g in sizes]
+    # baseline: the flow-level engine on the largest job, fewer iterations (it costs more per iteration)
+    g = sizes[-1]
+    hosts = g // 8
+    tors = hosts // 16
+    pods = max(1, tors // 8)
+    topo = clos(pods, tors // pods, 16, gpus_per_host=8, nic_ports=2, aggs_per_pod=8, cores_per_plane=8)
+    it_flow = 3 if quick else 5
+    spec = JobSpec("big", dp=g // 64, tp=8, pp=8, compute_s=0.15, grad_bytes=2.5e8, act_bytes=5e7, tp_bytes=2e8,
+                   iterations=it_flow, channels=2)
+    fs = Simulator(topo)
+    fs.add_job(spec, placement(spec, np.arange(g)))
+    fs.run()
+    flow = {"gpus": g, "iterations": it_flow, "wall_s": fs.wall_s, "wall_s_per_iteration": fs.wall_s / it_flow,
+            "mean_iter_s": float(np.mean(fs.jobs[0].iteration_times))}
+    res = {"runs": runs, "flow_engine": flow, "limit_s": 60.0,
+           "ratio_transport_vs_flow_per_iteration": runs[-1]["run_s"] / runs[-1]["iterations"]
+           / flow["wall_s_per_iteration"]}
+    _write_json(out_dir / "transport_speed.json", res)
+    _bar_png(out_dir / "transport_speed.png", [str(r["gpus"]) for r in runs],
+             {"wall s": [r["wall_s"] for r in runs]}, "wall seconds",
+             f"chunk-level transport, TP8 x PP8 x DP, {iters} iterations (limit 60 s at 8,192 GPUs)")
+    _table(f"Chunk-level transport speed ({iters} iterations, TP8 x PP8 x DP, synthetic Clos)",
+           ["GPUs", "connections", "slots / iteration", "wall s", "mean iteration (sim s)"],
+           [[r["gpus"], sum(r["connections"].values()), sum(r["slots_per_iteration"].values()), f"{r['wall_s']:.1f}",
+             f"{r['mean_iter_s']:.4f}"] for r in runs])
+    print(f"flow-level engine on the same {g}-GPU job: {flow['wall_s_per_iteration']:.2f} wall s per iteration, "
+          f"mean iteration {flow['mean_iter_s']:.4f} sim s")
+    return res
+
+
+def bench_mechanisms(out_dir: Path, quick: bool) -> dict:
+    """Isolation experiments for the mechanisms whose benefit the main studies barely show (issue 24):
+    Arnold under cross-pod background congestion on the Lingjun topology, Crux's priorities on one
+    shared link over intensity ratio and compute/communication balance (plus the study trace's
+    contention statistics), CoGNN's co-location over queue length and memory room. Quick mode
+    skips Arnold (each background-load run is minutes of flow simulation)."""
+    from models.systems.cluster.arnold import run_congestion_study
+    from models.systems.cluster.crux import run_intensity_study, trace_contention
+    from models.systems.jobs.cognn import run_colocation_study
+
+    res = {"crux": run_intensity_study(horizon=4.0 if quick else 10.0),
+           "crux_trace": trace_contention(seeds=range(2) if quick else range(5)),
+           "cognn": run_colocation_study(n_tasks=80 if quick else 200)}
+    if not quick:
+        res["arnold"] = run_congestion_study("medium", loads=(0.0, 0.5, 1.0), draws=2, time_limit=20.0)
+    _write_json(out_dir / "mechanisms.json", res)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from models.atomic import save_png
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    ax = axes[0]
+    for cf in sorted({x["compute_over_comm"] for x in res["crux"]["rows"]}):
+        rs = [x for x in res["crux"]["rows"] if x["compute_over_comm"] == cf]
+        ax.plot([x["ratio"] for x in rs], [100 * x["gain_crux_over_fair"] for x in rs], "o-",
+                label=f"compute/comm {cf}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("intensity ratio of the two jobs")
+    ax.set_ylabel("Crux order vs fair sharing (% GPU utilisation)")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for pol in ("ascending_small", "balanced"):
+        for r in sorted({x["rate_per_s"] for x in res["cognn"]["rows"]}):
+            rs = [x for x in res["cognn"]["rows"] if x["policy"] == pol and x["rate_per_s"] == r]
+            ax.plot([x["cap_mult"] for x in rs], [100 * x["makespan_gain"] for x in rs], "o-",
+                    label=f"{pol}, load {rs[0]['offered_load']:.1f}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("memory cap / p90 task memory")
+    ax.set_ylabel("makespan gain over sequential SJF (%)")
+    ax.legend(fontsize=6)
+    ax = axes[2]
+    if "arnold" in res:
+        sm = res["arnold"]["summary"]
+        loads = sorted(sm, key=float)
+        for p in next(iter(sm.values())):
+            ax.plot([float(x) for x in loads], [sm[x][p]["iter_s_mean"] for x in loads], "o-", label=p)
+        ax.set_xlabel("background load (share of busy hosts running cross-pod jobs)")
+        ax.set_ylabel("target iteration time (s)")
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "Arnold: full run only", ha="center")
+    fig.tight_layout()
+    save_png(fig, out_dir / "mechanisms.png")
+    c = res["crux_trace"]
+    print(f"Crux study trace: {100 * c['jobs_sharing_a_link']:.0f}% of jobs share a link; intensity ratio of sharing "
+          f"pairs median {c['intensity_ratio']['median']:.1f}; comm share of an iteration alone median "
+          f"{100 * c['comm_fraction_alone']['median']:.0f}%")
+    return res
+
+
 # ---- scenarios -----------------------------------------------------------------------------------
 def _scenario_png(path: Path, res: dict) -> Path:
     """Three panels: iteration time per iteration, GPU utilisation per job, iteration-time spread."""

@@ -227,3 +227,40 @@ def main(argv=None) -> int:
     from cosim.cli import main as hwcosim
 
     return hwcosim([*(sys.argv[1:] if argv is None else argv)])
+
+
+def bench_predictor(out_dir, quick: bool) -> dict:
+    """``hwcosim bench elastic_predictor``: JSON + PNG of measured vs predicted latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from models.atomic import save_png
+    from models.systems.elastic.measured import run_study
+
+    res = run_study(quick=quick)
+    _write_json(out_dir / "elastic_predictor.json", res)
+    fig, axes = plt.subplots(1, len(res["devices"]), figsize=(5 * len(res["devices"]), 4))
+    for ax, d in zip(np.atleast_1d(axes), res["devices"]):
+        for s in sorted({r["size"] for r in d["rows"]}):
+            rs = [r for r in d["rows"] if r["size"] == s]
+            b = [r["batch"] for r in rs]
+            line, = ax.plot(b, [r["measured_s"] * 1e3 for r in rs], ".", ms=4, label=f"measured, size {s}")
+            ax.plot(b, [r["predicted_s"] * 1e3 for r in rs], "-", color=line.get_color(), lw=1)
+        e = d["abs_rel_err"]
+        ax.set_title(f"{d['device']}: held-out |error| median {100 * e['median']:.0f}%, p90 {100 * e['p90']:.0f}%",
+                     fontsize=9)
+        ax.set_xlabel("batch")
+        ax.set_ylabel("latency (ms; lines: predictor)")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, out_dir / "elastic_predictor.png")
+    for d in res["devices"]:
+        e = d["abs_rel_err"]
+        print(f"{d['device']}: fitted on {len(d['fit_points'])} points, {d['held_out_points']} held-out points: "
+              f"|relative error| mean {e['mean']:.1%}, median {e['median']:.1%}, p90 {e['p90']:.1%}, "
+              f"max {e['max']:.1%}")
+    print(f"load average {res['load_average']} on {res['cpus']} CPUs (shared machine)")
+    return res

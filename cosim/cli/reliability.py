@@ -6,6 +6,8 @@
   precision/recall, time to detect, error-induced overhead vs a timeout-only baseline.
 - ``hwcosim reliability mycroft [--quick] [-o DIR] [--seed N]``: Mycroft time to detect and to
   root cause.
+- ``hwcosim reliability byterobust-loop [--quick] [-o DIR] [--seed N]``: ByteRobust's monitors,
+  localisation and recovery as a closed loop on telemetry vs requeue-everything over a month.
 
 Outputs (JSON + PNG) go under ``build/reliability`` by default. Benchmarks for ``hwcosim
 bench``: :func:`bench_byterobust`, :func:`bench_c4d`, :func:`bench_mycroft`
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["register", "main", "bench_byterobust", "bench_c4d", "bench_mycroft"]
+__all__ = ["register", "main", "bench_byterobust", "bench_byterobust_loop", "bench_c4d", "bench_mycroft"]
 
 
 from cosim.cli.util import fail as _fail
@@ -123,6 +125,12 @@ def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -
     a2.set_ylabel("error-induced overhead (GPU-job hours)")
     a2.set_title(f"reduction {100 * (ov['reduction'] or 0):.0f}% (paper 30%)", fontsize=9)
     _save(fig, out_dir / "c4d.png")
+    from models.systems.reliability.study import confusion_png
+
+    _write_json(out_dir / "c4d_confusion.json", res["confusion"])
+    confusion_png(out_dir / "c4d_confusion.png", res["confusion"], "C4D: injected kind x diagnosed class")
+    _table("C4D by fault kind (telemetry only)", ["kind", "trials", "symptomatic", "class right", "localised"],
+           [[k, v["n"], v["symptomatic"], v["class_right"], v["localised"]] for k, v in res["per_kind"].items()])
     dd = res["detect_delay_s"]
     _table(f"C4D on injected faults ({len(res['trials'])} trials, mix {res['mix']})",
            ["precision", "recall (all)", "recall (symptomatic)", "class accuracy", "detect median s", "detect p90 s",
@@ -156,6 +164,10 @@ def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     ax.set_title("Mycroft (dotted: paper 90% within 15 s, 60% within 20 s)", fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, out_dir / "mycroft.png")
+    from models.systems.reliability.study import confusion_png
+
+    _write_json(out_dir / "mycroft_confusion.json", res["confusion"])
+    confusion_png(out_dir / "mycroft_confusion.png", res["confusion"], "Mycroft: injected kind x diagnosed component")
     _table(f"Mycroft on injected faults ({len(res['trials'])} trials, {res['symptomatic']} with a symptom)",
            ["detected <= 15 s", "root cause <= 20 s", "same, symptomatic only", "culprit rank right",
             "component right", "detect median s", "RCA median s"],
@@ -163,9 +175,50 @@ def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
              f"{res['frac_detect_15s_symptomatic']:.2f} / {res['frac_rca_20s_symptomatic']:.2f}",
              f"{res['rank_accuracy']:.2f}", f"{res['component_accuracy']:.2f}", f"{res['detect_median_s']:.1f}",
              f"{res['rca_median_s']:.1f}"]])
-    _table("Mycroft by fault kind", ["kind", "trials", "detected", "root-caused"],
-           [[k, v["n"], v["detected"], v["root_caused"]] for k, v in res["per_kind"].items()])
+    _table("Mycroft by fault kind (paper, all kinds: 90% detected <= 15 s, 60% root cause <= 20 s)",
+           ["kind", "trials", "symptomatic", "detected <= 15 s", "root cause <= 20 s", "component right"],
+           [[k, v["n"], v["symptomatic"], f"{v['detect_15s']:.2f}", f"{v['rca_20s']:.2f}",
+             f"{v['component_right']:.2f}"] for k, v in res["per_kind"].items()])
     print("paper: detected within 15 s in 90% of cases; root cause within 20 s in 60%")
+    return res
+
+
+# ---- ByteRobust closed loop -----------------------------------------------------------------------
+def bench_byterobust_loop(out_dir: Path, quick: bool, seed: int = 0) -> dict:
+    from models.systems.reliability.closedloop import run_study
+
+    res = run_study(quick=quick, seed=seed)
+    _write_json(out_dir / "byterobust_loop.json", res)
+    plt = _fig()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    sm = res["summary"]
+    a1.bar(list(sm), [v["ettr_mean"] for v in sm.values()], color=["tab:blue", "tab:red"])
+    a1.axhline(0.97, color="k", ls=":", lw=0.8, label="paper 0.97 (3 months, 9,600 GPUs)")
+    a1.set_ylim(min(0.7, min(v["ettr_mean"] for v in sm.values()) - 0.02), 1.0)
+    a1.set_ylabel("ETTR")
+    a1.legend(fontsize=8)
+    for sys_, c in (("byterobust", "tab:blue"), ("requeue", "tab:red")):
+        v = np.sort(res["detect_s"][sys_])
+        if v.size:
+            a2.step(np.maximum(v, 0.1), np.arange(1, v.size + 1) / v.size, where="post", color=c, label=sys_)
+    a2.set_xscale("log")
+    a2.set_xlabel("time to detect (s, slice telemetry)")
+    a2.set_ylabel("fraction of detected faults")
+    a2.legend(fontsize=8)
+    _save(fig, out_dir / "byterobust_loop.png")
+    _table(f"ByteRobust closed loop vs requeue-everything: {res['params']['n_gpus']} GPUs, {res['params']['days']:.0f} "
+           f"days x {len(res['seeds'])} seeds", ["system", "ETTR mean", "ETTR min", "faults", "evictions",
+                                                 "wrong evictions", "lost h: detect", "localise", "restart", "redo",
+                                                 "slow", "ckpt"],
+           [[s, f"{v['ettr_mean']:.4f}", f"{v['ettr_min']:.4f}", v["faults"], v["evictions"], v["wrong_evictions"],
+             *(f"{v['loss_h'][k]:.1f}" for k in ("detect", "localise", "restart", "lost_work", "slow", "checkpoint"))]
+            for s, v in sm.items()])
+    _table("Detection by fault kind (median seconds; detected / handled)", ["kind", "ByteRobust", "requeue"],
+           [[k, *(f"{v[s]['detect_median_s']:.1f} ({v[s]['detected']}/{v[s]['n']})"
+                  if v[s]["detect_median_s"] is not None else f"- (0/{v[s]['n']})" for s in ("byterobust", "requeue"))]
+            for k, v in res["per_kind"].items()])
+    print("paper: ETTR 97% over 3 months on 9,600 GPUs; GPU lost found in 10 s, NIC crash in 30 s, hang after 10 min "
+          "of zero RDMA traffic; hot update 46-65 s vs requeue 454-768 s")
     return res
 
 
@@ -191,11 +244,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("reliability", help="fault injection and the C4D, Mycroft, ByteRobust studies",
                               description="Seeded fault injection on the cluster simulator and the C4D, Mycroft "
                                           "and ByteRobust reliability studies.")
-    sub = p.add_subparsers(dest="reliability_cmd", metavar="{c4d,mycroft,byterobust}")
+    sub = p.add_subparsers(dest="reliability_cmd", metavar="{c4d,mycroft,byterobust,byterobust-loop}")
     sub.required = True
     for name, fn, hlp in (("c4d", bench_c4d, "C4D classification/localisation vs a timeout-only baseline"),
                           ("mycroft", bench_mycroft, "Mycroft trigger + root-cause analysis: time to detect / RCA"),
-                          ("byterobust", bench_byterobust, "ByteRobust ETTR over 90 days vs requeue-on-failure")):
+                          ("byterobust", bench_byterobust, "ByteRobust ETTR over 90 days vs requeue-on-failure"),
+                          ("byterobust-loop", bench_byterobust_loop,
+                           "ByteRobust closed loop on telemetry vs requeue-everything over a month")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the < 1 minute setting")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/reliability)")

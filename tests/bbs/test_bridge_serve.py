@@ -78,3 +78,19 @@ def test_model_only_cli(tmp_path, capsys):
     assert main(["cosim", "serve", "--model-only", "--p-stall", "0.99", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "--p-stall 0.99: out of range; allowed [0, 0.95)" in err and "\n" not in err, err
+
+
+def test_the_bridge_plans_with_the_elasticbatch_planner():
+    from cosim.designs.fss.bridge import ServeScenario
+    from models.systems.elastic.elasticbatch import ServingConfig, plan_device
+
+    sp = ServeScenarioParams(device="bbs")
+    p, _, _ = make_engine(sp)
+    sc = ServeScenario(sp, p)
+    assert sc.predictor.n_points == 9  # 3 batches x 3 buckets profiled from the cycle model
+    cfg = ServingConfig(rate=sc.rate, slo_s=2 * sp.slo_fraction * sp.slo_us * 1e-6, buckets=sp.buckets,
+                        size_median=sp.size_median, size_sigma=sp.size_sigma, batches=sp.batches, seed=sp.seed)
+    assert sc.plan == plan_device(sc.planner_device, cfg, sc.predictor)
+    # a tighter SLO shrinks the batches the planner allows
+    tight = ServeScenario(ServeScenarioParams(device="bbs", slo_us=4.0), p)
+    assert all(tight.plan[s] <= sc.plan[s] for s in sp.buckets) and tight.plan != sc.plan

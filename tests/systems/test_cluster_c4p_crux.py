@@ -152,3 +152,17 @@ def test_compression_on_partial_order(seed):
             assert got == pytest.approx(best)
     # non-sharing jobs may sit anywhere: a total-order compression would cut fewer edges here
     assert best > 0
+
+
+def test_crux_priority_pays_only_when_the_shared_link_is_busy():
+    from models.systems.cluster.crux import run_intensity_study
+
+    r = run_intensity_study(ratios=(1.0, 4.0), compute_over_comm=(0.25, 8.0), horizon=4.0)
+    row = {(x["compute_over_comm"], x["ratio"]): x for x in r["rows"]}
+    # communication-heavy pair, B four times as intense: Crux's order beats fair sharing and the reverse order
+    hot = row[(0.25, 4.0)]
+    assert hot["crux"] > hot["fair"] and hot["crux"] > hot["reverse"]
+    # equal intensity: either strict order is the same (the job index is the only difference)
+    assert row[(0.25, 1.0)]["crux"] == pytest.approx(row[(0.25, 1.0)]["reverse"], rel=1e-9)
+    # compute-dominated pair: the link is rarely contended, the order changes little
+    assert abs(row[(8.0, 4.0)]["gain_crux_over_fair"]) < 0.02

@@ -122,3 +122,36 @@ def test_bbs_devices():
     assert pred.predict(lstm, 6, 32)[0] == pytest.approx(lstm.latency(6, 32), rel=0.05)
     with pytest.raises(ValueError, match="clock"):
         BBSDevice(m, clock_mhz=0)
+
+
+def test_plan_device_picks_the_cheapest_batch_within_the_slo():
+    from models.systems.elastic.elasticbatch import ServingConfig, plan_device
+
+    class Linear:  # t = 1 ms + 0.1 ms per token: batching amortises the fixed cost
+        name, capacity = "linear", 1e9
+
+        def latency(self, b, s):
+            return 1e-3 + 1e-4 * b * s
+
+    dev = Linear()
+    pred = LatencyPredictor(noise=0.0, reps=1)
+    pred.profile(dev, (1, 4, 16), (8, 32, 128))
+    cfg = ServingConfig(rate=100.0, slo_s=0.02, buckets=(8, 32, 128), batches=(1, 2, 4, 8, 16))
+    got = plan_device(dev, cfg, pred)
+    # 2 t <= 20 ms: t <= 10 ms <=> b * s <= 90; the largest such batch has the lowest cost per request
+    assert got == {8: 8, 32: 2, 128: 1}
+    with pytest.raises(ValueError, match="not fitted"):
+        plan_device(dev, cfg, LatencyPredictor())
+
+
+def test_validation_machinery_on_a_closed_form_device():
+    from models.systems.elastic.measured import validate
+
+    class Exact:  # in the predictor's feature space: the fit is exact, so held-out error is ~0
+        name, capacity = "exact", 1e9
+
+        def latency(self, b, s):
+            return 2e-4 + 1e-6 * b * s + 1e-9 * b * s * s + 3e-5 * b
+
+    r = validate(Exact(), test_batches=(1, 5, 64), test_sizes=(24, 64))
+    assert r["held_out_points"] == 5 and r["abs_rel_err"]["max"] < 1e-6

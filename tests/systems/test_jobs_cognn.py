@@ -202,3 +202,15 @@ def test_cli_cognn(tmp_path):
     assert all(res["schedule"][p]["oom_events"] == 0 for p in POLICIES)  # margin covers the estimator
     code = cli_main(["cognn", "--quick", "--workers", "0", "-o", str(tmp_path)])
     assert code == 2
+
+
+def test_colocation_needs_a_queue_and_memory_room():
+    from models.systems.jobs.cognn import run_colocation_study
+
+    r = run_colocation_study(rates=(0.25,), cap_mults=(1.5, 12.0), n_tasks=80)
+    row = {(x["cap_mult"], x["policy"]): x for x in r["rows"]}
+    # balanced pairs the smallest task with the largest: under a tight cap every group is one task
+    assert row[(1.5, "balanced")]["mean_group"] == 1.0 and row[(1.5, "balanced")]["makespan_gain"] == pytest.approx(0)
+    # more memory room -> larger groups -> a larger makespan gain for smallest-first grouping
+    assert row[(12.0, "ascending_small")]["mean_group"] > row[(1.5, "ascending_small")]["mean_group"]
+    assert row[(12.0, "ascending_small")]["makespan_gain"] > row[(1.5, "ascending_small")]["makespan_gain"] > 0

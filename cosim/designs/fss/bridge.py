@@ -7,9 +7,12 @@ the BBS SpMxV engine, activation columns / tokens for the FSS GEMM engine) drawn
 log-normal law of :class:`models.systems.elastic.elasticbatch.ServingConfig` and padded to its
 *bucket* bound, as ElasticBatch does. One device serves every bucket; when it is free it takes
 the bucket of the oldest waiting request and batches up to ``batch[bucket]`` waiting requests
-of that bucket (dynamic batching). ``batch[bucket]`` is planned as ElasticBatch plans it, from
-the device's *cycle model*: the largest allowed batch whose predicted service time is at most
-``slo_fraction`` of the SLO (the planner sees only the model, in both runs).
+of that bucket (dynamic batching). ``batch[bucket]`` comes from ElasticBatch's planner
+(:func:`models.systems.elastic.elasticbatch.plan_device`): its latency predictor is fitted to nine
+profiled points of the device's *cycle model* (3 batches x 3 buckets), and per bucket the batch
+whose predicted service time is at most ``slo_fraction`` of the SLO and that needs the fewest
+device instances at the bucket's arrival rate wins (the planner sees only the model, in both
+runs).
 
 A batch of ``b`` requests of bucket ``s`` is one engine run:
 
@@ -155,28 +158,48 @@ def request_inputs(sp: ServeScenarioParams, p, rid: int, size: int, bucket: int)
     return x
 
 
+class _CycleDevice:
+    """The engine's cycle model as an ElasticBatch :class:`~models.systems.elastic.elasticbatch.Device`
+    (what the planner profiles)."""
+
+    def __init__(self, sp: ServeScenarioParams, p, clock: ClockMap):
+        self.sp, self.p, self.clock = sp, p, clock
+        self.name = f"{sp.device}-cycle-model"
+        self.capacity = float(max(sp.batches) * max(sp.buckets))
+
+    def latency(self, batch: int, input_size: int) -> float:
+        return self.clock.seconds(model_cycles(self.sp, self.p, batch_shape(self.sp, self.p, int(batch),
+                                                                            int(input_size))))
+
+
 class ServeScenario:
     """Arrivals, buckets, dynamic batching and latency accounting of the serving bridge."""
 
     def __init__(self, sp: ServeScenarioParams, p):
-        from models.systems.elastic.elasticbatch import ServingConfig
+        from models.systems.elastic.elasticbatch import LatencyPredictor, ServingConfig, plan_device
 
         self.sp, self.p = sp, p
         self.clock = ClockMap(sp.f_clk_mhz * 1e6)
-        # ElasticBatch-style plan from the cycle model: per bucket, the largest batch within the SLO share
-        self.plan = {}
-        for s in sp.buckets:
-            budget = sp.slo_fraction * sp.slo_us * 1e-6
-            ok = [b for b in sp.batches if self.clock.seconds(model_cycles(sp, p, batch_shape(sp, p, b, s))) <= budget]
-            self.plan[s] = max(ok) if ok else 1
-        cfg = ServingConfig(rate=1.0, slo_s=sp.slo_us * 1e-6, buckets=tuple(sp.buckets), size_median=sp.size_median,
-                            size_sigma=sp.size_sigma, batches=tuple(sp.batches), seed=sp.seed)
         rng = np.random.default_rng([sp.seed, 3])
-        self.sizes = cfg.sample_sizes(sp.n_requests, rng)
+        cfg0 = ServingConfig(rate=1.0, slo_s=sp.slo_us * 1e-6, buckets=tuple(sp.buckets), size_median=sp.size_median,
+                             size_sigma=sp.size_sigma, batches=tuple(sp.batches), seed=sp.seed)
+        self.sizes = cfg0.sample_sizes(sp.n_requests, rng)
         self.bucket = np.asarray(sp.buckets)[np.searchsorted(np.asarray(sp.buckets), self.sizes)]
         # rate: ``load`` / mean service time of a request served alone (load > 1 needs batching)
         per_req = np.mean([self.clock.seconds(model_cycles(sp, p, batch_shape(sp, p, 1, s))) for s in self.bucket])
         self.rate = sp.load / per_req
+        # the ElasticBatch planner: a latency predictor fitted to a few profiled points of the cycle
+        # model, then ElasticBatch's rule (2 x latency <= SLO, fewest instances at the bucket's rate);
+        # ``slo_fraction`` of the SLO is the service-time budget, so the planner's SLO is twice it
+        self.planner_device = _CycleDevice(sp, p, self.clock)
+        self.predictor = LatencyPredictor(noise=0.0, reps=1, seed=sp.seed)
+        bs, ks = sorted(set(sp.batches)), sorted(set(sp.buckets))
+        self.profiled = ([bs[0], bs[len(bs) // 2], bs[-1]], [ks[0], ks[len(ks) // 2], ks[-1]])
+        self.predictor.profile(self.planner_device, *self.profiled)
+        cfg = ServingConfig(rate=self.rate, slo_s=2 * sp.slo_fraction * sp.slo_us * 1e-6, buckets=tuple(sp.buckets),
+                            size_median=sp.size_median, size_sigma=sp.size_sigma, batches=tuple(sp.batches),
+                            seed=sp.seed)
+        self.plan = plan_device(self.planner_device, cfg, self.predictor)
         self.arrival = np.cumsum(rng.exponential(1.0 / self.rate, sp.n_requests))
         self.now = 0.0
         self.next_arr = 0

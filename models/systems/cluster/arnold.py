@@ -50,7 +50,7 @@ from scipy.sparse import lil_matrix
 
 __all__ = ["PlacementJob", "SETTINGS", "spreads", "weighted_spread", "arnold_mip", "best_fit", "random_fit",
            "gpu_packing", "rb_fm", "split_capacity", "POLICIES", "simulate_placement", "run_study",
-           "lingjun_free_hosts", "LINGJUN_JOBS", "run_lingjun_study"]
+           "lingjun_free_hosts", "LINGJUN_JOBS", "run_lingjun_study", "run_congestion_study"]
 
 
 @dataclass(frozen=True)
@@ -520,3 +520,84 @@ def run_study(quick: bool = False, seed: int = 0, alpha: float = 0.5, beta: floa
             out["lingjun_thin_core"] = run_lingjun_study(("medium", "large"), draws=4, sim_draws=2,
                                                          core_oversub=64.0, **kw)
     return out
+
+
+# ---- why spread costs nothing on an idle fabric: background cross-pod congestion -----------------
+def run_congestion_study(job_name: str = "medium", loads=(0.0, 0.5, 1.0), draws: int = 2, seed: int = 0,
+                         policies=("arnold", "best-fit", "random-fit"), core_oversub: float = 16.0,
+                         bg_hosts: int = 8, bg_compute_s: float = 0.1, bg_grad_bytes: float = 1e9,
+                         iterations: int = 2, compute_s: float = 0.5, grad_bytes: float = 1e9,
+                         act_bytes: float = 256e6, time_limit: float = 30.0, progress=None) -> dict:
+    """Arnold's placement under cross-pod congestion from other jobs on the 847-host Lingjun topology.
+
+    The fragmentation of :func:`lingjun_free_hosts` (the first ``draws`` draws in which the job
+    does not fit in one pod) leaves the job its free hosts; the other hosts
+    are busy. A fraction ``load`` of the busy hosts runs background DP x TP8 jobs of ``bg_hosts``
+    hosts each whose hosts are drawn at random from the busy ones (so their rings cross pods, as
+    the leftovers of a shared cluster do), with short compute and a large all-reduce (they keep the
+    aggregation-core tier busy). For every policy the job's mean iteration time (flow simulation,
+    ECMP, ``core_oversub``:1 upper tier) and the peak utilisation of the aggregation-core links
+    over the run are reported; ``load = 0`` is the setting of :func:`run_lingjun_study`.
+    """
+    from .engine import Simulator
+    from .job import JobSpec, placement
+    from .topology import LinkKind, lingjun_2023
+
+    job = LINGJUN_JOBS[job_name]
+    topo = lingjun_2023(core_oversub=core_oversub)
+    spec = JobSpec("target", dp=job.dp, tp=job.tp, pp=job.pp, compute_s=compute_s, grad_bytes=grad_bytes,
+                   act_bytes=act_bytes, iterations=iterations)
+    au = topo.link_block(LinkKind.AGG_UP)
+    rows = []
+    found, d = [], 0
+    while len(found) < draws and d < 100 * draws:  # draws in which the job does not fit in one pod
+        free = lingjun_free_hosts(topo, job.nodes, seed * 1000 + d)
+        if np.bincount(topo.host_pod[free], minlength=topo.n_pods).max() < job.nodes:
+            found.append(d)
+        d += 1
+    for d in found:
+        free = lingjun_free_hosts(topo, job.nodes, seed * 1000 + d)
+        hosts_by_pod = [free[topo.host_pod[free] == j] for j in range(topo.n_pods)]
+        caps = np.array([h.size for h in hosts_by_pod])
+        busy = np.setdiff1d(np.arange(topo.n_hosts), free)
+        rng = np.random.default_rng(seed * 1000 + d + 17)
+        order = rng.permutation(busy)
+        pods = {p: POLICIES[p](job, caps, 0.5, 0.5, seed * 1000 + d,
+                               **({"time_limit": time_limit} if p == "arnold" else {})) for p in policies}
+        for load in loads:
+            n_bg = int(load * busy.size) // bg_hosts
+            rec = {"draw": d, "load": load, "bg_jobs": n_bg, "caps": caps.tolist()}
+            for p in policies:
+                place = _place_gpus(job, pods[p], hosts_by_pod, topo.gpus_per_host)
+                node_gpu = place[:, ::job.gpus_per_node // job.tp, 0].T
+                dps, pps = spreads(topo.gpu_pod[node_gpu])
+                sim = Simulator(topo, seed=seed)
+                sim.add_job(spec, place)
+                for k in range(n_bg):
+                    h = np.sort(order[k * bg_hosts:(k + 1) * bg_hosts])
+                    bs = JobSpec(f"bg{k}", dp=bg_hosts, tp=8, compute_s=bg_compute_s, grad_bytes=bg_grad_bytes,
+                                 iterations=10 ** 6, channels=2)
+                    sim.add_job(bs, placement(bs, (h[:, None] * 8 + np.arange(8)).reshape(-1)))
+                t = 1.0
+                while sim.jobs[0].finished is None and t < 1e4:
+                    sim.run(until=t)
+                    t *= 1.5
+                it = sim.jobs[0].iteration_times
+                util = sim.net.bytes_on_link[au] / (topo.capacity[au] * sim.now)
+                rec[p] = {"iter_s": float(it.mean()), "dp_spread": dps, "pp_spread": pps,
+                          "agg_core_util_max": float(util.max()), "agg_core_util_mean": float(util.mean())}
+            rows.append(rec)
+            if progress:
+                progress(f"congestion-{job_name}", len(rows), draws * len(loads))
+    summary = {}
+    for load in loads:
+        rs = [r for r in rows if r["load"] == load]
+        summary[str(load)] = {p: {"iter_s_mean": float(np.mean([r[p]["iter_s"] for r in rs])),
+                                  "slowdown_vs_arnold": float(np.mean([r[p]["iter_s"] / r["arnold"]["iter_s"]
+                                                                       for r in rs])),
+                                  "agg_core_util_max": float(np.mean([r[p]["agg_core_util_max"] for r in rs]))}
+                              for p in policies}
+    return {"job": job_name, "nodes": job.nodes, "core_oversub": core_oversub, "loads": list(loads),
+            "background": {"hosts_per_job": bg_hosts, "compute_s": bg_compute_s, "grad_bytes": bg_grad_bytes},
+            "rows": rows, "summary": summary, "paper": {"production_gain": [0.057, 0.106],
+                                                        "collective_slowdown_spread": 0.17, "p2p_slowdown_spread": 0.7}}

@@ -64,7 +64,7 @@ from .routing import ECMPRouter
 from .topology import Topology, clos
 
 __all__ = ["job_link_bytes", "intensity", "compress_levels", "sincronia_order", "CruxRouter", "make_trace",
-           "cassini_shifts", "run_study", "SCHEMES"]
+           "cassini_shifts", "run_study", "SCHEMES", "run_intensity_study", "trace_contention"]
 
 
 def _iter_streams(spec: JobSpec, place):
@@ -343,3 +343,75 @@ def run_study(quick: bool = False, seed: int = 0, K: int = 8, progress=None, lin
         out["lingjun"] = {"topology": lt.summary(), "horizon_s": lj_h, "jobs_requested": lj_n, "runs": lrows,
                           **_summary(lrows)}
     return out
+
+
+# ---- where priorities pay: two jobs on one bottleneck link, intensity ratio swept -------------------
+def run_intensity_study(ratios=(1.0, 2.0, 4.0, 8.0), compute_over_comm=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+                        horizon: float = 20.0, seed: int = 0) -> dict:
+    """Isolate Crux's priority mechanism: two 16-GPU jobs (DP 2 x TP 8, one host under each of two
+    ToRs) whose rings share the single uplink of each ToR; equal gradients; job A's compute is
+    ``compute_over_comm`` times the time its all-reduce takes alone on the uplink, job B's compute is
+    ``ratio`` times A's (so B is ``ratio`` times as GPU-intense). GPU utilisation (compute GPU-time
+    over allocated GPU-time, both jobs) with equal priority (max-min fair sharing), with Crux's
+    order (the more intense job first) and with the reverse order; every run has the same paths.
+    Returns the rows and the gain of Crux's order over fair sharing (and over the reverse order,
+    which isolates the intensity ranking from the desynchronisation any strict order causes) per
+    (ratio, compute_over_comm)."""
+    from .topology import GBPS, clos
+
+    topo = clos(1, 2, 2, gpus_per_host=8, nic_ports=1, nic_gbps=400.0, aggs_per_pod=1, tor_lanes=1,
+                cores_per_plane=1, tor_oversub=8.0, name="crux-pair")
+    up_bps = topo.capacity[topo.link_block(4).start]
+    grad = 1e9
+    # 8 DP rings of 2 ranks (one per TP rank) cross each uplink; each moves 2 (n-1)/n S = S per hop
+    t_comm_alone = 8 * grad / up_bps
+    rows = []
+    for cf in compute_over_comm:
+        for r in ratios:
+            ca = cf * t_comm_alone
+            jobs = []
+            for k, c in enumerate((ca, ca * r)):
+                spec = JobSpec(f"job{'AB'[k]}", dp=2, tp=8, compute_s=float(c), grad_bytes=grad, iterations=10 ** 6)
+                hosts = np.array([k, 2 + k])  # host k under ToR 0, host 2 + k under ToR 1
+                jobs.append((spec, placement(spec, (hosts[:, None] * 8 + np.arange(8)).reshape(-1))))
+            res = {"compute_over_comm": cf, "ratio": r}
+            for name, lv in (("fair", {0: 0, 1: 0}), ("crux", {0: 1, 1: 0}), ("reverse", {0: 0, 1: 1})):
+                u, sim = _simulate(topo, _PrioECMP(topo, seed, lv), jobs, horizon)
+                res[name] = u
+                res[f"{name}_iter_s"] = [float(sim.jobs[j].iteration_times.mean()) if sim.jobs[j].iter_end else None
+                                         for j in (0, 1)]
+            res["gain_crux_over_fair"] = res["crux"] / res["fair"] - 1
+            res["gain_crux_over_reverse"] = res["crux"] / res["reverse"] - 1
+            rows.append(res)
+    return {"uplink_gbps": up_bps / GBPS, "t_comm_alone_s": t_comm_alone, "horizon_s": horizon, "rows": rows,
+            "note": "job B is the more GPU-intense (longer compute, same bytes); Crux gives it the higher priority",
+            "paper": {"testbed_gain": [0.083, 0.148]}}
+
+
+def trace_contention(topo: Topology | None = None, n_jobs: int = 14, seeds=range(5), K: int = 8) -> dict:
+    """How much of the study trace the priority mechanism can act on: per seed, the jobs that share
+    a link with another job on their planned (Crux) paths, and the intensity ratio of every sharing
+    pair (the quantity :func:`run_intensity_study` sweeps)."""
+    if topo is None:
+        topo = clos(2, 4, 8, gpus_per_host=8, nic_ports=1, nic_gbps=400.0, aggs_per_pod=4, tor_lanes=2,
+                    cores_per_plane=4, core_lanes=2, tor_oversub=2.0, core_oversub=2.0, name="crux-clos")
+    ratios, shared_frac, busy = [], [], []
+    for s in seeds:
+        jobs = make_trace(topo, n_jobs, s)
+        router, info = crux_plan(topo, jobs, K, s, 1.0, correct=False)
+        lb = np.stack([job_link_bytes(topo, sp, p, lambda key, a, b, j=j, rt=router: rt.plans[(j, key)])
+                       for j, (sp, p) in enumerate(jobs)])
+        inten = np.array(info["intensity"])
+        share = ((lb > 0).astype(float) @ (lb > 0).T.astype(float)) > 0
+        np.fill_diagonal(share, False)
+        shared_frac.append(float(share.any(axis=1).mean()))
+        i, j = np.nonzero(np.triu(share))
+        ratios += (np.maximum(inten[i], inten[j]) / np.minimum(inten[i], inten[j])).tolist()
+        # comm share of an iteration alone: t_j / (c_j + t_j), t_j the worst link's transfer time
+        t = np.array([sp.compute_s * sp.n_gpus for sp, _ in jobs]) / inten
+        busy += (t / (t + np.array([sp.compute_s for sp, _ in jobs]))).tolist()
+    r = np.array(ratios) if ratios else np.zeros(0)
+    return {"jobs_sharing_a_link": float(np.mean(shared_frac)), "sharing_pairs": int(r.size),
+            "intensity_ratio": {"median": float(np.median(r)) if r.size else None,
+                                "p90": float(np.percentile(r, 90)) if r.size else None},
+            "comm_fraction_alone": {"median": float(np.median(busy)), "p90": float(np.percentile(busy, 90))}}

@@ -46,7 +46,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["MigProfile", "MigGPU", "A100_40GB", "H100_80GB", "valid_layouts", "pack", "Device", "MigInstance",
-           "BBSDevice", "Workload", "BERT_BASE", "ServingConfig", "LatencyPredictor", "plan", "simulate",
+           "BBSDevice", "Workload", "BERT_BASE", "ServingConfig", "LatencyPredictor", "plan", "plan_device", "simulate",
            "run_study"]
 
 
@@ -319,9 +319,11 @@ class ServingConfig:
 class LatencyPredictor:
     """Per-device latency regression from a few profiled points (scikit-learn).
 
-    Features ``[b*s, b*s^2, b, s]`` + intercept (the cost terms of a batched encoder), fitted by
-    non-negative least squares (``LinearRegression(positive=True)``) to measured latencies with
-    multiplicative noise. ``n_points`` and ``profile_time_s`` record the profiling cost.
+    Features ``[b*s, b*s^2, b, s, 1]`` (the cost terms of a batched encoder and a fixed cost),
+    fitted by non-negative least squares (``LinearRegression(positive=True, fit_intercept=False)``:
+    the fixed cost is a coefficient too, so it cannot go negative; with a free intercept the fit
+    on measured numpy timings gave -0.85 ms and negative latencies at small shapes) to measured
+    latencies with multiplicative noise. ``n_points`` and ``profile_time_s`` record the profiling cost.
     """
 
     def __init__(self, noise: float = 0.03, reps: int = 20, seed: int = 0):
@@ -334,7 +336,7 @@ class LatencyPredictor:
     def _feat(b, s):
         b = np.asarray(b, float)
         s = np.asarray(s, float)
-        return np.stack([b * s, b * s * s, b, s], axis=-1)
+        return np.stack([b * s, b * s * s, b, s, np.ones_like(b)], axis=-1)
 
     def profile(self, dev: Device, batches, sizes) -> None:
         from sklearn.linear_model import LinearRegression
@@ -351,10 +353,10 @@ class LatencyPredictor:
             self.profile_time_s += float(meas.sum())
         self.n_points += len(pts)
         b, s = np.array(pts).T
-        self.models[dev.name] = LinearRegression(positive=True).fit(self._feat(b, s), np.array(y))
+        self.models[dev.name] = LinearRegression(positive=True, fit_intercept=False).fit(self._feat(b, s), np.array(y))
 
     def predict(self, dev: Device, batch, size) -> np.ndarray:
-        return self.models[dev.name].predict(self._feat(np.atleast_1d(batch), np.atleast_1d(size)).reshape(-1, 4))
+        return self.models[dev.name].predict(self._feat(np.atleast_1d(batch), np.atleast_1d(size)).reshape(-1, 5))
 
 
 def _options(devs, cfg: ServingConfig, bucket: int, rate: float, lat):
@@ -433,6 +435,36 @@ def plan(gpu: MigGPU, cfg: ServingConfig, mode: str, predictor: LatencyPredictor
                   for k, bk in enumerate(cfg.buckets)]
     return {"mode": mode, "gpus": len(layout), "instances": sum(p["instances"] for p in per_bucket),
             "layout": layout, "buckets": per_bucket}
+
+
+def plan_device(dev: Device, cfg: ServingConfig, predictor: LatencyPredictor) -> dict:
+    """ElasticBatch's per-bucket batch choice when one device serves every bucket.
+
+    The rule of :func:`plan` (``_options``) with latencies from the fitted ``predictor``: a batch
+    is allowed when ``2 * latency <= SLO``; among the allowed ones the batch needing the least
+    device capacity at the bucket's share of ``cfg.rate`` wins (then the lower latency). With one
+    shared device the capacity is the fraction ``rate * latency / (rho_max * batch)`` (rounding
+    every bucket up to a whole instance, as for MIG slices, means nothing when all buckets share
+    one device). A bucket with no allowed batch gets the smallest batch. Returns
+    ``{bucket: batch}``.
+    """
+    if dev.name not in predictor.models:
+        raise ValueError(f"ElasticBatch: the predictor was not fitted on {dev.name!r}")
+    rates = cfg.rate * cfg.bucket_shares()
+    out = {}
+    for k, bk in enumerate(cfg.buckets):
+        best = None
+        for b in cfg.batches:
+            if b * bk > dev.capacity:
+                continue
+            t = float(predictor.predict(dev, b, bk)[0])
+            if 2 * t > cfg.slo_s:
+                continue
+            need = float(rates[k]) * t / (cfg.rho_max * b)
+            if best is None or need < best[0] - 1e-12 or (abs(need - best[0]) <= 1e-12 and t < best[2]):
+                best = (need, b, t)
+        out[int(bk)] = int(best[1]) if best is not None else int(min(cfg.batches))
+    return out
 
 
 def simulate(gpu: MigGPU, cfg: ServingConfig, pl: dict, duration_s: float = 10.0, noise: float = 0.03,

@@ -1,12 +1,16 @@
 """Reliability layer: fault injection, telemetry and the C4D, Mycroft and ByteRobust systems.
 
 - :mod:`~models.systems.reliability.faults`: seeded fault streams (ByteRobust's incident mix by default).
+- :mod:`~models.systems.reliability.mechanics`: faults as mechanics of the chunk-level transport
+  (:mod:`models.systems.cluster.transport`), whose :class:`models.systems.cluster.telemetry.Telemetry` is the only
+  input of the detectors; :mod:`~models.systems.reliability.study`: the trial harness (ground truth used
+  only to score; confusion matrices).
 - :mod:`~models.systems.reliability.sim`: :class:`FaultySimulator`, the flow-level cluster simulator with
-  per-rank compute, injected faults and telemetry; :mod:`~models.systems.reliability.telemetry`.
+  per-rank compute and injected faults (network slow-down calibration).
 - :mod:`~models.systems.reliability.c4d`: C4D classification (comm/non-comm x hang/slow), localisation
   from the rank x rank latency matrix, precision/recall and error-induced overhead.
-- :mod:`~models.systems.reliability.mycroft`: Mycroft triggers and dependency-driven root cause from
-  per-flow G/T/D counters; time to detect and to root cause.
+- :mod:`~models.systems.reliability.mycroft`: Mycroft triggers and dependency-driven root cause from the
+  proxies' G/T/D state logs; time to detect and to root cause.
 - :mod:`~models.systems.reliability.byterobust`: detection, demarcation (dual-phase replay), recovery
   (hot update, warm standbys, in-memory checkpoints) and the 3-month ETTR study.
 - :mod:`~cosim.cli.reliability`: ``hwcosim reliability c4d|mycroft|byterobust`` and benchmarks.
@@ -14,7 +18,7 @@
 
 from .faults import BYTEROBUST_MIX, KINDS, Fault, FaultKind, FaultMix, sample_faults
 from .sim import FaultySimulator
-from .telemetry import COSTS, CollectiveRecord, Telemetry, flow_counters, inspect_nodes
+from .telemetry import COSTS, CollectiveRecord, Telemetry
 
 __all__ = ["BYTEROBUST_MIX", "KINDS", "Fault", "FaultKind", "FaultMix", "sample_faults", "FaultySimulator",
-           "COSTS", "CollectiveRecord", "Telemetry", "flow_counters", "inspect_nodes"]
+           "COSTS", "CollectiveRecord", "Telemetry"]

@@ -2,6 +2,11 @@
 
 Wan et al., "Robust LLM Training Infrastructure at ByteDance", SOSP 2025 (arXiv 2509.16293).
 
+In :func:`simulate_ettr` the detection and demarcation delays are *inputs* (the paper's figures
+and ours). :mod:`models.systems.reliability.closedloop` runs ByteRobust as a closed loop instead: its
+monitors and localisation read the telemetry of the chunk-level transport, and the delays and
+wrong evictions come out of them (``hwcosim reliability byterobust-loop``).
+
 Pieces implemented as the paper describes them:
 
 - :func:`dual_phase_replay`: group testing over the DP dimension: ranks ``x in [0, m n)`` are

@@ -85,96 +85,128 @@ def _poll(t: float, p: C4DParams) -> float:
     return float(np.ceil(t / p.poll_s - 1e-9) * p.poll_s)
 
 
-def diagnose(sim, job: int, p: C4DParams, now: float | None = None) -> Diagnosis | None:
-    """First C4D diagnosis of ``job`` on the telemetry of ``sim`` up to ``now`` (None: healthy)."""
-    now = sim.now if now is None else now
-    recs = [r for r in sim.telemetry.collectives if r.job == job]
+def diagnose(tel, p: C4DParams, now: float) -> Diagnosis | None:
+    """First C4D diagnosis on telemetry ``tel`` (a :class:`~models.systems.cluster.telemetry.Telemetry`)
+    with the records stamped up to ``now`` (None: healthy).
+
+    Uses only the completion logs (per-rank collective entry/exit), the per-connection chunk
+    latencies of the proxy trace and the connections' paths (for localising a slow link).
+    """
+    recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
     if not recs:
         return None
-    topo = sim.topo
+    n_seq = len(tel.conns)
     found: list[Diagnosis] = []
-    # ---- slow: per iteration, the first collective after compute and every collective's duration
-    first = {}
-    for r in recs:
-        first.setdefault(r.it, r)
-    start = dict(zip(range(len(sim.jobs[job].iter_end) + 1), [sim.jobs[job].start, *sim.jobs[job].iter_end]))
-    its = sorted(i for i in first if np.isfinite(first[i].enter).all() and i in start)
+    first = {r.it: r for r in recs if r.seq == 0}
+    last = {r.it: r for r in recs if r.seq == n_seq - 1}
+    # ---- non-communication slow: one rank posts the first collective late, iterations in a row
+    its = sorted(i for i in first if np.isfinite(first[i].enter).all()
+                 and (i == 0 or (i - 1 in last and np.isfinite(last[i - 1].exit).all())))
     if len(its) > p.warmup:
-        comp = {i: float(np.median(first[i].enter)) - start[i] for i in its}
-        base_c = float(np.median([comp[i] for i in its[:p.warmup]]))
+        def comp(i):
+            st = np.zeros(first[i].enter.size) if i == 0 else last[i - 1].exit
+            return first[i].enter - st
+
+        base_c = float(np.median([np.median(comp(i)) for i in its[:p.warmup]]))
         run, culprit = 0, []
         for i in its[p.warmup:]:
-            lag = float(np.max(first[i].enter) - np.median(first[i].enter))
-            if lag > (p.slow_ratio - 1) * base_c:
+            lag = comp(i) - np.median(comp(i))
+            if lag.max() > (p.slow_ratio - 1) * base_c:
                 run += 1
-                culprit.append(int(first[i].ranks[np.argmax(first[i].enter)]))
+                culprit.append(int(first[i].ranks[np.argmax(lag)]))
                 if run >= p.slow_iters:
-                    t = _poll(float(np.max(first[i].enter)), p)
-                    found.append(Diagnosis(NONCOMM_SLOW, t, (max(set(culprit), key=culprit.count),)))
+                    found.append(Diagnosis(NONCOMM_SLOW, _poll(float(np.max(first[i].enter)), p),
+                                           (max(set(culprit), key=culprit.count),)))
                     break
             else:
                 run, culprit = 0, []
-    by_step: dict[int, list] = {}
+    # ---- communication slow: a collective takes slow_ratio x its healthy time once all joined
+    by_label: dict[str, list] = {}
     for r in recs:
-        if np.isfinite(r.t_end):
-            by_step.setdefault(r.step, []).append(r)
-    for _k, rs in by_step.items():
+        if np.isfinite(r.exit).all() and np.isfinite(r.enter).all():
+            by_label.setdefault(r.label, []).append(r)
+    for rs in by_label.values():
         if len(rs) <= p.warmup:
             continue
-        d = np.array([r.t_end - r.t_start for r in rs])
-        base = float(np.median(d[:p.warmup]))
+        dur = np.array([np.max(r.exit) - np.max(r.enter) for r in rs])
+        base = float(np.median(dur[:p.warmup]))
         run = 0
-        for j in range(p.warmup, d.size):
-            run = run + 1 if d[j] > p.slow_ratio * base else 0
+        for j in range(p.warmup, dur.size):
+            run = run + 1 if dur[j] > p.slow_ratio * base else 0
             if run >= p.slow_iters:
-                m = sim.telemetry.latency_matrix(job, topo.n_gpus, sim.net.capacity)
-                conn, link = _slowest(sim, job, m)
-                found.append(Diagnosis(COMM_SLOW, _poll(rs[j].t_end, p), tuple(conn), tuple(conn), link))
+                t = _poll(float(np.max(rs[j].exit)), p)
+                conn, link = _slow_link(tel, rs[j], rs[:p.warmup], t, p)
+                found.append(Diagnosis(COMM_SLOW, t, conn, conn, link))
                 break
-    # ---- hangs: the last record is open
-    last = recs[-1]
-    if not np.isfinite(last.t_end):
-        if not np.isfinite(last.enter).all():
-            fin = last.enter[np.isfinite(last.enter)]
-            t0 = float(fin.max()) if fin.size else float(sim.jobs[job].start)
-            if now >= t0 + p.hang_s:
-                found.append(Diagnosis(NONCOMM_HANG, _poll(t0 + p.hang_s, p),
-                                       tuple(last.ranks[~np.isfinite(last.enter)].tolist())))
-        elif now >= last.t_start + p.hang_s:
-            m = sim.telemetry.latency_matrix(job, topo.n_gpus, sim.net.capacity)
-            dead = np.argwhere(np.isinf(m))
-            if dead.size:
-                cnt = np.bincount(dead.ravel(), minlength=topo.n_gpus)
-                g = int(np.argmax(cnt))
-                conn = tuple(int(x) for x in dead[0])
-                found.append(Diagnosis(COMM_HANG, _poll(last.t_start + p.hang_s, p), (g,), conn))
+    # ---- hangs: the latest instance is open
+    r = recs[-1]
+    if not np.isfinite(r.exit).all():
+        ent = np.isfinite(r.enter)
+        t0 = float(np.max(r.enter[ent]))
+        if now >= t0 + p.hang_s:
+            t = _poll(t0 + p.hang_s, p)
+            if not ent.all():
+                found.append(Diagnosis(NONCOMM_HANG, t, tuple(int(x) for x in r.ranks[~ent])))
+            elif r.T is not None:
+                found.append(_comm_hang(tel, r, t, now))
             else:
-                found.append(Diagnosis(COMM_HANG, _poll(last.t_start + p.hang_s, p), ()))
+                found.append(Diagnosis(COMM_HANG, t, ()))
     found = [f for f in found if f.t <= now + p.poll_s]
     return min(found, key=lambda f: f.t) if found else None
 
 
-def _slowest(sim, job, m):
-    """Slowest finite connection of the latency matrix and its bottleneck hop.
+def _comm_hang(tel, r, t: float, now: float) -> Diagnosis:
+    """Every rank posted and nothing completes: the dead connections (chunks posted and never
+    done) name the culprit; with none, the connection whose completions stopped first names its
+    sender (it stopped producing)."""
+    src, dst = tel.conns[r.label][0], tel.conns[r.label][1]
+    lat = tel.conn_latency(r, now)
+    dead = np.isinf(lat)
+    if dead.any():
+        ends = np.concatenate([src[dead], dst[dead]])
+        cnt = np.bincount(ends, minlength=tel.n_gpus)
+        g = int(np.argmax(cnt))
+        i = int(np.flatnonzero(dead)[0])
+        return Diagnosis(COMM_HANG, t, (g,), (int(src[i]), int(dst[i])))
+    D = np.where(r.D <= now, r.D, -np.inf)
+    last = D.max(axis=0)
+    i = int(np.argmin(np.where(np.isfinite(last), last, np.inf)))
+    return Diagnosis(COMM_HANG, t, (int(src[i]),), (int(src[i]), int(dst[i])))
 
-    The hop is the one with the least capacity per job path among all channels of that
-    connection (what per-hop probing of the slow connection finds).
-    """
-    mm = np.where(np.isfinite(m), m, -np.inf)
-    s, d = np.unravel_index(int(np.argmax(mm)), m.shape)
-    cap = sim.net.capacity
-    conns = [c for (j, _k), cs in sim.telemetry.connections.items() if j == job for c in cs]
-    load = np.zeros(cap.size)
-    for _src, _dst, paths in conns:
-        np.add.at(load, paths[paths >= 0], 1.0)
-    best, link = np.inf, None
-    for src, dst, paths in conns:
-        for i in np.flatnonzero((src == s) & (dst == d)).tolist():
-            hops = paths[i][paths[i] >= 0]
-            r = cap[hops] / np.maximum(load[hops], 1.0)
-            if r.min() < best:
-                best, link = float(r.min()), int(hops[np.argmin(r)])
-    return (int(s), int(d)), link
+
+def _slow_link(tel, rec, base_recs, t: float, p: C4DParams):
+    """The connections of ``rec`` slower than ``slow_ratio`` x their own healthy latency (from
+    ``base_recs``), the slowest of them, and the link their paths share most (tomography over the
+    known paths; ties broken by the switches' drop counters and link events): ``((src, dst),
+    link)``."""
+    src, dst = tel.conns[rec.label][0], tel.conns[rec.label][1]
+    lat = tel.conn_latency(rec, t)
+    base = np.nanmedian(np.stack([tel.conn_latency(b, t) for b in base_recs]), axis=0)
+    ratio = lat / base
+    fin = np.isfinite(ratio)
+    if not fin.any():
+        return (), None
+    i = int(np.argmax(np.where(fin, ratio, -np.inf)))
+    conn = (int(src[i]), int(dst[i]))
+    paths = tel.paths.get(rec.label)
+    if paths is None:
+        return conn, None
+    slow = fin & (ratio > p.slow_ratio)
+    if not slow.any():
+        slow = np.zeros(lat.size, dtype=bool)
+        slow[i] = True
+    hop_s = paths[slow][paths[slow] >= 0]
+    hop_h = paths[~slow & fin][paths[~slow & fin] >= 0]
+    n_l = int(max(paths.max(), 0)) + 1
+    score = np.bincount(hop_s, minlength=n_l) - 0.5 * np.bincount(hop_h, minlength=n_l)
+    # ties between the hops of the slow paths: switch port counters (drops) and link up/down
+    # events in the slow window break them
+    t0 = float(np.nanmin(rec.enter))
+    score = score + 0.25 * (tel.drops(t0, t, n_l) > 0)
+    flapped = [e[2] for e in tel.hw(t, "link") if e[2] < n_l and e[0] >= t0 - 60.0]
+    if flapped:
+        score[np.array(flapped)] += 0.25
+    return conn, int(np.argmax(score))
 
 
 def expected_class(kind: str, in_compute: bool) -> str | None:
@@ -185,16 +217,17 @@ def expected_class(kind: str, in_compute: bool) -> str | None:
             FaultKind.NIC_FLAP: COMM_SLOW, FaultKind.LINK_LOSSY: COMM_SLOW, FaultKind.SWITCH_FAIL: COMM_SLOW}.get(kind)
 
 
-def _localised(diag: Diagnosis, fault, sim) -> bool:
-    from .sim import agg_switch_links
+def _localised(diag: Diagnosis, fault, topo) -> bool:
+    from .sim import agg_switch_links, nic_port_links
 
-    topo = sim.topo
     if fault.kind == FaultKind.CPU_OVERLOAD:
         return any(r // topo.gpus_per_host == fault.target for r in diag.ranks)
     if fault.kind == FaultKind.LINK_LOSSY:
         return diag.link == fault.target
     if fault.kind == FaultKind.SWITCH_FAIL:
         return diag.link is not None and diag.link in set(agg_switch_links(topo, fault.target).tolist())
+    if fault.kind == FaultKind.NIC_FLAP and diag.link is not None:
+        return diag.link in set(nic_port_links(topo, fault.target).tolist())
     return fault.target in diag.ranks or (diag.connection is not None and fault.target in diag.connection)
 
 
@@ -214,76 +247,38 @@ def overhead(delay_s: float, is_stop: bool, slow: float, duration: float, restar
     return duration * (1 - 1 / slow)
 
 
+
 def run_study(quick: bool = False, seed: int = 0, params: C4DParams | None = None, mix: str = "uniform") -> dict:
-    """Inject one fault per trial on a 16-GPU job; score C4D's class and culprit.
-
-    Setup (ours): 2 pods x 2 ToRs x 4 hosts, 1 GPU and 2 x 200 Gb/s ports per host, 2:1
-    oversubscribed ToR and aggregation uplinks (so fabric faults can bite), ECMP, a
-    DP=16 job with 2 NCCL channels, iterations of 0.8 s compute + ring all-reduce of 2.5 GB
-    (about 0.2 s). Kinds are drawn uniformly over all nine kinds (``mix="uniform"``, so the rare
-    network faults get enough trials; NaN is outside C4D's view and counts as a miss) or from
-    ByteRobust's mix (``mix="byterobust"``); every fifth trial is fault-free (false alarms). The
-    fault starts in iteration ``warmup + 1`` and lasts the rest of the run.
-    """
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import LinkKind, clos
-
-    from .faults import BYTEROBUST_MIX, KINDS, Fault
-    from .sim import FaultySimulator
+    """Inject one fault per trial on the study job (:mod:`~models.systems.reliability.study`); C4D sees
+    only the telemetry. Kinds uniform over all nine (NaN is outside C4D's view and counts as a
+    miss) or ByteRobust's mix; every fifth trial is fault-free (false alarms). The fault starts in
+    iteration ``warmup + 1`` and lasts the rest of the run."""
+    from .faults import BYTEROBUST_MIX, KINDS
+    from .study import confusion, draw_fault, run_trial, setup, symptom
 
     p = params or C4DParams()
     if mix not in ("uniform", "byterobust"):
         raise ValueError(f"mix must be 'uniform' or 'byterobust', not {mix!r}")
-    n_trials = 25 if quick else 100
-    topo = clos(2, 2, 4, gpus_per_host=1, nic_ports=2, aggs_per_pod=2, cores_per_plane=2, tor_oversub=2.0,
-                core_oversub=2.0)
-    spec = JobSpec("c4d", dp=16, compute_s=0.8, grad_bytes=2.5e9, iterations=p.warmup + 8, channels=2)
-    place = placement(spec, np.arange(16))
+    n_trials = 30 if quick else 100
+    st = setup(seed, iterations=p.warmup + 40)
     rng = np.random.default_rng(seed)
     probs = np.array([BYTEROBUST_MIX[k] for k in KINDS]) if mix == "byterobust" else np.full(len(KINDS), 1 / len(KINDS))
-    base = FaultySimulator(topo, seed=seed)
-    base.add_job(spec, place)
-    base.run()
-    it_s = float(np.mean(base.jobs[0].iteration_times))
-    comm_s = it_s - spec.compute_s
-    used = np.flatnonzero(base.net.bytes_on_link > 0)
-    fabric = used[(topo.kind[used] == LinkKind.TOR_UP) | (topo.kind[used] == LinkKind.AGG_UP)]
     trials = []
     for i in range(n_trials):
         healthy = i % 5 == 4
         kind = KINDS[int(rng.choice(len(KINDS), p=probs))]
-        g = int(rng.integers(16))
-        phase = float(rng.uniform(0, it_s))
-        onset = p.warmup * it_s + phase + 0.01 * it_s
-        in_compute = phase < spec.compute_s * 0.99
-        sev, target, dur = 1.0, g, np.inf
-        if kind in (FaultKind.GPU_SLOW, FaultKind.CPU_OVERLOAD):
-            sev = float(rng.uniform(1.5, 4.0))
-        elif kind == FaultKind.LINK_LOSSY:
-            sev, target = float(rng.uniform(0.1, 0.5)), int(rng.choice(fabric))
-        elif kind == FaultKind.NIC_FLAP:
-            sev, dur = 0.05, 30.0
-        elif kind == FaultKind.SWITCH_FAIL:
-            target = int(rng.integers(topo.n_pods * topo.aggs_per_pod))
-        sim = FaultySimulator(topo, seed=seed)
-        sim.add_job(spec, place)
-        f = None
-        if not healthy:
-            f = Fault(0, kind, onset, target, dur, sev, explicit=True)
-            sim.inject(f)
-        horizon = spec.iterations * it_s * 4 + p.hang_s + 2
-        sim.run(until=horizon)
-        d = diagnose(sim, 0, p, now=horizon)
-        it = sim.jobs[0].iteration_times
-        symptom = (len(it) < spec.iterations) or (it.size and it.max() > 1.05 * it_s)
-        row = {"trial": i, "kind": None if healthy else kind, "target": None if healthy else target,
-               "severity": sev, "onset": onset, "symptom": bool(symptom) and not healthy,
+        f, in_compute = draw_fault(rng, kind, st, p.warmup)
+        horizon = f.t + p.hang_s + 8 * st.it_s
+        sim = run_trial(st, None if healthy else f, horizon, seed)
+        d = diagnose(sim.tel, p, now=horizon)
+        row = {"trial": i, "kind": None if healthy else kind, "target": None if healthy else f.target,
+               "severity": f.severity, "onset": f.t, "symptom": (not healthy) and symptom(sim, st, horizon),
                "expected": None if healthy else expected_class(kind, in_compute)}
         if d is not None:
             row.update(cls=d.cls, t_detect=d.t, ranks=list(d.ranks), link=d.link,
-                       delay_s=None if healthy else d.t - onset,
+                       delay_s=None if healthy else d.t - f.t,
                        correct_class=(not healthy) and d.cls == row["expected"],
-                       localised=(not healthy) and _localised(d, f, sim))
+                       localised=(not healthy) and _localised(d, f, st.topo))
         trials.append(row)
     det = [t for t in trials if "cls" in t]
     tp = [t for t in det if t.get("localised")]
@@ -292,10 +287,10 @@ def run_study(quick: bool = False, seed: int = 0, params: C4DParams | None = Non
     prec = len(tp) / len(det) if det else float("nan")
     rec_all = len(tp) / len(injected) if injected else float("nan")
     rec_sym = sum(1 for t in symptomatic if t.get("localised")) / len(symptomatic) if symptomatic else float("nan")
-    cls_acc = (sum(1 for t in det if t.get("correct_class")) / sum(1 for t in det if t["kind"] is not None)
-               if any(t["kind"] is not None for t in det) else float("nan"))
+    det_inj = [t for t in det if t["kind"] is not None]
+    cls_acc = sum(1 for t in det_inj if t.get("correct_class")) / len(det_inj) if det_inj else float("nan")
     # error-induced overhead at production scale (ours: 30 min checkpoints, 10 min restart,
-    # NCCL timeout 30 min, slow faults last 1 h); delays scaled from the measured ones
+    # NCCL timeout 30 min, slow faults last 1 h); C4D's delays are the measured ones
     ov_c4d = ov_to = 0.0
     for t in injected:
         stop = t["expected"] in (NONCOMM_HANG, COMM_HANG)
@@ -306,14 +301,17 @@ def run_study(quick: bool = False, seed: int = 0, params: C4DParams | None = Non
         ov_c4d += overhead(delay or 0.0, stop, slow, 3600.0, 600.0, 1800.0, delay is not None, 1800.0)
         ov_to += overhead(0.0, stop, slow, 3600.0, 600.0, 1800.0, False, 1800.0)
     delays = [t["delay_s"] for t in tp if t["delay_s"] is not None]
-    from .telemetry import COSTS
-
-    c = COSTS["collective_timestamp"]
-    n_coll = len(base.telemetry.collectives) / spec.iterations  # collectives per iteration
-    per_it = {"bytes": 16 * c["bytes"] * n_coll, "cpu_us": 16 * c["cpu_us"] * n_coll}
-    return {"params": p.__dict__, "mix": mix, "iter_s": it_s, "telemetry_cost_per_iteration": per_it,
-            "comm_s": comm_s, "trials": trials,
+    kinds = list(KINDS)
+    cm_cls = confusion([(t["kind"] or "healthy", t.get("cls")) for t in trials], ["healthy", *kinds],
+                       [*CLASSES, "none"])
+    per_kind = {k: {"n": sum(1 for t in injected if t["kind"] == k),
+                    "symptomatic": sum(1 for t in injected if t["kind"] == k and t["symptom"]),
+                    "localised": sum(1 for t in injected if t["kind"] == k and t.get("localised")),
+                    "class_right": sum(1 for t in injected if t["kind"] == k and t.get("correct_class"))}
+                for k in kinds}
+    return {"params": p.__dict__, "mix": mix, "iter_s": st.it_s, "comm_s": st.comm_s, "trials": trials,
             "precision": prec, "recall": rec_all, "recall_symptomatic": rec_sym, "class_accuracy": cls_acc,
+            "per_kind": per_kind, "confusion": cm_cls,
             "detect_delay_s": {"median": float(np.median(delays)) if delays else None,
                                "p90": float(np.percentile(delays, 90)) if delays else None},
             "overhead_s": {"c4d": ov_c4d, "timeout_only": ov_to,

@@ -1,31 +1,34 @@
-"""Mycroft: trigger rules and dependency-driven root-cause analysis from per-flow counters.
+"""Mycroft: trigger rules and dependency-driven root-cause analysis from the proxies' logs.
 
 Mycroft (ByteDance et al., SOSP 2025, arXiv 2509.03018) instruments NCCL's proxy with per-flow
-counters GPU_ready ``G``, RDMA_transmitted ``T``, RDMA_done ``D`` (see
-:func:`~models.systems.reliability.telemetry.flow_counters`), a completion log per collective and a state
-log every 100 ms.
+counters GPU_ready ``G``, RDMA_transmitted ``T``, RDMA_done ``D``, a completion log per
+collective and a state log every 100 ms. Here those logs come from the chunk-level transport
+(:mod:`models.systems.cluster.transport`) via :class:`models.systems.cluster.telemetry.Telemetry`: every function
+below takes the telemetry and an observation time, never the simulator or the fault list.
 
 **Trigger** (:func:`trigger`): a sample of ranks, at least one per DP group and at most 10, is
 watched; a sampled rank with an open collective (state log) but no completion log within
-``window_s`` is a failure; a gap between completions of twice the healthy gap (throughput
-halved) is a straggler.
+``window_s`` is a failure; a gap between iteration completions of twice the healthy gap
+(throughput halved) is a straggler.
 
-**Root cause** (:func:`root_cause`), on the counters collected ``collect_s`` after the trigger,
+**Root cause** (:func:`root_cause`), on the logs as they are ``collect_s`` after the trigger,
 following the dependencies to the earliest culprit:
 
-1. intra-node: a rank whose state log went silent (process gone) -> that rank, ``gpu``;
+1. intra-node: a rank that entered the open collective and whose state log went silent while
+   others still log (process gone) -> that rank, ``gpu``;
 2. compute vs communication: ranks that never posted the open collective while the others did
-   -> those ranks, ``gpu`` (``host`` when every GPU of a host is late or missing);
-3. inter-node (ring neighbours): a rank that received more than it made ready (``D`` of its
-   incoming flow > ``G`` of its outgoing flow) stopped producing -> ``gpu``;
-4. ``T > D`` on a stuck flow: posted but not done -> ``network`` at the rank common to the stuck
-   flows (its NIC / links);
-5. ``G > T``: sender RDMA lag -> ``host``;
-6. a straggler with every rank in step: the slowest connection and its bottleneck hop ->
-   ``network``; with one rank late to post -> that rank, ``gpu`` / ``host``.
+   -> those ranks, ``gpu`` (``host`` when every GPU of a host is missing);
+3. ``T > D`` on a stalled flow: posted but never done -> ``network`` (the flow, and the rank
+   common to the stuck flows);
+4. a stalled rank that received more than it made ready (``D`` in > ``G`` out) although its
+   outgoing slots are free -> its GPU stopped, ``gpu``;
+5. a straggler: one rank late to post the first collective -> that rank, ``gpu`` / ``host``;
+   otherwise, over the state-log ticks of the last slow collective, a flow with ``T - D`` near
+   its peak -> ``network``; else the flows blocked with ``G > T`` are walked downstream to the
+   one whose receiver is not blocked itself: its own proxy lags -> ``host``.
 
 Window, sampling and collection delays are ours: ``window_s = 10``, ``collect_s = 2`` (gather
-state logs from the ring buffers and analyse), straggler check on completion gaps.
+state logs from the ring buffers and analyse).
 """
 
 from __future__ import annotations
@@ -91,210 +94,258 @@ def sample_ranks(place: np.ndarray, max_sampled: int, seed: int) -> np.ndarray:
     return np.array(picks[:max(max_sampled, len(groups))], dtype=np.int64)
 
 
-def trigger(sim, job: int, p: MycroftParams, sampled: np.ndarray, warmup: int = 2):
-    """Earliest trigger time and type (``"failure"``/``"straggler"``) from the sampled ranks' logs.
+def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int = 2):
+    """Earliest trigger ``(time, "failure" | "straggler")`` on telemetry ``tel`` up to ``now``.
 
-    Post-hoc on the whole run, but each rule uses only data that existed at its time: the state
-    log of an open collective (100 ms granularity) and the completion logs before it.
+    Failure: a sampled rank has state logs of an instance (it entered) and no completion log
+    ``window_s`` later. Straggler: the gap between a sampled rank's successive iteration
+    completions exceeds ``straggler_ratio`` times the healthy gap (throughput halved).
     """
-    recs = [r for r in sim.telemetry.collectives if r.job == job]
-    ends = np.array(sorted(r.t_end for r in recs if np.isfinite(r.t_end)))
-    gaps = np.diff(np.concatenate([[sim.jobs[job].start], ends]))
-    base = float(np.median(gaps[:warmup * 1])) if gaps.size >= warmup else None
+    recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
+    if not recs:
+        return None
+    n_seq = len(tel.conns)
     cands = []
     for r in recs:
-        if np.isfinite(r.t_end):
+        sel = np.isin(r.ranks, sampled)
+        posted = sel & np.isfinite(r.enter)
+        if not posted.any():
             continue
-        posted = r.enter[np.isin(r.ranks, sampled)]
-        posted = posted[np.isfinite(posted)]
-        if posted.size:  # a sampled rank has a state log for it and never a completion log
-            t0 = float(posted.min())
-            cands.append((np.ceil((t0 + p.window_s) / p.state_log_s) * p.state_log_s, "failure"))
-    if base is not None:
-        last = np.concatenate([[sim.jobs[job].start], ends])
-        for i in range(warmup, last.size - 1):
-            if last[i + 1] - last[i] > p.straggler_ratio * base:
+        open_ = posted & ~np.isfinite(r.exit)
+        if open_.any():
+            t0 = float(np.min(r.enter[open_]))
+            t_tr = float(np.ceil((t0 + p.window_s) / p.state_log_s - 1e-9) * p.state_log_s)
+            if t_tr <= now:
+                cands.append((t_tr, "failure"))
+    ends = [float(np.nanmin(np.where(np.isin(r.ranks, sampled), r.exit, np.nan)))
+            for r in recs if r.seq == n_seq - 1 and np.isfinite(r.exit[np.isin(r.ranks, sampled)]).all()]
+    last = np.array([0.0, *ends])
+    gaps = np.diff(last)
+    if gaps.size > warmup:
+        base = float(np.median(gaps[:warmup]))
+        for i in range(warmup, gaps.size):
+            if gaps[i] > p.straggler_ratio * base:
                 cands.append((last[i] + p.straggler_ratio * base, "straggler"))
                 break
-        running = sim.jobs[job].finished is None
-        if running and not cands and ends.size and sim.now - last[-1] > p.straggler_ratio * base:
+        running = tel.finished is None or tel.finished > now
+        if running and now - last[-1] > p.straggler_ratio * base:
             cands.append((last[-1] + p.straggler_ratio * base, "straggler"))
     return min(cands) if cands else None
 
 
-def root_cause(sim, job: int, kind: str = "failure") -> dict:
-    """Mycroft's dependency analysis on ``sim``'s state now (see the module docstring)."""
-    from .telemetry import flow_counters
-
-    topo = sim.topo
-    recs = [r for r in sim.telemetry.collectives if r.job == job]
-    place = sim.jobs[job].place.ravel()
-    gph = topo.gpus_per_host
-    last = recs[-1] if recs else None
-
-    def host_or_gpu(ranks):
-        ranks = np.asarray(ranks)
-        hosts = np.unique(ranks // gph)
-        whole = all(np.isin(np.arange(h * gph, (h + 1) * gph)[np.isin(np.arange(h * gph, (h + 1) * gph), place)],
-                            ranks).all() for h in hosts)
-        return "host" if whole and gph > 1 else "gpu"
-
-    # 1. state log silent: the process is gone
-    dead = place[sim.stopped[place]]
-    if dead.size:
-        return {"ranks": dead.tolist(), "component": "gpu", "rule": "state log silent"}
-    fc = flow_counters(sim)
-    mine = fc.job == job
-    stalled = bool(mine.any() and np.all(fc.rate[mine] == 0))
-    if last is not None and not np.isfinite(last.t_end) and (kind == "failure" or stalled):
-        missing = last.ranks[~(last.enter <= sim.now)]
-        if 0 < missing.size < last.ranks.size:  # 2. never posted
-            return {"ranks": missing.tolist(), "component": host_or_gpu(missing), "rule": "not posted"}
-        if stalled:
-            src, dst, G, T, D = fc.src[mine], fc.dst[mine], fc.G[mine], fc.T[mine], fc.D[mine]
-            for r in np.unique(src):  # 3. received more than it made ready
-                d_in = D[dst == r].max(initial=-1)
-                g_out = G[src == r].min(initial=np.inf)
-                if d_in > g_out and not (T[dst == r] > D[dst == r]).any():
-                    return {"ranks": [int(r)], "component": "gpu", "rule": "D_in > G_out"}
-            stuck = T > D  # 4. posted, never done
-            if stuck.any():
-                ends = np.concatenate([src[stuck], dst[stuck]])
-                cnt = np.bincount(ends, minlength=topo.n_gpus)
-                # the endpoint(s) common to most stuck flows: one rank, or both ends of one connection
-                return {"ranks": np.flatnonzero(cnt == cnt.max()).tolist(), "component": "network", "rule": "T > D"}
-            lag = G > T
-            if lag.any():  # 5.
-                return {"ranks": np.unique(src[lag]).tolist(), "component": "host", "rule": "G > T"}
-        return {"ranks": [], "component": None, "rule": "open collective, no counter evidence"}
-    # 6. straggler
-    done = [r for r in recs if np.isfinite(r.t_end)]
-    if not done:
-        return {"ranks": [], "component": None, "rule": "no data"}
-    r = done[-1]
-    first = [x for x in done if x.it == r.it][0]
-    lag = first.enter - np.median(first.enter)
-    rc = {"ranks": [], "component": None, "rule": "no evidence"}
-    ie = [sim.jobs[job].start, *sim.jobs[job].iter_end]
-    it_start = ie[r.it] if r.it < len(ie) else ie[-1]
-    compute = float(np.median(first.enter)) - it_start
-    if lag.max() > 0.1 * max(compute, 1e-9):  # one rank posts >10% of the compute phase late
-        late = first.ranks[lag > 0.5 * lag.max()]
-        rc = {"ranks": late.tolist(), "component": host_or_gpu(late), "rule": "late to post"}
-    else:
-        from .c4d import _slowest
-
-        m = sim.telemetry.latency_matrix(job, topo.n_gpus, sim.net.capacity)
-        if np.isfinite(m).any():
-            conn, link = _slowest(sim, job, m)
-            rc = {"ranks": list(conn), "component": "network", "rule": "slowest connection", "link": link}
-    return rc
+def _host_or_gpu(tel, ranks) -> str:
+    ranks = np.asarray(ranks)
+    gph = tel.gpus_per_host
+    if gph == 1 or ranks.size == 0:
+        return "gpu"
+    job = tel.ranks
+    for h in np.unique(ranks // gph):
+        mine = job[job // gph == h]
+        if not np.isin(mine, ranks).all():
+            return "gpu"
+    return "host"
 
 
-def _correct(rc: dict, fault, topo) -> tuple[bool, bool]:
-    from .sim import agg_switch_links
+def root_cause(tel, t: float, kind: str = "failure", lag_frac: float = 0.5) -> dict:
+    """Mycroft's dependency analysis on the logs stamped up to ``t`` (module docstring).
+
+    Returns ``{"ranks", "component", "rule", "flow"}``; ``flow`` is ``(src, dst)`` of the flow
+    named by a counter rule.
+    """
+    recs = sorted(tel.records(t), key=lambda r: (r.it, r.seq))
+    if not recs:
+        return {"ranks": [], "component": None, "rule": "no data", "flow": None}
+    now_rows = tel.state_at(t)
+    r = recs[-1]
+    open_ = not np.isfinite(r.exit).all()
+    if open_ and kind == "straggler":  # the collective in flight is not the evidence: the last slow ones are
+        done = [x for x in recs if np.isfinite(x.exit).all()]
+        if not done:
+            return {"ranks": [], "component": None, "rule": "no data", "flow": None}
+        r, open_ = done[-1], False
+    if open_:
+        inst = r.idx
+        # 1. intra-node: a rank that entered the open instance and stopped logging (process gone)
+        entered = r.ranks[np.isfinite(r.enter) & ~np.isfinite(r.exit)]
+        rows = now_rows.select(now_rows.inst == inst)
+        logging = np.unique(rows.src)
+        silent = entered[~np.isin(entered, logging)] if rows.size else np.zeros(0, dtype=np.int64)
+        if 0 < silent.size < entered.size:
+            return {"ranks": silent.tolist(), "component": "gpu", "rule": "state log silent", "flow": None}
+        # 2. compute vs communication: ranks that never posted the open collective
+        missing = r.ranks[~np.isfinite(r.enter)]
+        if 0 < missing.size < r.ranks.size:
+            return {"ranks": missing.tolist(), "component": _host_or_gpu(tel, missing), "rule": "not posted",
+                    "flow": None}
+        if rows.size:
+            rc = _counter_rules(tel, rows, stalled=True)
+            if rc is not None:
+                return rc
+        return {"ranks": [], "component": None, "rule": "open collective, no counter evidence", "flow": None}
+    # straggler: every instance completes, but slowly
+    first = [x for x in recs if x.it == r.it and x.seq == 0][0]
+    it_start = np.zeros(first.enter.size)
+    prev = [x for x in recs if x.it == r.it - 1 and x.seq == len(tel.conns) - 1]
+    if prev:
+        it_start = prev[0].exit
+    comp = first.enter - it_start
+    lag = comp - np.median(comp)
+    if np.isfinite(lag).all() and lag.max() > 0.1 * max(float(np.median(comp)), 1e-9):
+        late = first.ranks[lag > lag_frac * lag.max()]
+        return {"ranks": late.tolist(), "component": _host_or_gpu(tel, late), "rule": "late to post", "flow": None}
+    # the flows of the last slow instance, over its state-log ticks
+    inst = r.idx
+    hist = tel.state_log(-np.inf, t)
+    rows = hist.select(hist.inst == inst)
+    if rows.size:
+        rc = _counter_rules(tel, rows, stalled=False)
+        if rc is not None:
+            return rc
+    return {"ranks": [], "component": None, "rule": "no evidence", "flow": None}
+
+
+def _counter_rules(tel, rows, stalled: bool) -> dict | None:
+    """G/T/D rules with the dependency walk along the ring (module docstring).
+
+    For every flow, ``G - T`` (made ready, not posted) and ``T - D`` (posted, not done) are
+    averaged over the rows given (one tick when stalled, every tick of a slow instance). A flow
+    with ``T - D`` near the window is network-bound; a flow with ``G - T`` high is waiting for
+    its proxy or for credits from its receiver: walking downstream, the flow whose receiver's
+    outgoing flow is *not* blocked is where the proxy itself lags (host). A stalled rank that
+    received more than it made ready (``D`` in > ``G`` out) stopped producing (gpu).
+    """
+    key = rows.conn
+    conns = np.unique(key)
+    src = np.array([rows.src[key == c][0] for c in conns])
+    dst = np.array([rows.dst[key == c][0] for c in conns])
+    gt = np.array([np.mean((rows.G - rows.T)[key == c]) for c in conns])
+    td = np.array([np.mean((rows.T - rows.D)[key == c]) for c in conns])
+    G = np.array([rows.G[key == c][-1] for c in conns])
+    D = np.array([rows.D[key == c][-1] for c in conns])
+    W = tel.window
+    if stalled:
+        stuck = td >= 1
+        if stuck.any():  # posted, never done: the network between sender and receiver
+            ends = np.concatenate([src[stuck], dst[stuck]])
+            cnt = np.bincount(ends, minlength=tel.n_gpus)
+            i = int(np.argmax(np.where(stuck, td, -np.inf)))
+            return {"ranks": np.flatnonzero(cnt == cnt.max()).tolist(), "component": "network", "rule": "T > D",
+                    "flow": (int(src[i]), int(dst[i]))}
+        for rk in np.unique(src):
+            d_in = D[dst == rk].max(initial=-1)
+            out = src == rk
+            g_out = G[out].min(initial=np.iinfo(np.int64).max)
+            free = (G[out] - D[out] < W).all()  # slots free, data there, nothing made ready: the GPU stopped
+            if d_in > g_out and free:
+                return {"ranks": [int(rk)], "component": "gpu", "rule": "D_in > G_out", "flow": None}
+    hi = max(float(np.max(td)), float(np.max(gt)), 0.0)
+    if hi <= 0:
+        return None
+    net = td >= 0.5 * hi
+    if net.any() and float(np.max(td)) >= float(np.max(gt)) * 0.5:
+        i = int(np.argmax(np.where(net, td, -np.inf)))
+        ends = np.concatenate([src[net], dst[net]])
+        cnt = np.bincount(ends, minlength=tel.n_gpus)
+        return {"ranks": np.flatnonzero(cnt == cnt.max()).tolist(), "component": "network", "rule": "T > D",
+                "flow": (int(src[i]), int(dst[i]))}
+    blocked = gt >= 0.5 * hi
+    for i in np.flatnonzero(blocked):
+        nxt = np.flatnonzero(src == dst[i])
+        if nxt.size == 0 or not blocked[nxt].any():
+            return {"ranks": [int(src[i])], "component": "host", "rule": "G > T (own proxy)",
+                    "flow": (int(src[i]), int(dst[i]))}
+    return None
+
+
+def _correct(rc: dict, fault, topo, paths: dict) -> tuple[bool, bool]:
+    """(culprit right, component right); ground truth used here only. A network verdict is
+    right in place when the flow it names crosses the faulty link, switch or NIC (``paths``:
+    the job's connection paths, from the simulator)."""
+    from .sim import agg_switch_links, nic_port_links
 
     comp = rc.get("component") == COMPONENT[fault.kind]
+    flow = rc.get("flow")
+    links: set = set()
+    if fault.kind == FaultKind.LINK_LOSSY:
+        links = {int(fault.target)}
+    elif fault.kind == FaultKind.SWITCH_FAIL:
+        links = set(agg_switch_links(topo, fault.target).tolist())
+    elif fault.kind in (FaultKind.NIC_DOWN, FaultKind.NIC_FLAP):
+        links = set(nic_port_links(topo, fault.target).tolist())
     if fault.kind == FaultKind.CPU_OVERLOAD:
         rank = any(r // topo.gpus_per_host == fault.target for r in rc["ranks"])
-    elif fault.kind == FaultKind.LINK_LOSSY:
-        rank = rc.get("link") == fault.target
-    elif fault.kind == FaultKind.SWITCH_FAIL:
-        rank = rc.get("link") in set(agg_switch_links(topo, fault.target).tolist())
+    elif links:
+        rank = fault.kind in (FaultKind.NIC_DOWN, FaultKind.NIC_FLAP) and fault.target in rc["ranks"]
+        if flow is not None:
+            for src, dst, pth in paths.values():
+                sel = (src == flow[0]) & (dst == flow[1])
+                if np.isin(pth[sel], list(links)).any():
+                    rank = True
     else:
         rank = fault.target in rc["ranks"]
     return bool(rank), bool(comp)
 
 
 def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None = None) -> dict:
-    """Inject one fault per trial; measure time to detect and time to root cause.
-
-    Setup (ours): 2 pods x 2 ToRs x 2 hosts of 2 GPUs (2 x 200 Gb/s ports each), 2:1
-    oversubscribed uplinks, ECMP, a DP=16 ring job with 2 channels, ~1 s iterations; fault kinds
-    uniform over the eight Mycroft can see (NaN excluded), onset in iteration 3.
-    """
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import LinkKind, clos
-
-    from .faults import KINDS, Fault
-    from .sim import FaultySimulator
+    """Inject one fault per trial on the study job (:mod:`~models.systems.reliability.study`); Mycroft's
+    trigger and root-cause analysis read only the telemetry. Kinds cycle over the eight Mycroft can
+    see (NaN excluded), onset in iteration 3; root cause runs on the logs ``collect_s`` after the
+    trigger."""
+    from .faults import KINDS
+    from .study import confusion, draw_fault, run_trial, setup, symptom
 
     p = params or MycroftParams()
-    n_trials = 24 if quick else 80
-    topo = clos(2, 2, 2, gpus_per_host=2, nic_ports=2, aggs_per_pod=2, cores_per_plane=2, tor_oversub=2.0,
-                core_oversub=2.0)
-    spec = JobSpec("mycroft", dp=16, compute_s=0.8, grad_bytes=2.5e9, iterations=40, channels=2)
-    place = placement(spec, np.arange(16))
-    sampled = sample_ranks(place, p.max_sampled, seed)
+    n_trials = 24 if quick else 96
+    st = setup(seed, iterations=60)
+    sampled = sample_ranks(st.place, p.max_sampled, seed)
     rng = np.random.default_rng(seed)
     kinds = [k for k in KINDS if COMPONENT[k] is not None]
-    base = FaultySimulator(topo, seed=seed)
-    base.add_job(spec, place)
-    base.run(until=5.0)
-    it_s = float(np.mean(base.jobs[0].iteration_times))
-    used = np.flatnonzero(base.net.bytes_on_link > 0)
-    fabric = used[(topo.kind[used] == LinkKind.TOR_UP) | (topo.kind[used] == LinkKind.AGG_UP)]
     trials = []
     for i in range(n_trials):
-        kind = kinds[i % len(kinds)] if i < len(kinds) else kinds[int(rng.integers(len(kinds)))]
-        g = int(rng.integers(16))
-        onset = 2 * it_s + float(rng.uniform(0, it_s))
-        sev, target, dur = 1.0, g, np.inf
-        if kind in (FaultKind.GPU_SLOW, FaultKind.CPU_OVERLOAD):
-            sev = float(rng.uniform(1.5, 4.0))
-            target = g // topo.gpus_per_host if kind == FaultKind.CPU_OVERLOAD else g
-        elif kind == FaultKind.LINK_LOSSY:
-            sev, target = float(rng.uniform(0.1, 0.5)), int(rng.choice(fabric))
-        elif kind == FaultKind.NIC_FLAP:
-            sev, dur = 0.05, 40.0
-        elif kind == FaultKind.SWITCH_FAIL:
-            target = int(rng.integers(topo.n_pods * topo.aggs_per_pod))
-        f = Fault(0, kind, onset, target, dur, sev)
-        horizon = onset + 30.0
-
-        def fresh(f=f):
-            s = FaultySimulator(topo, seed=seed)
-            s.add_job(spec, place)
-            s.inject(f)
-            return s
-
-        sim = fresh().run(until=horizon)
-        tr = trigger(sim, 0, p, sampled)
-        its = sim.jobs[0].iteration_times
-        symptom = bool(0 in sim.stalls or (its.size and its.max() > 1.05 * it_s))
-        row = {"trial": i, "kind": kind, "target": target, "severity": sev, "onset": onset, "symptom": symptom}
-        if tr is not None and tr[0] <= horizon:
+        kind = kinds[i % len(kinds)]
+        f, _ = draw_fault(rng, kind, st, 2)
+        horizon = f.t + 40.0
+        sim = run_trial(st, f, horizon, seed)
+        tel = sim.tel
+        tr = trigger(tel, p, sampled, horizon)
+        row = {"trial": i, "kind": kind, "target": f.target, "severity": f.severity, "onset": f.t,
+               "symptom": symptom(sim, st, horizon)}
+        if tr is not None:
             t_trig, typ = tr
-            s2 = fresh().run(until=t_trig + p.collect_s)
-            rc = root_cause(s2, 0, typ)
-            rank_ok, comp_ok = _correct(rc, f, topo)
-            row.update(trigger=typ, detect_s=max(t_trig - onset, 0.0), rc=rc, rank_ok=rank_ok, comp_ok=comp_ok,
-                       rca_s=max(t_trig + p.collect_s - onset, 0.0) if (rank_ok and comp_ok) else None)
+            rc = root_cause(tel, t_trig + p.collect_s, typ)
+            paths = {c.label: (c.src, c.dst, c.paths[0]) for c in sim.colls}
+            rank_ok, comp_ok = _correct(rc, f, st.topo, paths)
+            row.update(trigger=typ, detect_s=max(t_trig - f.t, 0.0), rc=rc, rank_ok=rank_ok, comp_ok=comp_ok,
+                       rca_s=max(t_trig + p.collect_s - f.t, 0.0) if (rank_ok and comp_ok) else None)
         trials.append(row)
     n = len(trials)
-    det = [t["detect_s"] for t in trials if "detect_s" in t]
-    rca = [t["rca_s"] for t in trials if t.get("rca_s") is not None]
+    det = [t for t in trials if "detect_s" in t]
     per_kind = {}
     for k in kinds:
         ts = [t for t in trials if t["kind"] == k]
-        if ts:
-            per_kind[k] = {"n": len(ts), "detected": sum(1 for t in ts if "detect_s" in t),
-                           "root_caused": sum(1 for t in ts if t.get("rca_s") is not None)}
+        per_kind[k] = {"n": len(ts), "symptomatic": sum(1 for t in ts if t["symptom"]),
+                       "detect_15s": sum(1 for t in ts if t.get("detect_s", np.inf) <= 15.0) / max(len(ts), 1),
+                       "rca_20s": sum(1 for t in ts if (t.get("rca_s") or np.inf) <= 20.0) / max(len(ts), 1),
+                       "component_right": sum(1 for t in ts if t.get("comp_ok")) / max(len(ts), 1)}
     sym = [t for t in trials if t["symptom"]]
     from .telemetry import COSTS
 
     c = COSTS["flow_state_log"]
-    flows = 16 * spec.channels  # one QP per rank per channel on the ring
+    flows = int(sum(len(v[0]) for v in sim.tel.conns.values()))
     cost = {"flows": flows, "bytes_per_s": flows * c["bytes"] / c["period_s"],
             "cpu_us_per_s": flows * c["cpu_us"] / c["period_s"]}
-    return {"params": p.__dict__, "iter_s": it_s, "sampled_ranks": sampled.tolist(), "trials": trials,
-            "per_kind": per_kind, "symptomatic": len(sym), "telemetry_cost": cost,
+    cm = confusion([(t["kind"], (t.get("rc") or {}).get("component")) for t in trials], kinds,
+                   ["gpu", "host", "network", "none"])
+    return {"params": p.__dict__, "iter_s": st.it_s, "comm_s": st.comm_s, "sampled_ranks": sampled.tolist(),
+            "trials": trials, "per_kind": per_kind, "symptomatic": len(sym), "telemetry_cost": cost,
+            "confusion": cm,
             "frac_detect_15s_symptomatic": sum(1 for t in sym if t.get("detect_s", np.inf) <= 15.0) / max(len(sym), 1),
             "frac_rca_20s_symptomatic": sum(1 for t in sym if (t.get("rca_s") or np.inf) <= 20.0) / max(len(sym), 1),
-            "frac_detect_15s": sum(1 for d in det if d <= 15.0) / n,
-            "frac_rca_20s": sum(1 for d in rca if d <= 20.0) / n,
+            "frac_detect_15s": sum(1 for t in det if t["detect_s"] <= 15.0) / n,
+            "frac_rca_20s": sum(1 for t in trials if (t.get("rca_s") or np.inf) <= 20.0) / n,
             "rank_accuracy": sum(1 for t in trials if t.get("rank_ok")) / n,
             "component_accuracy": sum(1 for t in trials if t.get("comp_ok")) / n,
-            "detect_median_s": float(np.median(det)) if det else float("nan"),
-            "rca_median_s": float(np.median(rca)) if rca else float("nan"),
+            "detect_median_s": float(np.median([t["detect_s"] for t in det])) if det else float("nan"),
+            "rca_median_s": float(np.median([t["rca_s"] for t in trials if t.get("rca_s") is not None]))
+            if any(t.get("rca_s") is not None for t in trials) else float("nan"),
             "paper": {"detect_15s": 0.9, "rca_20s": 0.6}}

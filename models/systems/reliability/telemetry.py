@@ -1,18 +1,13 @@
-"""Telemetry that the reliability systems read, with a stated cost per sample.
+"""Collective timestamps of the flow-level :class:`~models.systems.reliability.sim.FaultySimulator`, and
+the stated cost per telemetry sample.
 
-Three sources, one per paper:
-
-- **Per-rank collective timestamps** (C4D, Dong et al., HPCA 2025): for every collective step, the
-  time each rank posted it (``enter``) and the time it completed (``t_end``; NaN while open).
-- **Per-flow counters** (Mycroft, SOSP 2025): for every flow (QP) of every open collective,
-  chunk counters GPU_ready ``G``, RDMA_transmitted ``T``, RDMA_done ``D``, ``stuck_time`` and
-  ``total_chunks``, with metadata (job, step, src, dst). The flow-level engine moves a stream's
-  bytes at one rate, so ``D`` is the stream's progress in chunks; ``G`` and ``T`` are modelled
-  from it and the fault state of the endpoints (our model of what the NCCL proxy would show):
-  see :func:`flow_counters` for the rules (NCCL posts ``w`` chunks ahead; a dead sender makes
-  nothing ready; a dead path leaves posted chunks undone; a lagging host posts late).
-- **Node inspection** (ByteRobust, SOSP 2025): per-host checks (GPU via DCGM/Xid, NIC port state,
-  fabric links, host CPU load), each returning the faults it can see directly.
+The detectors (C4D, Mycroft, ByteRobust's monitors) no longer read this: they read the
+:class:`~models.systems.cluster.telemetry.Telemetry` that the chunk-level transport
+(:mod:`models.systems.cluster.transport`) writes, whose counters are produced by the mechanics. The
+per-flow counters that used to be synthesised here from the injected fault state, and the node
+inspection that listed the injected faults, are gone (issue 24: a detector must not read the
+injector). The flow-level simulator keeps its per-rank collective timestamps for its own tests
+and for the network slow-down calibration.
 
 Costs are ours (the papers give only Mycroft's 100 ms state-log period and 512 MB ring per host,
 and ByteRobust's once-per-second inspection): :data:`COSTS`.
@@ -26,9 +21,7 @@ import numpy as np
 
 from models.systems.cluster.topology import Topology
 
-from .faults import FaultKind
-
-__all__ = ["CollectiveRecord", "Telemetry", "flow_counters", "inspect_nodes", "COSTS", "FlowCounters"]
+__all__ = ["CollectiveRecord", "Telemetry", "COSTS"]
 
 #: Cost per sample (ours; order-of-magnitude engineering estimates, stated so reports can add them).
 COSTS = {
@@ -111,91 +104,3 @@ class Telemetry:
         n = sum(r.ranks.size for r in self.collectives)
         c = COSTS["collective_timestamp"]
         return {"timestamps": n, "bytes": n * c["bytes"], "cpu_s": n * c["cpu_us"] * 1e-6}
-
-
-@dataclass
-class FlowCounters:
-    """Mycroft counters of every flow of every open collective at one instant (arrays, shape (f,))."""
-
-    t: float
-    job: np.ndarray
-    step: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    G: np.ndarray
-    T: np.ndarray
-    D: np.ndarray
-    total: np.ndarray
-    rate: np.ndarray  # chunks per second now
-
-
-def flow_counters(sim, chunk_bytes: float = 1 << 20, window: int = 8) -> FlowCounters:
-    """Snapshot of Mycroft's per-flow counters (see the module docstring for the model).
-
-    ``D`` is the stream's progress in chunks. A flowing stream has ``G = T = D + w`` (``T = D +
-    w // 2`` when the sender's host lags: slowed GPU or overloaded CPU). In a stalled stream: a
-    flow whose path has a dead hop and whose sender is alive has posted ``w`` chunks that never
-    complete (``G = T = D + w``); a flow whose sender stopped or hung has nothing ready
-    (``G = T = D``); any other flow finished the ``w`` chunks it had and idles
-    (``G = T = D + w`` with ``D`` advanced by ``w``: its receiver got them).
-    """
-    rows = []
-    cap = sim.net.capacity
-    for _sid, info, done, total, rate in sim.stream_progress():
-        n = info.src.size
-        jid, it, k, _ci = info.coll
-        d = np.full(n, np.floor(done / chunk_bytes))
-        tot = np.full(n, np.ceil(total / chunk_bytes))
-        dead_src = sim.stopped[info.src] | sim.hung[info.src]
-        if rate > 0:
-            g = np.minimum(d + window, tot)
-            lag = sim.slow[info.src] > 1.0
-            tt = np.where(lag, np.minimum(d + window // 2, tot), g)
-        else:
-            paths = info.paths
-            dead_path = np.where(paths >= 0, cap[np.maximum(paths, 0)] <= 0, False).any(axis=1)
-            idle = ~dead_path & ~dead_src
-            d = np.where(idle, np.minimum(d + window, tot), d)
-            g = np.where(dead_src, d, np.minimum(d + window, tot))
-            g = np.where(idle, d, g)
-            tt = g
-        rows.append((np.full(n, jid), np.full(n, k), info.src, info.dst, g, tt, d, tot, np.full(n, rate / chunk_bytes)))
-    if not rows:
-        z = np.zeros(0)
-        return FlowCounters(sim.now, z, z, z, z, z, z, z, z, z)
-    cols = [np.concatenate(c) for c in zip(*rows)]
-    return FlowCounters(sim.now, *cols)
-
-
-def inspect_nodes(sim, hosts=None) -> list[tuple[int, str, int]]:
-    """Run ByteRobust-style node inspection now: ``[(fault id, check, host)]`` it can see.
-
-    Checks: ``dcgm/xid`` sees explicit GPU failures; ``nic`` sees NIC ports down (including a
-    flapping port while it is down); ``switch`` sees dead aggregation switches; ``link`` sees a
-    link whose capacity fell below half (error counters). Hangs, NaN, CPU overload and GPU
-    slow-down are invisible to inspection (they need training signals or stack traces).
-    """
-    active = {}
-    for _t, fid, state in sim.telemetry.fault_log:
-        if state == "on":
-            active[fid] = True
-        else:
-            active.pop(fid, None)
-    out = []
-    topo = sim.topo
-    for f in sim.faults:
-        if f.fid not in active:
-            continue
-        host = f.target // topo.gpus_per_host if f.kind not in (FaultKind.LINK_LOSSY, FaultKind.SWITCH_FAIL,
-                                                                FaultKind.CPU_OVERLOAD) else -1
-        if hosts is not None and host >= 0 and host not in hosts:
-            continue
-        if f.kind == FaultKind.GPU_FAIL and f.explicit:
-            out.append((f.fid, "dcgm/xid", host))
-        elif f.kind in (FaultKind.NIC_DOWN, FaultKind.NIC_FLAP):
-            out.append((f.fid, "nic", host))
-        elif f.kind == FaultKind.SWITCH_FAIL:
-            out.append((f.fid, "switch", -1))
-        elif f.kind == FaultKind.LINK_LOSSY and f.severity < 0.5:
-            out.append((f.fid, "link", -1))
-    return out
