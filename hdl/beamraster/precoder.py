@@ -12,19 +12,31 @@ Architecture
   read, so sets swap only at frame boundaries. The rows live in one memory of
   ``2 * groups * K`` words of ``2 K PW`` bits; the beams in registers.
 - **Pre-distortion stage** (stream ``s``): a symbol beat (``K`` complex symbols) is held while
-  the ``K`` rows of its group's ``P`` are read, one per cycle; ``K`` complex multipliers and an
-  adder tree give ``s'_k = sum_j P[k, j] s_j`` (requantised to ``mid_fmt``), written with the
-  user's beam into one of three ``s'`` buffers (registers), so the stage runs ahead of the beam
-  stage by up to two symbols and covers its own 3-cycle latency.
+  the ``K`` rows of its group's ``P`` are read, one per cycle; the read row is registered, ``K``
+  complex multipliers (four registered real products each) and a pipelined adder tree (a
+  register every two adder levels) give ``s'_k = sum_j P[k, j] s_j`` (requantised to
+  ``mid_fmt``), written with the user's beam into one of ``S_BANKS = 4`` ``s'`` buffers
+  (registers), so the stage runs ahead of the beam stage by up to three symbols and covers its
+  own latency (:func:`models.beamraster.datapath.pd_latency`: 6 cycles for ``K >= 3``).
 - **Beam stage** (stream ``x``): for antenna group ``a`` (``L`` lanes) and user ``k`` per cycle,
   each lane computes its twiddle index ``((a L + l) (b_k XOR M/2)) mod M`` with shift-and-add
   (no multiplier), looks the twiddle up in an ``M``-entry table (the whole DFT beam bank),
-  multiplies by ``s'_k`` and accumulates; after ``K`` cycles the ``L`` sums are requantised to
-  ``out_fmt`` and leave as one beat. Four register stages (index, twiddle, product, output).
+  multiplies by ``s'_k`` (four registered real products per lane) and accumulates; after ``K``
+  cycles the ``L`` sums are requantised to ``out_fmt`` and leave as one beat. Five register
+  stages (index, twiddle, products, accumulator, output).
+
+Timing. Every block-RAM output is registered before logic, every multiplier output is
+registered before its adder, and adder trees have a register every two levels, so that no
+cycle holds more than one multiplier or two carry chains (for 100 MHz on an ECP5 speed 6).
 
 Throughput and latency. The beam stage bounds throughput: one subcarrier-symbol per
 ``K * M / L`` cycles (the pre-distortion stage needs ``K``). Latency from a symbol's acceptance
-to its first output beat is ``K + 7`` cycles. See :class:`models.beamraster.datapath.CycleModel`.
+to its first output beat is ``K + pd_latency(K) + 5`` cycles (``K + 11`` for ``K >= 3``). See
+:class:`models.beamraster.datapath.CycleModel`.
+
+Boards. The default ``M = 64, K = 8, L = 64`` needs 288 multipliers; an ECP5-85F has 156
+MULT18X18D. :func:`models.beamraster.datapath.ecp5_params` keeps 64 antennas and 8 users and
+folds the beam stage over ``L = 16`` lanes (96 multipliers, 32 cycles per subcarrier-symbol).
 
 Back-pressure. The beam stage's registers advance together only when the output register is
 empty or taken (``~x.valid | x.ready``), so a stalled output holds its payload. The
@@ -33,7 +45,8 @@ free and the frame's coefficient set is loaded.
 
 Resources. ``4 (K + L)`` real multipliers of ``16 x 16`` bits (DSP slices), the row memory
 (``2 * groups * K`` x ``2 K PW`` bits, block RAM), ``L`` twiddle look-ups of ``M`` entries
-(LUTs), ``3 K`` buffered ``s'`` words, ``L`` complex accumulators of ``bm_acc_width`` bits.
+(LUTs), ``S_BANKS K`` buffered ``s'`` words, ``L`` complex accumulators of ``bm_acc_width``
+bits, and the pipeline registers (``4 (K + L)`` products, the adder-tree stages).
 
 Counters (saturating at 2**32 - 1): ``cycles`` (the engine holds work), ``sym_beats``,
 ``out_beats``, ``coef_beats`` (accepted beats), ``issues`` (beam-stage user-cycles: the
@@ -47,7 +60,7 @@ import cmath
 import math
 
 from amaranth import Module
-from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -55,13 +68,11 @@ from amaranth.lib.wiring import In, Out
 from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.fixed import requantize
-from models.beamraster.datapath import PrecoderParams, twiddles
+from models.beamraster.datapath import S_BANKS, PrecoderParams, pd_tree_stages, twiddles
 
 __all__ = ["Precoder", "complex_layout", "S_BANKS"]
 
 COUNTER_BITS = 32
-#: s' buffers between the stages (three keep the beam stage fed when ``L = M``).
-S_BANKS = 3
 
 
 def complex_layout(width: int) -> data.StructLayout:
@@ -102,8 +113,34 @@ def _pick(items: list, idx):
     return items[0]
 
 
-def _cmul(ar, ai, br, bi):
-    return ar * br - ai * bi, ar * bi + ai * br
+def _pipelined_sum(m, terms: list, name: str):
+    """Sum of ``terms`` (signed values, each already one adder level deep) as an adder tree with
+    a register after every two levels and on the result: ``(registered sum, register stages)``."""
+    depth, stages = 1, 0
+    while True:
+        if len(terms) == 1 or depth == 2:
+            regs = [Signal(t.shape(), name=f"{name}_s{stages}_{i}") for i, t in enumerate(terms)]
+            m.d.sync += [r.eq(t) for r, t in zip(regs, terms)]
+            terms, depth, stages = regs, 0, stages + 1
+            if len(terms) == 1:
+                return terms[0], stages
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms, depth = nxt, depth + 1
+
+
+def _delay(m, sigs, n: int, name: str):
+    """``sigs`` delayed by ``n`` register stages (``n >= 1``): ``(delayed sigs, the first signal
+    at every stage)``."""
+    cur = list(sigs)
+    valids = []
+    for d in range(n):
+        nxt = [Signal.like(s, name=f"{name}_d{d}_{i}") for i, s in enumerate(cur)]
+        m.d.sync += [a.eq(b) for a, b in zip(nxt, cur)]
+        valids.append(nxt[0])
+        cur = nxt
+    return cur, valids
 
 
 class Precoder(wiring.Component):
@@ -225,7 +262,8 @@ class Precoder(wiring.Component):
             with m.Else():
                 m.d.sync += sub.eq(sub + 1)
 
-        # issue: read row k of group igrp (bank ibank); stage a waits for the synchronous read
+        # issue: read row k of group igrp (bank ibank); the read data is registered before any
+        # logic (a block RAM's clock-to-output leaves no room for a multiplier in the cycle)
         m.d.comb += pr_port.addr.eq(Mux(ibank, GK, 0) + igrp * K + k)
         a_valid, a_last = Signal(), Signal()
         a_k, a_sb = Signal(range(K)), Signal(range(S_BANKS))
@@ -233,31 +271,37 @@ class Precoder(wiring.Component):
         a_sym = Signal.like(sym)
         m.d.sync += [a_valid.eq(busy), a_last.eq(last_issue), a_k.eq(k), a_sb.eq(isb), a_sym.eq(sym),
                      a_beam.eq(_pick([_pick(row, k) for row in beams], ibank))]
-        # stage b: K complex products
-        coef = data.ArrayLayout(complex_layout(PW), K)(pr_port.data)
-        pwid = PW + p.sym_fmt.width + 1
-        b_valid, b_last = Signal(), Signal()
-        b_k, b_sb, b_beam = Signal(range(K)), Signal(range(S_BANKS)), Signal(BB)
-        b_re = [Signal(signed(pwid), name=f"pd_re{j}") for j in range(K)]
-        b_im = [Signal(signed(pwid), name=f"pd_im{j}") for j in range(K)]
-        m.d.sync += [b_valid.eq(a_valid), b_last.eq(a_last), b_k.eq(a_k), b_sb.eq(a_sb), b_beam.eq(a_beam)]
+        coef_q = Signal(2 * K * PW, name="pd_coef")
+        q_sym = Signal.like(sym, name="pd_sym")
+        m.d.sync += [coef_q.eq(pr_port.data), q_sym.eq(a_sym)]
+        # the 4 K real products, registered
+        coef = data.ArrayLayout(complex_layout(PW), K)(coef_q)
+        pp = [[Signal(signed(PW + p.sym_fmt.width), name=f"pd_{n}{j}") for n in ("rr", "ii", "ri", "ir")]
+              for j in range(K)]
         for j in range(K):
-            re, im = _cmul(coef[j].re, coef[j].im, a_sym[j].re, a_sym[j].im)
-            m.d.sync += [b_re[j].eq(re), b_im[j].eq(im)]
-        # stage c: adder tree, requantise, write s' with the user's beam
+            m.d.sync += [pp[j][0].eq(coef[j].re * q_sym[j].re), pp[j][1].eq(coef[j].im * q_sym[j].im),
+                         pp[j][2].eq(coef[j].re * q_sym[j].im), pp[j][3].eq(coef[j].im * q_sym[j].re)]
+        # adder tree (first level: re*re - im*im, re*im + im*re), a register every two levels
+        t_re, n_stages = _pipelined_sum(m, [pp[j][0] - pp[j][1] for j in range(K)], "pd_re")
+        t_im, _ = _pipelined_sum(m, [pp[j][2] + pp[j][3] for j in range(K)], "pd_im")
+        assert n_stages == pd_tree_stages(K)
+        # the row's meta follows: issue -> read -> registered read -> products -> tree stages
+        (f_valid, f_last, f_k, f_sb, f_beam), pd_valids = _delay(m, (a_valid, a_last, a_k, a_sb, a_beam),
+                                                                 2 + n_stages, "pd")
+        # last stage: requantise, write s' with the user's beam
         frac1 = p.pd_fmt.frac_bits + p.sym_fmt.frac_bits
         sp_re = Signal(signed(MW))
         sp_im = Signal(signed(MW))
-        m.d.comb += [sp_re.eq(requantize(_tree_sum(b_re), frac1, p.mid_fmt)),
-                     sp_im.eq(requantize(_tree_sum(b_im), frac1, p.mid_fmt))]
+        m.d.comb += [sp_re.eq(requantize(t_re, frac1, p.mid_fmt)),
+                     sp_im.eq(requantize(t_im, frac1, p.mid_fmt))]
         sb_re = [[Signal(signed(MW), name=f"sb{b}_re{j}") for j in range(K)] for b in range(S_BANKS)]
         sb_im = [[Signal(signed(MW), name=f"sb{b}_im{j}") for j in range(K)] for b in range(S_BANKS)]
         sb_beam = [[Signal(BB, name=f"sb{b}_beam{j}") for j in range(K)] for b in range(S_BANKS)]
         for b in range(S_BANKS):
             for j in range(K):
-                with m.If(b_valid & (b_sb == b) & (b_k == j)):
-                    m.d.sync += [sb_re[b][j].eq(sp_re), sb_im[b][j].eq(sp_im), sb_beam[b][j].eq(b_beam)]
-            with m.If(b_valid & b_last & (b_sb == b)):
+                with m.If(f_valid & (f_sb == b) & (f_k == j)):
+                    m.d.sync += [sb_re[b][j].eq(sp_re), sb_im[b][j].eq(sp_im), sb_beam[b][j].eq(f_beam)]
+            with m.If(f_valid & f_last & (f_sb == b)):
                 m.d.sync += sready[b].eq(1)
 
         # ------------------------------------------------------------------ beam stage
@@ -299,13 +343,14 @@ class Precoder(wiring.Component):
         u_sr, u_si = Signal(signed(MW)), Signal(signed(MW))
         u_cr = [Signal(signed(TW), name=f"twr{l}") for l in range(L)]
         u_ci = [Signal(signed(TW), name=f"twi{l}") for l in range(L)]
-        # S3: products
-        vw = TW + MW + 1
+        # S3: the four real products of each lane; then accumulate re*re - im*im (im*re + re*im)
+        # over the K users; the finished sums are requantised into the output register a cycle later
+        vw = TW + MW
         v_valid, v_first, v_last = Signal(), Signal(), Signal()
-        v_re = [Signal(signed(vw), name=f"bm_re{l}") for l in range(L)]
-        v_im = [Signal(signed(vw), name=f"bm_im{l}") for l in range(L)]
+        v_pp = [[Signal(signed(vw), name=f"bm_{n}{l}") for n in ("rr", "ii", "ri", "ir")] for l in range(L)]
         acc_re = [Signal(signed(p.bm_acc_width), name=f"acc_re{l}") for l in range(L)]
         acc_im = [Signal(signed(p.bm_acc_width), name=f"acc_im{l}") for l in range(L)]
+        w_last = Signal()                   # the accumulators hold finished sums
         frac2 = p.tw_fmt.frac_bits + p.mid_fmt.frac_bits
         with m.If(adv):
             m.d.sync += [t_valid.eq(issue), t_first.eq(uk == 0), t_last.eq(uk == K - 1),
@@ -317,23 +362,25 @@ class Precoder(wiring.Component):
             m.d.sync += [u_ci[l].eq(_pick(rom_im, t_idx[l])) for l in range(L)]
             m.d.sync += [v_valid.eq(u_valid), v_first.eq(u_first), v_last.eq(u_last)]
             for l in range(L):
-                re, im = _cmul(u_cr[l], u_ci[l], u_sr, u_si)
-                m.d.sync += [v_re[l].eq(re), v_im[l].eq(im)]
-            m.d.sync += self.x.valid.eq(v_valid & v_last)
+                m.d.sync += [v_pp[l][0].eq(u_cr[l] * u_sr), v_pp[l][1].eq(u_ci[l] * u_si),
+                             v_pp[l][2].eq(u_cr[l] * u_si), v_pp[l][3].eq(u_ci[l] * u_sr)]
+            m.d.sync += [w_last.eq(v_valid & v_last), self.x.valid.eq(w_last)]
             for l in range(L):
                 nre = Signal(signed(p.bm_acc_width), name=f"nacc_re{l}")
                 nim = Signal(signed(p.bm_acc_width), name=f"nacc_im{l}")
-                m.d.comb += [nre.eq(v_re[l] + Mux(v_first, 0, acc_re[l])),
-                             nim.eq(v_im[l] + Mux(v_first, 0, acc_im[l]))]
+                m.d.comb += [nre.eq(v_pp[l][0] - v_pp[l][1] + Mux(v_first, 0, acc_re[l])),
+                             nim.eq(v_pp[l][2] + v_pp[l][3] + Mux(v_first, 0, acc_im[l]))]
                 with m.If(v_valid):
                     m.d.sync += [acc_re[l].eq(nre), acc_im[l].eq(nim)]
-                    with m.If(v_last):
-                        m.d.sync += [self.x.payload[l].re.eq(requantize(nre, frac2, p.out_fmt)),
-                                     self.x.payload[l].im.eq(requantize(nim, frac2, p.out_fmt))]
+                with m.If(w_last):
+                    m.d.sync += [self.x.payload[l].re.eq(requantize(acc_re[l], frac2, p.out_fmt)),
+                                 self.x.payload[l].im.eq(requantize(acc_im[l], frac2, p.out_fmt))]
 
         # ------------------------------------------------------------------ counters
+        pd_busy = Signal()
+        m.d.comb += pd_busy.eq(a_valid | Cat(*pd_valids).any())
         work = Signal()
-        m.d.comb += work.eq(busy | a_valid | b_valid | t_valid | u_valid | v_valid | self.x.valid
+        m.d.comb += work.eq(busy | pd_busy | t_valid | u_valid | v_valid | w_last | self.x.valid
                             | _pick(sready, rb) | (self.s.valid & can_take & ~coef_ok))
         count_saturating(m, ((self.cycles, work), (self.sym_beats, s_fire), (self.coef_beats, c_fire),
                           (self.out_beats, self.x.valid & self.x.ready), (self.issues, issue),

@@ -32,7 +32,7 @@ from amaranth.lib import wiring
 
 from hdl.beamraster.precoder import Precoder
 from hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals, mutant_checks
-from models.beamraster.datapath import PrecoderParams
+from models.beamraster.datapath import BM_LATENCY, S_BANKS, PrecoderParams, pd_latency
 from models.fixedpoint import Q
 
 __all__ = ["PrecoderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
@@ -98,13 +98,16 @@ class PrecoderFormal(wiring.Component):
         assert_sink(m, x, has_past, chk, "handshake", "x")
 
         # --- count: M / L beats per symbol ----------------------------------------------------------
-        # symbols the datapath can hold: one issuing, three s' buffers, the beam-stage pipeline
-        cap = G * 5
+        # beats the datapath can owe: S_BANKS symbols holding s' buffers (the issuing one among
+        # them) and, of symbols already released, what the beam-stage pipeline and output hold
+        cap = G * S_BANKS + BM_LATENCY + 1
         owed = Signal(range(cap + G + 1))
         m.d.sync += owed.eq(owed + Mux(s_fire, G, 0) - x_fire)
         chk(~x_fire | (owed != 0), "count: an output beat without a symbol")
         chk(owed <= cap, "count: more output beats owed than the datapath holds")
-        drain = 2 * K * G + K + 10          # cycles for a full datapath to empty
+        # cycles for a full datapath to empty after the last symbol: its rows, the pre-distortion
+        # pipeline, every s' buffer through the beam stage, the beam pipeline
+        drain = K + pd_latency(K) + S_BANKS * K * G + BM_LATENCY + 2
         quiet = Signal(range(drain + 1))
         with m.If(s_fire | ~x.ready):
             m.d.sync += quiet.eq(0)
@@ -215,7 +218,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "mid-frame-swap": (MidFrameSwapPrecoder, "bmc", 8, _BLACKBOX, "swap: a symbol issued with the other frame"),
     "early-release": (EarlyReleasePrecoder, "bmc", 8, _BLACKBOX, "swap: a coefficient beat written into the bank"),
     "extra-beat": (ExtraBeatPrecoder, "bmc", 4, _BLACKBOX, "count: an output beat without a symbol"),
-    "payload-slip": (SlipPrecoder, "bmc", 14, _BLACKBOX, "handshake: x.payload changed"),
+    "payload-slip": (SlipPrecoder, "bmc", 18, _BLACKBOX, "handshake: x.payload changed"),
 }
 
 
@@ -226,9 +229,9 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="m4k1-prove", build=lambda: PrecoderFormal(prm, props=_PROVEN), mode="prove", depth=4,
              doc="frame-boundary swap + handshake: k-induction (unbounded)"),
-        dict(name="m4k1-bmc", build=lambda: PrecoderFormal(prm), mode="bmc", depth=20,
+        dict(name="m4k1-bmc", build=lambda: PrecoderFormal(prm), mode="bmc", depth=28,
              doc="every property, M=4 K=1 L=2, frames of 4 symbols: BMC"),
-        dict(name="m4k1-cover", build=lambda: PrecoderFormal(prm), mode="cover", depth=16,
+        dict(name="m4k1-cover", build=lambda: PrecoderFormal(prm), mode="cover", depth=20,
              doc="reachable: an x beat, a symbol of the next frame, a set loading during a frame"),
     ]
     if full:
@@ -236,7 +239,7 @@ def formal_checks(full: bool = False) -> list[dict]:
         out += [
             dict(name="m4k2-prove", build=lambda: PrecoderFormal(prm2, props=_PROVEN), mode="prove", depth=6,
                  doc="frame-boundary swap + handshake, K=2: k-induction"),
-            dict(name="m4k2-bmc", build=lambda: PrecoderFormal(prm2), mode="bmc", depth=30,
+            dict(name="m4k2-bmc", build=lambda: PrecoderFormal(prm2), mode="bmc", depth=38,
                  doc="every property, M=4 K=2 L=2: BMC"),
         ]
     out += mutant_checks(MUTANTS, lambda cls, props: PrecoderFormal(prm, cls, props))

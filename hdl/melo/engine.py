@@ -35,34 +35,44 @@ packet at a time: the entry is read, the packet is classified, the chain is walk
 the bitmap is tested and set or scanned, released PSNs leave on ``d``, and the entry is written
 back while the response leaves on ``r`` and the next event is accepted.
 
+Every memory read takes two cycles: the address, then a wait state in which the read data is
+captured in a register (``meta_q``, ``next_q``, ``bits_q``); no logic follows a block RAM's
+output directly. On an ECP5 a DP16KD's clock-to-output alone is 5.8 ns, so a RAM output feeding
+the classification or the bitmap scan in the same cycle cannot close at 100 MHz. The buffered
+run of an in-order packet is released one PSN per cycle by testing one bit of the head block's
+bitmap (a ``block_bits``:1 multiplexer), not by a barrel shifter and priority encoder.
+
 After reset an initialisation pass writes every metadata entry to zero and ``next[i] = i + 1``
 (``max(n_conns, pool_blocks)`` cycles, ``i.ready`` low), so a reset restores the golden model's
 initial state without relying on memory initial contents.
 
 Latency and throughput
 ----------------------
-Cycles per data packet with free-flowing streams (from the cycle the engine reads the entry to
-the cycle it writes it back and takes the next event; no cycle is lost between packets):
+Cycles per data packet with free-flowing streams (from the cycle after the engine accepts the
+event to the cycle it writes the entry back and takes the next event; no cycle is lost between
+packets):
 
 ============================================  ==========================================
-in order, connection holds no blocks (ACK)    2
-old duplicate (DUP) or dropped (NACK)         2
-out of order into chain position ``k`` held   3 + k  (k next-pointer reads, one bitmap read)
-out of order needing ``n`` new blocks (SACK)  2 + 2 n
-in order with a buffered run behind it        3 + per block visited: 1 (+1 if the head block
-                                              is freed) + 1 per released PSN
+in order, connection holds no blocks (ACK)    3
+old duplicate (DUP) or dropped (NACK)         3
+out of order into chain position ``k`` held   5 + 2 k  (k next-pointer reads, one bitmap read)
+out of order needing ``n`` new blocks (SACK)  3 + 3 n
+in order with a buffered run behind it        3 + per block visited: 2 (scan, bitmap read)
+                                              (+2 if the head block is freed) + 1 per
+                                              released PSN (+1 if the run ends in the block)
 ============================================  ==========================================
 
-Loss-free in-order traffic therefore runs at 0.5 packets per cycle; the measured figure under
+Loss-free in-order traffic therefore runs at 1/3 packet per cycle; the measured figure under
 loss, reordering and duplication is reported by ``bench_melo_engine``. The ``open`` event takes
-2 cycles. Responses and releases leave through output registers; a stalled output holds the
-FSM (nothing is dropped) and the stall is counted.
+3 cycles. Responses and releases leave through output registers; a stalled output holds the
+FSM (nothing is dropped) and the stall is counted. ``cosim.designs.melo.bridge.model_cycles`` replays
+this table.
 
 Resources
 ---------
 Memories: ``n_conns * metadata_bits + pool_blocks * (block_bits + ptr_bits)`` bits. Logic: one
-``psn_bits`` subtractor and comparator set, a ``block_bits``-wide shifter, trailing-ones mask and
-priority encoder for the in-order scan, and 32-bit status counters.
+``psn_bits`` subtractor and comparator set, a ``block_bits``:1 bit multiplexer and a bit-clear
+decoder for the in-order scan, three read-data registers, and 32-bit status counters.
 
 Inputs outside the contract (``conn >= n_conns``, or ``open`` on a connection that holds
 blocks) are dropped without output and counted in ``rejected`` (the golden model raises).
@@ -157,16 +167,25 @@ class MeloEngine(wiring.Component):
         psn = Signal(PB)
         is_open = Signal()
         e = Signal(PB)
-        head, tail, b = Signal(p.ptr_bits), Signal(p.ptr_bits), Signal(p.ptr_bits)
+        head = Signal(p.ptr_bits, name="head")
+        tail = Signal(p.ptr_bits, name="tail")
+        b = Signal(p.ptr_bits, name="b")
         count = Signal(p.count_bits)
         ooo = Signal(p.ooo_bits)
-        k = Signal(PB - LB)            # chain steps left (walk) / position
+        k = Signal(PB - LB)            # chain steps left (walk)
         need = Signal(p.count_bits)    # blocks still to allocate
-        run = Signal(range(BB + 1))    # PSNs left to release
-        cont = Signal()                # after the run, keep scanning the chain
         kind = Signal(2)
         init_i = Signal(range(max(N, P) + 1))
         peak = Signal(range(P + 1))
+        # Memory read data, registered. A block RAM's clock-to-output (5.8 ns on an ECP5 DP16KD)
+        # leaves no room for logic in a 10 ns cycle, so every read takes two cycles (the address,
+        # then a wait state in which the data is captured here) and no logic follows a RAM.
+        rd = Signal(metadata_layout(p), name="meta_q")
+        nq = Signal(p.ptr_bits, name="next_q")
+        bq = Signal(BB, name="bits_q")
+        m.d.sync += [nq.eq(nxt_r.data), bq.eq(bits_r.data)]
+        wb = Signal(BB, name="run_bits")   # bitmap of the head block while its run is released
+        first = Signal(name="run_first")   # RUN's first cycle: the bitmap is still on bits_q
 
         onehot = Signal(BB)
         m.d.comb += onehot.eq((Const(1, BB) << psn[:LB])[:BB])
@@ -193,9 +212,8 @@ class MeloEngine(wiring.Component):
             m.d.comb += self.i.ready.eq(1)
             with m.If(self.i.valid):
                 m.d.sync += [c.eq(self.i.payload.conn), psn.eq(self.i.payload.psn), is_open.eq(self.i.payload.open)]
-                m.next = "META"
+                m.next = "MWAIT"
 
-        rd = meta_r.data
         diff = Signal(PB)
         kk = Signal(PB - LB)
         m.d.comb += [diff.eq(psn - rd.epsn), kk.eq((psn >> LB) - (rd.epsn >> LB))]
@@ -213,8 +231,14 @@ class MeloEngine(wiring.Component):
             with m.State("IDLE"):
                 accept()
 
+            with m.State("MWAIT"):
+                # the entry of conn c is on the read port (transparent to the write-back of the
+                # packet before); capture it
+                m.d.sync += rd.eq(meta_r.data)
+                m.next = "META"
+
             with m.State("META"):
-                # the entry of conn c is on rd; keep a working copy
+                # classify the packet against the captured entry; keep a working copy
                 m.d.sync += [e.eq(rd.epsn), head.eq(rd.head), tail.eq(rd.tail), count.eq(rd.count), ooo.eq(rd.ooo),
                              b.eq(rd.head)]
                 if N < 1 << p.conn_bits:
@@ -230,12 +254,14 @@ class MeloEngine(wiring.Component):
                     m.next = "IDLE"
                 with m.Elif(diff == 0):
                     m.d.sync += kind.eq(ACK)
-                    with m.If((rd.count == 0) & d_can):
+                    with m.If(d_can):
                         release(rd.epsn)
                         m.d.sync += e.eq(rd.epsn + 1)
-                        m.next = "FINISH"
+                        with m.If(rd.count == 0):
+                            m.next = "FINISH"
+                        with m.Else():
+                            m.next = "SCAN"
                     with m.Else():
-                        m.d.sync += [run.eq(1), cont.eq(rd.count != 0)]
                         m.next = "DELIV"
                 with m.Elif(diff[PB - 1]):
                     m.d.sync += kind.eq(DUP)
@@ -256,27 +282,44 @@ class MeloEngine(wiring.Component):
                         m.next = "POP"
                 with m.Elif(kk == 0):
                     m.d.comb += bits_r.addr.eq(rd.head)
-                    m.next = "BITCHK"
+                    m.next = "BWAIT"
                 with m.Else():
                     m.d.comb += nxt_r.addr.eq(rd.head)
                     m.d.sync += k.eq(kk - 1)
-                    m.next = "WALK"
+                    m.next = "WALKW"
+
+            with m.State("DELIV"):
+                # the in-order packet itself, when d was stalled in META
+                with m.If(d_can):
+                    release(e)
+                    m.d.sync += e.eq(e + 1)
+                    with m.If(count == 0):
+                        m.next = "FINISH"
+                    with m.Else():
+                        m.next = "SCAN"
+
+            with m.State("WALKW"):
+                m.next = "WALK"
 
             with m.State("WALK"):
-                # nxt_r.data = next block of the chain
-                m.d.sync += b.eq(nxt_r.data)
+                # next_q = next block of the chain
+                m.d.sync += b.eq(nq)
                 with m.If(k == 0):
-                    m.d.comb += bits_r.addr.eq(nxt_r.data)
-                    m.next = "BITCHK"
+                    m.d.comb += bits_r.addr.eq(nq)
+                    m.next = "BWAIT"
                 with m.Else():
-                    m.d.comb += nxt_r.addr.eq(nxt_r.data)
+                    m.d.comb += nxt_r.addr.eq(nq)
                     m.d.sync += k.eq(k - 1)
+                    m.next = "WALKW"
+
+            with m.State("BWAIT"):
+                m.next = "BITCHK"
 
             with m.State("BITCHK"):
-                with m.If((bits_r.data & onehot).any()):
+                with m.If(bq.bit_select(psn[:LB], 1)):
                     m.d.sync += kind.eq(DUP)
                 with m.Else():
-                    m.d.comb += [bits_w.addr.eq(b), bits_w.data.eq(bits_r.data | onehot), bits_w.en.eq(1)]
+                    m.d.comb += [bits_w.addr.eq(b), bits_w.data.eq(bq | onehot), bits_w.en.eq(1)]
                     m.d.sync += [kind.eq(SACK), ooo.eq(ooo + 1)]
                 m.next = "FINISH"
 
@@ -291,60 +334,66 @@ class MeloEngine(wiring.Component):
                 m.d.sync += [tail.eq(free_head), count.eq(count + 1), free_count.eq(free_count - 1),
                              need.eq(need - 1)]
                 count_up(self.allocs)
+                m.next = "POPW"
+
+            with m.State("POPW"):
                 m.next = "POP2"
 
             with m.State("POP2"):
-                m.d.sync += free_head.eq(nxt_r.data)
+                m.d.sync += free_head.eq(nq)
                 with m.If(need == 0):
                     m.d.sync += ooo.eq(ooo + 1)
                     m.next = "FINISH"
                 with m.Else():
                     m.next = "POP"
 
-            with m.State("DELIV"):
-                with m.If(d_can):
-                    release(e)
-                    m.d.sync += [e.eq(e + 1), run.eq(run - 1)]
-                    with m.If((run == 1) & cont):
-                        m.next = "SCAN"
-                    with m.Elif(run == 1):
-                        m.next = "FINISH"
-
             with m.State("SCAN"):
                 with m.If(e[:LB] == 0):
-                    # the head block covers only released PSNs: push it on the free stack
+                    # the head block covers only released PSNs: push it on the free stack (the
+                    # read returns its old next pointer: read before write)
                     m.d.comb += [nxt_r.addr.eq(head), nxt_w.addr.eq(head), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
                     m.d.sync += [free_head.eq(head), free_count.eq(free_count + 1), count.eq(count - 1)]
                     count_up(self.frees)
-                    m.next = "FREEHEAD"
+                    m.next = "FREEW"
                 with m.Else():
                     m.d.comb += bits_r.addr.eq(head)
-                    m.next = "RUN"
+                    m.next = "RUNW"
+
+            with m.State("FREEW"):
+                m.next = "FREEHEAD"
 
             with m.State("FREEHEAD"):
-                m.d.sync += head.eq(nxt_r.data)
+                m.d.sync += head.eq(nq)
                 with m.If(count == 0):
                     m.next = "FINISH"
                 with m.Else():
-                    m.d.comb += bits_r.addr.eq(nxt_r.data)
-                    m.next = "RUN"
+                    m.d.comb += bits_r.addr.eq(nq)
+                    m.next = "RUNW"
+
+            with m.State("RUNW"):
+                m.d.sync += first.eq(1)
+                m.next = "RUN"
 
             with m.State("RUN"):
+                # release the buffered run at e one PSN per cycle, clearing its bits
                 off = e[:LB]
-                x = Signal(BB)
-                ones = Signal(BB)      # the trailing ones of x: the buffered run at e
-                rl = Signal(range(BB + 1))
-                m.d.comb += [x.eq(bits_r.data >> off), ones.eq(x & ~(x + 1)), rl.eq(BB)]
-                for j in reversed(range(BB)):
-                    with m.If(~x[j]):
-                        m.d.comb += rl.eq(j)
-                with m.If(rl == 0):
+                cur = Signal(BB)
+                cleared = Signal(BB)
+                m.d.comb += [cur.eq(Mux(first, bq, wb)),
+                             cleared.eq(cur & ~(Const(1, BB) << off)[:BB])]
+                with m.If(~cur.bit_select(off, 1)):
+                    # end of the run inside this block
+                    m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cur), bits_w.en.eq(1)]
                     m.next = "FINISH"
+                with m.Elif(d_can):
+                    release(e)
+                    m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0)]
+                    with m.If(off == BB - 1):
+                        # the run reaches the end of the block: on to the next one
+                        m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cleared), bits_w.en.eq(1)]
+                        m.next = "SCAN"
                 with m.Else():
-                    m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(bits_r.data & ~(ones << off)[:BB]),
-                                 bits_w.en.eq(1)]
-                    m.d.sync += [run.eq(rl), ooo.eq(ooo - rl), cont.eq((off + rl) == BB)]
-                    m.next = "DELIV"
+                    m.d.sync += [wb.eq(cur), first.eq(0)]
 
             with m.State("FINISH"):
                 free_chain = Signal()

@@ -49,14 +49,29 @@ from models.fixedpoint import Q, quantize, requantize
 
 __all__ = ["PrecoderParams", "twiddles", "beam_coefficients", "precode_fixed", "precode_float",
            "frame_coefficients", "pack_symbol_beats", "pack_coef_beats", "unpack_output_beats",
-           "CycleModel", "PD_LATENCY", "BM_LATENCY", "qam16", "scenario",
+           "CycleModel", "pd_latency", "pd_tree_stages", "BM_LATENCY", "S_BANKS", "ecp5_params", "qam16", "scenario",
            "fixed_point_sum_rate"]
 
-#: Cycles from a symbol beat's acceptance to its last ``s'`` written (memory read, products,
-#: adder tree + requantise), after the ``K`` issue cycles.
-PD_LATENCY = 3
-#: Cycles from a beam-stage issue to the output register (index, twiddle, product, accumulate).
-BM_LATENCY = 4
+#: ``s'`` buffers between the two stages: the pre-distortion stage runs up to three symbols ahead
+#: of the beam stage, which covers its pipeline latency while ``3 K M / L >= K + pd_latency``.
+S_BANKS = 4
+#: Cycles from a beam-stage issue to the output register: twiddle index, twiddle, the four real
+#: products of each lane, accumulate, requantise.
+BM_LATENCY = 5
+
+
+def pd_tree_stages(K: int) -> int:
+    """Register stages of the pre-distortion adder tree: ``1 + ceil(log2 K)`` adder levels (the
+    first forms ``re*re - im*im``), two levels per 10 ns cycle."""
+    levels = 1 + (K - 1).bit_length()
+    return (levels + 1) // 2
+
+
+def pd_latency(K: int) -> int:
+    """Cycles from a row's issue (its memory read) to the first beam-stage issue that can use
+    its ``s'``, for the last row of a symbol: the memory read, a register on the read data, the
+    products, the adder-tree stages, requantise and write."""
+    return 4 + pd_tree_stages(K)
 
 
 def _pos_int(name: str, v) -> None:
@@ -321,10 +336,10 @@ class CycleModel:
 
     The beam stage computes ``L`` antennas of one user per cycle, so a subcarrier-symbol takes
     ``K * M / L`` cycles there; the pre-distortion stage takes ``K`` cycles (one row of ``P``
-    per cycle with ``K`` complex multipliers) and overlaps it through the double-buffered ``s'``
-    memory. The ideal is the beam-stage bound; with streams that never stall and coefficient
+    per cycle with ``K`` complex multipliers) and overlaps it through ``S_BANKS`` ``s'``
+    buffers. The ideal is the beam-stage bound; with streams that never stall and coefficient
     sets that arrive in time the RTL adds only the pipeline fill: the pre-distortion of the first
-    symbol (``K + PD_LATENCY``) and the beam stage's latency.
+    symbol (``K + pd_latency(K)``) and the beam stage's latency (``BM_LATENCY``).
     """
 
     p: PrecoderParams
@@ -338,17 +353,18 @@ class CycleModel:
 
     def expected(self, n_symbols: int) -> int:
         """From the first symbol beat's acceptance to the last output beat's transfer, inclusive."""
-        return self.p.K + PD_LATENCY + self.ideal(n_symbols) + BM_LATENCY
+        return self.p.K + pd_latency(self.p.K) + self.ideal(n_symbols) + BM_LATENCY
 
     @property
     def beam_bound(self) -> bool:
-        """Whether the beam stage bounds throughput: ``2 K M / L >= K + 3``.
+        """Whether the beam stage bounds throughput: ``(S_BANKS - 1) K M / L >= K + pd_latency``.
 
-        With three ``s'`` buffers the pre-distortion of symbol ``n + 2`` (``1 + K + 2`` cycles
-        from the buffer's release) must finish within two beam-stage symbols; otherwise (e.g.
-        ``K <= 2`` with ``L = M``) bubbles appear and :meth:`expected` is a lower bound.
+        With ``S_BANKS`` ``s'`` buffers the pre-distortion of symbol ``n + S_BANKS - 1``
+        (``1 + K + pd_latency - 1`` cycles from the buffer's release) must finish within
+        ``S_BANKS - 1`` beam-stage symbols; otherwise (e.g. ``K = 1`` with ``L = M``) bubbles
+        appear and :meth:`expected` is a lower bound.
         """
-        return 2 * self.cycles_per_symbol >= self.p.K + 3
+        return (S_BANKS - 1) * self.cycles_per_symbol >= self.p.K + pd_latency(self.p.K)
 
     def symbols_per_cycle(self) -> float:
         return 1.0 / self.cycles_per_symbol
@@ -360,6 +376,17 @@ class CycleModel:
     def cmacs(self, n_symbols: int) -> int:
         """Complex MACs done: ``K^2 + K M`` per subcarrier-symbol."""
         return n_symbols * (self.p.K ** 2 + self.p.K * self.p.M)
+
+
+def ecp5_params() -> PrecoderParams:
+    """The precoder for a Lattice LFE5U-85F (156 MULT18X18D): the default 64 antennas, 8 users
+    and LTE-like frame, with the beam stage folded over 16 lanes instead of 64.
+
+    The datapath needs ``4 (K + L)`` 16 x 16 multipliers: 288 with the default ``L = 64`` (more
+    than the part has), 96 (62 %) with ``L = 16``. The beam stage then shares its multipliers
+    over ``M / L = 4`` antenna groups: ``K M / L = 32`` cycles per subcarrier-symbol instead of 8.
+    """
+    return PrecoderParams(M=64, K=8, lanes=16, groups=100, sc_per_group=12, symbols_per_frame=14)
 
 
 def qam16(n: int, K: int, rng: np.random.Generator) -> np.ndarray:

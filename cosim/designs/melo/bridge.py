@@ -377,26 +377,47 @@ def model_cycles(p: MeloEngineParams, eng: MeloEngine, conn: int, psn: int, deli
                  count_before: int) -> int:
     """Cycles from accepting a packet to its response beat, from the RTL's cycle table.
 
-    ``2`` for an in-order packet on a connection without blocks, a DUP or a NACK; ``3 + k`` for
-    a SACK into chain position ``k`` already held, ``2 + 2n`` for one that allocates ``n``
-    blocks; ``3 + blocks visited + released PSNs`` for an in-order packet with a buffered run.
-    Plus two cycles from the input beat to the entry read and through the output register
-    (``+2``; the table counts from the entry read; measured against the RTL: the mean latency of
-    the default scenario then agrees within a tenth of a cycle). An approximation: the chain walk
-    of an in-order run is counted per block held before the packet, not per block visited.
+    ``3`` for an in-order packet on a connection without blocks, a DUP or a NACK; ``5 + 2k`` for
+    a SACK into chain position ``k`` already held, ``3 + 3n`` for one that allocates ``n``
+    blocks; for an in-order packet with a buffered run, the RTL's walk of the run replayed from
+    the released PSNs (per block visited: a scan, a bitmap read wait, one cycle per released PSN
+    and one to find the end of the run inside a block; two more when the head block is freed).
+    Plus two cycles: the accept cycle and the output register (``+2``; the table counts from the
+    metadata read wait to the write-back). Free-flowing outputs assumed (no ``d`` stalls).
     """
     if kind == ACK:
-        c = 2 if count_before == 0 else 3 + count_before + len(delivered)
+        c = 3
+        if count_before:
+            bb, mask = p.block_bits, (1 << p.psn_bits) - 1
+            e, left, cnt = (delivered[0] + 1) & mask, len(delivered) - 1, count_before
+            c = 2
+            while True:
+                c += 1                                  # SCAN
+                if e % bb == 0:
+                    c += 2                              # free the head block, read its next pointer
+                    cnt -= 1
+                    if cnt == 0:
+                        break
+                c += 1                                  # bitmap read wait
+                off = e % bb
+                r = min(left, bb - off)
+                c += r                                  # one released PSN per cycle
+                left -= r
+                e = (e + r) & mask
+                if off + r < bb:
+                    c += 1                              # the run ends inside this block
+                    break
+            c += 1                                      # FINISH
     elif kind == SACK:
         n_new = eng.count[conn] - count_before
         if n_new > 0:
-            c = 2 + 2 * n_new
+            c = 3 + 3 * n_new
         else:
             lb = p.block_shift
             k = ((psn >> lb) - (eng.epsn[conn] >> lb)) & ((1 << (p.psn_bits - lb)) - 1)
-            c = 3 + k
+            c = 5 + 2 * k
     else:
-        c = 2
+        c = 3
     return c + 2
 
 
