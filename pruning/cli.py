@@ -419,6 +419,17 @@ def run_prune(args) -> int:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _skipped_line(skipped: list, listed: bool = True) -> str:
+    """Up to 8 skipped tensors by name; more are counted per reason (the manifest lists them all)."""
+    if len(skipped) <= 8:
+        return "skipped: " + ", ".join(f"{n} ({why})" for n, why in skipped)
+    by: dict[str, list[str]] = {}
+    for n, why in skipped:
+        by.setdefault(why, []).append(n)
+    parts = [f"{len(ns)} {why} (e.g. {ns[0]})" for why, ns in sorted(by.items(), key=lambda kv: -len(kv[1]))]
+    return f"skipped {len(skipped)} tensors: " + "; ".join(parts) + (" (manifest.json lists each)" if listed else "")
+
+
 def _write_outputs(args, console, results, skipped, images, out: Path, final_out: Path, dense_dst, written,
                    pre=None) -> int:
     from rich.table import Table
@@ -478,7 +489,7 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
         )
     console.print(table)
     if skipped:
-        console.print("skipped: " + ", ".join(f"{n} ({why})" for n, why in skipped))
+        console.print(_skipped_line(skipped, listed=not args.dry_run))
 
     if not args.dry_run:
         src = Path(args.weights)
