@@ -34,7 +34,7 @@ try:  # numba is a declared dependency; the numpy fallback keeps models importab
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 
-__all__ = ["CSBPacked", "spmv", "spmm", "spmm_int", "HAVE_NUMBA", "index_dtype"]
+__all__ = ["CSBPacked", "spmv", "spmm", "spmm_int", "coo_mm_int", "HAVE_NUMBA", "index_dtype"]
 
 
 def index_dtype(bank_size: int):
@@ -221,3 +221,33 @@ def spmm(values, indices, X, bank_size: int, threads: int = 1) -> np.ndarray:
 def spmm_int(values, indices, X, bank_size: int) -> np.ndarray:
     """Exact int64 accumulations of integer CSB ``values`` times integer vectors ``X`` (n, cols)."""
     return CSBPacked(np.asarray(values, dtype=np.int64), indices, bank_size).spmm(np.asarray(X, dtype=np.int64))
+
+
+# ---- integer COO product (FSS regions: the nonzeros are not balanced per row) -------------------
+if HAVE_NUMBA:
+    @njit(nogil=True, cache=True)
+    def _coo_mm_int(v, r, c, x, y):
+        # y[r[k], :] += v[k] * x[c[k], :], nonzeros in row-major order (each output row stays in
+        # cache while its nonzeros stream past); int64 throughout, so the sums are exact
+        T = x.shape[1]
+        for k in range(v.shape[0]):
+            w = v[k]
+            rk = r[k]
+            ck = c[k]
+            for m in range(T):
+                y[rk, m] += w * x[ck, m]
+
+
+def coo_mm_int(values, rows, cols, x, n_rows: int) -> np.ndarray:
+    """Exact ``W @ x`` (int64) for integer nonzeros ``values`` at (``rows``, ``cols``) and integer
+    ``x`` of shape (cols, T); the nonzeros should be sorted by row for speed (any order is exact)."""
+    v = np.ascontiguousarray(values, dtype=np.int64)
+    r = np.ascontiguousarray(rows, dtype=np.int64)
+    c = np.ascontiguousarray(cols, dtype=np.int64)
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    y = np.zeros((n_rows, x.shape[1]), dtype=np.int64)
+    if HAVE_NUMBA:
+        _coo_mm_int(v, r, c, x, y)
+    else:  # pragma: no cover
+        np.add.at(y, r, v[:, None] * x[c])
+    return y

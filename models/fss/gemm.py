@@ -282,10 +282,32 @@ def gemm(p: FSSParams, values: np.ndarray, indices: np.ndarray, x: np.ndarray) -
     int64 array, shape (rows, T)
     """
     values, indices = _check_weights(p, values, indices)
-    w = regions_to_dense(values, indices, p.region)
-    x = _check_acts(p, x, w.shape[1])
+    rows, cols = values.shape[0] * p.r_h, values.shape[1] * p.r_w
+    x = _check_acts(p, x, cols)
     # exact: |products| < 2**62 for <= 32-bit formats and the sizes allowed here
-    return requantize(w @ x, p.acc_frac, p.out_fmt)
+    if rows * cols * x.shape[1] < _COMPILED_FROM:
+        acc = regions_to_dense(values, indices, p.region) @ x
+    else:  # numpy has no integer BLAS: the compiled sparse product is 3-8x faster from 1024 x 1024 x 64
+        from models.csb_kernels import coo_mm_int
+
+        r, c = region_coords(indices, p.region)
+        acc = coo_mm_int(values.reshape(-1), r, c, x, rows)
+    return requantize(acc, p.acc_frac, p.out_fmt)
+
+
+#: Dense work (rows x cols x T) from which :func:`gemm` uses the compiled integer product
+#: (below it the dense int64 product is faster than loading the compiled kernel).
+_COMPILED_FROM = 1 << 24
+
+
+def region_coords(indices: np.ndarray, region: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute (row, col) of every region nonzero, flattened region-major like ``indices.reshape(-1)``."""
+    rh, rw = region
+    idx = np.asarray(indices, dtype=np.int64)
+    gr, gc, _ = idx.shape
+    r = np.arange(gr, dtype=np.int64)[:, None, None] * rh + idx // rw
+    c = np.arange(gc, dtype=np.int64)[None, :, None] * rw + idx % rw
+    return np.broadcast_to(r, idx.shape).reshape(-1), np.broadcast_to(c, idx.shape).reshape(-1)
 
 
 def gemm_float(dense_w: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -156,3 +156,23 @@ def test_hbm_weight_modes():
     assert s["macs_per_byte"] < r["macs_per_byte"]
     with pytest.raises(ValueError, match="weights must be one of stream, resident"):
         layer_performance(p, 64, 64, 8, weights="cached")
+
+
+def test_gemm_compiled_path_equals_the_dense_product():
+    """Above the size threshold gemm() uses the compiled integer COO product: identical words."""
+    from models.fss import gemm as g
+
+    p = g.FSSParams(max_rows=256, max_cols=512)
+    rng = np.random.default_rng(5)
+    rows, cols, T = 256, 512, 2 * p.pe_cols
+    gr, gc, n = rows // p.r_h, cols // p.r_w, p.n
+    idx = np.sort(np.argsort(rng.random((gr, gc, p.region_size)), axis=-1)[..., :n], axis=-1)
+    val = rng.integers(p.weight_fmt.min_raw, p.weight_fmt.max_raw + 1, (gr, gc, n))
+    x = rng.integers(p.act_fmt.min_raw, p.act_fmt.max_raw + 1, (cols, T))
+    want = g.requantize(g.regions_to_dense(val, idx, p.region) @ x, p.acc_frac, p.out_fmt)
+    old = g._COMPILED_FROM
+    try:
+        g._COMPILED_FROM = 0
+        np.testing.assert_array_equal(g.gemm(p, val, idx, x), want)
+    finally:
+        g._COMPILED_FROM = old
