@@ -96,7 +96,7 @@ def confusion_png(path, cm: dict, title: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import save_png
+    from models.atomic import save_png
 
     m = np.array(cm["counts"], dtype=float)
     frac = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
