@@ -52,7 +52,7 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-__all__ = ["run_processes", "default_start_method", "SNAPSHOT_BUDGET_BYTES"]
+__all__ = ["run_processes", "default_start_method", "process_study", "SNAPSHOT_BUDGET_BYTES"]
 
 #: Largest total size of the recorded master snapshots (one per advance of the slowest clock).
 SNAPSHOT_BUDGET_BYTES = 1 << 30
@@ -329,3 +329,105 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     return TuX2Result(final, history, s, W, C, wall, wall, int(stale.max()),
                       {int(v): int(n) for v, n in zip(vals, cnt)}, float(times[:, :, 2].sum()),
                       engine.summary, trace)
+
+
+# ---- measured study: loss vs wall seconds, SSP vs BSP on real processes --------------------------
+def _proc_setup(algo: str, quick: bool, seed: int):
+    """Data, program and run length of one algorithm for :func:`process_study`."""
+    from .tux2_algos import LR, MF, digits_lr, synthetic_ratings
+
+    if algo == "mf":
+        g = synthetic_ratings(1500, 800, density=0.02, seed=seed) if quick else \
+            synthetic_ratings(4000, 2000, density=0.01, seed=seed)
+        return g, MF(lr=0.05), (20 if quick else 30), 5
+    if algo == "lr":
+        return digits_lr(), LR(lr=0.5), (20 if quick else 40), 5
+    raise ValueError(f"Unknown algorithm {algo!r} for the process study; choose mf or lr")
+
+
+def _time_to(history: list, target: float):
+    for h in history:
+        if h["loss"] <= target:
+            return h["wall_time"]
+    return None
+
+
+def process_study(quick: bool = True, seed: int = 0, algos=("mf", "lr"), staleness=(0, 1, 2, 4), workers: int = 2,
+                  repeats: int | None = None, progress=None, start_method: str | None = None) -> dict:
+    """SSP (each ``s``) vs BSP (``s = 0``) on ``workers`` real processes: loss against measured wall seconds.
+
+    Every configuration runs ``repeats`` times, the staleness values in a rotated order each
+    round so that a change of the (shared) machine's load does not favour one of them; the
+    1-minute load average is recorded before and after every run. Per algorithm: the BSP run of
+    one worker process (the serial reference: same code, no synchronisation), the simulated BSP
+    engine's final loss (the processes' BSP must equal it), and for every run the wall seconds to
+    two loss targets: the worst final loss over all runs (a level every run reaches) and 90 % of
+    the way from the initial loss to it. Speedups are medians of BSP over medians of SSP.
+    """
+    import os
+
+    from .tux2 import TuX2Engine
+
+    if 0 not in staleness:
+        raise ValueError("staleness must include 0 (the BSP baseline)")
+    repeats = repeats or (2 if quick else 3)
+    out = {"workers": workers, "quick": quick, "seed": seed, "repeats": repeats, "staleness": list(staleness),
+           "host": {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())},
+           "start_method": start_method or default_start_method(), "algos": {}}
+    for algo in algos:
+        g, prog, ep, bs = _proc_setup(algo, quick, seed)
+        eng = TuX2Engine(g, workers, seed=seed)
+        say = progress or (lambda _m: None)
+        say(f"{algo}: simulated BSP reference")
+        sim = eng.run(prog, staleness=0, epochs=ep, batches=bs, record=False)
+        sim_loss = prog.loss(g, sim.state)
+        say(f"{algo}: 1 worker process (serial reference)")
+        one = TuX2Engine(g, 1, seed=seed).run(prog, staleness=0, epochs=ep, batches=bs, executor="processes",
+                                              start_method=start_method)
+        runs: dict = {s: [] for s in staleness}
+        order = list(staleness)
+        for rep in range(repeats):
+            for s in order[rep % len(order):] + order[:rep % len(order)]:
+                say(f"{algo}: staleness {s}, repeat {rep + 1}/{repeats}")
+                la = os.getloadavg()[0]
+                r = eng.run(prog, staleness=s, epochs=ep, batches=bs, executor="processes", start_method=start_method)
+                runs[s].append({"history": [{k: h[k] for k in ("clock", "wall_time", "loss")} for h in r.history],
+                                "wall_time": r.wall_time, "final_loss": r.history[-1]["loss"],
+                                "clocks_per_s": r.clocks / r.wall_time, "wait_s_per_worker": r.wait_time / workers,
+                                "max_staleness": r.max_staleness, "staleness_reads": r.staleness_reads,
+                                "startup_s": r.trace["startup_s"], "loadavg_1min_before": la,
+                                "loadavg_1min_after": os.getloadavg()[0]})
+        l0 = runs[0][0]["history"][0]["loss"]
+        final = max(x["final_loss"] for v in runs.values() for x in v)
+        mid = l0 - 0.9 * (l0 - final)
+        summary = {}
+        for s, v in runs.items():
+            for x in v:
+                x["wall_s_to_target"] = _time_to(x["history"], final)
+                x["wall_s_to_90pct"] = _time_to(x["history"], mid)
+            row = {}
+            for key in ("wall_s_to_target", "wall_s_to_90pct", "wall_time", "final_loss", "clocks_per_s",
+                        "wait_s_per_worker"):
+                vals = [x[key] for x in v if x[key] is not None]
+                row[key] = {"median": float(np.median(vals)), "min": float(min(vals)), "max": float(max(vals))} \
+                    if vals else None
+            row["max_staleness"] = max(x["max_staleness"] for x in v)
+            summary[str(s)] = row
+        for row in summary.values():
+            for key in ("wall_s_to_target", "wall_s_to_90pct"):
+                b, m = summary["0"][key], row[key]
+                row[f"speedup_vs_bsp_{key[7:]}"] = b["median"] / m["median"] if b and m else None
+        bsp_final = [x["final_loss"] for x in runs[0]]
+        out["algos"][algo] = {
+            "data": {"name": g.name, "types": g.types, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m},
+            "metric": prog.metric, "program": {k: v for k, v in vars(prog).items() if isinstance(v, (int, float))},
+            "epochs": ep, "batches": bs, "clocks": ep * bs, "partitioning": eng.summary,
+            "initial_loss": l0, "target_loss": final, "target_90pct_loss": mid,
+            "simulated_bsp_final_loss": sim_loss,
+            "bsp_max_abs_diff_vs_simulated": float(max(abs(x - sim_loss) for x in bsp_final)),
+            "one_worker": {"wall_time": one.wall_time, "final_loss": one.history[-1]["loss"],
+                           "wall_s_to_target": _time_to(one.history, final),
+                           "history": [{k: h[k] for k in ("clock", "wall_time", "loss")} for h in one.history]},
+            "summary": summary, "runs": {str(s): v for s, v in runs.items()}}
+    out["host"]["loadavg_end"] = list(os.getloadavg())
+    return out
