@@ -29,7 +29,9 @@ Time is simulated: :class:`WorkerModel` draws, from a seed, a speed for every (w
 slowest worker of every clock while SSP absorbs it. The numerics are real and follow the
 simulated schedule exactly (a discrete-event simulation: a worker computes on the master values
 present at its simulated start time), so a run is deterministic for a seed. Wall time of the
-host is measured too.
+host is measured too. Two executors run the workers for real: ``threads`` (the modelled
+durations slept for real) and ``processes`` (:mod:`~models.systems.graph.tux2_procs`: one OS
+process per worker over shared-memory masters, nothing modelled: convergence per measured second).
 """
 
 from __future__ import annotations

@@ -103,9 +103,9 @@ def _worker(w: int, spec: dict, cond, conn, errq) -> None:
     try:
         shm = SharedMemory(name=spec["shm"])
         _worker_body(w, spec, _views(shm.buf, spec["layout"]), cond, conn)
-    except BaseException:
+    except BaseException:  # reported to the parent, which stops the run and raises it
         errq.put((w, traceback.format_exc()))
-        raise SystemExit(1) from None
+        conn.send_bytes(b"E")
     finally:
         if shm is not None:
             with contextlib.suppress(BufferError):   # a view still referenced: the exit unmaps it
@@ -261,7 +261,7 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
             p.start()
             procs.append(p)
 
-        counts = {b"R": 0, b"D": 0}
+        counts = {b"R": 0, b"D": 0, b"E": 0}
         snaps: list = []
 
         def pump() -> bool:
@@ -274,13 +274,14 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
                     advanced = True
                 else:
                     counts[m] += 1
-            for p in procs:  # a worker sends D before it exits 0; any other exit is a failure
-                if p.exitcode not in (None, 0):
-                    errs = []
-                    while not errq.empty():
-                        errs.append(errq.get())
-                    detail = "\n".join(f"worker {w}:\n{tb}" for w, tb in errs) or f"exit code {p.exitcode}"
-                    raise RuntimeError(f"TuX2 worker process {p.name} failed: {detail}")
+            # a worker sends D (done) or E (failed, traceback on errq) before it exits 0
+            dead = [f"{p.name} (exit code {p.exitcode})" for p in procs if p.exitcode not in (None, 0)]
+            if counts[b"E"] or dead:
+                errs = []
+                while not errq.empty():
+                    errs.append(errq.get())
+                detail = "\n".join(f"tux2-worker-{w}:\n{tb}" for w, tb in errs) or ", ".join(dead)
+                raise RuntimeError(f"a TuX2 worker process failed: {detail}")
             return advanced
 
         while counts[b"R"] < W:
