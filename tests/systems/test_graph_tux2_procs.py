@@ -77,6 +77,7 @@ def test_staleness_bound_across_processes(ratings, s):
     # start/end times: each worker's clocks run in order, each ends after it starts
     st, en = r.trace["start"], r.trace["end"]
     assert (en > st).all() and (np.diff(st, axis=1) > 0).all()
+    assert (r.trace["cpu_s"] > 0).all() and r.trace["cpu_s"].sum() < 2 * en.max() + 0.5  # real work, each <= wall
     if s >= 1:
         # the first worker to finish clock 0 starts clock 1 with the other still on clock 0, so
         # the bound is reached; the same records fail a tighter bound: the check can fail
@@ -146,3 +147,42 @@ def test_ctrl_c_leaves_no_orphans(tmp_path):
         time.sleep(0.1)
     assert alive == []
     assert _shm() <= before
+
+
+def test_cli_tux2_executor(tmp_path):
+    import json
+
+    from cosim.cli.graph import main
+
+    assert main(["tux2", "--algo", "mf", "--staleness", "1", "--workers", "2", "--epochs", "2", "--executor",
+                 "processes", "-o", str(tmp_path)]) == 0
+    a = json.loads((tmp_path / "tux2_mf_s1_w2.json").read_text())["algos"]["mf"]
+    assert a["executor"] == "processes" and set(a["processes_runs"]) == {"0", "1"}
+    assert a["processes_runs"]["1"]["max_staleness"] <= 1 and "threads_runs" not in a
+    assert main(["tux2", "--algo", "mf", "--epochs", "1", "--executor", "simulated", "-o", str(tmp_path)]) == 0
+    assert main(["tux2", "--executor", "mpi", "-o", str(tmp_path)]) == 2
+
+
+def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
+    """The measured bench on tiny problems: JSON + PNG, per-staleness medians, BSP = simulated BSP."""
+    import functools
+    import json
+
+    import models.systems.graph.tux2_procs as tp
+    from cosim.cli.graph import bench_tux2_procs
+    from cosim.flow.bench import BENCHES
+
+    assert "tux2_procs" in BENCHES
+    tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
+    monkeypatch.setattr(tp, "_proc_setup", lambda algo, quick, seed: tiny[algo])
+    monkeypatch.setattr(tp, "process_study", functools.partial(tp.process_study, repeats=1))
+    res = bench_tux2_procs(tmp_path, True)
+    on_disk = json.loads((tmp_path / "tux2_procs.json").read_text())
+    assert (tmp_path / "tux2_procs.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(on_disk["algos"]) == {"mf", "lr"} and len(on_disk["host"]["loadavg_start"]) == 3
+    for a in res["algos"].values():
+        assert set(a["summary"]) == {"0", "1", "2", "4"} and all(len(v) == 1 for v in a["runs"].values())
+        assert a["bsp_max_abs_diff_vs_simulated"] < BSP_ATOL
+        assert a["summary"]["0"]["speedup_vs_bsp_to_target"] == 1.0
+        for s, v in a["runs"].items():
+            assert all(r["max_staleness"] <= int(s) and r["wall_s_to_target"] is not None for r in v)
