@@ -529,6 +529,7 @@ class TuX2Engine:
         W = self.workers
         slow = self.model.slowdown(W, C)
         applied = np.zeros(W, np.int64)
+        started = np.zeros(W, np.int64)     # clocks each worker has read its inputs for
         reads: dict = {}
         history = []
         cv = threading.Condition()
@@ -549,10 +550,16 @@ class TuX2Engine:
                             return
                         acc["wait"] += time.perf_counter() - tw
                         view, snap = self._read(master, applied, w, c, s, reads)
+                        started[w] = c + 1
+                        cv.notify_all()
                     work = self._compute(program, master, view, w, c, batches)
                     deltas, nbytes = self._deltas(view, snap)
                     time.sleep(self._duration(work, nbytes, slow[w, c]) * scale)
                     with cv:
+                        if s == 0:  # BSP: no clock-c delta lands before every worker has read clock c
+                            cv.wait_for(lambda c=c: started.min() > c or errors)
+                            if errors:
+                                return
                         self._push(master, deltas)
                         applied[w] += 1
                         gmin = int(applied.min())
