@@ -15,7 +15,16 @@ import numpy as np
 import pytest
 
 from models.systems.graph.tux2 import Bipartite, TuX2Engine
-from models.systems.graph.tux2_algos import LR, MF, digits_lr, plain_lr, plain_mf, synthetic_ratings
+from models.systems.graph.tux2_algos import (
+    LDA,
+    LR,
+    MF,
+    bars_corpus,
+    digits_lr,
+    plain_lr,
+    plain_mf,
+    synthetic_ratings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # BSP tolerance: the processes' BSP differs from the serial reference only in the order in which
@@ -61,6 +70,30 @@ def test_bsp_processes_equal_simulated_minibatch(ratings):
     for side, n in (("a", "p"), ("b", "q")):
         np.testing.assert_allclose(pr.state[side][n], sim.state[side][n], rtol=0, atol=BSP_ATOL)
     assert pr.trace["start_method"] in mp.get_all_start_methods()
+
+
+def test_bsp_processes_vertex_cut(ratings):
+    """Mirrors on both sides (vertex-cut splits users too): every worker's deltas land exactly once."""
+    P, Q, _ = plain_mf(ratings, lr=0.05, epochs=4, batches=1)
+    eng = TuX2Engine(ratings, 2, partitioner="vertex-cut")
+    r = eng.run(MF(lr=0.05), staleness=0, epochs=4, executor="processes")
+    assert eng.a_split > 0
+    np.testing.assert_allclose(r.state["a"]["p"], P, rtol=0, atol=BSP_ATOL)
+    np.testing.assert_allclose(r.state["b"]["q"], Q, rtol=0, atol=BSP_ATOL)
+
+
+def test_lda_processes():
+    """LDA: edge state (topics) in shared memory, GlobalSync totals; BSP = simulated BSP token for token."""
+    g = bars_corpus(60, 20, seed=0)
+    eng = TuX2Engine(g, 2)
+    sim = eng.run(LDA(), staleness=0, epochs=3, batches=2)
+    pr = eng.run(LDA(), staleness=0, epochs=3, batches=2, executor="processes")
+    np.testing.assert_array_equal(pr.state["e"]["z"], sim.state["e"]["z"])        # same samples (counts exact)
+    np.testing.assert_array_equal(pr.state["b"]["nwk"], sim.state["b"]["nwk"])
+    ssp = eng.run(LDA(), staleness=2, epochs=3, batches=2, executor="processes").state
+    assert ssp["a"]["ndk"].sum() == g.m and (ssp["b"]["nwk"] >= 0).all()
+    np.testing.assert_array_equal(ssp["g"]["nk"], ssp["b"]["nwk"].sum(0))          # GlobalSync keeps totals exact
+    np.testing.assert_array_equal(ssp["a"]["ndk"].sum(1), np.bincount(g.a, minlength=g.n_a))
 
 
 @pytest.mark.parametrize("s", [0, 1, 2])
