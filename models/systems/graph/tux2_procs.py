@@ -36,7 +36,9 @@ processes' sentinels (a worker that dies is noticed at once). For each such even
 of the masters under the lock and its wall time; the losses are evaluated after the run, so the
 measured wall time contains no loss evaluation. Workers ignore SIGINT: on Ctrl-C or any error the
 parent sets the abort word, wakes the workers, joins them (terminating any that do not exit) and
-unlinks the shared memory, so no process or segment outlives a run.
+unlinks the shared memory, so no process or segment outlives a run. If the parent is killed
+outright (SIGKILL), each worker sees its parent's sentinel and exits, and Python's resource
+tracker then unlinks the segment.
 """
 
 from __future__ import annotations
@@ -96,9 +98,33 @@ def _views(buf, layout: list) -> dict:
 
 
 # ---- worker --------------------------------------------------------------------------------------
+def _exit_with_parent() -> None:
+    """End this worker if the run's process dies without shutting it down (e.g. SIGKILL).
+
+    A thread waits on the parent's sentinel (ready when the parent is gone) and exits the
+    process at once: the worker may be blocked on the condition, whose lock a killed parent may
+    even hold, so no orderly return is possible. (``PR_SET_PDEATHSIG`` would not do: under
+    ``forkserver`` the worker's parent is the fork server, which outlives the run while any
+    worker holds its liveness pipe.)
+    """
+    import os
+    import threading
+
+    parent = mp.parent_process()
+    if parent is None:  # pragma: no cover - always set in a multiprocessing child
+        return
+
+    def watch():
+        connection.wait([parent.sentinel])
+        os._exit(3)
+
+    threading.Thread(target=watch, name="tux2-parent-watch", daemon=True).start()
+
+
 def _worker(w: int, spec: dict, cond, conn, errq) -> None:
     """Entry of worker process ``w`` (module level, so the spawn/forkserver child can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and shuts us down
+    _exit_with_parent()
     shm = None
     try:
         shm = SharedMemory(name=spec["shm"])
