@@ -500,7 +500,7 @@ def _tux2_procs_tables(res: dict) -> None:
           f"{h['loadavg_end'][0]:.2f} at end (shared machine)")
 
 
-def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0) -> dict:
+def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2, repeats: int | None = None) -> dict:
     """TuX2 on 2 real worker processes: SSP s = 1, 2, 4 vs BSP, loss vs measured wall seconds (MF, LR).
 
     See :func:`models.systems.graph.tux2_procs.process_study`. Writes ``tux2_procs.json`` and ``.png``.
@@ -511,7 +511,8 @@ def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
     with Progress(transient=True) as prog:
         task = prog.add_task("tux2 processes", total=None)
-        res = process_study(quick=quick, seed=seed, progress=lambda d: prog.update(task, description=d))
+        res = process_study(quick=quick, seed=seed, workers=workers, repeats=repeats,
+                            progress=lambda d: prog.update(task, description=d))
     out = Path(out_dir)
     _write_json(out / "tux2_procs.json", res)
     _tux2_procs_png(out / "tux2_procs.png", res)
@@ -712,14 +713,26 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_tux2)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
                           ("gnn", bench_gnn_rewrite, "GNN rewriter: speedup and peak memory vs untransformed"),
-                          ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA; code lines"),
-                          ("tux2-procs", bench_tux2_procs,
-                           "TuX2 on 2 worker processes: SSP s=1,2,4 vs BSP, loss vs measured wall seconds")):
+                          ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA; code lines")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the small setting (1 M edges / small graphs)")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
         s.set_defaults(func=_study(fn))
+    hlp = "TuX2 on worker processes: SSP s=1,2,4 vs BSP for MF and LR, loss vs measured wall seconds"
+    s = sub.add_parser("tux2-procs", help=hlp, description=hlp + " (load average recorded); writes JSON + PNG.")
+    s.add_argument("--quick", action="store_true", help="the small setting (smaller MF data, fewer epochs, 2 repeats)")
+    s.add_argument("--workers", default="2", help="worker processes (default 2)")
+    s.add_argument("--repeats", default=None, help="runs per staleness (default 2 with --quick, else 5)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    s.set_defaults(func=_cmd_tux2_procs)
     return p
+
+
+def _cmd_tux2_procs(args) -> int:
+    workers = _int_arg("--workers", args.workers, 1, 64)
+    repeats = _int_arg("--repeats", args.repeats, 1, 1000) if args.repeats is not None else None
+    bench_tux2_procs(_out_dir(args.output), args.quick, workers=workers, repeats=repeats)
+    return 0
 
 
 def main(argv=None) -> int:

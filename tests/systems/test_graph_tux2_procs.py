@@ -219,11 +219,12 @@ def test_cli_tux2_executor(tmp_path):
     assert a["processes_runs"]["1"]["max_staleness"] <= 1 and "threads_runs" not in a
     assert main(["tux2", "--algo", "mf", "--epochs", "1", "--executor", "simulated", "-o", str(tmp_path)]) == 0
     assert main(["tux2", "--executor", "mpi", "-o", str(tmp_path)]) == 2
+    assert main(["tux2-procs", "--workers", "0", "-o", str(tmp_path)]) == 2
+    assert main(["tux2-procs", "--repeats", "x", "-o", str(tmp_path)]) == 2
 
 
 def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
     """The measured bench on tiny problems: JSON + PNG, per-staleness medians, BSP = simulated BSP."""
-    import functools
     import json
 
     import models.systems.graph.tux2_procs as tp
@@ -233,8 +234,7 @@ def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
     assert "tux2_procs" in BENCHES
     tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
     monkeypatch.setattr(tp, "_proc_setup", lambda algo, quick, seed: tiny[algo])
-    monkeypatch.setattr(tp, "process_study", functools.partial(tp.process_study, repeats=1))
-    res = bench_tux2_procs(tmp_path, True)
+    res = bench_tux2_procs(tmp_path, True, repeats=1)
     on_disk = json.loads((tmp_path / "tux2_procs.json").read_text())
     assert (tmp_path / "tux2_procs.png").read_bytes()[:4] == b"\x89PNG"
     assert set(on_disk["algos"]) == {"mf", "lr"} and len(on_disk["host"]["loadavg_start"]) == 3
