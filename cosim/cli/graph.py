@@ -6,11 +6,14 @@
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
-- ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]``:
-  one TuX2 algorithm under SSP with bound S against BSP and the plain form, JSON + PNG.
+- ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
+  [--executor processes|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
+  and the plain form, simulated and (default) on W worker processes, JSON + PNG.
+- ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s.
 
 Outputs go under ``build/graph`` by default. Benchmarks for ``hwcosim bench``:
-:func:`bench_graph_engine`, :func:`bench_gnn_rewrite`, :func:`bench_tux2` (``(out_dir, quick) -> dict``).
+:func:`bench_graph_engine`, :func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`
+(``(out_dir, quick) -> dict``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2"]
+__all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs"]
 
 
 from cosim.cli.util import fail as _fail
@@ -389,7 +392,8 @@ def _tux2_panels(algos: dict) -> list:
     panels = []
     for algo, a in algos.items():
         for runs, key, xl in (("runs", "sim_time", "simulated s (worker model)"),
-                              ("threads_runs", "wall_time", "measured wall s (worker threads)")):
+                              ("threads_runs", "wall_time", "measured wall s (worker threads)"),
+                              ("processes_runs", "wall_time", "measured wall s (worker processes)")):
             if runs not in a:
                 continue
             curves = {(f"s={s}" if s != "0" else "BSP (s=0)"): ([h[key] for h in r["history"]],
@@ -406,13 +410,15 @@ _TUX2_PAPER = ("TuX2 (NSDI 2017) per SPECS.md: MF, LDA, LR in ~25 % of the code 
 
 def _tux2_tables(res: dict) -> None:
     for algo, a in res["algos"].items():
+        rk = "processes_runs" if "processes_runs" in a else "threads_runs"
+        rn = rk.split("_")[0]
         _table(f"TuX2 {algo} on {a['data']['name']} ({a['data']['edges']} edges, {a['partitioning']['k']} workers, "
                f"{a['epochs']} epochs x {a['batches']} batches); target {a['metric']} = {a['target_loss']:.4g}",
                ["staleness", "final loss", "sim s", "sim s to target", "SSP gain (sim)", "max stale",
-                "threads wall s", "threads gain"],
+                f"{rn} wall s", f"{rn} gain"],
                [[s, r["final_loss"], r["sim_time"], r["sim_time_to_target"], r["sim_time_speedup_vs_bsp"],
-                 r["max_staleness"], a.get("threads_runs", {}).get(s, {}).get("wall_time", "-"),
-                 a.get("threads_runs", {}).get(s, {}).get("wall_time_speedup_vs_bsp", "-")]
+                 r["max_staleness"], a.get(rk, {}).get(s, {}).get("wall_time", "-"),
+                 a.get(rk, {}).get(s, {}).get("wall_time_speedup_vs_bsp", "-")]
                 for s, r in a["runs"].items()]
                + [["plain", a["plain"]["final_loss"], "-", "-", "-", "-", a["plain"]["wall_time"], "-"]])
     _table("Code lines (not blank/comment/docstring)", ["algorithm", "TuX2 form", "plain numpy", "ratio"],
@@ -436,6 +442,81 @@ def bench_tux2(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     _write_json(out / "tux2.json", res)
     _curves_png(out / "tux2.png", _tux2_panels(res["algos"]), "TuX2: SSP vs BSP convergence")
     _tux2_tables(res)
+    return res
+
+
+def _tux2_procs_png(path: Path, res: dict) -> Path:
+    """Loss vs measured wall seconds, every repeat of every staleness (one colour per staleness)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from models.atomic import save_png
+
+    algos = res["algos"]
+    fig, axes = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 3.8), squeeze=False)
+    for ax, (algo, a) in zip(axes.flat, algos.items()):
+        for i, (s, runs) in enumerate(a["runs"].items()):
+            for j, r in enumerate(runs):
+                ax.plot([h["wall_time"] for h in r["history"]], [h["loss"] for h in r["history"]], color=f"C{i}",
+                        lw=1.0, alpha=0.8, label=(f"s={s}" if s != "0" else "BSP (s=0)") if j == 0 else None)
+        one = a["one_worker"]["history"]
+        ax.plot([h["wall_time"] for h in one], [h["loss"] for h in one], "k--", lw=1.0, label="1 worker process")
+        ax.axhline(a["target_loss"], color="grey", lw=0.6, ls=":")
+        ax.set_title(f"{algo}: {a['data']['name']}, {a['data']['edges']} edges, {res['workers']} processes", fontsize=9)
+        ax.set_xlabel("measured wall seconds", fontsize=8)
+        ax.set_ylabel(a["metric"], fontsize=8)
+        ax.legend(fontsize=7)
+    la = res["host"]
+    fig.suptitle(f"TuX2 on worker processes: SSP vs BSP ({la['cpus']} CPUs, load average "
+                 f"{la['loadavg_start'][0]:.1f} -> {la['loadavg_end'][0]:.1f})", fontsize=10)
+    fig.tight_layout()
+    save_png(fig, path, dpi=100)
+    return path
+
+
+def _tux2_procs_tables(res: dict) -> None:
+    def med(x):
+        return "-" if x is None else x["median"]
+
+    for algo, a in res["algos"].items():
+        _table(f"TuX2 {algo} on {res['workers']} worker processes ({a['data']['edges']} edges, {a['clocks']} clocks, "
+               f"{res['repeats']} repeats, medians); target {a['metric']} {a['target_loss']:.4g}; 1 worker "
+               f"process: {a['one_worker']['wall_time']:.3g} s; BSP - simulated BSP: "
+               f"{a['bsp_max_abs_diff_vs_simulated']:.2g}",
+               ["staleness", "wall s", "s to target", "best s to target", "s to 90 %", "gain (target)",
+                "best gain", "gain (90 %)", "clocks to target", "clocks/s", "wait s/worker", "CPU share",
+                "final loss", "max stale"],
+               [[s, med(r["wall_time"]), med(r["wall_s_to_target"]), (r["wall_s_to_target"] or {}).get("min", "-"),
+                 med(r["wall_s_to_90pct"]), r["speedup_vs_bsp_to_target"] or "-",
+                 r["speedup_vs_bsp_to_target_best"] or "-", r["speedup_vs_bsp_to_90pct"] or "-",
+                 med(r["clocks_to_target"]), med(r["clocks_per_s"]), med(r["wait_s_per_worker"]),
+                 med(r["cpu_share"]), med(r["final_loss"]),
+                 r["max_staleness"]]
+                for s, r in a["summary"].items()])
+    h = res["host"]
+    print(f"host: {h['cpus']} CPUs, 1-min load average {h['loadavg_start'][0]:.2f} at start, "
+          f"{h['loadavg_end'][0]:.2f} at end (shared machine)")
+
+
+def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2, repeats: int | None = None) -> dict:
+    """TuX2 on 2 real worker processes: SSP s = 1, 2, 4 vs BSP, loss vs measured wall seconds (MF, LR).
+
+    See :func:`models.systems.graph.tux2_procs.process_study`. Writes ``tux2_procs.json`` and ``.png``.
+    """
+    from rich.progress import Progress
+
+    from models.systems.graph.tux2_procs import process_study
+
+    with Progress(transient=True) as prog:
+        task = prog.add_task("tux2 processes", total=None)
+        res = process_study(quick=quick, seed=seed, workers=workers, repeats=repeats,
+                            progress=lambda d: prog.update(task, description=d))
+    out = Path(out_dir)
+    _write_json(out / "tux2_procs.json", res)
+    _tux2_procs_png(out / "tux2_procs.png", res)
+    _tux2_procs_tables(res)
     return res
 
 
@@ -528,10 +609,15 @@ def _int_arg(name: str, text: str, lo: int, hi: int | None = None) -> int:
     return v
 
 
+def _default_tux2_executor() -> str:
+    """Real worker processes when the host has more than one CPU, else the simulation only."""
+    return "processes" if (os.cpu_count() or 1) > 1 else "simulated"
+
+
 def _cmd_tux2(args) -> int:
     from rich.progress import Progress
 
-    from models.systems.graph.tux2 import PARTITIONERS
+    from models.systems.graph.tux2 import EXECUTORS, PARTITIONERS
     from models.systems.graph.tux2_algos import ALGOS, _setup, study
 
     if args.algo not in ALGOS:
@@ -546,16 +632,20 @@ def _cmd_tux2(args) -> int:
     batches = _int_arg("--batches", args.batches, 1, g.n_a) if args.batches is not None else None
     if workers > g.n_a:
         _fail(f"--workers {workers} exceeds the {g.n_a} {g.types[0]} vertices of {g.name}")
+    executor = "threads" if args.threads else (args.executor or _default_tux2_executor())
+    if executor not in EXECUTORS:
+        _fail(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = _out_dir(args.output)
     try:
         with Progress(transient=True) as bar:
             task = bar.add_task("tux2", total=None)
             res = study(not args.full, seed, (args.algo,), tuple(sorted({0, s})), workers,
                         progress=lambda d: bar.update(task, description=d), partitioner=args.partitioner,
-                        epochs=epochs, batches=batches, threads=args.threads)
+                        epochs=epochs, batches=batches, real="none" if executor == "simulated" else executor)
     except ValueError as e:
         _fail(str(e))
     stem = f"tux2_{args.algo}_s{s}_w{workers}"
+    res["algos"][args.algo]["executor"] = executor
     path = _write_json(out / f"{stem}.json", res)
     _curves_png(out / f"{stem}.png", _tux2_panels(res["algos"]), f"TuX2 {args.algo}: staleness {s} vs BSP")
     _tux2_tables(res)
@@ -600,10 +690,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     s = sub.add_parser("partition", help="replication factor and balance of the partitioners")
     _graph_args(s)
     s.set_defaults(func=_cmd_partition)
-    s = sub.add_parser("tux2", help="TuX2 MF/LR/LDA under SSP vs BSP (MEGA model, simulated workers)",
+    s = sub.add_parser("tux2", help="TuX2 MF/LR/LDA under SSP vs BSP (MEGA model, worker processes)",
                        description="Run one TuX2 algorithm under stale-synchronous parallel execution with "
-                                   "bound S and under BSP (S = 0) on a simulated cluster of W workers; "
-                                   "convergence per simulated and wall second, JSON + PNG + table.")
+                                   "bound S and under BSP (S = 0) with W workers: on the simulated cluster "
+                                   "(convergence per simulated second) and, with --executor processes (the "
+                                   "default on a multi-CPU host), on W real worker processes (convergence per "
+                                   "measured wall second); JSON + PNG + table.")
     s.add_argument("--algo", default="mf", help="mf (synthetic ratings), lr (digits), lda (bars corpus)")
     s.add_argument("--staleness", default="2", help="SSP staleness bound S >= 0; 0 is BSP (default 2)")
     s.add_argument("--workers", default="4", help="workers = graph partitions (default 4)")
@@ -612,8 +704,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--partitioner", default="bicut", help="bicut (default), hybrid, vertex-cut, edge-cut")
     s.add_argument("--seed", default="0", help="seed of data, initial state and worker speeds (default 0)")
     s.add_argument("--full", action="store_true", help="the larger data setting of the benchmark")
-    s.add_argument("--threads", action="store_true",
-                   help="also run real worker threads (modelled speeds slept for real) for wall-time curves")
+    s.add_argument("--executor", default=None,
+                   help="measured run besides the simulation: processes (one OS process per worker, shared-memory "
+                        "masters; default with more than one CPU), threads (modelled speeds slept for real) or "
+                        "simulated (the simulation only; default on one CPU)")
+    s.add_argument("--threads", action="store_true", help="the same as --executor threads")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
@@ -623,7 +718,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         s.add_argument("--quick", action="store_true", help="the small setting (1 M edges / small graphs)")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
         s.set_defaults(func=_study(fn))
+    hlp = "TuX2 on worker processes: SSP s=1,2,4 vs BSP for MF and LR, loss vs measured wall seconds"
+    s = sub.add_parser("tux2-procs", help=hlp, description=hlp + " (load average recorded); writes JSON + PNG.")
+    s.add_argument("--quick", action="store_true", help="the small setting (smaller MF data, fewer epochs, 2 repeats)")
+    s.add_argument("--workers", default="2", help="worker processes (default 2)")
+    s.add_argument("--repeats", default=None, help="runs per staleness (default 2 with --quick, else 5)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    s.set_defaults(func=_cmd_tux2_procs)
     return p
+
+
+def _cmd_tux2_procs(args) -> int:
+    workers = _int_arg("--workers", args.workers, 1, 64)
+    repeats = _int_arg("--repeats", args.repeats, 1, 1000) if args.repeats is not None else None
+    bench_tux2_procs(_out_dir(args.output), args.quick, workers=workers, repeats=repeats)
+    return 0
 
 
 def main(argv=None) -> int:

@@ -52,6 +52,7 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "graph_engine": _lazy("cosim.cli.graph", "bench_graph_engine"),
     "gnn_rewrite": _lazy("cosim.cli.graph", "bench_gnn_rewrite"),
     "tux2": _lazy("cosim.cli.graph", "bench_tux2"),
+    "tux2_procs": _lazy("cosim.cli.graph", "bench_tux2_procs"),
     "cognn": _lazy("cosim.cli.jobs", "bench_cognn"),
     "cpualloc": _lazy("cosim.cli.jobs", "bench_cpualloc"),
     "sim_speed": _lazy("cosim.flow.simspeed", "bench_simspeed"),

@@ -29,7 +29,9 @@ Time is simulated: :class:`WorkerModel` draws, from a seed, a speed for every (w
 slowest worker of every clock while SSP absorbs it. The numerics are real and follow the
 simulated schedule exactly (a discrete-event simulation: a worker computes on the master values
 present at its simulated start time), so a run is deterministic for a seed. Wall time of the
-host is measured too.
+host is measured too. Two executors run the workers for real: ``threads`` (the modelled
+durations slept for real) and ``processes`` (:mod:`~models.systems.graph.tux2_procs`: one OS
+process per worker over shared-memory masters, nothing modelled: convergence per measured second).
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ from .graph import Graph
 from .partition import partition
 
 __all__ = ["Bipartite", "WorkerModel", "Stage", "Batch", "MEGAProgram", "TuX2Engine", "TuX2Result",
-           "PARTITIONERS"]
+           "PARTITIONERS", "EXECUTORS"]
 
 PARTITIONERS = ("bicut", "hybrid", "vertex-cut", "edge-cut")
+EXECUTORS = ("simulated", "threads", "processes")
 SIDES = ("a", "b")
 
 
@@ -272,6 +275,7 @@ class TuX2Result:
     staleness_reads: dict
     wait_time: float
     partitioning: dict
+    trace: dict | None = None
 
 
 class TuX2Engine:
@@ -315,6 +319,10 @@ class TuX2Engine:
         split = (lo != hi) & (hi >= 0)
         self.a_split = int(split.sum())
         self._cache: dict = {}
+
+    def __getstate__(self):
+        """Pickled (for worker processes) without the mini-batch cache, which each process rebuilds."""
+        return self.__dict__ | {"_cache": {}}
 
     # ---- batches ---------------------------------------------------------------------------
     def _batch_edges(self, program: MEGAProgram, w: int, clock: int, batches: int):
@@ -395,7 +403,8 @@ class TuX2Engine:
                 master[k][n][rows] += d
 
     def run(self, program: MEGAProgram, *, staleness: int = 0, epochs: int = 10, batches: int = 1,
-            record: bool = True, executor: str = "simulated", time_scale: float = 1.0) -> TuX2Result:
+            record: bool = True, executor: str = "simulated", time_scale: float = 1.0,
+            start_method: str | None = None) -> TuX2Result:
         """Run ``epochs * batches`` clocks per worker under SSP with bound ``staleness``.
 
         Parameters
@@ -409,14 +418,21 @@ class TuX2Engine:
             Mini-batches per epoch (>= 1): one clock processes ``1/batches`` of a worker's A vertices.
         record : bool
             Evaluate the loss after every global clock.
-        executor : {"simulated", "threads"}
+        executor : {"simulated", "threads", "processes"}
             ``simulated``: the deterministic discrete-event simulation (module docstring).
             ``threads``: one thread per worker with a real SSP gate (a condition variable); each
             clock also sleeps for its modelled duration times ``time_scale`` (the emulated worker
             speed), so the host wall time includes the real waiting of SSP/BSP. Its result
             depends on thread timing; ``sim_time`` is then the wall time divided by ``time_scale``.
+            ``processes``: one OS process per worker, masters in shared memory, the SSP gate a
+            condition variable across processes, no modelled delays: clocks last as long as the
+            computation takes (:mod:`~models.systems.graph.tux2_procs`). ``sim_time`` is the wall
+            time; ``trace`` holds the per-(worker, clock) minimum observed clock and timings.
         time_scale : float
             Real seconds per modelled second in the ``threads`` executor (> 0).
+        start_method : str, optional
+            ``multiprocessing`` start method of the ``processes`` executor (default ``forkserver``
+            where available, else ``spawn``).
 
         Raises
         ------
@@ -428,8 +444,8 @@ class TuX2Engine:
         batches = _check_int("batches", batches, 1)
         if not isinstance(program, MEGAProgram):
             raise ValueError(f"program must be a MEGAProgram, not {type(program).__name__}")
-        if executor not in ("simulated", "threads"):
-            raise ValueError(f"Unknown executor {executor!r}; choose simulated or threads")
+        if executor not in EXECUTORS:
+            raise ValueError(f"Unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
         if not (isinstance(time_scale, (int, float)) and time_scale > 0):
             raise ValueError(f"time_scale must be > 0, not {time_scale!r}")
         if program.a_complete and self.a_split:
@@ -438,6 +454,10 @@ class TuX2Engine:
         master = program.init(self.g, np.random.default_rng(self.seed))
         for k in ("a", "b", "g", "e"):
             master.setdefault(k, {})
+        if executor == "processes":
+            from .tux2_procs import run_processes
+
+            return run_processes(self, program, master, s, epochs * batches, batches, record, start_method)
         fn = self._simulate if executor == "simulated" else self._threads
         return fn(program, master, s, epochs * batches, batches, record, time_scale)
 
@@ -509,6 +529,7 @@ class TuX2Engine:
         W = self.workers
         slow = self.model.slowdown(W, C)
         applied = np.zeros(W, np.int64)
+        started = np.zeros(W, np.int64)     # clocks each worker has read its inputs for
         reads: dict = {}
         history = []
         cv = threading.Condition()
@@ -529,10 +550,16 @@ class TuX2Engine:
                             return
                         acc["wait"] += time.perf_counter() - tw
                         view, snap = self._read(master, applied, w, c, s, reads)
+                        started[w] = c + 1
+                        cv.notify_all()
                     work = self._compute(program, master, view, w, c, batches)
                     deltas, nbytes = self._deltas(view, snap)
                     time.sleep(self._duration(work, nbytes, slow[w, c]) * scale)
                     with cv:
+                        if s == 0:  # BSP: no clock-c delta lands before every worker has read clock c
+                            cv.wait_for(lambda c=c: started.min() > c or errors)
+                            if errors:
+                                return
                         self._push(master, deltas)
                         applied[w] += 1
                         gmin = int(applied.min())

@@ -416,7 +416,7 @@ def _speedups(runs: dict, key: str) -> float:
 def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), staleness=(0, 1, 2, 4),
           workers: int | None = None, model=None, progress=None, partitioner: str = "bicut",
           epochs: int | None = None, batches: int | None = None, time_scale: float | None = None,
-          threads: bool = True) -> dict:
+          threads: bool = True, real: str | None = None) -> dict:
     """SSP (each ``s`` in ``staleness``) vs BSP (``s = 0``) for each algorithm, plus the plain form.
 
     Every configuration runs twice: in the deterministic simulation (convergence per simulated
@@ -426,6 +426,10 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
     run needs to reach the worst final loss of all runs (a level every run reaches) and the SSP
     speedup over BSP at that level. Also the plain form's losses after the same epochs and the
     code line counts of both forms.
+
+    ``real`` picks the measured executor: ``"threads"`` (the default when ``threads``),
+    ``"processes"`` (one OS process per worker, no modelled delays: clocks last as long as the
+    computation; runs under ``processes_runs``) or ``"none"``.
     """
     import time
 
@@ -433,11 +437,15 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
 
     if 0 not in staleness:
         raise ValueError("staleness must include 0 (the BSP baseline)")
+    real = real or ("threads" if threads else "none")
+    if real not in ("threads", "processes", "none"):
+        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes or none")
     workers = workers or (4 if quick else 8)
     model = model or WorkerModel(seed=seed)
     time_scale = time_scale or (10.0 if quick else 30.0)
     out = {"workers": workers, "quick": quick, "seed": seed, "model": model.__dict__.copy(),
-           "threads_time_scale": time_scale if threads else None, "algos": {}, "line_counts": line_counts()}
+           "real_executor": real, "threads_time_scale": time_scale if real == "threads" else None, "algos": {},
+           "line_counts": line_counts()}
     for algo in algos:
         g, prog, plain, ep, bs = _setup(algo, quick, seed)
         ep, bs = epochs or ep, batches or bs
@@ -447,10 +455,10 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
             if progress:
                 progress(f"{algo}: staleness {s} (simulated)")
             sim[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs), "sim_time")
-            if threads:
+            if real != "none":
                 if progress:
-                    progress(f"{algo}: staleness {s} (threads)")
-                thr[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs, executor="threads",
+                    progress(f"{algo}: staleness {s} ({real})")
+                thr[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs, executor=real,
                                           time_scale=time_scale), "wall_time")
         if progress:
             progress(f"{algo}: plain")
@@ -463,8 +471,8 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
                "metric": prog.metric, "epochs": ep, "batches": bs, "partitioning": eng.summary,
                "target_loss": target, "plain": {"losses": pl, "final_loss": pl[-1], "wall_time": plain_wall},
                "runs": {str(s): v for s, v in sim.items()}}
-        if threads:
-            rec["threads_target_loss"] = _speedups(thr, "wall_time")
-            rec["threads_runs"] = {str(s): v for s, v in thr.items()}
+        if real != "none":
+            rec[f"{real}_target_loss"] = _speedups(thr, "wall_time")
+            rec[f"{real}_runs"] = {str(s): v for s, v in thr.items()}
         out["algos"][algo] = rec
     return out

@@ -1,0 +1,246 @@
+"""TuX2 on real worker processes: exact BSP, the SSP bound across processes, clean shutdown."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.systems.graph.tux2 import Bipartite, TuX2Engine
+from models.systems.graph.tux2_algos import (
+    LDA,
+    LR,
+    MF,
+    bars_corpus,
+    digits_lr,
+    plain_lr,
+    plain_mf,
+    synthetic_ratings,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+# BSP tolerance: the processes' BSP differs from the serial reference only in the order in which
+# the two workers' float64 deltas are added to a shared master row (x + d0 + d1 vs x + d1 + d0, plus
+# the (new - read) rounding the simulated engine has too): a few ulp (~1e-16 of values of order 1)
+# per clock, over <= 12 clocks of a contracting gradient descent. 1e-9 leaves 10^6 of margin for
+# that and is still far below a single lost or doubled delta (lr * gradient, >= 1e-4 here).
+BSP_ATOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return synthetic_ratings(120, 80, seed=1)
+
+
+def _segment_exists(name: str) -> bool:
+    """POSIX shared memory segments are files under /dev/shm on Linux."""
+    return os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+
+
+needs_dev_shm = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="POSIX shared memory listed in /dev/shm")
+
+
+def test_bsp_processes_equal_serial_lr():
+    g = digits_lr()
+    w, losses = plain_lr(g, lr=0.5, epochs=6, batches=1)
+    r = TuX2Engine(g, 2).run(LR(lr=0.5), staleness=0, epochs=6, executor="processes")
+    np.testing.assert_allclose(r.state["b"]["w"], w, rtol=0, atol=BSP_ATOL)
+    assert abs(r.history[-1]["loss"] - losses[-1]) < BSP_ATOL
+    assert r.staleness_reads == {0: 2 * 6} and r.history[-1]["clock"] == 6
+    assert abs(losses[-1] - losses[-2]) > 1e3 * BSP_ATOL   # one clock less would fail the check
+
+
+def test_bsp_processes_equal_serial_mf(ratings):
+    P, Q, losses = plain_mf(ratings, lr=0.05, epochs=8, batches=1, seed=5)
+    r = TuX2Engine(ratings, 2, seed=5).run(MF(lr=0.05), staleness=0, epochs=8, executor="processes")
+    np.testing.assert_allclose(r.state["a"]["p"], P, rtol=0, atol=BSP_ATOL)
+    np.testing.assert_allclose(r.state["b"]["q"], Q, rtol=0, atol=BSP_ATOL)
+    assert abs(r.history[-1]["loss"] - losses[-1]) < BSP_ATOL
+
+
+def test_bsp_processes_equal_simulated_minibatch(ratings):
+    """With several mini-batches per epoch BSP processes = the simulated BSP engine (same clocks)."""
+    eng = TuX2Engine(ratings, 2, seed=2)
+    sim = eng.run(MF(lr=0.05), staleness=0, epochs=3, batches=4)
+    pr = eng.run(MF(lr=0.05), staleness=0, epochs=3, batches=4, executor="processes")
+    for side, n in (("a", "p"), ("b", "q")):
+        np.testing.assert_allclose(pr.state[side][n], sim.state[side][n], rtol=0, atol=BSP_ATOL)
+    assert pr.trace["start_method"] in mp.get_all_start_methods()
+
+
+def test_bsp_processes_vertex_cut(ratings):
+    """Mirrors on both sides (vertex-cut splits users too): every worker's deltas land exactly once."""
+    P, Q, _ = plain_mf(ratings, lr=0.05, epochs=4, batches=1)
+    eng = TuX2Engine(ratings, 2, partitioner="vertex-cut")
+    r = eng.run(MF(lr=0.05), staleness=0, epochs=4, executor="processes")
+    assert eng.a_split > 0
+    np.testing.assert_allclose(r.state["a"]["p"], P, rtol=0, atol=BSP_ATOL)
+    np.testing.assert_allclose(r.state["b"]["q"], Q, rtol=0, atol=BSP_ATOL)
+
+
+def test_lda_processes():
+    """LDA: edge state (topics) in shared memory, GlobalSync totals; BSP = simulated BSP token for token."""
+    g = bars_corpus(60, 20, seed=0)
+    eng = TuX2Engine(g, 2)
+    sim = eng.run(LDA(), staleness=0, epochs=3, batches=2)
+    pr = eng.run(LDA(), staleness=0, epochs=3, batches=2, executor="processes")
+    np.testing.assert_array_equal(pr.state["e"]["z"], sim.state["e"]["z"])        # same samples (counts exact)
+    np.testing.assert_array_equal(pr.state["b"]["nwk"], sim.state["b"]["nwk"])
+    ssp = eng.run(LDA(), staleness=2, epochs=3, batches=2, executor="processes").state
+    assert ssp["a"]["ndk"].sum() == g.m and (ssp["b"]["nwk"] >= 0).all()
+    np.testing.assert_array_equal(ssp["g"]["nk"], ssp["b"]["nwk"].sum(0))          # GlobalSync keeps totals exact
+    np.testing.assert_array_equal(ssp["a"]["ndk"].sum(1), np.bincount(g.a, minlength=g.n_a))
+
+
+@pytest.mark.parametrize("s", [0, 1, 2])
+def test_staleness_bound_across_processes(ratings, s):
+    """Every worker logs min(clocks) when it starts each clock: c - min_clock <= s for all records."""
+    C = 5 * 4
+    r = TuX2Engine(ratings, 2).run(MF(lr=0.2), staleness=s, epochs=5, batches=4, executor="processes")
+    mins = r.trace["min_clock"]
+    assert mins.shape == (2, C) and (mins >= 0).all()                  # every clock of every worker logged
+    lag = np.arange(C)[None, :] - mins
+    assert (lag <= s).all(), f"staleness bound {s} violated: {lag.max()}"
+    assert (lag >= 0).all()
+    assert r.max_staleness == lag.max() and sum(r.staleness_reads.values()) == 2 * C
+    # start/end times: each worker's clocks run in order, each ends after it starts
+    st, en = r.trace["start"], r.trace["end"]
+    assert (en > st).all() and (np.diff(st, axis=1) > 0).all()
+    assert (r.trace["cpu_s"] > 0).all() and r.trace["cpu_s"].sum() < 2 * en.max() + 0.5  # real work, each <= wall
+    if s >= 1:
+        # the first worker to finish clock 0 starts clock 1 with the other still on clock 0, so
+        # the bound is reached; the same records fail a tighter bound: the check can fail
+        assert lag.max() >= 1 and (lag > s - 1).any()
+    # real updates: the run converges about as far as serial mini-batch GD (RMSE 1.01 -> 0.33)
+    loss = [h["loss"] for h in r.history]
+    plain = plain_mf(ratings, lr=0.2, epochs=5, batches=4)[2]
+    assert loss[-1] < 0.5 * loss[0] and loss[-1] < 1.1 * plain[-1]
+
+
+@needs_dev_shm
+def test_worker_error_cleans_up(monkeypatch):
+    """A worker that raises: the error (with its traceback) surfaces, no process or segment remains."""
+    import models.systems.graph.tux2_procs as tp
+
+    created = []
+
+    def shared_memory(*args, **kw):
+        seg = tp.SharedMemory.__wrapped__(*args, **kw)
+        created.append(seg.name)
+        return seg
+
+    shared_memory.__wrapped__ = tp.SharedMemory
+    monkeypatch.setattr(tp, "SharedMemory", shared_memory)
+    g = Bipartite(20, 10, np.arange(20), np.arange(20) % 10)          # no "r" ratings: MF fails in the worker
+    with pytest.raises(RuntimeError, match="KeyError"):
+        TuX2Engine(g, 2).run(MF(), staleness=1, epochs=3, executor="processes")
+    assert [p for p in mp.active_children() if p.name.startswith("tux2-worker")] == []
+    assert len(created) == 1 and not _segment_exists(created[0])
+
+
+def test_unpicklable_program(ratings):
+    class Inner(MF):
+        pass
+
+    with pytest.raises(ValueError, match="pickled"):
+        TuX2Engine(ratings, 2).run(Inner(), executor="processes")
+    with pytest.raises(ValueError, match="start method"):
+        TuX2Engine(ratings, 2).run(MF(), executor="processes", start_method="teleport")
+
+
+@needs_dev_shm
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupt_leaves_no_orphans(tmp_path, sig):
+    """SIGINT (Ctrl-C) or SIGKILL to the parent mid-run: every worker (and helper) process ends, shm unlinked.
+
+    On SIGINT the parent shuts the workers down itself; on SIGKILL it cannot: the workers see
+    their parent's sentinel and exit, and the resource tracker unlinks the segment. (The tracker would
+    also unlink a segment the parent forgot; that the executor unlinks it itself is checked
+    in-process by :func:`test_worker_error_cleans_up`.)
+    """
+    psutil = pytest.importorskip("psutil")
+    script = tmp_path / "long_run.py"
+    script.write_text(textwrap.dedent("""
+        from models.systems.graph.tux2 import TuX2Engine
+        from models.systems.graph.tux2_algos import MF, synthetic_ratings
+
+        if __name__ == "__main__":
+            g = synthetic_ratings(200, 100, seed=1)
+            TuX2Engine(g, 2).run(MF(), staleness=1, epochs=10 ** 6, batches=4, executor="processes",
+                                 record=False)
+    """))
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        proc = psutil.Process(p.pid)
+        deadline = time.monotonic() + 60
+        family: list = []
+        while time.monotonic() < deadline and len(family) < 4:  # resource tracker, forkserver, 2 workers
+            family = proc.children(recursive=True)
+            time.sleep(0.1)
+        assert len(family) >= 4, "the worker processes did not start"
+        time.sleep(1.0)                                            # let them compute a while
+        family = proc.children(recursive=True)
+        segments = {Path(m.path).name for c in family for m in c.memory_maps(grouped=False)
+                    if "/psm_" in m.path}
+        assert len(segments) == 1, segments                         # the run's one shared block
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)      # stderr closes once every worker has exited
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert ("KeyboardInterrupt" in err) == (sig == signal.SIGINT)
+    end = time.monotonic() + 10
+    alive = family
+    while alive and time.monotonic() < end:
+        alive = [c for c in family if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert alive == []
+    assert not any(_segment_exists(n) for n in segments)
+
+
+def test_cli_tux2_executor(tmp_path):
+    import json
+
+    from cosim.cli.graph import main
+
+    assert main(["tux2", "--algo", "mf", "--staleness", "1", "--workers", "2", "--epochs", "2", "--executor",
+                 "processes", "-o", str(tmp_path)]) == 0
+    a = json.loads((tmp_path / "tux2_mf_s1_w2.json").read_text())["algos"]["mf"]
+    assert a["executor"] == "processes" and set(a["processes_runs"]) == {"0", "1"}
+    assert a["processes_runs"]["1"]["max_staleness"] <= 1 and "threads_runs" not in a
+    assert main(["tux2", "--algo", "mf", "--epochs", "1", "--executor", "simulated", "-o", str(tmp_path)]) == 0
+    assert main(["tux2", "--executor", "mpi", "-o", str(tmp_path)]) == 2
+    assert main(["tux2-procs", "--workers", "0", "-o", str(tmp_path)]) == 2
+    assert main(["tux2-procs", "--repeats", "x", "-o", str(tmp_path)]) == 2
+
+
+def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
+    """The measured bench on tiny problems: JSON + PNG, per-staleness medians, BSP = simulated BSP."""
+    import json
+
+    import models.systems.graph.tux2_procs as tp
+    from cosim.cli.graph import bench_tux2_procs
+    from cosim.flow.bench import BENCHES
+
+    assert "tux2_procs" in BENCHES
+    tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
+    monkeypatch.setattr(tp, "_proc_setup", lambda algo, quick, seed: tiny[algo])
+    res = bench_tux2_procs(tmp_path, True, repeats=1)
+    on_disk = json.loads((tmp_path / "tux2_procs.json").read_text())
+    assert (tmp_path / "tux2_procs.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(on_disk["algos"]) == {"mf", "lr"} and len(on_disk["host"]["loadavg_start"]) == 3
+    for a in res["algos"].values():
+        assert set(a["summary"]) == {"0", "1", "2", "4"} and all(len(v) == 1 for v in a["runs"].values())
+        assert a["bsp_max_abs_diff_vs_simulated"] < BSP_ATOL
+        assert a["summary"]["0"]["speedup_vs_bsp_to_target"] == 1.0
+        for s, v in a["runs"].items():
+            assert all(r["max_staleness"] <= int(s) and r["wall_s_to_target"] is not None for r in v)
