@@ -153,6 +153,12 @@ def test_melo_bridge_takes_topology_ring_and_lossy_link_from_the_file(tmp_path):
                  "--loss", "0.1", "--scale", "1e-3", "--seed", "4"]) == 0
     p2 = json.loads((tmp_path / "o" / "bridge_melo.json").read_text())["scenario"]
     assert (p2["loss"], p2["scale"], p2["seed"]) == (0.1, 1e-3, 4)
+    # another lossy link: GPU 4's NIC down port (the hops 0 -> 4), still at the file's loss
+    assert main(["cosim", "melo", "--scenario", str(COSIM), "--model-only", "-o", str(tmp_path / "g"),
+                 "--lossy-gpu", "4"]) == 0
+    d3 = json.loads((tmp_path / "g" / "bridge_melo.json").read_text())
+    assert d3["scenario"]["lossy_link"] is None and d3["scenario"]["loss"] == 0.02
+    assert [(f["src"], f["dst"]) for f in d3["model"]["flows"] if f["level"] != "flow"] == [(0, 4), (0, 4)]
 
 
 def test_kv_bridge_takes_workers_from_the_jobs_dp_ranks(tmp_path):

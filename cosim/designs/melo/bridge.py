@@ -264,6 +264,8 @@ def params_from_scenario(sc, *, scale: float | None = None, loss: float | None =
             loss = f.loss
     elif not 0 <= lossy_gpu < topo.n_gpus:
         raise ScenarioError(f"--lossy-gpu must be a GPU 0..{topo.n_gpus - 1} of [topology], not {lossy_gpu}")
+    elif loss is None and fi is not None:  # another link, the file's loss probability
+        loss = sc.failures[fi].loss
     kw = {k: conf[k] for k in ("mtu_bytes", "window", "rto_us") if k in conf}
     if f_clk_mhz is None:
         f_clk_mhz = conf.get("clock_mhz", 250.0)
