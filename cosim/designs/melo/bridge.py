@@ -665,8 +665,9 @@ NOTES = [
     "Time base: engine clock f_clk; a packet arriving at t enters the engine at cycle ceil(t*f_clk), "
     "a response beat at cycle c leaves at c/f_clk; both devices quantise identically.",
     "Model device: golden MeloEngine for the data, the RTL docstring's cycle table for the latency; "
-    "differences in FCT come only from per-packet engine latency (a few ns), which can shift a "
-    "packet behind or ahead of a rate change or a timer.",
+    "a difference in FCT could come only from a per-packet engine latency (a few ns) shifting a packet "
+    "behind or ahead of a rate change or a timer (none on the scenarios of tests/melo/test_bridge_melo.py, "
+    "where both runs agree cycle for cycle).",
     "Loss is a hash of (seed, flow, PSN, attempt): both runs drop the same transmissions.",
 ]
 
