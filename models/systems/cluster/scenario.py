@@ -49,7 +49,7 @@ Example files: ``models/systems/cluster/scenarios/small.toml`` and ``lingjun.tom
     [cosim.melo]               # optional: only the RTL-in-the-loop bridges read [cosim.*]
     job = "gpt"                # whose DP ring transfers of one iteration become the flows
     scale = 1e-4               # flow bytes = ring hop bytes x scale (packet-simulable sizes)
-    failure = 0                # index of the lossy [[failures]] entry (default: the first)
+    # failure = 1              # index of a lossy [[failures]] entry (default: the first lossy one)
     [cosim.kv]
     job = "gpt"                # workers = the job's DP ranks (GPU of TP rank 0, stage 0)
     [cosim.serve]
