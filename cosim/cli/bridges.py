@@ -5,6 +5,11 @@ Each subcommand runs the bridge's scenario with the model device (in this proces
 word for word against the golden model, and writes ``bridge_<name>.json`` (both results, wall
 times, slowdown, checks) to ``-o DIR`` and a table to the terminal. Also :func:`bench_bridges`,
 registered in :data:`cosim.flow.bench.BENCHES` as ``cosim_bridges``.
+
+``--scenario FILE.toml`` derives the bridge's scenario from the file ``hwcosim cluster run`` reads
+(topology, jobs, failures and the optional ``[cosim.melo|serve|kv]`` tables; see
+``models/systems/cluster/scenario.py`` and each bridge's ``params_from_scenario``); flags given on
+the command line override the file. A bad file is one line, exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ def _common(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model-only", action="store_true", help="run only the model device (no simulator)")
     ap.add_argument("--sim", choices=("verilator", "icarus"), default=None,
                     help="simulator (default: $SIM or verilator)")
-    ap.add_argument("--seed", type=int, default=1, help="scenario seed (default 1)")
+    ap.add_argument("--seed", type=int, default=None, help="scenario seed (default 1, or the --scenario file's)")
+    ap.add_argument("--scenario", metavar="FILE.toml", default=None,
+                    help="derive the scenario from a cluster scenario file (as 'hwcosim cluster run' reads); "
+                         "flags override it")
 
 
 def _positive(kind):
@@ -51,43 +59,48 @@ def register(subparsers) -> argparse.ArgumentParser:
                        description="Flows on a small Clos with loss on one link; the flows crossing it run at packet "
                                    "level with the MELO engine as receiver, the rest at flow level.")
     _common(m)
-    m.add_argument("--loss", type=float, default=0.02, help="loss probability on the lossy link (default 0.02)")
-    m.add_argument("--lossy-gpu", type=int, default=2, help="GPU whose NIC down-link is lossy (default 2)")
+    m.add_argument("--loss", type=float, default=None,
+                   help="loss probability on the lossy link (default 0.02, or the --scenario failure's loss)")
+    m.add_argument("--lossy-gpu", type=int, default=None,
+                   help="GPU whose NIC down-link is lossy (default 2, or the --scenario file's lossy failure)")
     m.add_argument("--flow", metavar="SRC,DST,BYTES,START_US", action="append", default=None,
-                   help="a flow of the workload (repeatable; GPUs 0..3); replaces the six built-in flows")
+                   help="a flow of the workload (repeatable; GPUs 0..3, or of the --scenario topology); replaces "
+                        "the six built-in flows (or the job's ring hops)")
     m.add_argument("--flows", metavar="I,J", default=None,
                    help="indices of the flows to run on the engine (default: all crossing the lossy link)")
-    m.add_argument("--scale", type=_positive(float), default=1.0, help="multiply every flow size (default 1)")
-    m.add_argument("--clock-mhz", type=_positive(float), default=250.0, help="engine clock (default 250)")
+    m.add_argument("--scale", type=_positive(float), default=None,
+                   help="multiply every flow size (default 1, or [cosim.melo] scale)")
+    m.add_argument("--clock-mhz", type=_positive(float), default=None, help="engine clock (default 250)")
     m.set_defaults(func=_cmd_melo)
 
     s = sub.add_parser("serve", help="BBS SpMxV / FSS GEMM RTL as serving devices under an ElasticBatch-style stream",
                        description="Poisson requests, size buckets, dynamic batching; service times from RTL cycles "
                                    "(cached per batch shape) vs the cycle model.")
     _common(s)
-    s.add_argument("--device", choices=("bbs", "fss", "both"), default="both", help="device(s) (default both)")
-    s.add_argument("--requests", type=_positive(int), default=60, help="requests (default 60)")
-    s.add_argument("--load", type=_positive(float), default=1.3,
+    s.add_argument("--device", choices=("bbs", "fss", "both"), default=None, help="device(s) (default both)")
+    s.add_argument("--requests", type=_positive(int), default=None, help="requests (default 60)")
+    s.add_argument("--load", type=_positive(float), default=None,
                    help="offered load vs the device serving one request at a time (default 1.3)")
-    s.add_argument("--slo-us", type=_positive(float), default=10.0, help="latency SLO in us (default 10)")
-    s.add_argument("--p-stall", type=float, default=0.0,
+    s.add_argument("--slo-us", type=_positive(float), default=None, help="latency SLO in us (default 10)")
+    s.add_argument("--p-stall", type=float, default=None,
                    help="probability the result sink refuses a cycle (RTL only; default 0)")
     s.add_argument("--no-cache", action="store_true", help="simulate every batch (no cache per shape)")
-    s.add_argument("--clock-mhz", type=_positive(float), default=200.0, help="engine clock (default 200)")
+    s.add_argument("--clock-mhz", type=_positive(float), default=None, help="engine clock (default 200)")
     s.set_defaults(func=_cmd_serve)
 
     k = sub.add_parser("kv", help="KV-Direct pipeline RTL serving a parameter-server job's key-value traffic",
                        description="Workers pull (GET) and push (ATOMIC add / PUT) parameter keys of Zipf "
                                    "popularity over a flow-level network to a KV-Direct NIC.")
     _common(k)
-    k.add_argument("--workers", type=_positive(int), default=4, help="workers, 1..7 (default 4)")
-    k.add_argument("--iterations", type=_positive(int), default=3, help="iterations (default 3)")
-    k.add_argument("--keys-per-iter", type=_positive(int), default=16, help="keys pulled per iteration (default 16)")
-    k.add_argument("--keys", type=_positive(int), default=48, help="parameter keys (default 48)")
-    k.add_argument("--theta", type=float, default=0.99, help="Zipf skew (default 0.99)")
-    k.add_argument("--mem-latency", type=_positive(int), default=40, help="memory latency in cycles (default 40)")
+    k.add_argument("--workers", type=_positive(int), default=None,
+                   help="workers, 1..7 (default 4; with --scenario: the job's DP degree, or its first N ranks)")
+    k.add_argument("--iterations", type=_positive(int), default=None, help="iterations (default 3)")
+    k.add_argument("--keys-per-iter", type=_positive(int), default=None, help="keys pulled per iteration (default 16)")
+    k.add_argument("--keys", type=_positive(int), default=None, help="parameter keys (default 48)")
+    k.add_argument("--theta", type=float, default=None, help="Zipf skew (default 0.99)")
+    k.add_argument("--mem-latency", type=_positive(int), default=None, help="memory latency in cycles (default 40)")
     k.add_argument("--no-forward", action="store_true", help="turn the pipeline's forwarding off")
-    k.add_argument("--clock-mhz", type=_positive(float), default=200.0, help="pipeline clock (default 200)")
+    k.add_argument("--clock-mhz", type=_positive(float), default=None, help="pipeline clock (default 200)")
     k.set_defaults(func=_cmd_kv)
     return p
 
@@ -129,12 +142,47 @@ def _cmd_melo(args) -> int:
                 raise UsageError(f"--flow {text!r}: expected SRC,DST,BYTES,START_US, "
                                  "e.g. --flow 0,2,262144,0") from None
         flows = {"flows": tuple(parsed)}
-    p = MeloScenarioParams(loss=args.loss, lossy_gpu=args.lossy_gpu, chosen=chosen, scale=args.scale,
-                           f_clk_mhz=args.clock_mhz, seed=args.seed, **flows)
-    _check_clock(args.clock_mhz, args.model_only)
+    if args.scenario:
+        from cosim.designs.melo.bridge import params_from_scenario
+
+        sc = _load(args.scenario)
+        p = _from_file(args.scenario, lambda: params_from_scenario(
+            sc, scale=args.scale, loss=args.loss, lossy_gpu=args.lossy_gpu, flows=flows.get("flows"), chosen=chosen,
+            f_clk_mhz=args.clock_mhz, seed=args.seed))
+    else:
+        p = MeloScenarioParams(loss=_dflt(args.loss, 0.02), lossy_gpu=_dflt(args.lossy_gpu, 2), chosen=chosen,
+                               scale=_dflt(args.scale, 1.0), f_clk_mhz=_dflt(args.clock_mhz, 250.0),
+                               seed=_dflt(args.seed, 1), **flows)
+    _check_clock(p.f_clk_mhz, args.model_only)
     _progress(f"melo: {len(p.flows)} flows, {len(p.chosen_flows())} on the engine, loss {p.loss:g}; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
     return _finish(run_bridge(p, model_only=args.model_only, sim=args.sim), _out(args))
+
+
+def _dflt(v, default):
+    return default if v is None else v
+
+
+def _load(path: str):
+    """The cluster scenario file, validated by the cluster's parser (bad file: UsageError, one line)."""
+    from cosim.cli import UsageError
+    from models.systems.cluster.scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as e:
+        raise UsageError(str(e)) from None
+
+
+def _from_file(path: str, fn):
+    """``fn()`` (a bridge's ``params_from_scenario``) with its ScenarioError as one UsageError line."""
+    from cosim.cli import UsageError
+    from models.systems.cluster.scenario import ScenarioError
+
+    try:
+        return fn()
+    except ScenarioError as e:
+        raise UsageError(f"{path}: {e}") from None
 
 
 def _check_clock(mhz: float, model_only: bool) -> None:
@@ -150,16 +198,25 @@ def _cmd_serve(args) -> int:
     _check_out(args)
     from cosim.designs.fss.bridge import ServeScenarioParams, run_bridge
 
-    if not 0 <= args.p_stall < 0.95:
+    if args.p_stall is not None and not 0 <= args.p_stall < 0.95:
         from cosim.cli import UsageError
 
         raise UsageError(f"--p-stall must be in [0, 0.95), not {args.p_stall}")
-    _check_clock(args.clock_mhz, args.model_only)
+    flags = {"n_requests": args.requests, "load": args.load, "slo_us": args.slo_us, "p_stall": args.p_stall,
+             "cache": False if args.no_cache else None, "f_clk_mhz": args.clock_mhz, "seed": args.seed}
+    if args.scenario:
+        from cosim.designs.fss.bridge import params_from_scenario
+
+        sc = _load(args.scenario)
+        sps = _from_file(args.scenario, lambda: params_from_scenario(sc, args.device, **flags))
+    else:
+        dev = _dflt(args.device, "both")
+        kw = {k: v for k, v in flags.items() if v is not None}
+        sps = [ServeScenarioParams(device=d, **kw) for d in (("bbs", "fss") if dev == "both" else (dev,))]
+    _check_clock(sps[0].f_clk_mhz, args.model_only)
     rc = 0
-    for dev in (("bbs", "fss") if args.device == "both" else (args.device,)):
-        sp = ServeScenarioParams(device=dev, n_requests=args.requests, load=args.load, slo_us=args.slo_us,
-                                 p_stall=args.p_stall, cache=not args.no_cache, f_clk_mhz=args.clock_mhz,
-                                 seed=args.seed)
+    for sp in sps:
+        dev = sp.device
         _progress(f"serve {dev}: {sp.n_requests} requests at load {sp.load:g}; "
                   f"{'model only' if args.model_only else 'model, then RTL'}")
         rc |= _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))
@@ -170,10 +227,17 @@ def _cmd_kv(args) -> int:
     _check_out(args)
     from cosim.designs.kvdirect.bridge import KVScenarioParams, run_bridge
 
-    _check_clock(args.clock_mhz, args.model_only)
-    sp = KVScenarioParams(n_workers=args.workers, iterations=args.iterations, keys_per_iter=args.keys_per_iter,
-                          n_keys=args.keys, theta=args.theta, mem_latency=args.mem_latency,
-                          forward=not args.no_forward, f_clk_mhz=args.clock_mhz, seed=args.seed)
+    flags = {"n_workers": args.workers, "iterations": args.iterations, "keys_per_iter": args.keys_per_iter,
+             "n_keys": args.keys, "theta": args.theta, "mem_latency": args.mem_latency,
+             "forward": False if args.no_forward else None, "f_clk_mhz": args.clock_mhz, "seed": args.seed}
+    if args.scenario:
+        from cosim.designs.kvdirect.bridge import params_from_scenario
+
+        sc = _load(args.scenario)
+        sp = _from_file(args.scenario, lambda: params_from_scenario(sc, **flags))
+    else:
+        sp = KVScenarioParams(**{k: v for k, v in flags.items() if v is not None})
+    _check_clock(sp.f_clk_mhz, args.model_only)
     _progress(f"kv: {sp.n_workers} workers x {sp.iterations} iterations x {sp.keys_per_iter} keys; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
     return _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))

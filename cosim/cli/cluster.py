@@ -542,6 +542,9 @@ def _cmd_run(args) -> int:
              f"{1e3 * j['max_iter_s']:.2f}", f"{j['spread']:.3f}" if j["spread"] else "-",
              f"{j['gpu_utilisation']:.3f}", f"{sum(j['comm_s'].values()):.3f}"]
             for j in res["jobs"]])
+    for lk in res.get("lossy", []):
+        print(f"lossy {', '.join(lk['links'])} (loss {lk['loss']:g}): {lk['goodput_bytes'] / 1e9:.3f} GB delivered "
+              f"through it, {lk['retransmitted_bytes'] / 1e9:.3f} GB resent")
     print(f"makespan {res['makespan_s']:.3f} s, cluster GPU utilisation {res['gpu_utilisation']:.3f}, "
           f"{res['events']} events in {res['wall_s']:.2f} s; wrote scenario.json + scenario.png to {out}/")
     return 0

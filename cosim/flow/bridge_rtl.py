@@ -115,6 +115,9 @@ class RTLSerialDevice:
             if self.clk.now >= lim:
                 return []
             await RisingEdge(self.clk.clk)
+            # run() may finish on this very edge: let it record its result before the loop looks, or the
+            # clock would run one more cycle and a queued request would start a cycle late
+            await NullTrigger()
         if self.clk.now < lim < big:
             await self.clk.goto(lim)
         return []

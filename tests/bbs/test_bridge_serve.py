@@ -94,3 +94,22 @@ def test_the_bridge_plans_with_the_elasticbatch_planner():
     # a tighter SLO shrinks the batches the planner allows
     tight = ServeScenario(ServeScenarioParams(device="bbs", slo_us=4.0), p)
     assert all(tight.plan[s] <= sc.plan[s] for s in sp.buckets) and tight.plan != sc.plan
+
+
+@pytest.mark.sim
+def test_rtl_in_the_loop_from_the_cluster_scenario_file(tmp_path):
+    # the file hwcosim cluster run reads: its seed and [cosim.serve] (BBS only here: one RTL run)
+    from pathlib import Path
+
+    from cosim.designs.fss.bridge import params_from_scenario
+    from models.systems.cluster.scenario import load_scenario
+
+    f = Path(__file__).resolve().parents[2] / "models/systems/cluster/scenarios/cosim_small.toml"
+    (sp,) = params_from_scenario(load_scenario(f), "bbs")
+    assert (sp.n_requests, sp.seed) == (24, 1)
+    cmp = run_bridge(sp, test_dir=tmp_path)
+    m, r = cmp.model, cmp.rtl
+    wc = cmp.checks["word_for_word"]
+    assert wc["mismatches"] == 0 and wc["words_compared"] > 0
+    assert all(b[4] == b[5] for b in r["batch_cycles"])
+    np.testing.assert_allclose(r["latencies_us"], m["latencies_us"], rtol=1e-9)

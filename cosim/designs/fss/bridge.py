@@ -20,6 +20,16 @@ A batch of ``b`` requests of bucket ``s`` is one engine run:
 - FSS GEMM (:class:`hdl.fss.FSSGemm`, one FSS weight matrix): ``T = b * s`` activation columns,
   rounded up to a multiple of ``pe_cols``.
 
+From a cluster scenario file
+----------------------------
+:func:`params_from_scenario` (``hwcosim cosim serve --scenario FILE.toml``) reads the same TOML file as
+``hwcosim cluster run`` through the cluster's parser. What maps cleanly: the seed, and the
+``[cosim.serve]`` table (``device``, ``requests``, ``load``, ``slo_us``, ``p_stall``, ``cache``,
+``clock_mhz``). What does not map, and is ignored: ``[topology]``, ``[routing]``, ``[[jobs]]`` and
+``[[failures]]``. The serving bridge is one accelerator behind a request queue with no network in
+the model (requests are not moved across the fabric), and a training job's DP x TP x PP, compute
+time and gradient bytes say nothing about an inference request stream's rate or sizes.
+
 Devices and time base
 ---------------------
 The engine clock is ``f_clk_mhz`` (default 200 MHz, the clock of
@@ -47,7 +57,7 @@ import numpy as np
 from cosim.flow.bridge import ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
 
 __all__ = ["ServeScenarioParams", "ServeScenario", "ServeModelDevice", "make_engine", "run_model", "run_rtl",
-           "run_bridge", "DEVICES"]
+           "run_bridge", "DEVICES", "params_from_scenario"]
 
 DEVICES = ("bbs", "fss")
 
@@ -105,6 +115,26 @@ class ServeScenarioParams:
         d = dict(d)
         d["buckets"], d["batches"] = tuple(d["buckets"]), tuple(d["batches"])
         return cls(**d)
+
+
+def params_from_scenario(sc, device: str | None = None, **flags) -> list[ServeScenarioParams]:
+    """The serving scenarios (one per device: ``device`` "both" gives BBS then FSS) of a cluster scenario
+    ``sc`` (module docstring). ``device`` and ``flags`` (keyword arguments of :class:`ServeScenarioParams`
+    given on the command line; None: not given) override the file's ``[cosim.serve]``.
+    Raises ``ScenarioError`` (one line)."""
+    from models.systems.cluster.scenario import ScenarioError
+
+    conf = sc.cosim_conf("serve")
+    names = {"requests": "n_requests", "load": "load", "slo_us": "slo_us", "p_stall": "p_stall", "cache": "cache",
+             "clock_mhz": "f_clk_mhz"}
+    kw = {names[k]: v for k, v in conf.items() if k in names}
+    kw.update({k: v for k, v in flags.items() if v is not None})
+    kw.setdefault("seed", sc.seed)
+    dev = device or conf.get("device", "both")
+    try:
+        return [ServeScenarioParams(device=d, **kw) for d in (DEVICES if dev == "both" else (dev,))]
+    except ValueError as e:
+        raise ScenarioError(f"[cosim.serve]: {e}") from None
 
 
 def make_engine(sp: ServeScenarioParams):

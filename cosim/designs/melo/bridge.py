@@ -27,6 +27,19 @@ Receiver: one MELO engine (:class:`models.melo.engine.MeloEngineParams`) holds t
 of every chosen flow (flow ``i`` is connection ``i``), as the receiving NIC would for its queue
 pairs. It takes one packet at a time; a packet that arrives while it is busy waits.
 
+From a cluster scenario file
+----------------------------
+:func:`params_from_scenario` (``hwcosim cosim melo --scenario FILE.toml``) derives the scenario from
+the same TOML file ``hwcosim cluster run`` reads, through the cluster's parser: the topology is the
+file's ``[topology]`` (the cluster's generators, ``topology``), the flows are the DP all-reduce
+transfers of one iteration of a job (``[cosim.melo] job``; its ``steps`` on its cluster placement:
+every ring hop of every DP group and channel, bytes multiplied by ``[cosim.melo] scale`` to a
+packet-simulable size, all starting at 0), the lossy link and its loss probability are a
+``[[failures]]`` entry with ``effect = "lossy"`` (its ``at_s``/``restore_s`` are not used: the
+bridge simulates one iteration's transfers while the link is lossy) and the seed is the file's.
+Paths take ECMP choices hashed from (flow, src, dst) with the seed. Only flows whose path crosses
+the lossy link see loss; by default those are the chosen ones.
+
 Devices and time base
 ---------------------
 The engine clock is ``f_clk_mhz`` (default 250 MHz). The **RTL device** is
@@ -51,7 +64,10 @@ from cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, ModelDevice,
 from models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams
 
 __all__ = ["MeloScenarioParams", "MeloScenario", "MeloModelDevice", "model_cycles", "run_model", "run_rtl",
-           "check_transcript", "run_bridge", "ENGINE"]
+           "check_transcript", "run_bridge", "ENGINE", "params_from_scenario", "MAX_PACKETS"]
+
+MAX_PACKETS = 200_000
+"""Packets of all chosen flows together that a bridge run may simulate (a larger ``scale`` is refused)."""
 
 ENGINE = MeloEngineParams(n_conns=16, psn_bits=12, block_bits=16, pool_blocks=24, max_blocks_per_conn=3)
 """Engine of the bridge (the configuration of the MELO RTL tests: its Verilator build is shared)."""
@@ -92,18 +108,28 @@ class MeloScenarioParams:
     seed: int = 1
     scale: float = 1.0
     engine: MeloEngineParams = field(default_factory=lambda: ENGINE)
+    topology: tuple | None = None
+    """``(generator, ((param, value), ...))`` of a cluster scenario's ``[topology]``; None: the
+    built-in one-pod Clos of four single-GPU hosts."""
+    lossy_link: tuple | None = None
+    """``(link block name, index)``, e.g. ``("port-down", 2)``; None: the NIC down port of ``lossy_gpu``."""
 
     def __post_init__(self):
         if not 0.0 <= self.loss < 0.5:
             raise ValueError(f"loss must be in [0, 0.5), not {self.loss!r}")
         if not self.flows:
             raise ValueError("the scenario needs at least one flow")
+        topo = self.build_topology()
+        ng = topo.n_gpus
         for f in self.flows:
-            if len(f) != 4 or f[0] == f[1] or min(f[0], f[1]) < 0 or max(f[0], f[1]) > 3 or f[2] <= 0 or f[3] < 0:
-                raise ValueError(f"flow {f!r}: needs (src, dst, bytes, start_us) with GPUs 0..3, src != dst, "
+            if len(f) != 4 or f[0] == f[1] or min(f[0], f[1]) < 0 or max(f[0], f[1]) >= ng or f[2] <= 0 or f[3] < 0:
+                raise ValueError(f"flow {f!r}: needs (src, dst, bytes, start_us) with GPUs 0..{ng - 1}, src != dst, "
                                  "bytes > 0, start >= 0")
-        if not 0 <= self.lossy_gpu <= 3:
-            raise ValueError(f"lossy_gpu must be a GPU 0..3, not {self.lossy_gpu}")
+        if self.lossy_link is None and not 0 <= self.lossy_gpu < ng:
+            raise ValueError(f"lossy_gpu must be a GPU 0..{ng - 1}, not {self.lossy_gpu}")
+        object.__setattr__(self, "_topo", topo)
+        object.__setattr__(self, "_lossy", self._lossy_link_id(topo))
+        object.__setattr__(self, "_paths", self._flow_paths(topo))
         if self.window < 1 or self.window > self.engine.window_psns - self.engine.block_bits:
             raise ValueError(f"window must be in 1..{self.engine.window_psns - self.engine.block_bits} (the engine's "
                              f"reorder window at any alignment), not {self.window}")
@@ -111,22 +137,69 @@ class MeloScenarioParams:
             raise ValueError("f_clk_mhz, rto_us, mtu_bytes and scale must be > 0")
         ch = self.chosen_flows()
         if not ch:
-            raise ValueError(f"no chosen flow: none crosses the lossy link into GPU {self.lossy_gpu}")
+            raise ValueError(f"no chosen flow: none crosses the lossy link {self._topo.describe(self._lossy)}")
         if len(ch) > self.engine.n_conns:
             raise ValueError(f"{len(ch)} chosen flows exceed the engine's {self.engine.n_conns} connections")
         bad = [i for i in ch if not 0 <= i < len(self.flows)]
         if bad:
             raise ValueError(f"chosen flow index {bad[0]} out of range 0..{len(self.flows) - 1}")
 
+    def build_topology(self):
+        """The cluster topology the flows run on (see ``topology``)."""
+        from models.systems.cluster.topology import clos
+
+        if self.topology is None:
+            return clos(1, 2, 2, gpus_per_host=1, nic_ports=1, aggs_per_pod=1, cores_per_plane=1,
+                        nic_gbps=self.nic_gbps, hop_latency_s=self.hop_latency_us * 1e-6, name="bridge-clos-1x2x2")
+        from models.systems.cluster.scenario import TopologyConf
+
+        gen, params = self.topology
+        return TopologyConf(gen, tuple((str(k), v) for k, v in params)).build()
+
+    def _lossy_link_id(self, topo) -> int:
+        from models.systems.cluster.topology import LinkKind
+
+        if self.lossy_link is None:
+            kind, idx = "port-down", self.lossy_gpu * topo.nic_ports
+        else:
+            kind, idx = self.lossy_link
+        if kind not in LinkKind.NAMES:
+            raise ValueError(f"lossy link kind must be one of {', '.join(LinkKind.NAMES)}, not {kind!r}")
+        blk = topo.link_block(LinkKind.NAMES.index(kind))
+        if not 0 <= int(idx) < blk.stop - blk.start:
+            raise ValueError(f"lossy link {kind}#{idx} out of range: this topology has {blk.stop - blk.start} "
+                             f"{kind} links")
+        return blk.start + int(idx)
+
+    def _flow_paths(self, topo) -> list:
+        from models.systems.cluster.topology import N_CHOICES, hash_choices
+
+        out = []
+        for i, f in enumerate(self.flows):
+            if self.topology is None:  # the built-in Clos has one path per pair
+                ch = np.zeros((1, N_CHOICES), dtype=np.int64)
+            else:  # ECMP: choices hashed from (flow, src, dst) with the seed
+                ch = hash_choices(np.array([[i, int(f[0]), int(f[1])]]), self.seed)
+            out.append(topo.paths([int(f[0])], [int(f[1])], ch)[0])
+        return out
+
+    def crosses_lossy(self, i: int) -> bool:
+        """Whether flow ``i``'s path crosses the lossy link."""
+        return bool((self._paths[i] == self._lossy).any())
+
     def chosen_flows(self) -> list[int]:
         if self.chosen is not None:
             return sorted(set(int(i) for i in self.chosen))
-        return [i for i, f in enumerate(self.flows) if f[1] == self.lossy_gpu]
+        return [i for i in range(len(self.flows)) if self.crosses_lossy(i)]
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["flows"] = [list(f) for f in self.flows]
         d["chosen"] = None if self.chosen is None else list(self.chosen)
+        if self.topology is not None:
+            d["topology"] = [self.topology[0], [list(kv) for kv in self.topology[1]]]
+        if self.lossy_link is not None:
+            d["lossy_link"] = list(self.lossy_link)
         return d
 
     @classmethod
@@ -135,7 +208,79 @@ class MeloScenarioParams:
         d["flows"] = tuple(tuple(f) for f in d["flows"])
         d["chosen"] = None if d.get("chosen") is None else tuple(d["chosen"])
         d["engine"] = MeloEngineParams(**d["engine"])
+        if d.get("topology") is not None:
+            gen, params = d["topology"]
+            d["topology"] = (gen, tuple(tuple(kv) for kv in params))
+        if d.get("lossy_link") is not None:
+            d["lossy_link"] = tuple(d["lossy_link"])
         return cls(**d)
+
+
+def params_from_scenario(sc, *, scale: float | None = None, loss: float | None = None,
+                         lossy_gpu: int | None = None, flows=None, chosen=None, f_clk_mhz: float | None = None,
+                         seed: int | None = None) -> MeloScenarioParams:
+    """The bridge scenario of a cluster scenario ``sc`` (:class:`models.systems.cluster.scenario.Scenario`;
+    see the module docstring). Keyword arguments (the command line's flags) override the file.
+
+    Raises
+    ------
+    models.systems.cluster.scenario.ScenarioError
+        One line naming the field of the file (or the flag) and the fix.
+    """
+    from models.systems.cluster.job import Comm
+    from models.systems.cluster.scenario import ScenarioError, prepare
+
+    conf = sc.cosim_conf("melo")
+    ji, jc = sc.job(conf.get("job"))
+    spec = jc.spec
+    topo, places, _ = prepare(sc)
+    scale = conf.get("scale") if scale is None else scale
+    if scale is None:
+        raise ScenarioError("cosim.melo.scale: missing; add 'scale = <number>' to [cosim.melo] (flow bytes = ring "
+                            "hop bytes x scale, e.g. 1e-4) or pass --scale")
+    if flows is None:
+        dp = [st for st in spec.steps(places[ji]) if isinstance(st, Comm) and st.label == "dp"]
+        if not dp:
+            raise ScenarioError(f"jobs[{ji}] ({spec.name!r}) has no DP all-reduce (dp = {spec.dp}, grad_bytes = "
+                                f"{spec.grad_bytes:g}); name a job with dp >= 2 and grad_bytes > 0 in [cosim.melo] job")
+        flows = []
+        for coll in dp[0].collectives:
+            for st in coll.streams:
+                flows.extend((int(a), int(b), float(st.nbytes), 0.0) for a, b in zip(st.src, st.dst))
+    # the lossy link: a [[failures]] entry with effect = "lossy" (or --lossy-gpu's NIC down port)
+    lossy = [i for i, f in enumerate(sc.failures) if f.loss is not None]
+    fi = conf.get("failure", lossy[0] if lossy else None)
+    link = None
+    if lossy_gpu is None:
+        if fi is None:
+            raise ScenarioError("failures: no lossy link; add a [[failures]] entry with effect = \"lossy\" and "
+                                "loss = <probability>, or pass --lossy-gpu")
+        f = sc.failures[fi]
+        if len(f.index) != 1:
+            raise ScenarioError(f"failures[{fi}].index: the MELO bridge models one lossy link; give it one index, "
+                                f"not {list(f.index)}")
+        link = (f.kind, f.index[0])
+        if loss is None:
+            loss = f.loss
+    elif not 0 <= lossy_gpu < topo.n_gpus:
+        raise ScenarioError(f"--lossy-gpu must be a GPU 0..{topo.n_gpus - 1} of [topology], not {lossy_gpu}")
+    elif loss is None and fi is not None:  # another link, the file's loss probability
+        loss = sc.failures[fi].loss
+    kw = {k: conf[k] for k in ("mtu_bytes", "window", "rto_us") if k in conf}
+    if f_clk_mhz is None:
+        f_clk_mhz = conf.get("clock_mhz", 250.0)
+    try:
+        p = MeloScenarioParams(flows=tuple(flows), lossy_gpu=lossy_gpu or 0, loss=0.02 if loss is None else loss,
+                               chosen=chosen, scale=scale, f_clk_mhz=f_clk_mhz, seed=sc.seed if seed is None else seed,
+                               nic_gbps=topo.nic_gbps, hop_latency_us=topo.hop_latency_s * 1e6,
+                               topology=(sc.topology.generator, sc.topology.params), lossy_link=link, **kw)
+    except ValueError as e:
+        raise ScenarioError(f"[cosim.melo] of job {spec.name!r}: {e}") from None
+    npk = sum(math.ceil(p.flows[i][2] * p.scale / p.mtu_bytes) for i in p.chosen_flows())
+    if npk > MAX_PACKETS:
+        raise ScenarioError(f"cosim.melo.scale: {scale:g} gives {npk} packets on the engine, more than "
+                            f"{MAX_PACKETS}; lower scale (or --scale)")
+    return p
 
 
 def _lost(seed: int, flow: int, psn: int, attempt: int, p: float) -> bool:
@@ -152,7 +297,7 @@ def _lost(seed: int, flow: int, psn: int, attempt: int, p: float) -> bool:
 class _Flow:
     __slots__ = ("i", "conn", "src", "dst", "size", "start", "npkts", "sid", "owd", "una", "nxt", "sacked",
                  "rq", "inq", "hi", "attempts", "rnext", "last_prog", "timer_on", "sending", "next_send",
-                 "done_t", "retx", "timeouts", "sent", "nacks", "sacks", "dups", "chosen", "path")
+                 "done_t", "retx", "timeouts", "sent", "nacks", "sacks", "dups", "chosen", "path", "lossy")
 
     def __init__(self, i, src, dst, size, start):
         self.i, self.src, self.dst, self.size, self.start = i, src, dst, size, start
@@ -165,11 +310,9 @@ class MeloScenario:
 
     def __init__(self, p: MeloScenarioParams):
         from models.systems.cluster.network import FlowNetwork
-        from models.systems.cluster.topology import clos
 
         self.p = p
-        self.topo = clos(1, 2, 2, gpus_per_host=1, nic_ports=1, aggs_per_pod=1, cores_per_plane=1,
-                         nic_gbps=p.nic_gbps, hop_latency_s=p.hop_latency_us * 1e-6, name="bridge-clos-1x2x2")
+        self.topo = p._topo
         self.net = FlowNetwork(self.topo.capacity)
         self.mask = (1 << p.engine.psn_bits) - 1
         self.now = 0.0
@@ -181,7 +324,8 @@ class MeloScenario:
         for i, (s, d, b, st) in enumerate(p.flows):
             f = _Flow(i, int(s), int(d), float(b) * p.scale, float(st) * 1e-6)
             f.chosen = i in chosen
-            f.path = self.topo.paths([f.src], [f.dst], np.zeros((1, 8), dtype=np.int64))[0]
+            f.lossy = p.crosses_lossy(i)
+            f.path = p._paths[i]
             f.owd = float(self.topo.base_latency([f.src], [f.dst])[0])
             if f.chosen:
                 f.conn = chosen.index(i)
@@ -293,7 +437,7 @@ class MeloScenario:
             self._push(t + self.rto, "timer", f)
         att = f.attempts.get(psn, 0)
         f.attempts[psn] = att + 1
-        if _lost(self.p.seed, f.i, psn, att, self.p.loss):
+        if f.lossy and _lost(self.p.seed, f.i, psn, att, self.p.loss):
             self.lost += 1
         else:
             self._push(t + ser + f.owd, "arrive", f, psn)
@@ -521,8 +665,9 @@ NOTES = [
     "Time base: engine clock f_clk; a packet arriving at t enters the engine at cycle ceil(t*f_clk), "
     "a response beat at cycle c leaves at c/f_clk; both devices quantise identically.",
     "Model device: golden MeloEngine for the data, the RTL docstring's cycle table for the latency; "
-    "differences in FCT come only from per-packet engine latency (a few ns), which can shift a "
-    "packet behind or ahead of a rate change or a timer.",
+    "a difference in FCT could come only from a per-packet engine latency (a few ns) shifting a packet "
+    "behind or ahead of a rate change or a timer (none on the scenarios of tests/melo/test_bridge_melo.py, "
+    "where both runs agree cycle for cycle).",
     "Loss is a hash of (seed, flow, PSN, attempt): both runs drop the same transmissions.",
 ]
 

@@ -7,6 +7,17 @@ with the number of collective starts and ends, not with bytes or packets. Severa
 topology; a :class:`~models.systems.cluster.routing.Router` maps every stream to paths and a priority.
 
 Same inputs and seed give the same result: events with equal times run in insertion order.
+
+Link faults act on the network's mechanics: a *down* link (:meth:`Simulator.fail_links`) has
+capacity 0 and the router is told (ECMP re-hashes around it); a *lossy* link
+(:meth:`Simulator.lossy_links`) drops each packet with probability ``p`` and the transport resends
+it (selective repeat, as RoCE NICs do), so a fraction ``p`` of the link's wire time carries copies
+that never arrive: its goodput capacity in the flow network becomes ``(1 - p)`` of its capacity and
+every stream crossing it gets its max-min share of that. Routing does not see loss (ECMP keeps
+hashing onto the link). The retransmitted bytes are counted per lossy link (:attr:`Simulator.lossy`).
+Simplifications (stated): the resent copies also occupy the links upstream of the lossy one, which
+is not charged; the recovery delay of the last lost packets (an RTT or an RTO, microseconds) is not
+added to a stream's completion.
 """
 
 from __future__ import annotations
@@ -92,6 +103,9 @@ class Simulator:
         self._live_colls: dict[tuple, list] = {}
         self.events = 0
         self.wall_s = 0.0
+        self._down = np.zeros(topo.n_links, dtype=bool)
+        self._keep = np.ones(topo.n_links)  # product of (1 - loss) of the lossy periods in force
+        self.lossy: list[dict] = []  # one record per lossy_links call (see lossy_report)
 
     # ---- setup -------------------------------------------------------------------------------
     def add_job(self, spec: JobSpec, place, start: float = 0.0) -> int:
@@ -117,6 +131,51 @@ class Simulator:
         self._push(at, self._set_links, links, False)
         if restore_at is not None:
             self._push(restore_at, self._set_links, links, True)
+
+    def lossy_links(self, at: float, links, loss: float, restore_at: float | None = None) -> None:
+        """Links drop each packet with probability ``loss`` from ``at`` until ``restore_at``: the
+        resends take ``loss`` of their wire time, so they carry ``1 - loss`` of their capacity as
+        goodput (module docstring); the router is not told."""
+        if not 0.0 < loss < 1.0:
+            raise ValueError(f"loss must be in (0, 1), not {loss!r}")
+        links = np.asarray(links, dtype=np.int64)
+        rec = {"links": links, "loss": float(loss), "on_s": float(at), "off_s": restore_at, "active": False,
+               "goodput_bytes": 0.0, "_b0": 0.0}
+        self.lossy.append(rec)
+        self._push(at, self._set_lossy, rec, True)
+        if restore_at is not None:
+            self._push(restore_at, self._set_lossy, rec, False)
+
+    def _apply_capacity(self, links: np.ndarray) -> None:
+        cap = np.where(self._down[links], 0.0, self.topo.capacity[links] * self._keep[links])
+        self.net.set_capacity(links, cap)
+
+    def _set_lossy(self, rec: dict, on: bool) -> None:
+        links = rec["links"]
+        b = float(self.net.bytes_on_link[links].sum())
+        if on:
+            rec["active"], rec["_b0"] = True, b
+        else:
+            rec["active"] = False
+            rec["goodput_bytes"] += b - rec["_b0"]
+        self._keep[links] = 1.0
+        for r in self.lossy:  # recomputed from the periods in force (no drift after a restore)
+            if r["active"]:
+                np.multiply.at(self._keep, r["links"][np.isin(r["links"], links)], 1.0 - r["loss"])
+        self._apply_capacity(links)
+
+    def lossy_report(self) -> list[dict]:
+        """Per lossy period: links, loss, goodput bytes that crossed them while lossy (so far) and the
+        bytes resent (each delivered packet took ``1 / (1 - loss)`` transmissions in expectation)."""
+        out = []
+        for r in self.lossy:
+            g = r["goodput_bytes"]
+            if r["active"]:
+                g += float(self.net.bytes_on_link[r["links"]].sum()) - r["_b0"]
+            out.append({"links": [self.topo.describe(int(x)) for x in r["links"]], "loss": r["loss"],
+                        "on_s": r["on_s"], "off_s": r["off_s"], "goodput_bytes": g,
+                        "retransmitted_bytes": g * r["loss"] / (1.0 - r["loss"])})
+        return out
 
     def active_streams(self) -> dict[int, StreamInfo]:
         return self._streams
@@ -148,7 +207,8 @@ class Simulator:
         return self
 
     def _set_links(self, links: np.ndarray, up: bool) -> None:
-        self.net.set_capacity(links, self.topo.capacity[links] if up else 0.0)
+        self._down[links] = not up
+        self._apply_capacity(links)
         self.router.alive[links] = up
         for sid, paths in self.router.on_link_change(self).items():
             if sid in self.net:

@@ -42,6 +42,22 @@ Example files: ``models/systems/cluster/scenarios/small.toml`` and ``lingjun.tom
     kind = "tor-up"            # a link block (nvlink-up ... agg-down)
     index = [0, 1]             # link indices inside that block
     restore_s = 0.6            # optional
+    effect = "down"            # down (capacity 0, routers told) | lossy (needs loss)
+    # loss = 0.02              # lossy: each packet crossing the link is dropped with this
+                               # probability and resent; see Simulator.lossy_links
+
+    [cosim.melo]               # optional: only the RTL-in-the-loop bridges read [cosim.*]
+    job = "gpt"                # whose DP ring transfers of one iteration become the flows
+    scale = 1e-4               # flow bytes = ring hop bytes x scale (packet-simulable sizes)
+    # failure = 1              # index of a lossy [[failures]] entry (default: the first lossy one)
+    [cosim.kv]
+    job = "gpt"                # workers = the job's DP ranks (GPU of TP rank 0, stage 0)
+    [cosim.serve]
+    device = "bbs"             # bbs | fss | both
+
+The ``[cosim.melo]``, ``[cosim.serve]`` and ``[cosim.kv]`` tables hold what only ``hwcosim cosim
+melo|serve|kv --scenario FILE`` needs (:data:`COSIM_KEYS` lists their keys); ``hwcosim cluster
+run`` validates them and otherwise ignores them.
 
 Placement policies (whole GPUs, first fit over hosts in policy order, skipping GPUs taken by
 earlier jobs): ``packed`` takes hosts in id order (ToR by ToR), ``spread`` round-robins hosts over
@@ -64,11 +80,26 @@ from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023, rail_clo
 
 __all__ = ["ScenarioError", "TopologyConf", "JobConf", "RoutingConf", "FailureConf", "Scenario", "load_scenario",
            "parse_scenario", "prepare", "run_scenario", "PLACEMENTS", "SCHEMES", "GENERATORS", "MAX_GPUS",
-           "MAX_LINKS"]
+           "MAX_LINKS", "EFFECTS", "COSIM_KEYS", "MAX_LOSS"]
 
 PLACEMENTS = ("packed", "spread", "random")
 SCHEMES = ("ecmp", "c4p", "crux")
 GENERATORS = ("clos", "rail-clos", "fat-tree", "lingjun-2023")
+EFFECTS = ("down", "lossy")
+MAX_LOSS = 0.9  # a link that drops more than 90 % of its packets is a down link: use effect = "down"
+#: Keys of the optional ``[cosim.<bridge>]`` tables: name -> (type, low bound or choices).
+#: ``"job"`` names a [[jobs]] entry, ``"failure"`` indexes [[failures]] (checked against them).
+COSIM_KEYS = {
+    "melo": {"job": ("job", None), "scale": ("float+", None), "failure": ("failure", None),
+             "mtu_bytes": ("int", 64), "window": ("int", 1), "rto_us": ("float+", None),
+             "clock_mhz": ("float+", None)},
+    "kv": {"job": ("job", None), "iterations": ("int", 1), "keys_per_iter": ("int", 1), "keys": ("int", 1),
+           "theta": ("float", 0.0), "mem_latency": ("int", 1), "forward": ("bool", None),
+           "compute_us": ("float", 0.0), "clock_mhz": ("float+", None)},
+    "serve": {"device": ("choice", ("bbs", "fss", "both")), "requests": ("int", 1), "load": ("float+", None),
+              "slo_us": ("float+", None), "p_stall": ("float", 0.0), "cache": ("bool", None),
+              "clock_mhz": ("float+", None)},
+}
 _TOPO_INT = ("gpus_per_host", "nic_ports", "aggs_per_pod", "tor_lanes", "cores_per_plane", "core_lanes")
 _TOPO_FLOAT = ("nvlink_gbps", "nic_gbps", "tor_oversub", "core_oversub", "hop_latency_s")
 _GEN_INT = {"clos": ("pods", "tors_per_pod", "hosts_per_tor"),
@@ -179,12 +210,18 @@ class RoutingConf:
 
 @dataclass(frozen=True)
 class FailureConf:
-    """One ``[[failures]]`` entry: links ``index`` of block ``kind`` go down at ``at_s``."""
+    """One ``[[failures]]`` entry: links ``index`` of block ``kind`` go down (``loss`` None) or turn
+    lossy (drop each packet with probability ``loss``) at ``at_s``, until ``restore_s``."""
 
     at_s: float
     kind: str
     index: tuple[int, ...]
     restore_s: float | None = None
+    loss: float | None = None
+
+    @property
+    def effect(self) -> str:
+        return "down" if self.loss is None else "lossy"
 
 
 @dataclass(frozen=True)
@@ -195,6 +232,18 @@ class Scenario:
     jobs: tuple[JobConf, ...]
     routing: RoutingConf
     failures: tuple[FailureConf, ...] = ()
+    cosim: tuple = ()  # ((bridge, ((key, value), ...)), ...) from [cosim.<bridge>]
+
+    def cosim_conf(self, bridge: str) -> dict:
+        """The ``[cosim.<bridge>]`` table (validated; {} when the file has none)."""
+        return dict(dict(self.cosim).get(bridge, ()))
+
+    def job(self, name: str | None = None) -> tuple[int, JobConf]:
+        """(index, job) of the job named ``name`` (None: the first job)."""
+        for i, jc in enumerate(self.jobs):
+            if name is None or jc.spec.name == name:
+                return i, jc
+        raise ScenarioError(f"no job named {name!r}; use one of {', '.join(j.spec.name for j in self.jobs)}")
 
 
 _JOB_KEYS = {f.name for f in fields(JobSpec)} | {"placement", "start_s"}
@@ -283,8 +332,16 @@ def _parse_failure(f, i: int) -> FailureConf:
     where = f"failures[{i}]."
     if not isinstance(f, dict):
         _err(f"failures[{i}]", "must be a table ([[failures]])")
-    _known(f, {"at_s", "kind", "index", "restore_s"}, f"failures[{i}]")
+    _known(f, {"at_s", "kind", "index", "restore_s", "effect", "loss"}, f"failures[{i}]")
     at = _float(f, "at_s", where)
+    effect = _choice(f, "effect", where, EFFECTS, "down")
+    loss = None
+    if effect == "lossy":
+        loss = _float(f, "loss", where, strict=True)
+        if loss > MAX_LOSS:
+            _err(f"{where}loss", f"must be in (0, {MAX_LOSS:g}] (a packet drop probability), not {loss:g}")
+    elif "loss" in f:
+        _err(f"{where}loss", "only a lossy link has a loss; add effect = \"lossy\" or remove loss")
     kind = _choice(f, "kind", where, LinkKind.NAMES)
     idx = f.get("index")
     if isinstance(idx, int) and not isinstance(idx, bool):
@@ -297,12 +354,48 @@ def _parse_failure(f, i: int) -> FailureConf:
         rs = _float(f, "restore_s", where)
         if rs <= at:
             _err(f"{where}restore_s", f"must be after at_s = {at:g}, not {rs:g}")
-    return FailureConf(at, kind, tuple(idx), rs)
+    return FailureConf(at, kind, tuple(idx), rs, loss)
+
+
+def _parse_cosim(doc, jobs: tuple[JobConf, ...], failures: tuple[FailureConf, ...]) -> tuple:
+    c = _table(doc, "cosim")
+    _known(c, COSIM_KEYS, "cosim")
+    out = []
+    for bridge in sorted(c):
+        t = _table(c, bridge, "cosim.")
+        where = f"cosim.{bridge}."
+        _known(t, COSIM_KEYS[bridge], f"cosim.{bridge}")
+        vals = {}
+        for k in sorted(t):
+            kind, arg = COSIM_KEYS[bridge][k]
+            v = t[k]
+            if kind == "job":
+                names = [j.spec.name for j in jobs]
+                if v not in names:
+                    _err(f"{where}{k}", f"names no [[jobs]] entry; use one of {', '.join(names)}, not {v!r}")
+            elif kind == "failure":
+                v = _int(t, k, where, lo=0)
+                if v >= len(failures) or failures[v].loss is None:
+                    lossy = [str(n) for n, fc in enumerate(failures) if fc.loss is not None]
+                    _err(f"{where}{k}", f"must index a lossy [[failures]] entry (effect = \"lossy\"): "
+                                        f"{', '.join(lossy) or 'the file has none'}, not {v}")
+            elif kind == "int":
+                v = _int(t, k, where, lo=arg, hi=MAX_ITERATIONS)
+            elif kind in ("float", "float+"):
+                v = _float(t, k, where, lo=arg or 0.0, strict=kind == "float+")
+            elif kind == "bool":
+                if not isinstance(v, bool):
+                    _err(f"{where}{k}", f"must be true or false, not {v!r}")
+            else:
+                v = _choice(t, k, where, arg)
+            vals[k] = v
+        out.append((bridge, tuple(sorted(vals.items()))))
+    return tuple(out)
 
 
 def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
     """Validate a parsed TOML document (see the module docstring); raises :class:`ScenarioError`."""
-    _known(doc, {"name", "seed", "iterations", "topology", "routing", "jobs", "failures"}, "")
+    _known(doc, {"name", "seed", "iterations", "topology", "routing", "jobs", "failures", "cosim"}, "")
     nm = doc.get("name", re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._") or "scenario")
     if not isinstance(nm, str) or not _NAME.fullmatch(nm):
         _err("name", f"must be 1-100 letters, digits or '_.+-', starting with a letter or digit (it names the "
@@ -328,7 +421,8 @@ def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
     fl = doc.get("failures", [])
     if not isinstance(fl, list):
         _err("failures", "must be an array of tables ([[failures]])")
-    return Scenario(nm, seed, topo, jc, routing, tuple(_parse_failure(f, i) for i, f in enumerate(fl)))
+    fc = tuple(_parse_failure(f, i) for i, f in enumerate(fl))
+    return Scenario(nm, seed, topo, jc, routing, fc, _parse_cosim(doc, jc, fc))
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -436,7 +530,10 @@ def build(sc: Scenario):
     for jc, p in zip(sc.jobs, places):
         sim.add_job(jc.spec, p, start=jc.start_s)
     for f, ln in zip(sc.failures, links):
-        sim.fail_links(f.at_s, ln, f.restore_s)
+        if f.loss is None:
+            sim.fail_links(f.at_s, ln, f.restore_s)
+        else:
+            sim.lossy_links(f.at_s, ln, f.loss, f.restore_s)
     sim.plan_info = info
     return topo, sim
 
@@ -478,5 +575,6 @@ def run_scenario(sc: Scenario, progress=None) -> dict:
                if (topo.kind == k).any()}
     return {"scenario": sc.name, "seed": sc.seed, "routing": sc.routing.scheme, "topology": topo.summary(),
             "makespan_s": makespan, "gpu_utilisation": sim.gpu_utilisation(makespan), "jobs": jobs,
-            "max_link_utilisation_by_kind": by_kind, "failures": len(sc.failures), "events": sim.events,
+            "max_link_utilisation_by_kind": by_kind, "failures": len(sc.failures), "lossy": sim.lossy_report(),
+            "events": sim.events,
             "wall_s": sim.wall_s, "plan": getattr(sim, "plan_info", {})}
