@@ -44,6 +44,7 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"must be > 0, not {s}")
         return v
 
+    conv.numeric_kind = kind  # cosim.cli.ranges applies the option's range even with default None
     return conv
 
 

@@ -67,6 +67,8 @@ RANGES: dict[str, Range] = {
     "max_minutes": Range(0.1, 600.0),
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
     "prune n": Range(1, 1024),
+    "prune damp": Range(0.0, 10.0, hi_open=True, note="OBS damping, a fraction of the mean Hessian diagonal"),
+    "prune blocksize": Range(1, 65536, note="OBS columns per lazy-update block"),
     "pes": Range(1, 1024),
     "banks": Range(1, 1024),
     "sparsity": PROB,
@@ -135,6 +137,8 @@ def _numeric_type(action: argparse.Action):
     t = action.type
     if t in (int, float):
         return t
+    if getattr(t, "numeric_kind", None) in (int, float):  # a checking converter that declares its kind
+        return t.numeric_kind
     d = action.default
     if isinstance(d, int | float) and not isinstance(d, bool) and (t is None or callable(t)):
         return type(d)
