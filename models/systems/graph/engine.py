@@ -217,15 +217,19 @@ class DaskExecutor:
         self.client = self.cluster = None
 
 
-def make_executor(kind: str, workers: int = 2, scheduler: str | None = None):
-    """An executor by name: ``serial``, ``processes`` or ``dask``."""
+def make_executor(kind: str, workers: int = 2, scheduler: str | None = None, threads: int | None = None):
+    """An executor by name: ``compiled`` (``threads`` nogil threads), ``serial``, ``processes`` or ``dask``."""
+    if kind == "compiled":
+        from .compiled import CompiledExecutor
+
+        return CompiledExecutor(threads)
     if kind == "serial":
         return SerialExecutor()
     if kind == "processes":
         return ProcessExecutor(workers)
     if kind == "dask":
         return DaskExecutor(scheduler, workers)
-    raise ValueError(f"Unknown executor {kind!r}; choose serial, processes or dask")
+    raise ValueError(f"Unknown executor {kind!r}; choose compiled, serial, processes or dask")
 
 
 # ---- engine --------------------------------------------------------------------------------------
@@ -234,7 +238,9 @@ class RunResult:
     """The final state and the run's counters.
 
     ``seconds`` times the supersteps only; ``setup_seconds`` the executor start (pool fork,
-    Dask cluster start, scattering the partitions).
+    Dask cluster start, scattering the partitions, the compiled executor's plan);
+    ``cpu_seconds`` is the CPU time of this process (all its threads, not worker processes)
+    over the supersteps.
     """
 
     state: np.ndarray
@@ -244,6 +250,7 @@ class RunResult:
     setup_seconds: float
     executor: str
     partitioning: dict
+    cpu_seconds: float = float("nan")
 
     @property
     def edges_per_second(self) -> float:
@@ -286,11 +293,17 @@ class Engine:
     def run(self, program: VertexProgram, max_steps: int | None = None) -> RunResult:
         """Run ``program`` to convergence or ``max_steps`` supersteps."""
         steps_cap = program.max_steps if max_steps is None else max_steps
-        state, ctx = program.init(self.g)
         ex = self.executor
+        fused = getattr(ex, "run_fused", None)
+        if fused is not None:
+            r = fused(self.g, self.parts, program, steps_cap)
+            if r is not None:
+                return r
+        state, ctx = program.init(self.g)
         t0 = time.perf_counter()
         ex.start(self.parts.parts)
         t1 = time.perf_counter()
+        c1 = time.process_time()
         steps = 0
         try:
             while steps < steps_cap:
@@ -303,5 +316,6 @@ class Engine:
                     break
         finally:
             dt = time.perf_counter() - t1
+            cpu = time.process_time() - c1
             ex.close()
-        return RunResult(state, steps, dt, steps * self.g.m, t1 - t0, ex.name, self.parts.summary())
+        return RunResult(state, steps, dt, steps * self.g.m, t1 - t0, ex.name, self.parts.summary(), cpu)

@@ -95,7 +95,7 @@ class Partitioning:
 
 
 def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None = None,
-              seed: int = 0, edge_ids: bool = False) -> Partitioning:
+              seed: int = 0, edge_ids: bool = False, masters: str = "hash") -> Partitioning:
     """Split ``g`` into ``k`` partitions.
 
     Parameters
@@ -111,6 +111,10 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         Hash salt.
     edge_ids : bool
         Keep each partition's edge indices (``Partition.eids``), e.g. to slice edge data.
+    masters : {"hash", "range"}
+        How vertices get their master partition: hashed (default), or ``k`` contiguous id
+        ranges holding about equal shares of in-edges plus vertices (a 1-D column split, the
+        layout of a shared-memory SpMV: each master then streams through its own vertices).
 
     Returns
     -------
@@ -120,7 +124,14 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         raise ValueError(f"Partition count must be >= 1, not {k}")
     if method not in METHODS:
         raise ValueError(f"Unknown partitioning method {method!r}; choose one of {', '.join(METHODS)}")
-    master = _hash(np.arange(g.n), k, seed).astype(np.int64)
+    if masters == "hash":
+        master = _hash(np.arange(g.n), k, seed).astype(np.int64)
+    elif masters == "range":
+        cum = np.cumsum(g.in_degree() + 1)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, k) / k, side="right")
+        master = np.searchsorted(cuts, np.arange(g.n), side="right").astype(np.int64)
+    else:
+        raise ValueError(f"Unknown master placement {masters!r}; choose hash or range")
     if method == "edge-cut":
         owner = master[g.dst]
     elif method == "vertex-cut":
