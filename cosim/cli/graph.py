@@ -1,7 +1,8 @@
 """``hwcosim graph`` subcommands and the graph benchmarks.
 
 - ``hwcosim graph run ALGO [--graph NAME|rmat] [--scale S] [-k K] [--method M]
-  [--executor serial|processes|dask] [--scheduler ADDRESS]``: one algorithm, a table, JSON.
+  [--executor compiled|serial|processes|dask|dask-compiled] [--threads T] [--scheduler ADDRESS]``:
+  one algorithm, a table, JSON.
 - ``hwcosim graph partition [--graph ...] [-k K]``: replication factor and balance of the three
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
@@ -473,13 +474,16 @@ def _cmd_run(args) -> int:
     if not 1 <= args.scale <= 26:
         _fail(f"--scale must be in [1, 26], not {args.scale}")
     g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
-    kind = "dask" if args.scheduler else args.executor
+    if args.executor not in _EXECUTORS:
+        _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
+    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
+    kind = "dask" if args.scheduler and not args.executor.startswith("dask") else args.executor
     params = {"source": args.source} if args.algorithm in ("bfs", "sssp") else {}
     if args.source >= g.n:
         _fail(f"--source {args.source} is not a vertex of a {g.n}-vertex graph")
     try:
         r = run(g, args.algorithm, k=args.partitions, method=args.method,
-                executor=make_executor(kind, args.workers, args.scheduler), **params)
+                executor=make_executor(kind, args.workers, args.scheduler, threads), **params)
     except OSError as e:
         _fail(f"cannot reach the Dask scheduler {args.scheduler!r}: {e}")
     out = _out_dir(args.output)
@@ -514,6 +518,13 @@ def _cmd_partition(args) -> int:
            ["method", "replication factor", "edge balance", "vertex balance"],
            [[m, v["replication_factor"], v["edge_balance"], v["vertex_balance"]] for m, v in res.items()])
     return 0
+
+
+_EXECUTORS = ("compiled", "serial", "processes", "dask", "dask-compiled")
+
+
+def _max_threads() -> int:
+    return 4 * (os.cpu_count() or 1)
 
 
 def _int_arg(name: str, text: str, lo: int, hi: int | None = None) -> int:
@@ -592,7 +603,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("algorithm", help="pagerank, bfs, cc or sssp")
     _graph_args(s)
     s.add_argument("--method", default="hybrid", help="edge-cut, vertex-cut or hybrid (default hybrid)")
-    s.add_argument("--executor", default="serial", choices=["serial", "processes", "dask"])
+    s.add_argument("--executor", default="compiled",
+                   help="compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
+                        "dask-compiled (Dask tasks running the compiled partition kernel)")
+    s.add_argument("--threads", default=None,
+                   help="threads of the compiled executor, 1 .. 4 x cores (default every core)")
     s.add_argument("--workers", type=int, default=2, help="processes or Dask workers (default 2)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (implies --executor dask)")
     s.add_argument("--source", type=int, default=0, help="BFS/SSSP source vertex (default 0)")
