@@ -6,6 +6,8 @@
 - ``hwcosim graph partition [--graph ...] [-k K]``: replication factor and balance of the three
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
+- ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
+  compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`cosim.cli.graph_bench`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]``:
   one TuX2 algorithm under SSP with bound S against BSP and the plain form, JSON + PNG.
@@ -574,6 +576,18 @@ def _cmd_tux2(args) -> int:
     return 0
 
 
+def _cmd_compiled_bench(args) -> int:
+    from cosim.cli.graph_bench import bench_graph_compiled
+
+    scales = None
+    if args.scales:
+        scales = tuple(_int_arg("--scales", x, 8, 24) for x in args.scales.split(","))
+    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
+    repeats = _int_arg("--repeats", args.repeats, 1, 100) if args.repeats is not None else None
+    bench_graph_compiled(_out_dir(args.output), args.quick, scales=scales, threads=threads, repeats=repeats)
+    return 0
+
+
 def _study(fn):
     def cmd(args) -> int:
         fn(_out_dir(args.output), args.quick)
@@ -596,7 +610,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("graph", help="partitioned graph engine (GraM/PowerLyra) and GNN rewrites",
                               description="Partitioned graph engine, GraM algorithms, TuX2 (MEGA/SSP) ML algorithms "
                                           "and GNN algebraic rewrites.")
-    sub = p.add_subparsers(dest="graph_cmd", metavar="{run,partition,bench,gnn,tux2,tux2-bench}")
+    sub = p.add_subparsers(dest="graph_cmd", metavar="{run,partition,bench,compiled-bench,gnn,tux2,tux2-bench}")
     sub.required = True
     s = sub.add_parser("run", help="run pagerank|bfs|cc|sssp on a graph",
                        description="Run one algorithm; JSON + table.")
@@ -631,6 +645,15 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="also run real worker threads (modelled speeds slept for real) for wall-time curves")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2)
+    s = sub.add_parser("compiled-bench", help="compiled executor: edges/s/core vs scipy, GraphBLAS, igraph; scaling",
+                       description="PageRank, BFS, CC on Graph500 R-MAT graphs: the compiled executor on 1..N "
+                                   "threads vs scipy, python-graphblas (same threads) and igraph; JSON + PNG.")
+    s.add_argument("--quick", action="store_true", help="scale 16 only")
+    s.add_argument("--scales", default=None, help="comma-separated R-MAT scales, 8..24 (default 18,19,20)")
+    s.add_argument("--threads", default=None, help="largest thread count (default every core)")
+    s.add_argument("--repeats", default=None, help="runs per point, the best kept (default 3)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    s.set_defaults(func=_cmd_compiled_bench)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
                           ("gnn", bench_gnn_rewrite, "GNN rewriter: speedup and peak memory vs untransformed"),
                           ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA; code lines")):
