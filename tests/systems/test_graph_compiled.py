@@ -173,3 +173,19 @@ def test_cli_threads(tmp_path):
         assert main(["run", "cc", "--graph", "rmat", "--scale", "9", "--threads", t, "-o", str(tmp_path / t)]) == 0
     a, b = (json.loads((tmp_path / t / "run_cc_rmat-s9-e16.json").read_text()) for t in ("1", "2"))
     assert a["state"] == b["state"] and a["executor"] == "compiled (1 threads)" and b["executor"].startswith("compiled")
+
+
+@pytest.mark.parametrize("method,masters", [("edge-cut", "range"), ("hybrid", "hash")])
+def test_push_pull_auto_identical(small_rmat, method, masters):
+    g, sym = small_rmat, small_rmat.symmetrised()
+    src = int(np.argmax(g.out_degree()))
+    for gg, prog in ((g, BFS(source=src)), (g, BFS(source=7)), (sym, ConnectedComponents())):
+        P = partition(gg, 3, method, masters=masters)
+        ref = Engine(gg, P).run(prog)
+        runs = {d: Engine(gg, P, executor=CompiledExecutor(2, direction=d)).run(prog) for d in ("auto", "pull", "push")}
+        for d, r in runs.items():
+            assert np.array_equal(r.state, ref.state) and r.steps == ref.steps, (d, prog)
+        assert runs["push"].partitioning["push_steps"] == ref.steps
+        assert runs["pull"].partitioning["push_steps"] == 0
+    with pytest.raises(ValueError, match="direction"):
+        CompiledExecutor(1, direction="sideways")

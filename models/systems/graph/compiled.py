@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -99,22 +99,22 @@ def compiled_partition_step(part: Partition, value: np.ndarray, edge_op, combine
 
 
 # ---- fused kernels -----------------------------------------------------------------------------------
+# ``out`` is one array: the masters' accumulators (index = vertex, 0 .. n-1) followed by the message
+# buffer (index n + slot); a segment writes ``out[seg_tgt[s]]``, its own vertex when local, its slot
+# when remote.
 @njit(nogil=True, cache=True)
-def _sum_edges(src, seg_ptr, seg_dst, n_local, y, acc, buf, base):
-    """PageRank phase A: sum of ``y[src]`` per destination segment."""
+def _sum_edges(src, seg_ptr, seg_tgt, y, out):
+    """PageRank phase A (pull): sum of ``y[src]`` per destination segment."""
     for s in range(seg_ptr.shape[0] - 1):
         t = 0.0
         for e in range(seg_ptr[s], seg_ptr[s + 1]):
             t += y[src[e]]
-        if s < n_local:
-            acc[seg_dst[s]] = t
-        else:
-            buf[base + s - n_local] = t
+        out[seg_tgt[s]] = t
 
 
 @njit(nogil=True, cache=True)
-def _min_edges(src, w, use_w, seg_ptr, seg_dst, n_local, val, acc, buf, base):
-    """CC/SSSP phase A: min of ``val[src] (+ w)`` per destination segment (``inf`` = inactive)."""
+def _min_edges(src, w, use_w, seg_ptr, seg_tgt, val, out):
+    """CC/SSSP phase A (pull): min of ``val[src] (+ w)`` per destination segment (``inf`` = inactive)."""
     for s in range(seg_ptr.shape[0] - 1):
         t = np.inf
         if use_w:
@@ -127,114 +127,131 @@ def _min_edges(src, w, use_w, seg_ptr, seg_dst, n_local, val, acc, buf, base):
                 x = val[src[e]]
                 if x < t:
                     t = x
-        if s < n_local:
-            acc[seg_dst[s]] = t
-        else:
-            buf[base + s - n_local] = t
+        out[seg_tgt[s]] = t
 
 
 @njit(nogil=True, cache=True)
-def _bfs_edges(src, seg_ptr, seg_dst, n_local, front, level, nxt, acc, buf, base):
-    """BFS phase A (bottom-up): an unvisited destination with a frontier source gets ``nxt``."""
+def _bfs_edges(src, seg_ptr, seg_dst, seg_tgt, front, level, nxt, out):
+    """BFS phase A (pull, bottom-up): an unvisited destination with a frontier source gets ``nxt``."""
     for s in range(seg_ptr.shape[0] - 1):
         t = np.inf
-        v = seg_dst[s]
-        if level[v] == np.inf:
+        if level[seg_dst[s]] == np.inf:
             for e in range(seg_ptr[s], seg_ptr[s + 1]):
                 if front[src[e]]:
-                    t = nxt
+                    t = nxt  # every frontier source has the same level: the first one is the minimum
                     break
-        if s < n_local:
-            acc[v] = t
-        else:
-            buf[base + s - n_local] = t
+        out[seg_tgt[s]] = t
 
 
 @njit(nogil=True, cache=True)
-def _gather(recv_slot, recv_v, buf, acc, comb):
-    """Phase B, first half: combine the received batches into the masters' accumulators."""
+def _push_min(flist, foff, fcnt, csr_ptr, csr_tgt, val, add, out):
+    """BFS/CC phase A (push, top-down): each frontier vertex relaxes its out-edges of this partition."""
+    for q in range(foff.shape[0]):
+        for i in range(foff[q], foff[q] + fcnt[q]):
+            u = flist[i]
+            x = val[u] + add
+            for e in range(csr_ptr[u], csr_ptr[u + 1]):
+                t = csr_tgt[e]
+                if x < out[t]:
+                    out[t] = x
+
+
+@njit(nogil=True, cache=True)
+def _gather(recv_slot, recv_v, out, comb):
+    """Phase B, first half: combine the received batches (ascending sender), reset the slots."""
     if comb == 0:
         for j in range(recv_slot.shape[0]):
-            acc[recv_v[j]] += buf[recv_slot[j]]
+            out[recv_v[j]] += out[recv_slot[j]]
+            out[recv_slot[j]] = 0.0
     else:
         for j in range(recv_slot.shape[0]):
-            x = buf[recv_slot[j]]
+            x = out[recv_slot[j]]
             v = recv_v[j]
-            if x < acc[v]:
-                acc[v] = x
+            if x < out[v]:
+                out[v] = x
+            out[recv_slot[j]] = np.inf
 
 
 @njit(nogil=True, cache=True)
-def _pr_apply(owned, recv_slot, recv_v, buf, acc, state, inv, dangling, y, c0, d, dang_n, part):
+def _pr_apply(owned, recv_slot, recv_v, out, state, inv, dangling, y, c0, d, dang_n, part):
     """PageRank phase B: new rank, next emitted value, partials (L1 change, dangling mass)."""
-    _gather(recv_slot, recv_v, buf, acc, 0)
+    _gather(recv_slot, recv_v, out, 0)
     diff = 0.0
     dmass = 0.0
     for i in range(owned.shape[0]):
         v = owned[i]
-        new = c0 + d * (acc[v] + dang_n)
+        new = c0 + d * (out[v] + dang_n)
         diff += abs(new - state[v])
         state[v] = new
         y[v] = new * inv[v]
         if dangling[v]:
             dmass += new
-        acc[v] = 0.0
+        out[v] = 0.0
     part[0] = diff
     part[1] = dmass
 
 
 @njit(nogil=True, cache=True)
-def _pr_init(owned, state, inv, dangling, y, acc, part):
+def _pr_init(owned, state, inv, dangling, y, part):
     dmass = 0.0
     for i in range(owned.shape[0]):
         v = owned[i]
         y[v] = state[v] * inv[v]
         if dangling[v]:
             dmass += state[v]
-        acc[v] = 0.0
     part[0] = 0.0
     part[1] = dmass
 
 
 @njit(nogil=True, cache=True)
-def _bfs_apply(owned, recv_slot, recv_v, buf, acc, level, front, part):
-    _gather(recv_slot, recv_v, buf, acc, 1)
+def _bfs_apply(owned, recv_slot, recv_v, out, level, front, flist, foff, outdeg, indeg, part):
+    """BFS phase B: newly reached vertices join the frontier (flag and list); partials
+    (frontier size, its out-edges, in-edges of the still unvisited)."""
+    _gather(recv_slot, recv_v, out, 1)
     cnt = 0
+    mf = 0
+    mu = 0
     for i in range(owned.shape[0]):
         v = owned[i]
-        a = acc[v]
+        a = out[v]
         if level[v] == np.inf and a != np.inf:
             level[v] = a
             front[v] = 1
+            flist[foff + cnt] = v
             cnt += 1
+            mf += outdeg[v]
         else:
             front[v] = 0
-        acc[v] = np.inf
+            if level[v] == np.inf:
+                mu += indeg[v]
+        out[v] = np.inf
     part[0] = cnt
+    part[1] = mf
+    part[2] = mu
 
 
 @njit(nogil=True, cache=True)
-def _relax_apply(owned, recv_slot, recv_v, buf, acc, state, val, part):
-    """CC/SSSP phase B: ``state = min(state, acc)``; changed vertices emit their value, others ``inf``."""
-    _gather(recv_slot, recv_v, buf, acc, 1)
+def _relax_apply(owned, recv_slot, recv_v, out, state, val, flist, foff, outdeg, part):
+    """CC/SSSP phase B: ``state = min(state, acc)``; changed vertices emit their value (others
+    ``inf``) and join the active list; partials (active count, their out-edges)."""
+    _gather(recv_slot, recv_v, out, 1)
     cnt = 0
+    mf = 0
     for i in range(owned.shape[0]):
         v = owned[i]
-        a = acc[v]
+        a = out[v]
         if a < state[v]:
             state[v] = a
             val[v] = a
+            flist[foff + cnt] = v
             cnt += 1
+            mf += outdeg[v]
         else:
             val[v] = np.inf
-        acc[v] = np.inf
+        out[v] = np.inf
     part[0] = cnt
-
-
-@njit(nogil=True, cache=True)
-def _fill_owned(owned, arr, x):
-    for i in range(owned.shape[0]):
-        arr[owned[i]] = x
+    part[1] = mf
+    part[2] = 0.0
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -243,8 +260,10 @@ class Plan:
     """A partitioning laid out for the fused kernels (see the module docstring).
 
     Per partition ``p``: ``src[p]`` (uint32 when ``n < 2**32``), ``weight[p]``, ``seg_ptr[p]``,
-    ``seg_dst[p]``, ``n_local[p]``, ``base[p]`` (its first buffer slot). Per master ``q``:
-    ``owned[q]``, ``recv_slot[q]``, ``recv_v[q]``. ``slots`` = buffer length.
+    ``seg_dst[p]``, ``seg_tgt[p]`` (index into the accumulator + buffer array), ``n_local[p]``.
+    Per master ``q``: ``owned[q]``, ``recv_slot[q]`` (index ``n + slot``), ``recv_v[q]``,
+    ``foff[q]`` (its region of the frontier list). ``slots`` = buffer length. :meth:`push` adds
+    each partition's edges by source (CSR) for the push (top-down) direction, on first use.
     """
 
     n: int
@@ -253,17 +272,35 @@ class Plan:
     weight: tuple
     seg_ptr: tuple
     seg_dst: tuple
+    seg_tgt: tuple
     n_local: tuple
-    base: tuple
     owned: tuple
     recv_slot: tuple
     recv_v: tuple
+    foff: np.ndarray
     slots: int
     seconds: float
+    _push: dict = field(default_factory=dict, repr=False)
 
     def summary(self) -> dict:
         return {"message_slots": self.slots, "local_segments": int(sum(self.n_local)),
                 "remote_segments": self.slots, "plan_seconds": self.seconds}
+
+    def push(self) -> tuple:
+        """(csr_ptr, csr_tgt) per partition: its edges grouped by source, each with its target."""
+        if "csr" not in self._push:
+            ptrs, tgts = [], []
+            for p in range(self.k):
+                src = self.src[p]
+                lens = np.diff(self.seg_ptr[p])
+                tgt = np.repeat(self.seg_tgt[p], lens)
+                order = np.argsort(src, kind="stable")
+                ptr = np.zeros(self.n + 1, np.int64)
+                np.cumsum(np.bincount(src, minlength=self.n), out=ptr[1:])
+                ptrs.append(ptr.astype(np.uint32) if src.size < 2**32 else ptr)
+                tgts.append(tgt[order])
+            self._push["csr"] = (tuple(ptrs), tuple(tgts))
+        return self._push["csr"]
 
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -275,48 +312,46 @@ def build_plan(P: Partitioning) -> Plan:
     if plan is not None:
         return plan
     t0 = time.perf_counter()
+    n, k, master = P.n, P.k, P.master
     # unsigned ids: numba then indexes without the negative-index wrap-around test (about 1.5x on a gather)
-    itype = np.uint32 if P.n < 2**32 else np.uint64
-    master = P.master
-    k = P.k
-    cols = {x: [] for x in ("src", "weight", "seg_ptr", "seg_dst", "n_local", "base")}
-    sends = []  # per p: (q of each remote segment, its slot, its destination)
+    itype = np.uint32 if n < 2**32 else np.uint64
+    cols = {x: [] for x in ("src", "weight", "seg_ptr", "seg_dst", "n_local", "remote")}
     base = 0
     for part in P.parts:
         du, seg = part.dst_unique, part.seg_start
         lens = np.diff(np.r_[seg, part.m]).astype(np.int64)
         q = master[du] if du.size else np.zeros(0, np.int64)
         local = q == part.pid
-        key = np.where(local, -1, q)
-        order = np.lexsort((du, key))  # local first, then by destination partition; dst ascending in each
+        order = np.lexsort((du, np.where(local, -1, q)))  # local first, then by destination partition
         lens_o = lens[order]
         ptr = np.zeros(du.size + 1, np.int64)
         np.cumsum(lens_o, out=ptr[1:])
         if np.array_equal(order, np.arange(du.size)):
-            perm = None
+            src, w = part.src, part.weight
         else:
             perm = np.repeat(seg[order] - ptr[:-1], lens_o) + np.arange(part.m)
-        src = part.src if perm is None else part.src[perm]
-        w = part.weight if perm is None else part.weight[perm]
+            src, w = part.src[perm], part.weight[perm]
         nl = int(local.sum())
         cols["src"].append(np.ascontiguousarray(src, dtype=itype))
         cols["weight"].append(np.ascontiguousarray(w))
         cols["seg_ptr"].append(ptr)
         cols["seg_dst"].append(np.ascontiguousarray(du[order], dtype=itype))
         cols["n_local"].append(nl)
-        cols["base"].append(base)
         nr = du.size - nl
-        sends.append((q[order][nl:], base + np.arange(nr, dtype=np.uint64), du[order][nl:]))
+        cols["remote"].append((q[order][nl:], n + base + np.arange(nr, dtype=np.int64), du[order][nl:]))
         base += nr
+    ttype = np.uint32 if n + base < 2**32 else np.uint64
+    seg_tgt = tuple(np.r_[d[:nl].astype(np.int64), r[1]].astype(ttype)
+                    for d, nl, r in zip(cols["seg_dst"], cols["n_local"], cols["remote"]))
     owned, rslot, rv = [], [], []
     for qq in range(k):
         owned.append(np.flatnonzero(master == qq).astype(itype))
-        sl = [s[1][s[0] == qq] for s in sends]
-        vv = [s[2][s[0] == qq] for s in sends]
-        rslot.append(np.concatenate(sl).astype(np.uint64) if sl else np.zeros(0, np.uint64))
-        rv.append(np.concatenate(vv).astype(itype) if vv else np.zeros(0, itype))
-    plan = Plan(P.n, k, tuple(cols["src"]), tuple(cols["weight"]), tuple(cols["seg_ptr"]), tuple(cols["seg_dst"]),
-                tuple(cols["n_local"]), tuple(cols["base"]), tuple(owned), tuple(rslot), tuple(rv), base,
+        rslot.append(np.concatenate([r[1][r[0] == qq] for r in cols["remote"]]).astype(ttype))
+        rv.append(np.concatenate([r[2][r[0] == qq] for r in cols["remote"]]).astype(itype))
+    foff = np.zeros(k, np.int64)
+    np.cumsum([o.size for o in owned[:-1]], out=foff[1:])
+    plan = Plan(n, k, tuple(cols["src"]), tuple(cols["weight"]), tuple(cols["seg_ptr"]), tuple(cols["seg_dst"]),
+                seg_tgt, tuple(cols["n_local"]), tuple(owned), tuple(rslot), tuple(rv), foff, base,
                 time.perf_counter() - t0)
     _PLANS[P] = plan
     return plan
@@ -338,6 +373,12 @@ def _ordered_sum(a) -> float:
     return s
 
 
+#: push (top-down) when the frontier's out-edges times this are fewer than the pull work: BFS pull
+#: stops a segment at its first frontier source, so it is cheaper per edge than it looks (Beamer et
+#: al., SC 2012, use 14); CC pull reads every edge.
+PUSH_ALPHA = {"bfs": 14.0, "cc": 2.0}
+
+
 class CompiledExecutor:
     """Compiled partition kernels on ``threads`` nogil threads (see the module docstring).
 
@@ -347,15 +388,21 @@ class CompiledExecutor:
         Worker threads, 1 .. :data:`MAX_THREADS`; default every core of the machine. Partition
         ``p`` runs on thread ``p mod threads``; a thread count above the partition count leaves
         threads idle.
+    direction : {"auto", "pull", "push"}
+        BFS and CC: choose per superstep (default), or always pull / push. Every choice gives
+        the same result.
     """
 
     name = "compiled"
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, direction: str = "auto"):
         threads = (os.cpu_count() or 1) if threads is None else threads
-        if not isinstance(threads, (int, np.integer)) or not 1 <= threads <= MAX_THREADS:
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= MAX_THREADS:
             raise ValueError(f"thread count must be an integer in [1, {MAX_THREADS}], not {threads!r}")
+        if direction not in ("auto", "pull", "push"):
+            raise ValueError(f"Unknown direction {direction!r}; choose auto, pull or push")
         self.threads = int(threads)
+        self.direction = direction
         self.parts = ()
         self._pool = None
 
@@ -391,54 +438,76 @@ class CompiledExecutor:
         state, ctx = program.init(g)  # validates (source in range, weights >= 0)
         t0 = time.perf_counter()
         plan = build_plan(P)
+        use_push = kind in ("bfs", "cc") and self.direction != "pull"
+        if use_push:
+            csr_ptr, csr_tgt = plan.push()
         setup = time.perf_counter() - t0
         n, k = g.n, plan.k
         T = min(self.threads, k)
-        acc = np.zeros(n) if kind == "pr" else np.full(n, np.inf)
-        buf = np.zeros(max(plan.slots, 1))
-        parts = np.zeros((2, k, 2))
+        out = np.full(n + plan.slots, 0.0 if kind == "pr" else np.inf)
+        parts = np.zeros((2, k, 3))
         state = np.array(state, dtype=np.float64)
-        shared = {"steps": 0}
+        shared = {"steps": 0, "pushes": 0}
         if kind == "pr":
             inv, dangling = ctx["inv"], ctx["dangling"].astype(np.uint8)
             y = np.zeros(n)
             for q in range(k):
-                _pr_init(plan.owned[q], state, inv, dangling, y, acc, parts[1, q])
+                _pr_init(plan.owned[q], state, inv, dangling, y, parts[1, q])
             c0, d = (1 - program.damping) / n, program.damping
             thresh = n * program.tol
-        elif kind == "bfs":
-            front = ctx["front"].astype(np.uint8)
         else:
-            val = state.copy()  # every vertex active at the start (CC); SSSP: only the source
-            if kind == "sssp":
-                val[~ctx["active"]] = np.inf
+            outdeg, indeg = g.out_degree(), g.in_degree()
+            flist = np.zeros(n, plan.owned[0].dtype)
+            active = ctx["front"] if kind == "bfs" else (ctx["active"] if kind == "sssp" else np.ones(n, bool))
+            for q in range(k):  # the initial frontier / active set, in each master's region
+                o = plan.owned[q]
+                a = o[active[o]]
+                flist[plan.foff[q]:plan.foff[q] + a.size] = a
+                parts[1, q] = (a.size, outdeg[a].sum(), indeg[o[~active[o]]].sum() if kind == "bfs" else 0)
+            if kind == "bfs":
+                front = active.astype(np.uint8)
+            else:
+                val = np.where(active, state, np.inf)
         use_w = kind == "sssp"
+        alpha = PUSH_ALPHA.get(kind, 0.0)
 
         def worker(t: int, barrier) -> None:
             mine = range(t, k, T)
             step = 0
             while step < steps_cap:
-                for p in mine:
-                    a = (plan.src[p], plan.seg_ptr[p], plan.seg_dst[p], plan.n_local[p])
-                    if kind == "pr":
-                        _sum_edges(*a, y, acc, buf, plan.base[p])
-                    elif kind == "bfs":
-                        _bfs_edges(*a, front, state, float(step + 1), acc, buf, plan.base[p])
-                    else:
-                        _min_edges(plan.src[p], plan.weight[p], use_w, plan.seg_ptr[p], plan.seg_dst[p],
-                                   plan.n_local[p], val, acc, buf, plan.base[p])
-                barrier.wait()
                 cur = step & 1
+                prev = parts[cur ^ 1]
+                if use_push:
+                    if self.direction == "push":
+                        push = True
+                    else:
+                        pull_work = _ordered_sum(prev[:, 2]) if kind == "bfs" else float(g.m)
+                        push = alpha * _ordered_sum(prev[:, 1]) < pull_work
+                    fcnt = prev[:, 0].astype(np.int64)
+                    if push and t == 0:
+                        shared["pushes"] += 1
+                for p in mine:
+                    if kind == "pr":
+                        _sum_edges(plan.src[p], plan.seg_ptr[p], plan.seg_tgt[p], y, out)
+                    elif use_push and push:
+                        _push_min(flist, plan.foff, fcnt, csr_ptr[p], csr_tgt[p], state,
+                                  1.0 if kind == "bfs" else 0.0, out)
+                    elif kind == "bfs":
+                        _bfs_edges(plan.src[p], plan.seg_ptr[p], plan.seg_dst[p], plan.seg_tgt[p], front, state,
+                                   float(step + 1), out)
+                    else:
+                        _min_edges(plan.src[p], plan.weight[p], use_w, plan.seg_ptr[p], plan.seg_tgt[p], val, out)
+                barrier.wait()
                 if kind == "pr":
-                    dang_n = _ordered_sum(parts[cur ^ 1, :, 1]) / n
+                    dang_n = _ordered_sum(prev[:, 1]) / n
                 for q in mine:
-                    r = (plan.owned[q], plan.recv_slot[q], plan.recv_v[q], buf, acc)
+                    r = (plan.owned[q], plan.recv_slot[q], plan.recv_v[q], out)
                     if kind == "pr":
                         _pr_apply(*r, state, inv, dangling, y, c0, d, dang_n, parts[cur, q])
                     elif kind == "bfs":
-                        _bfs_apply(*r, state, front, parts[cur, q])
+                        _bfs_apply(*r, state, front, flist, plan.foff[q], outdeg, indeg, parts[cur, q])
                     else:
-                        _relax_apply(*r, state, val, parts[cur, q])
+                        _relax_apply(*r, state, val, flist, plan.foff[q], outdeg, parts[cur, q])
                 barrier.wait()
                 step += 1
                 if kind == "pr":
@@ -480,4 +549,5 @@ class CompiledExecutor:
         steps = shared["steps"]
         summary = P.summary()
         summary.update(plan.summary())
+        summary["push_steps"] = shared["pushes"]
         return RunResult(state, steps, dt, steps * g.m, setup, f"{self.name} ({T} threads)", summary, cpu)
