@@ -290,14 +290,17 @@ def _summary(res: dict) -> dict:
     """Headline ratios at the largest size: ours vs scipy (1 core) and vs GraphBLAS (same threads)."""
     pt = res["sizes"][-1]
     N = str(res["threads"][-1])
-    out = {"scale": pt["scale"]}
+    out = {"scale": pt["scale"], "load_avg_1m": pt["load_avg_1m"], "cores_on_host": res["cores_on_host"]}
     for alg, a in pt["algorithms"].items():
         o1 = a["ours"]["1"]["edges_per_s_per_core"]
         oN = a["ours"][N]
         row = {"ours_1t_edges_per_s": o1, "scipy_edges_per_s": a["scipy"]["edges_per_s"],
                "ours_1t_vs_scipy": o1 / a["scipy"]["edges_per_s"],
                f"ours_{N}t_edges_per_s_per_core": oN["edges_per_s_per_core"],
-               f"parallel_efficiency_{N}t": a["ours"]["1"]["seconds"] / (int(N) * oN["seconds"])}
+               f"parallel_efficiency_{N}t": a["ours"]["1"]["seconds"] / (int(N) * oN["seconds"]),
+               # CPU seconds at 1 thread over CPU seconds at N: the extra work of running parallel, blind to
+               # the time a thread waits for a core the other jobs hold (what the wall-clock figure includes)
+               f"cpu_work_efficiency_{N}t": a["ours"]["1"]["cpu_s"] / oN["cpu_s"]}
         if a["graphblas"]:
             g1, gN = a["graphblas"]["1"], a["graphblas"][N]
             row.update({"graphblas_1t_edges_per_s": g1["edges_per_s"],
