@@ -242,6 +242,13 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     gc.collect()
     prog.update(description=f"R-MAT scale {p.scale}: engine processes")
     P = partition(g, 2 * workers, "hybrid")
+    from models.systems.graph.compiled import CompiledExecutor
+
+    for t in sorted({1, workers}):  # the compiled executor on the same partitioning (bench graph_compiled: more)
+        Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=1))  # plan + numba cache
+        r = Engine(g, P, executor=CompiledExecutor(t)).run(prog_pr)
+        rows[f"engine compiled ({t} thread{'s' if t > 1 else ''})"] = {"seconds": r.seconds, "cores": t,
+                                                                      "state": r.state}
     r = Engine(g, P, executor=ProcessExecutor(workers)).run(prog_pr)
     rows[f"engine processes ({workers})"] = {"seconds": r.seconds, "cores": workers, "state": r.state,
                                              "setup_s": r.setup_seconds}
@@ -295,7 +302,7 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
 def bench_graph_engine(out_dir: Path, quick: bool, seed: int = 0, iterations: int = 10,
                        workers: int | None = None, dask: bool = True, scales: tuple | None = None,
                        edge_factor: int = 16) -> dict:
-    """Edges per second per core: engine (1 core, process pool, Dask) vs scipy SpMV vs igraph.
+    """Edges per second per core: engine (1 core, compiled threads, process pool, Dask) vs scipy SpMV vs igraph.
 
     PageRank with a fixed iteration count on Graph500 R-MAT graphs (edge factor 16): scale 16
     (1 M edges) when ``quick``; scales 16, 20, 22, 23 (1 M, 17 M, 67 M, 134 M edges) otherwise.

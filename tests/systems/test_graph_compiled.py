@@ -189,3 +189,26 @@ def test_push_pull_auto_identical(small_rmat, method, masters):
         assert runs["pull"].partitioning["push_steps"] == 0
     with pytest.raises(ValueError, match="direction"):
         CompiledExecutor(1, direction="sideways")
+
+
+def test_compiled_bench_tiny(tmp_path):
+    import json
+
+    from cosim.cli.graph_bench import bench_graph_compiled
+
+    res = bench_graph_compiled(tmp_path, True, scales=(8,), threads=2, repeats=1)
+    on_disk = json.loads((tmp_path / "graph_compiled.json").read_text())
+    assert (tmp_path / "graph_compiled.png").read_bytes()[:4] == b"\x89PNG"
+    pt = on_disk["sizes"][0]
+    assert pt["graph"]["m"] == 16 * 256 and len(pt["load_avg_1m"]) == 2 and on_disk["threads"] == [1, 2]
+    for alg, a in pt["algorithms"].items():
+        assert a["ours_identical_over_thread_counts"], alg
+        assert set(a["ours"]) == {"1", "2"} and a["scipy"]["edges_per_s"] > 0
+        if alg != "pagerank":
+            assert a["ours_equals_scipy"], alg
+        for v in a["graphblas"].values():
+            assert v.get("equals_ours", True) and v.get("max_rel_diff_vs_ours", 0.0) < 1e-12
+    assert pt["algorithms"]["pagerank"]["max_rel_diff_ours_vs_scipy"] < 1e-12
+    assert all(r[a]["equals_serial_engine"] for r in on_disk["real_graphs"]["graphs"].values()
+               for a in ("pagerank", "bfs", "cc"))
+    assert "parallel_efficiency_2t" in res["summary"]["bfs"]
