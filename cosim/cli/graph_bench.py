@@ -18,6 +18,9 @@ PageRank (fixed iteration count), BFS and connected components on Graph500 R-MAT
 
 Edges per second: PageRank ``m * iterations / s``; BFS ``m / s`` (one search, Graph500 TEPS
 style over the input edges); CC ``m_sym / s`` on the symmetrised graph every runner is given.
+Memory: scale 20 peaks near 2.5 GB in this process (the graph, its symmetrised copy, their
+partitionings, scipy/GraphBLAS/igraph copies); every scale above doubles it, so scales 21-24 are
+behind ``--scales`` and need a machine with that memory free (about 5 GB at 21, 40 GB at 24).
 Every runner's time is the best of ``repeats`` runs, all in this process; results are checked
 against each other (BFS levels and CC labels exactly, PageRank to 1e-12 relative). The host is
 shared: the 1-minute load average before and after every size is recorded beside the figures.

@@ -286,8 +286,10 @@ class Engine:
         Partition count when ``parts`` is not given.
     method : str
         Partitioning method when ``parts`` is not given.
-    executor : SerialExecutor | ProcessExecutor | DaskExecutor, optional
-        Default serial.
+    executor : SerialExecutor | ProcessExecutor | DaskExecutor | CompiledExecutor, optional
+        Default serial. An executor with a ``run_fused(g, parts, program, steps)`` method (the
+        compiled one) runs the programs it knows itself; ``None`` from it falls back to the
+        generic superstep loop below.
     """
 
     def __init__(self, g: Graph, parts: Partitioning | None = None, *, k: int = 1, method: str = "hybrid",
