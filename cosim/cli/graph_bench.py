@@ -18,9 +18,9 @@ PageRank (fixed iteration count), BFS and connected components on Graph500 R-MAT
 
 Edges per second: PageRank ``m * iterations / s``; BFS ``m / s`` (one search, Graph500 TEPS
 style over the input edges); CC ``m_sym / s`` on the symmetrised graph every runner is given.
-Memory: scale 20 peaks near 2.5 GB in this process (the graph, its symmetrised copy, their
-partitionings, scipy/GraphBLAS/igraph copies); every scale above doubles it, so scales 21-24 are
-behind ``--scales`` and need a machine with that memory free (about 5 GB at 21, 40 GB at 24).
+Memory: the runners go one after another and the directed graph is dropped before CC; the peak
+(CC: the symmetrised graph, its partitioning and plan) was 2.8 GB at scale 20 here. It doubles with every
+scale, so scales 21-24 are behind ``--scales`` and need that much more memory free.
 Every runner's time is the best of ``repeats`` runs, all in this process; results are checked
 against each other (BFS levels and CC labels exactly, PageRank to 1e-12 relative). The host is
 shared: the 1-minute load average before and after every size is recorded beside the figures.
@@ -146,6 +146,13 @@ def _bfs_levels_scipy(csr, source: int) -> np.ndarray:
     return lev
 
 
+def _max_rss() -> int:
+    """Peak resident memory of this process so far, bytes (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _rate(edges: int, seconds: float, cores: int) -> dict:
     return {"seconds": seconds, "edges_per_s": edges / seconds, "edges_per_s_per_core": edges / seconds / cores,
             "cores": cores}
@@ -158,26 +165,33 @@ def _gb_threads(t: int) -> None:
 
 
 # ---- one size --------------------------------------------------------------------------------------
-def _size(g, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> dict:
-    from scipy.sparse.csgraph import connected_components
+def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> dict:
+    """One graph size. ``gen()`` makes the graph; the caller keeps no reference to it, so it is
+    dropped once its symmetrised copy exists (the runners go one after another to bound memory)."""
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
 
     from models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank, pagerank_scipy
     from models.systems.graph.partition import partition
 
-    pt = {"graph": {"name": g.name, "n": g.n, "m": g.m}, "load_avg_1m": [os.getloadavg()[0]], "algorithms": {}}
     try:
         import graphblas as gb
     except ImportError:  # pragma: no cover - a declared dependency
         gb = None
+    load0 = os.getloadavg()[0]
+    g = gen()
+    pt = {"graph": {"name": g.name, "n": g.n, "m": g.m}, "load_avg_1m": [load0], "algorithms": {}}
+    n = g.n
     src = int(np.argmax(g.out_degree()))
+    programs = {"pagerank": PageRank(tol=1e-300, max_steps=ITERATIONS), "bfs": BFS(source=src)}
+    work = {"pagerank": g.m * ITERATIONS, "bfs": g.m}
+    # ours
     t0 = time.perf_counter()
     P = partition(g, k, "edge-cut", masters="range")
     pt["partition_s"] = time.perf_counter() - t0
     pt["partitioning"] = {kk: v for kk, v in P.summary().items() if kk != "edges_per_partition"}
-    A = gb.Matrix.from_coo(g.src, g.dst, np.ones(g.m), nrows=g.n, ncols=g.n, dup_op=gb.binary.plus) if gb else None
-    work = {"pagerank": g.m * ITERATIONS, "bfs": g.m}
-    for alg, program in (("pagerank", PageRank(tol=1e-300, max_steps=ITERATIONS)), ("bfs", BFS(source=src))):
-        prog(f"{g.name}: {alg}")
+    ref = {}
+    for alg, program in programs.items():
+        prog(f"{g.name}: {alg}, ours")
         a = pt["algorithms"][alg] = {"edges_counted": work[alg], "ours": {}, "graphblas": {}}
         states = {}
         for t in thread_counts:
@@ -186,72 +200,84 @@ def _size(g, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> dict
             states[t] = r.state
         a["ours_identical_over_thread_counts"] = all(np.array_equal(states[t], states[thread_counts[0]])
                                                      for t in thread_counts)
-        ref = states[thread_counts[0]]
-        if alg == "pagerank":
-            loops = [pagerank_scipy(g, ITERATIONS) for _ in range(repeats)]
-            x = loops[-1][0]
-            a["scipy"] = {**_rate(work[alg], min(lp[1] for lp in loops), 1), "cpu_s": _scipy_pr_cpu(g, repeats),
-                          "note": "the SpMV loop only (A^T built outside the timed loop), best of the repeats; "
-                                  "cpu_s: CPU seconds of the same loop, timed separately"}
-            a["max_rel_diff_ours_vs_scipy"] = float(np.max(np.abs(ref - x) / np.abs(x)))
-        else:
-            from scipy.sparse.csgraph import breadth_first_order
-
-            csr = g.adjacency()
-            s, c, _ = _best(lambda csr=csr: breadth_first_order(csr, src, directed=True, return_predecessors=True),
-                            repeats)
-            a["scipy"] = {**_rate(work[alg], s, 1), "cpu_s": c,
-                          "note": "scipy.sparse.csgraph.breadth_first_order with predecessors (levels are "
-                                  "derived from them outside the timed call, for the check)"}
-            a["ours_equals_scipy"] = bool(np.array_equal(ref, _bfs_levels_scipy(csr, src)))
-            csr = None
-        if gb is not None:
+        ref[alg] = states[thread_counts[0]]
+    P = None
+    gc.collect()
+    # scipy
+    prog(f"{g.name}: scipy")
+    a = pt["algorithms"]["pagerank"]
+    loops = [pagerank_scipy(g, ITERATIONS) for _ in range(repeats)]
+    x = loops[-1][0]
+    a["scipy"] = {**_rate(work["pagerank"], min(lp[1] for lp in loops), 1), "cpu_s": _scipy_pr_cpu(g, repeats),
+                  "note": "the SpMV loop only (A^T built outside the timed loop), best of the repeats; "
+                          "cpu_s: CPU seconds of the same loop, timed separately"}
+    a["max_rel_diff_ours_vs_scipy"] = float(np.max(np.abs(ref["pagerank"] - x) / np.abs(x)))
+    a = pt["algorithms"]["bfs"]
+    csr = g.adjacency()
+    s, c, _ = _best(lambda: breadth_first_order(csr, src, directed=True, return_predecessors=True), repeats)
+    a["scipy"] = {**_rate(work["bfs"], s, 1), "cpu_s": c,
+                  "note": "scipy.sparse.csgraph.breadth_first_order with predecessors (levels are derived from "
+                          "them outside the timed call, for the check)"}
+    a["ours_equals_scipy"] = bool(np.array_equal(ref["bfs"], _bfs_levels_scipy(csr, src)))
+    csr = None
+    gc.collect()
+    # GraphBLAS: duplicates summed (PageRank counts multi-edges, as scipy and ours do)
+    if gb is not None:
+        prog(f"{g.name}: GraphBLAS")
+        A = gb.Matrix.from_coo(g.src, g.dst, np.ones(g.m), nrows=n, ncols=n, dup_op=gb.binary.plus)
+        for alg in programs:
             for t in thread_counts:
                 _gb_threads(t)
                 if alg == "pagerank":
                     s, c, xg = _best(lambda: _gb_pagerank(A, g, ITERATIONS), repeats)
-                    ok = float(np.max(np.abs(ref - xg) / np.abs(xg)))
+                    ok = {"max_rel_diff_vs_ours": float(np.max(np.abs(ref[alg] - xg) / np.abs(xg)))}
                 else:
-                    s, c, xg = _best(lambda: _gb_bfs(A, g.n, src), repeats)
-                    ok = bool(np.array_equal(ref, xg))
-                a["graphblas"][str(t)] = {**_rate(work[alg], s, t), "cpu_s": c,
-                                          ("max_rel_diff_vs_ours" if alg == "pagerank" else "equals_ours"): ok}
-    A = P = None
-    gc.collect()
-    # ---- CC on the symmetrised graph
+                    s, c, xg = _best(lambda: _gb_bfs(A, n, src), repeats)
+                    ok = {"equals_ours": bool(np.array_equal(ref[alg], xg))}
+                pt["algorithms"][alg]["graphblas"][str(t)] = {**_rate(work[alg], s, t), "cpu_s": c, **ok}
+        A = None
+        gc.collect()
+    if igraph_ok:
+        prog(f"{g.name}: igraph")
+        pt["igraph"] = _igraph(g, src, pt)
+    # ---- CC on the symmetrised graph (the directed graph is dropped first)
     prog(f"{g.name}: cc")
     sym = g.symmetrised()
+    g = None
+    gc.collect()
+    a = pt["algorithms"]["cc"] = {"edges_counted": sym.m, "ours": {}, "graphblas": {}}
     t0 = time.perf_counter()
     Ps = partition(sym, k, "edge-cut", masters="range")
     pt["partition_sym_s"] = time.perf_counter() - t0
-    a = pt["algorithms"]["cc"] = {"edges_counted": sym.m, "ours": {}, "graphblas": {}}
     states = {}
     for t in thread_counts:
         s, c, r = _ours(sym, Ps, ConnectedComponents(), t, repeats)
         a["ours"][str(t)] = {**_rate(sym.m, s, t), "cpu_s": c, "steps": r.steps}
         states[t] = r.state
-    del Ps
+    Ps = None
     gc.collect()
-    ref = states[thread_counts[0]]
-    a["ours_identical_over_thread_counts"] = all(np.array_equal(states[t], ref) for t in thread_counts)
+    cc = states[thread_counts[0]]
+    a["ours_identical_over_thread_counts"] = all(np.array_equal(states[t], cc) for t in thread_counts)
     csr = sym.adjacency()
     s, c, (ncomp, labels) = _best(lambda: connected_components(csr, directed=False), repeats)
     a["scipy"] = {**_rate(sym.m, s, 1), "cpu_s": c, "components": int(ncomp),
-                  "note": "scipy.sparse.csgraph.connected_components (union-find style, not label propagation)"}
-    a["ours_equals_scipy"] = bool(np.array_equal(ref, _cc_min_labels(labels)))
-    csr = None
+                  "note": "scipy.sparse.csgraph.connected_components (not label propagation; the time includes "
+                          "its input checks and conversion)"}
+    a["ours_equals_scipy"] = bool(np.array_equal(cc, _cc_min_labels(labels)))
+    csr = labels = None
+    gc.collect()
     if gb is not None:
-        S = gb.Matrix.from_coo(sym.src, sym.dst, np.ones(sym.m), nrows=g.n, ncols=g.n, dup_op=gb.binary.plus)
+        # one value for every entry (an iso matrix): label propagation reads only the vector's values
+        S = gb.Matrix.from_coo(sym.src, sym.dst, 1.0, nrows=n, ncols=n)
         for t in thread_counts:
             _gb_threads(t)
-            s, c, xg = _best(lambda: _gb_cc(S, g.n), repeats)
-            a["graphblas"][str(t)] = {**_rate(sym.m, s, t), "cpu_s": c, "equals_ours": bool(np.array_equal(ref, xg))}
-        del S
-    del sym
-    gc.collect()
+            s, c, xg = _best(lambda: _gb_cc(S, n), repeats)
+            a["graphblas"][str(t)] = {**_rate(sym.m, s, t), "cpu_s": c, "equals_ours": bool(np.array_equal(cc, xg))}
+        S = None
     if igraph_ok:
-        prog(f"{g.name}: igraph")
-        pt["igraph"] = _igraph(g, src, pt)
+        pt["algorithms"]["cc"]["igraph"] = pt["igraph"].pop("cc")
+    sym = None
+    gc.collect()
     pt["load_avg_1m"].append(os.getloadavg()[0])
     return pt
 
@@ -265,17 +291,18 @@ def _igraph(g, src: int, pt: dict) -> dict:
     h = _igraph_graph(igraph, g)
     out = {"build_s": time.perf_counter() - t0}
     s, _, _ = _best(lambda: h.pagerank(damping=0.85, implementation="prpack"), 1)
-    out["pagerank"] = {**_rate(g.m, s, 1), "note": "prpack solves to convergence; counted as one pass over the "
-                                                   "edges (a lower bound on its per-iteration rate)"}
+    pt["algorithms"]["pagerank"]["igraph"] = {
+        **_rate(g.m, s, 1), "note": "prpack solves to convergence; counted as one pass over the edges (a lower "
+                                    "bound on its per-iteration rate)"}
     s, _, _ = _best(lambda: h.bfs(src, mode="out"), 1)
-    out["bfs"] = _rate(g.m, s, 1)
+    pt["algorithms"]["bfs"]["igraph"] = _rate(g.m, s, 1)
     s, _, comps = _best(lambda: h.connected_components(mode="weak"), 1)
-    out["cc"] = {**_rate(pt["algorithms"]["cc"]["edges_counted"], s, 1), "components": len(comps),
+    # counted over the symmetrised graph's edges, as every CC runner (self loops stored once there)
+    m_sym = 2 * g.m - int(np.count_nonzero(g.src == g.dst))
+    out["cc"] = {**_rate(m_sym, s, 1), "components": len(comps),
                  "note": "weak components of the directed graph (= components of the symmetrised graph)"}
     h = None
-    for alg in ("pagerank", "bfs", "cc"):
-        pt["algorithms"][alg]["igraph"] = out[alg]
-    return {"build_s": out["build_s"]}
+    return out
 
 
 def _real_graphs(repeats: int) -> dict:
@@ -429,11 +456,11 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
         task = bar.add_task("graph compiled", total=len(scales) + 1)
         for sc in scales:
             bar.update(task, description=f"R-MAT scale {sc}: generating")
-            g = rmat(RMATParams(scale=sc, edge_factor=16, seed=seed), weights=False)
-            pt = _size(g, thread_counts, repeats, k, lambda d: bar.update(task, description=d), igraph_ok)
+            pt = _size(lambda sc=sc: rmat(RMATParams(scale=sc, edge_factor=16, seed=seed), weights=False),
+                       thread_counts, repeats, k, lambda d: bar.update(task, description=d), igraph_ok)
             pt["scale"] = sc
+            pt["max_rss_bytes_so_far"] = _max_rss()
             res["sizes"].append(pt)
-            del g
             gc.collect()
             _write_json(out / "graph_compiled.json", res)
             bar.advance(task)

@@ -176,6 +176,7 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
     order = _group_order(owner, g.dst, k, g.n)  # = np.lexsort((g.dst, owner)), in O(m + n)
     bounds = np.zeros(k + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=k), out=bounds[1:])
+    del owner  # 8 B/edge fewer while the partitions are cut
     seen = np.zeros(g.n, bool)
     parts = []
     present = 0
