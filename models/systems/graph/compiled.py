@@ -5,12 +5,13 @@ partition, gather in ascending partition order, apply. :class:`CompiledExecutor`
 compiled kernels:
 
 - **Partition plan** (built once per :class:`~models.systems.graph.partition.Partitioning` and
-  cached): each partition's edges as destination segments (CSC of the partition, int32 source
+  cached): each partition's edges as destination segments (CSC of the partition, uint32 source
   ids), the segments whose destination the partition masters first (*local*), then the segments
   of each other destination partition ``q`` in ascending ``q`` (*remote*, the mirrors of
   PowerGraph/PowerLyra). Every remote segment owns one slot of a preallocated message buffer, so
   the messages of partition ``p`` for partition ``q`` are one contiguous batch; each master
-  ``q`` has a receive list of (slot, vertex) in ascending ``p``.
+  ``q`` has a receive list of (slot, vertex) in ascending ``p``. The accumulators of all masters
+  and the buffer are one shared array (vertex ``v`` at ``v``, slot ``i`` at ``n + i``).
 - **Superstep** on ``T`` threads (``threading.Thread``; the kernels are ``@njit(nogil=True)`` so
   the threads run in parallel): phase A, every partition of the thread runs its edge kernel
   (local results straight into the accumulator of the master, remote results into its buffer
@@ -19,11 +20,16 @@ compiled kernels:
   masters and emits their next value, writing its convergence partials; barrier; every thread
   reduces the ``k`` partials in partition order and takes the same decision.
 - **Programs**: PageRank, BFS, connected components and SSSP run fused (the vertex program is
-  compiled too); BFS skips visited destinations and stops a segment at its first frontier source
-  (every frontier vertex has the same level, so the minimum is found). Any other
+  compiled too). BFS and CC choose a direction per superstep (Beamer et al., SC 2012): *pull*
+  as above (BFS skips visited destinations and stops a segment at its first frontier source:
+  every frontier vertex has the same level, so that is the minimum), or *push* when the frontier's
+  out-edges are few: each partition walks its own edges by source (a CSR built on first use)
+  from the frontier list that the masters fill in phase B, writing the same accumulator/buffer
+  targets. Both directions compute the same minimum, so the result is the same. Any other
   :class:`~models.systems.graph.engine.VertexProgram` with a built-in edge operator runs with
   the generic compiled partition kernel (:func:`compiled_partition_step`), the program's own
-  emit/apply in numpy; Dask uses that same kernel per partition (``DaskExecutor(kernel="compiled")``).
+  emit/apply in numpy; Dask uses that same kernel per partition (``DaskExecutor(kernel="compiled")``);
+  the fused superstep itself (shared accumulator, barriers) is single-machine only.
 
 Results do not depend on the thread count (a fixed partitioning fixes every floating-point
 order); BFS, CC and SSSP equal the serial engine exactly, PageRank to rounding (the serial
