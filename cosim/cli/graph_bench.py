@@ -19,7 +19,7 @@ PageRank (fixed iteration count), BFS and connected components on Graph500 R-MAT
 Edges per second: PageRank ``m * iterations / s``; BFS ``m / s`` (one search, Graph500 TEPS
 style over the input edges); CC ``m_sym / s`` on the symmetrised graph every runner is given.
 Memory: the runners go one after another and the directed graph is dropped before CC; the peak
-(CC: the symmetrised graph, its partitioning and plan) was 2.8 GB at scale 20 here. It doubles with every
+(CC: the symmetrised graph, its partitioning and plan) was 2.8-2.9 GB at scale 20 here. It doubles with every
 scale, so scales 21-24 are behind ``--scales`` and need that much more memory free.
 Every runner's time is the best of ``repeats`` runs, all in this process; results are checked
 against each other (BFS levels and CC labels exactly, PageRank to 1e-12 relative). The host is
