@@ -1,10 +1,13 @@
 """``hwcosim graph`` subcommands and the graph benchmarks.
 
 - ``hwcosim graph run ALGO [--graph NAME|rmat] [--scale S] [-k K] [--method M]
-  [--executor serial|processes|dask] [--scheduler ADDRESS]``: one algorithm, a table, JSON.
+  [--executor compiled|serial|processes|dask|dask-compiled] [--threads T] [--scheduler ADDRESS]``:
+  one algorithm, a table, JSON.
 - ``hwcosim graph partition [--graph ...] [-k K]``: replication factor and balance of the three
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
+- ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
+  compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`cosim.cli.graph_bench`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
   [--executor processes|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
@@ -242,6 +245,13 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     gc.collect()
     prog.update(description=f"R-MAT scale {p.scale}: engine processes")
     P = partition(g, 2 * workers, "hybrid")
+    from models.systems.graph.compiled import CompiledExecutor
+
+    for t in sorted({1, workers}):  # the compiled executor on the same partitioning (bench graph_compiled: more)
+        Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=1))  # plan + numba cache
+        r = Engine(g, P, executor=CompiledExecutor(t)).run(prog_pr)
+        rows[f"engine compiled ({t} thread{'s' if t > 1 else ''})"] = {"seconds": r.seconds, "cores": t,
+                                                                      "state": r.state}
     r = Engine(g, P, executor=ProcessExecutor(workers)).run(prog_pr)
     rows[f"engine processes ({workers})"] = {"seconds": r.seconds, "cores": workers, "state": r.state,
                                              "setup_s": r.setup_seconds}
@@ -295,7 +305,7 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
 def bench_graph_engine(out_dir: Path, quick: bool, seed: int = 0, iterations: int = 10,
                        workers: int | None = None, dask: bool = True, scales: tuple | None = None,
                        edge_factor: int = 16) -> dict:
-    """Edges per second per core: engine (1 core, process pool, Dask) vs scipy SpMV vs igraph.
+    """Edges per second per core: engine (1 core, compiled threads, process pool, Dask) vs scipy SpMV vs igraph.
 
     PageRank with a fixed iteration count on Graph500 R-MAT graphs (edge factor 16): scale 16
     (1 M edges) when ``quick``; scales 16, 20, 22, 23 (1 M, 17 M, 67 M, 134 M edges) otherwise.
@@ -554,13 +564,16 @@ def _cmd_run(args) -> int:
     if not 1 <= args.scale <= 26:
         _fail(f"--scale must be in [1, 26], not {args.scale}")
     g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
-    kind = "dask" if args.scheduler else args.executor
+    if args.executor not in _EXECUTORS:
+        _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
+    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
+    kind = "dask" if args.scheduler and not args.executor.startswith("dask") else args.executor
     params = {"source": args.source} if args.algorithm in ("bfs", "sssp") else {}
     if args.source >= g.n:
         _fail(f"--source {args.source} is not a vertex of a {g.n}-vertex graph")
     try:
         r = run(g, args.algorithm, k=args.partitions, method=args.method,
-                executor=make_executor(kind, args.workers, args.scheduler), **params)
+                executor=make_executor(kind, args.workers, args.scheduler, threads), **params)
     except OSError as e:
         _fail(f"cannot reach the Dask scheduler {args.scheduler!r}: {e}")
     out = _out_dir(args.output)
@@ -595,6 +608,13 @@ def _cmd_partition(args) -> int:
            ["method", "replication factor", "edge balance", "vertex balance"],
            [[m, v["replication_factor"], v["edge_balance"], v["vertex_balance"]] for m, v in res.items()])
     return 0
+
+
+_EXECUTORS = ("compiled", "serial", "processes", "dask", "dask-compiled")
+
+
+def _max_threads() -> int:
+    return 4 * (os.cpu_count() or 1)
 
 
 def _int_arg(name: str, text: str, lo: int, hi: int | None = None) -> int:
@@ -653,6 +673,18 @@ def _cmd_tux2(args) -> int:
     return 0
 
 
+def _cmd_compiled_bench(args) -> int:
+    from cosim.cli.graph_bench import bench_graph_compiled
+
+    scales = None
+    if args.scales:
+        scales = tuple(_int_arg("--scales", x, 8, 24) for x in args.scales.split(","))
+    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
+    repeats = _int_arg("--repeats", args.repeats, 1, 100) if args.repeats is not None else None
+    bench_graph_compiled(_out_dir(args.output), args.quick, scales=scales, threads=threads, repeats=repeats)
+    return 0
+
+
 def _study(fn):
     def cmd(args) -> int:
         fn(_out_dir(args.output), args.quick)
@@ -675,14 +707,18 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("graph", help="partitioned graph engine (GraM/PowerLyra) and GNN rewrites",
                               description="Partitioned graph engine, GraM algorithms, TuX2 (MEGA/SSP) ML algorithms "
                                           "and GNN algebraic rewrites.")
-    sub = p.add_subparsers(dest="graph_cmd", metavar="{run,partition,bench,gnn,tux2,tux2-bench}")
+    sub = p.add_subparsers(dest="graph_cmd", metavar="{run,partition,bench,compiled-bench,gnn,tux2,tux2-bench}")
     sub.required = True
     s = sub.add_parser("run", help="run pagerank|bfs|cc|sssp on a graph",
                        description="Run one algorithm; JSON + table.")
     s.add_argument("algorithm", help="pagerank, bfs, cc or sssp")
     _graph_args(s)
     s.add_argument("--method", default="hybrid", help="edge-cut, vertex-cut or hybrid (default hybrid)")
-    s.add_argument("--executor", default="serial", choices=["serial", "processes", "dask"])
+    s.add_argument("--executor", default="compiled",
+                   help="compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
+                        "dask-compiled (Dask tasks running the compiled partition kernel)")
+    s.add_argument("--threads", default=None,
+                   help="threads of the compiled executor, 1 .. 4 x cores (default every core)")
     s.add_argument("--workers", type=int, default=2, help="processes or Dask workers (default 2)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (implies --executor dask)")
     s.add_argument("--source", type=int, default=0, help="BFS/SSSP source vertex (default 0)")
@@ -711,6 +747,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--threads", action="store_true", help="the same as --executor threads")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2)
+    s = sub.add_parser("compiled-bench", help="compiled executor: edges/s/core vs scipy, GraphBLAS, igraph; scaling",
+                       description="PageRank, BFS, CC on Graph500 R-MAT graphs: the compiled executor on 1..N "
+                                   "threads vs scipy, python-graphblas (same threads) and igraph; JSON + PNG.")
+    s.add_argument("--quick", action="store_true", help="scale 16 only")
+    s.add_argument("--scales", default=None, help="comma-separated R-MAT scales, 8..24 (default 18,19,20)")
+    s.add_argument("--threads", default=None, help="largest thread count (default every core)")
+    s.add_argument("--repeats", default=None, help="runs per point, the best kept (default 3)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    s.set_defaults(func=_cmd_compiled_bench)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
                           ("gnn", bench_gnn_rewrite, "GNN rewriter: speedup and peak memory vs untransformed"),
                           ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA; code lines")):

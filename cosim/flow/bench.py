@@ -50,6 +50,7 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "reliability_c4d": _lazy("cosim.cli.reliability", "bench_c4d"),
     "reliability_mycroft": _lazy("cosim.cli.reliability", "bench_mycroft"),
     "graph_engine": _lazy("cosim.cli.graph", "bench_graph_engine"),
+    "graph_compiled": _lazy("cosim.cli.graph_bench", "bench_graph_compiled"),
     "gnn_rewrite": _lazy("cosim.cli.graph", "bench_gnn_rewrite"),
     "tux2": _lazy("cosim.cli.graph", "bench_tux2"),
     "tux2_procs": _lazy("cosim.cli.graph", "bench_tux2_procs"),

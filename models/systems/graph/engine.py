@@ -17,7 +17,9 @@ with the mirror/master combining of PowerGraph/PowerLyra gather-apply-scatter:
 Executors run step 2: :class:`SerialExecutor` (one core), :class:`ProcessExecutor` (a process
 pool holding the partitions for the whole run; only the emitted vector crosses per step) and
 :class:`DaskExecutor` (partitions scattered to Dask workers once; an embedded ``LocalCluster`` by
-default, or an existing scheduler by address).
+default, or an existing scheduler by address; ``kernel="compiled"`` runs the compiled partition
+kernel in each task). :class:`~models.systems.graph.compiled.CompiledExecutor` runs the whole
+superstep compiled on nogil threads (``make_executor("compiled")``).
 """
 
 from __future__ import annotations
@@ -168,7 +170,11 @@ class ProcessExecutor:
             self.pool = None
 
 
-def _dask_step(part, value, edge_op, combiner):
+def _dask_step(part, value, edge_op, combiner, kernel="numpy"):
+    if kernel == "compiled":
+        from .compiled import compiled_partition_step
+
+        return compiled_partition_step(part, value, edge_op, combiner)
     return partition_step(part, value, edge_op, combiner)
 
 
@@ -183,14 +189,21 @@ class DaskExecutor:
         Workers of the embedded cluster.
     processes : bool
         Embedded cluster with worker processes (True) or threads in this process (False).
+    kernel : {"numpy", "compiled"}
+        The partition kernel each task runs: :func:`partition_step` or the compiled executor's
+        :func:`~models.systems.graph.compiled.compiled_partition_step` (the scale-out path of the
+        compiled engine: the same numba kernel per partition; emit/apply stay on the client).
     """
 
     name = "dask"
 
-    def __init__(self, address: str | None = None, workers: int = 2, processes: bool = False):
+    def __init__(self, address: str | None = None, workers: int = 2, processes: bool = False,
+                 kernel: str = "numpy"):
         if workers < 1:
             raise ValueError(f"worker count must be >= 1, not {workers}")
-        self.address, self.workers, self.processes = address, workers, processes
+        if kernel not in ("numpy", "compiled"):
+            raise ValueError(f"Unknown Dask partition kernel {kernel!r}; choose numpy or compiled")
+        self.address, self.workers, self.processes, self.kernel = address, workers, processes, kernel
         self.client = self.cluster = None
 
     def start(self, parts: tuple) -> None:
@@ -206,7 +219,8 @@ class DaskExecutor:
 
     def step(self, value, edge_op, combiner) -> list:
         vf = self.client.scatter(value, broadcast=True)
-        futs = [self.client.submit(_dask_step, pf, vf, edge_op, combiner, pure=False) for pf in self.futs]
+        futs = [self.client.submit(_dask_step, pf, vf, edge_op, combiner, self.kernel, pure=False)
+                for pf in self.futs]
         return self.client.gather(futs)
 
     def close(self) -> None:
@@ -217,15 +231,22 @@ class DaskExecutor:
         self.client = self.cluster = None
 
 
-def make_executor(kind: str, workers: int = 2, scheduler: str | None = None):
-    """An executor by name: ``serial``, ``processes`` or ``dask``."""
+def make_executor(kind: str, workers: int = 2, scheduler: str | None = None, threads: int | None = None):
+    """An executor by name: ``compiled`` (``threads`` nogil threads), ``serial``, ``processes``,
+    ``dask`` or ``dask-compiled`` (Dask tasks running the compiled partition kernel)."""
+    if kind == "compiled":
+        from .compiled import CompiledExecutor
+
+        return CompiledExecutor(threads)
     if kind == "serial":
         return SerialExecutor()
     if kind == "processes":
         return ProcessExecutor(workers)
     if kind == "dask":
         return DaskExecutor(scheduler, workers)
-    raise ValueError(f"Unknown executor {kind!r}; choose serial, processes or dask")
+    if kind == "dask-compiled":
+        return DaskExecutor(scheduler, workers, kernel="compiled")
+    raise ValueError(f"Unknown executor {kind!r}; choose compiled, serial, processes, dask or dask-compiled")
 
 
 # ---- engine --------------------------------------------------------------------------------------
@@ -234,7 +255,9 @@ class RunResult:
     """The final state and the run's counters.
 
     ``seconds`` times the supersteps only; ``setup_seconds`` the executor start (pool fork,
-    Dask cluster start, scattering the partitions).
+    Dask cluster start, scattering the partitions, the compiled executor's plan);
+    ``cpu_seconds`` is the CPU time of this process (all its threads, not worker processes)
+    over the supersteps.
     """
 
     state: np.ndarray
@@ -244,6 +267,7 @@ class RunResult:
     setup_seconds: float
     executor: str
     partitioning: dict
+    cpu_seconds: float = float("nan")
 
     @property
     def edges_per_second(self) -> float:
@@ -262,8 +286,10 @@ class Engine:
         Partition count when ``parts`` is not given.
     method : str
         Partitioning method when ``parts`` is not given.
-    executor : SerialExecutor | ProcessExecutor | DaskExecutor, optional
-        Default serial.
+    executor : SerialExecutor | ProcessExecutor | DaskExecutor | CompiledExecutor, optional
+        Default serial. An executor with a ``run_fused(g, parts, program, steps)`` method (the
+        compiled one) runs the programs it knows itself; ``None`` from it falls back to the
+        generic superstep loop below.
     """
 
     def __init__(self, g: Graph, parts: Partitioning | None = None, *, k: int = 1, method: str = "hybrid",
@@ -286,11 +312,17 @@ class Engine:
     def run(self, program: VertexProgram, max_steps: int | None = None) -> RunResult:
         """Run ``program`` to convergence or ``max_steps`` supersteps."""
         steps_cap = program.max_steps if max_steps is None else max_steps
-        state, ctx = program.init(self.g)
         ex = self.executor
+        fused = getattr(ex, "run_fused", None)
+        if fused is not None:
+            r = fused(self.g, self.parts, program, steps_cap)
+            if r is not None:
+                return r
+        state, ctx = program.init(self.g)
         t0 = time.perf_counter()
         ex.start(self.parts.parts)
         t1 = time.perf_counter()
+        c1 = time.process_time()
         steps = 0
         try:
             while steps < steps_cap:
@@ -303,5 +335,6 @@ class Engine:
                     break
         finally:
             dt = time.perf_counter() - t1
+            cpu = time.process_time() - c1
             ex.close()
-        return RunResult(state, steps, dt, steps * self.g.m, t1 - t0, ex.name, self.parts.summary())
+        return RunResult(state, steps, dt, steps * self.g.m, t1 - t0, ex.name, self.parts.summary(), cpu)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .graph import Graph
 
@@ -38,6 +39,33 @@ def _hash(x: np.ndarray, k: int, salt: int) -> np.ndarray:
         h ^= h >> np.uint64(29)
         h *= _MUL
     return (h >> np.uint64(33)) % np.uint64(k)
+
+
+@njit(cache=True, nogil=True)
+def _group_order(owner, dst, k, n):
+    """Edge order grouped by ``owner``, then by ``dst``, ties in input order: two stable counting
+    sorts (least significant key first), the permutation ``np.lexsort((dst, owner))`` returns."""
+    m = owner.shape[0]
+    cnt = np.zeros(n + 1, np.int64)
+    for e in range(m):
+        cnt[dst[e] + 1] += 1
+    for i in range(n):
+        cnt[i + 1] += cnt[i]
+    by_dst = np.empty(m, np.int64)
+    for e in range(m):
+        by_dst[cnt[dst[e]]] = e
+        cnt[dst[e]] += 1
+    ck = np.zeros(k + 1, np.int64)
+    for e in range(m):
+        ck[owner[e] + 1] += 1
+    for i in range(k):
+        ck[i + 1] += ck[i]
+    out = np.empty(m, np.int64)
+    for j in range(m):
+        e = by_dst[j]
+        out[ck[owner[e]]] = e
+        ck[owner[e]] += 1
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +123,7 @@ class Partitioning:
 
 
 def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None = None,
-              seed: int = 0, edge_ids: bool = False) -> Partitioning:
+              seed: int = 0, edge_ids: bool = False, masters: str = "hash") -> Partitioning:
     """Split ``g`` into ``k`` partitions.
 
     Parameters
@@ -111,6 +139,10 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         Hash salt.
     edge_ids : bool
         Keep each partition's edge indices (``Partition.eids``), e.g. to slice edge data.
+    masters : {"hash", "range"}
+        How vertices get their master partition: hashed (default), or ``k`` contiguous id
+        ranges holding about equal shares of in-edges plus vertices (a 1-D column split, the
+        layout of a shared-memory SpMV: each master then streams through its own vertices).
 
     Returns
     -------
@@ -120,7 +152,14 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         raise ValueError(f"Partition count must be >= 1, not {k}")
     if method not in METHODS:
         raise ValueError(f"Unknown partitioning method {method!r}; choose one of {', '.join(METHODS)}")
-    master = _hash(np.arange(g.n), k, seed).astype(np.int64)
+    if masters == "hash":
+        master = _hash(np.arange(g.n), k, seed).astype(np.int64)
+    elif masters == "range":
+        cum = np.cumsum(g.in_degree() + 1)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, k) / k, side="right")
+        master = np.searchsorted(cuts, np.arange(g.n), side="right").astype(np.int64)
+    else:
+        raise ValueError(f"Unknown master placement {masters!r}; choose hash or range")
     if method == "edge-cut":
         owner = master[g.dst]
     elif method == "vertex-cut":
@@ -134,9 +173,11 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         high = indeg[g.dst] > threshold
         owner = np.where(high, master[g.src], master[g.dst])
     # group edges by owner, then by dst inside each part (stable -> deterministic)
-    order = np.lexsort((g.dst, owner))
-    owner_s = owner[order]
-    bounds = np.searchsorted(owner_s, np.arange(k + 1))
+    order = _group_order(owner, g.dst, k, g.n)  # = np.lexsort((g.dst, owner)), in O(m + n)
+    bounds = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=k), out=bounds[1:])
+    del owner  # 8 B/edge fewer while the partitions are cut
+    seen = np.zeros(g.n, bool)
     parts = []
     present = 0
     vcounts = []
@@ -150,7 +191,11 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         else:
             seg = np.zeros(0, np.int64)
             du = np.zeros(0, np.int64)
-        verts = np.union1d(np.union1d(src, dst), np.flatnonzero(master == p))
+        seen[:] = False
+        seen[src] = True
+        seen[dst] = True
+        seen[master == p] = True
+        verts = np.flatnonzero(seen)  # = union of src, dst and the partition's masters, ascending
         present += verts.size
         vcounts.append(verts.size)
         parts.append(Partition(p, src, dst, w, du, seg.astype(np.int64), verts, sl if edge_ids else None))
