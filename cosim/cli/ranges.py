@@ -66,6 +66,8 @@ RANGES: dict[str, Range] = {
     "build seed": Range(0, 2**31 - 1),
     "max_minutes": Range(0.1, 600.0),
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
+    "board run n": Range(1, 100_000, note="random vectors through the board"),
+    "baud": Range(115200, 921600, note="standard UART rates (choices)"),
     "prune n": Range(1, 1024),
     "pes": Range(1, 1024),
     "banks": Range(1, 1024),

@@ -15,7 +15,8 @@ byte that completes while the previous one is still waiting on ``o`` (not taken)
 and counted in ``overruns``; the consumer must take a byte within one byte time.
 
 :class:`UartTx` sends each byte of ``i`` as start bit, eight data bits LSB first, stop bit;
-``i.ready`` is high only while the line is idle, so bytes go out back to back at the full rate.
+``i.ready`` is high while the line is idle and in the last cycle of a stop bit, so bytes go out
+back to back at the full rate.
 The line idles high (``tx`` resets to 1).
 
 Resources: a ``log2(divisor)``-bit timer, a 4-bit bit counter and a 10-bit (TX) or 8-bit (RX)
@@ -137,7 +138,8 @@ class UartTx(wiring.Component):
         timer = Signal(range(d))
         left = Signal(range(11))         # bits still to send, start bit included
         shreg = Signal(10, init=0x3FF)
-        m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq(left == 0)]
+        # ready in the last cycle of the stop bit too, so bytes go out back to back
+        m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq((left == 0) | ((left == 1) & (timer == 0)))]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += [shreg.eq(Cat(0, self.i.payload, 1)), left.eq(10), timer.eq(d - 1)]
         with m.Elif(left != 0):
