@@ -87,7 +87,7 @@ def cmd_board_run(args) -> int:
         link = (summary.get("bytes_sent", 0), summary.get("bytes_received", 0))
     secs = time.monotonic() - t0
     t = Table(title=f"hwcosim board run {design.name}: {where}; {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
-    for c in ("vectors", "result words", "mismatches", "run cycles (first)", "cycle model", "ideal",
+    for c in ("vectors", "result words", "mismatches", "run cycles (first)", "expected (model + 1)", "ideal",
               "bytes sent / received", "seconds"):
         t.add_column(c, justify="right")
     rc = summary["run_cycles"]
