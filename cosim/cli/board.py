@@ -11,46 +11,10 @@ import importlib
 import json
 import time
 
-import numpy as np
-
-from cosim.designs import add_param_args, get_design, resolve_params
+from cosim.designs import add_param_args, get_design
 from models.errors import CheckFailed, UsageError
 
 __all__ = ["register"]
-
-
-def _weights_and_params(design, args):
-    """The parameter set and CSB weights: from --csb, else random weights of the board's shape."""
-    from cosim.designs import apply_changes, parse_param_items, read_params_file
-    from pruning.formats import csb as csbfmt
-
-    base = design.board_params() if design.board_params else design.default_params()
-    if args.csb:
-        m = csbfmt.load(args.csb)
-        changes = dict(read_params_file(args.params)) if args.params else {}
-        changes.update(parse_param_items(args.param))
-        fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
-        clash = [f for f in fixed if f in changes]
-        if clash:
-            raise UsageError(f"--param {clash[0]}: the CSB weights fix {clash[0]}={fixed[clash[0]]}; drop that setting")
-        p = apply_changes(base, changes, "parameter", exact=fixed)
-        return p, m.values, m.indices
-    p = resolve_params(design, args.param, args.params, base=base)
-    rng = np.random.default_rng(args.seed)
-    m = csbfmt.encode(rng.normal(0, 0.6, size=(p.rows, p.cols)), p.banks, 1.0 - p.k / p.bank_size, fmt=p.weight_fmt)
-    return p, m.values, m.indices
-
-
-def _vectors(args, p) -> np.ndarray:
-    from models.fixedpoint import quantize
-
-    if args.vector:
-        from cosim.cli.commands import _load_vectors
-
-        xf = _load_vectors(args.vector, p.cols)
-    else:
-        xf = np.random.default_rng(args.seed + 1).uniform(-1, 1, size=(args.n, p.cols))
-    return quantize(xf, p.vec_fmt)
 
 
 def cmd_board_run(args) -> int:
@@ -63,8 +27,7 @@ def cmd_board_run(args) -> int:
     host = importlib.import_module(board_top_ref(design)[2])
     if bool(args.port) == bool(args.sim):
         raise UsageError("give either --port PORT (a board on a serial port) or --sim (the RTL through a UART model)")
-    p, values, indices = _weights_and_params(design, args)
-    xs = _vectors(args, p)
+    p, inp = host.cli_inputs(design, args)
     con = Console()
     t0 = time.monotonic()
     if args.port:
@@ -72,27 +35,28 @@ def cmd_board_run(args) -> int:
 
         transport = SerialTransport(args.port, args.baud)
         try:
-            res = run_sync(host.session(HostLink(transport), p, values, indices, xs, log=con.print))
+            res = run_sync(host.session(HostLink(transport), p, **inp, log=con.print))
         finally:
             transport.close()
         where = f"{args.port} at {args.baud} baud"
-        summary = host.compare(p, values, indices, xs, res)
+        summary = host.compare(p, res=res, **inp)
         link = (res["bytes_sent"], res["bytes_received"])
     else:
-        sim = host.run_board_sim(p, values, indices, xs, test_dir=args.output, raise_on_fail=False)
+        sim = host.run_board_sim(p, **inp, test_dir=args.output, raise_on_fail=False)
         if "mismatches" not in sim.metrics:
             raise CheckFailed(f"the simulation failed before it compared the results; log {sim.log}")
         summary = dict(sim.metrics)
         where = f"RTL on {sim.sim} through a UART model (run folder {sim.test_dir})"
         link = (summary.get("bytes_sent", 0), summary.get("bytes_received", 0))
     secs = time.monotonic() - t0
-    t = Table(title=f"hwcosim board run {design.name}: {where}; {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
-    for c in ("vectors", "result words", "mismatches", "run cycles (first)", "expected (model + 1)", "ideal",
+    t = Table(title=f"hwcosim board run {design.name}: {where}; {summary.get('shape', '')}")
+    for c in ("runs", "result words", "mismatches", "run cycles (first)", "expected", "ideal",
               "bytes sent / received", "seconds"):
         t.add_column(c, justify="right")
     rc = summary["run_cycles"]
     t.add_row(str(summary["vectors"]), str(summary["words"]), str(summary["mismatches"]),
-              str(rc[0]) if rc else "-", str(summary["expected_run_cycles"]), str(summary["ideal_run_cycles"]),
+              str(rc[0]) if rc else "-", str(summary.get("expected_run_cycles") or "-"),
+              str(summary.get("ideal_run_cycles") or "-"),
               f"{link[0]} / {link[1]}", f"{secs:.1f}")
     con.print(t)
     con.print("board counters: " + ", ".join(f"{k} {v}" for k, v in summary["counters"].items()))
@@ -119,7 +83,7 @@ def register(sub) -> None:
                     "--port talks to a board (pyserial); --sim runs the same host session against the board top's "
                     "RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on a mismatch "
                     "or a board error, 2 on bad input (a missing port, weights that do not fit the build).")
-    r.add_argument("design", help="a design with a board top (bbs-spmxv)")
+    r.add_argument("design", help="a design with a board top (bbs-spmxv, bbs-lstm-axi)")
     r.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyUSB0")
     r.add_argument("--sim", action="store_true", help="no board: run against the RTL through a UART model")
     r.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
@@ -127,7 +91,9 @@ def register(sub) -> None:
     r.add_argument("--csb", metavar="PATH", default=None,
                    help="CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape")
     r.add_argument("--vector", metavar="X.npy", default=None, help="vectors, shape (cols,) or (n, cols), floats")
-    r.add_argument("-n", type=int, default=4, help="random vectors when no --vector is given (default 4)")
+    r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv) or sequences (bbs-lstm-axi) when no "
+                   "--vector is given (default 4)")
+    r.add_argument("--steps", type=int, default=3, help="bbs-lstm-axi: time steps per sequence (default 3)")
     r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
     r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
     r.add_argument("--json", action="store_true", help="also print the summary as one JSON line")

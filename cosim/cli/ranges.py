@@ -67,6 +67,7 @@ RANGES: dict[str, Range] = {
     "max_minutes": Range(0.1, 600.0),
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
     "board run n": Range(1, 100_000, note="random vectors through the board"),
+    "board run steps": Range(1, 10_000, note="LSTM time steps per sequence"),
     "baud": Range(115200, 921600, note="standard UART rates (choices)"),
     "prune n": Range(1, 1024),
     "pes": Range(1, 1024),

@@ -41,6 +41,25 @@ def test_board_session_through_uart_matches_golden(tmp_path):
     assert np.array_equal(out["rtl"], out["golden"])
 
 
+@pytest.mark.sim
+def test_lstm_board_session_through_uart_matches_golden(tmp_path):
+    """bbs-lstm-axi's board top: weights and biases over s_axis_w, each step's input over s_axis_x
+    and its hidden state back, all through the UART; every hidden word against the golden model."""
+    from cosim.designs.bbs.board_lstm import random_layer
+    from cosim.designs.bbs.board_lstm import run_board_sim as run_lstm_board
+    from models.bbs.lstm import LSTMParams
+    from models.fixedpoint import quantize
+
+    p = LSTMParams(input_size=4, hidden=16, banks=4, k=3, pes=4)
+    wts = random_layer(p, 3)
+    xs = quantize(np.random.default_rng(4).uniform(-1, 1, size=(2, 3, p.input_size)), p.vec_fmt)
+    res = run_lstm_board(p, wts, xs, rate_error=-0.02, test_dir=tmp_path)
+    mt = res.metrics
+    assert res.passed, res.log
+    assert mt["mismatches"] == 0 and mt["words"] == 2 * 3 * p.hidden and mt["problems"] == []
+    assert mt["counters"]["STEPS"] == 6 and mt["counters"]["STALL_OUT"] == 0
+
+
 def test_compare_catches_a_wrong_word():
     p, m, xs = _case()
     from models.bbs.spmxv import spmxv

@@ -18,7 +18,7 @@ from cosim.flow.board import HostLink, beats_to_words, words_to_beats
 from models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, spmxv, unpack_output_beats
 from models.errors import CheckFailed, UsageError
 
-__all__ = ["session", "compare", "run_board_sim", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
+__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
 #: cycles a board run takes beyond :meth:`CycleModel.expected` (1 vector): the START write's
 #: register stage and the weight/vector memories' read latency
@@ -82,6 +82,38 @@ async def session(link: HostLink, p: BBSParams, values: np.ndarray, indices: np.
             "commands": link.commands}
 
 
+def cli_inputs(design, args) -> tuple:
+    """The parameter set and the session's inputs from ``hwcosim board run``'s arguments: CSB
+    weights from ``--csb`` (else random weights of the board's shape, seeded), vectors from
+    ``--vector`` (else ``-n`` random ones), quantised to the vector format."""
+    from cosim.designs import apply_changes, parse_param_items, read_params_file, resolve_params
+    from models.fixedpoint import quantize
+    from pruning.formats import csb as csbfmt
+
+    base = design.board_params() if design.board_params else design.default_params()
+    if args.csb:
+        m = csbfmt.load(args.csb)
+        changes = dict(read_params_file(args.params)) if args.params else {}
+        changes.update(parse_param_items(args.param))
+        fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
+        clash = [f for f in fixed if f in changes]
+        if clash:
+            raise UsageError(f"--param {clash[0]}: the CSB weights fix {clash[0]}={fixed[clash[0]]}; drop that setting")
+        p = apply_changes(base, changes, "parameter", exact=fixed)
+    else:
+        p = resolve_params(design, args.param, args.params, base=base)
+        rng = np.random.default_rng(args.seed)
+        m = csbfmt.encode(rng.normal(0, 0.6, size=(p.rows, p.cols)), p.banks, 1.0 - p.k / p.bank_size,
+                          fmt=p.weight_fmt)
+    if args.vector:
+        from cosim.cli.commands import _load_vectors
+
+        xf = _load_vectors(args.vector, p.cols)
+    else:
+        xf = np.random.default_rng(args.seed + 1).uniform(-1, 1, size=(args.n, p.cols))
+    return p, {"values": m.values, "indices": m.indices, "xs": quantize(xf, p.vec_fmt)}
+
+
 def compare(p: BBSParams, values, indices, xs, res: dict) -> dict:
     """Every result word against :func:`models.bbs.spmxv.spmxv`, and the counters against the cycle
     model; returns a summary with ``mismatches`` and ``problems`` (empty when all is well)."""
@@ -104,7 +136,8 @@ def compare(p: BBSParams, values, indices, xs, res: dict) -> dict:
     slow = [rc for rc in res["run_cycles"] if rc != expected]
     if slow:
         problems.append(f"run cycles {slow[:4]} != the cycle model's {model.expected(1)} + {RUN_OVERHEAD}")
-    return {"vectors": n, "words": int(want.size), "mismatches": int(len(mism)), "run_cycles": res["run_cycles"],
+    return {"vectors": n, "shape": f"{p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}",
+            "words": int(want.size), "mismatches": int(len(mism)), "run_cycles": res["run_cycles"],
             "expected_run_cycles": expected, "ideal_run_cycles": model.ideal(1),
             "utilisation": model.utilisation(res["run_cycles"][0]) if res["run_cycles"] else 0.0,
             "counters": c, "problems": problems, "golden": want}
@@ -119,6 +152,7 @@ def run_board_sim(p: BBSParams, values, indices, xs, *, rate_error: float = 0.0,
     xs = np.atleast_2d(np.asarray(xs, dtype=np.int64))
     return runner.run(
         SpMxVHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_spmxv_host", "cosim.designs.bbs.tb_board",
+        testcase="board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": np.asarray(values, dtype=np.int64), "indices": np.asarray(indices, dtype=np.int64),
                 "xs": xs},

@@ -42,3 +42,28 @@ async def board_session_matches_golden(dut):
     assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
     assert not summary["problems"], "; ".join(summary["problems"])
     assert np.array_equal(res["y"], summary["golden"])
+
+
+@cocotb.test()
+async def lstm_board_session_matches_golden(dut):
+    """The LSTM AXI board top (:class:`hdl.bbs.board_lstm.LSTMHost`) through the same UART model."""
+    from cosim.designs.bbs.board_lstm import compare as lstm_compare
+    from cosim.designs.bbs.board_lstm import session as lstm_session
+    from models.bbs.lstm import LSTMParams, LSTMWeights
+
+    cfg = inputs()
+    p = LSTMParams.from_dict(cfg["params"])
+    a = arrays()
+    wts = LSTMWeights(a["values"], a["indices"], a["bias"], a["w_float"], a["b_float"])
+    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
+    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
+    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    res = await lstm_session(link, p, wts, a["xs"], log=dut._log.info)
+    summary = lstm_compare(p, wts, a["xs"], res)
+    metrics = {k: v for k, v in summary.items() if k != "golden"}
+    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
+                   uart_frame_errors=uart.frame_errors)
+    write_metrics(metrics)
+    write_outputs(rtl=res["h"], golden=summary["golden"])
+    assert uart.frame_errors == 0
+    assert not summary["problems"], "; ".join(summary["problems"])
