@@ -152,7 +152,7 @@ def run_board_sim(p: BBSParams, values, indices, xs, *, rate_error: float = 0.0,
     xs = np.atleast_2d(np.asarray(xs, dtype=np.int64))
     return runner.run(
         SpMxVHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_spmxv_host", "cosim.designs.bbs.tb_board",
-        testcase="board_session_matches_golden",
+        testcase="spmxv_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": np.asarray(values, dtype=np.int64), "indices": np.asarray(indices, dtype=np.int64),
                 "xs": xs},

@@ -24,7 +24,7 @@ PERIOD_NS = 10
 
 
 @cocotb.test()
-async def board_session_matches_golden(dut):
+async def spmxv_board_session_matches_golden(dut):
     cfg = inputs()
     p = BBSParams.from_dict(cfg["params"])
     a = arrays()
