@@ -28,7 +28,8 @@ def _register_all(sub) -> None:
 _PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "cosim.cli.kvdirect", "cosim.cli.melo",
                                 "cosim.cli.cluster", "cosim.cli.beamraster", "cosim.flow.sweep", "cosim.flow.formal",
                                 "cosim.flow.fuzz", "cosim.cli.reliability", "cosim.cli.graph",
-                                "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges", "cosim.cli.build"]
+                                "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges", "cosim.cli.build",
+                                "cosim.cli.board"]
 
 
 class _Parser(argparse.ArgumentParser):

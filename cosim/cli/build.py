@@ -50,8 +50,7 @@ def cmd_build(args) -> int:
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
     board = get_board(args.board or "lfe5u-85f-6")
     if not args.ooc:
-        raise UsageError("only out-of-context builds (--ooc: Fmax and area of the core on the board's part) are "
-                         "available in this version; board bitstreams need the host-bridge board top")
+        return _build_board(args, chosen, board)
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
     plans = []
     for d in chosen:  # validate every parameter set before any work
@@ -108,6 +107,61 @@ def cmd_build(args) -> int:
     return 0
 
 
+def _build_board(args, chosen, board) -> int:
+    """A bitstream of each chosen design's board top (host bridge + design) on ``board``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.flow.board_build import board_top_ref, build_board
+    from cosim.flow.build import SUMMARY_COLUMNS, commit, crit_text, stage, summary_row
+
+    if args.board is None:
+        raise UsageError("a bitstream needs a board: --board ulx3s-85f (see --list-boards), or --ooc for the core")
+    plans = []
+    for d in chosen:
+        board_top_ref(d)  # refuses a design without a board top before any work
+        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
+        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+    out = out_dir(args.output, "build/board")
+    st = stage(out)
+    con = Console()
+    results = []
+    try:
+        for d, p in plans:
+            res = build_board(d, p, board, st / d.name, baud=args.baud, seed=args.seed, log=con.print)
+            (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
+            results.append(res)
+        commit(st, out)
+    finally:
+        import shutil
+
+        shutil.rmtree(st, ignore_errors=True)
+    t = Table(title=f"hwcosim build: {board.name} ({board.device} speed {board.speed}), board top with the "
+                    f"UART host bridge at {args.baud} baud, {board.clock_mhz:g} MHz oscillator (nextpnr; not "
+                    f"vendor sign-off)")
+    for c in SUMMARY_COLUMNS + ["bitstream"]:
+        t.add_column(c, justify="right", overflow="fold")
+    for r in results:
+        bit = Path(r["bitstream"]).name if r["bitstream"] else "not written"
+        t.add_row(*summary_row(r), bit)
+    con.print(t)
+    for r in results:
+        con.print(f"  {r['design']}: critical path {crit_text(r)}")
+        if r["bitstream"]:
+            con.print(f"  bitstream: {out / r['design'] / Path(r['bitstream']).name} "
+                      f"(program it: openFPGALoader -b ulx3s FILE; then hwcosim board run {r['design']} --port PORT)")
+    if getattr(args, "json", False):
+        print(json.dumps({"results": results}))
+    missing = [r["design"] for r in results if not r["bitstream"]]
+    if missing:
+        raise CheckFailed(f"no bitstream written for {', '.join(missing)}")
+    missed = [r for r in results if not r["timing_met"]]
+    if missed and not args.timing_allow_fail:
+        raise CheckFailed("timing not met at the board clock: " + ", ".join(
+            f"{r['design']} {r['worst_fmax_mhz']:.1f} MHz < {r['target_mhz']:g} MHz" for r in missed))
+    return 0
+
+
 def plot_results(summary: dict, path: Path) -> Path:
     """Fmax (min and median over seeds) per design against the target, and LUT/DSP use."""
     import matplotlib
@@ -155,7 +209,10 @@ def register(sub) -> None:
                     "or the design does not fit (the overflowing utilisation line is printed), 2 on bad input.")
     ap.add_argument("design", nargs="?", help="a registered design or all (" + ", ".join(designs()) + ")")
     ap.add_argument("--board", default=None, help="board or part (default lfe5u-85f-6); see --list-boards")
-    ap.add_argument("--ooc", action="store_true", help="out of context: the core alone (Fmax and area)")
+    ap.add_argument("--ooc", action="store_true", help="out of context: the core alone (Fmax and area); without "
+                    "it, a --board builds the design's board top (UART host bridge + design) into a bitstream")
+    ap.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
+                    help="UART rate of the board top's host bridge (default 115200)")
     ap.add_argument("--clock", type=float, default=100.0, help="target clock in MHz (default 100)")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     ap.add_argument("--seeds", default=None, metavar="S1,S2,...", help="several seeds: Fmax min and median")

@@ -87,8 +87,11 @@ class Design:
         ``"module:attribute"`` of its :class:`cosim.flow.sweep.Adapter`, if it can be swept.
     docs : DocsEntry
         Its documentation page.
-    board_tops : tuple
-        Board configurations (see :mod:`cosim.flow.build`), if any.
+    board_tops : tuple of (name, "module:function", "host module")
+        Board tops (a host bridge around the design, :mod:`cosim.flow.board_build`): the function
+        takes ``(params, baud)`` and returns the top; the host module provides ``session`` (the
+        coroutine that drives it over :class:`cosim.flow.board.HostLink`), ``compare`` and
+        ``run_board_sim`` (``hwcosim board run``).
     register_map : str
         ``"module:attribute"`` of the AXI4-Lite register map (a tuple of
         :class:`hdl.common.axil_regs.Reg`) of a top with a control interface; the docs render it.

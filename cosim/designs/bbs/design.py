@@ -24,5 +24,8 @@ DESIGNS = [
         golden="models.bbs.spmxv:spmxv", testbench="cosim.designs.bbs.tb_spmxv",
         formal="hdl.bbs.spmxv_formal:formal_checks",
         benches=(("bbs_spmxv", "cosim.designs.bbs.bench:bench_bbs_spmxv"),),
-        sweep="cosim.designs.bbs.sweep:ADAPTER", recheck="cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS),
+        sweep="cosim.designs.bbs.sweep:ADAPTER", recheck="cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS,
+        # host bridge (UART) + weight/vector/result memories + the engine (hdl/bbs/board.py);
+        # driven by hwcosim board run bbs-spmxv (the host module: session, compare, run_board_sim)
+        board_tops=(("uart", "hdl.bbs.board:board_top", "cosim.designs.bbs.board"),)),
 ]

@@ -46,7 +46,9 @@ DESIGNS = [
         golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_axi",
         formal="hdl.bbs.axi_top_formal:formal_checks",
         formal_extra=(("axi-reader", "hdl.common.axi_reader_formal:formal_checks"),),
-        register_map="hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS),
+        register_map="hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS,
+        # UART host bridge straight onto the AXI ports (hdl/bbs/board_lstm.py)
+        board_tops=(("uart", "hdl.bbs.board_lstm:board_top", "cosim.designs.bbs.board_lstm"),)),
     Design(
         name="bbs-csr", top="bbs_csr", build=_csr,
         default_params=lambda: CSRParams(rows=256, cols=72, mults=64, lanes=8),

@@ -1,0 +1,101 @@
+"""``hwcosim board run``: drive a design's board top from the host and check it against the golden model.
+
+With ``--port`` the session talks to a board over a serial port (pyserial); with ``--sim`` the same
+session runs against the board top's RTL in cocotb through a bit-level UART model (see
+:mod:`cosim.flow.board`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+
+from cosim.designs import add_param_args, get_design
+from models.errors import CheckFailed, UsageError
+
+__all__ = ["register"]
+
+
+def cmd_board_run(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cosim.flow.board_build import board_top_ref
+
+    design = get_design(args.design)
+    host = importlib.import_module(board_top_ref(design)[2])
+    if bool(args.port) == bool(args.sim):
+        raise UsageError("give either --port PORT (a board on a serial port) or --sim (the RTL through a UART model)")
+    p, inp = host.cli_inputs(design, args)
+    con = Console()
+    t0 = time.monotonic()
+    if args.port:
+        from cosim.flow.board import HostLink, SerialTransport, run_sync
+
+        transport = SerialTransport(args.port, args.baud)
+        try:
+            res = run_sync(host.session(HostLink(transport), p, **inp, log=con.print))
+        finally:
+            transport.close()
+        where = f"{args.port} at {args.baud} baud"
+        summary = host.compare(p, res=res, **inp)
+        link = (res["bytes_sent"], res["bytes_received"])
+    else:
+        sim = host.run_board_sim(p, **inp, test_dir=args.output, raise_on_fail=False)
+        if "mismatches" not in sim.metrics:
+            raise CheckFailed(f"the simulation failed before it compared the results; log {sim.log}")
+        summary = dict(sim.metrics)
+        where = f"RTL on {sim.sim} through a UART model (run folder {sim.test_dir})"
+        link = (summary.get("bytes_sent", 0), summary.get("bytes_received", 0))
+    secs = time.monotonic() - t0
+    t = Table(title=f"hwcosim board run {design.name}: {where}; {summary.get('shape', '')}")
+    for c in ("runs", "result words", "mismatches", "run cycles (first)", "expected", "ideal",
+              "bytes sent / received", "seconds"):
+        t.add_column(c, justify="right")
+    rc = summary["run_cycles"]
+    t.add_row(str(summary["vectors"]), str(summary["words"]), str(summary["mismatches"]),
+              str(rc[0]) if rc else "-", str(summary.get("expected_run_cycles") or "-"),
+              str(summary.get("ideal_run_cycles") or "-"),
+              f"{link[0]} / {link[1]}", f"{secs:.1f}")
+    con.print(t)
+    con.print("board counters: " + ", ".join(f"{k} {v}" for k, v in summary["counters"].items()))
+    if args.json:
+        print(json.dumps({k: v for k, v in summary.items() if k != "golden"}, default=int))
+    if summary["problems"]:
+        raise CheckFailed("; ".join(summary["problems"]))
+    con.print(f"all {summary['words']} result words match the golden model")
+    return 0
+
+
+def register(sub) -> None:
+    ap = sub.add_parser("board", help="drive a design's board top from the host (UART), checked against the "
+                                      "golden model",
+                        description="Commands for a design's board top: the host bridge (UART, the framed protocol "
+                                    "of models/hostlink.py) around the design, built with hwcosim build DESIGN "
+                                    "--board BOARD.")
+    bsub = ap.add_subparsers(dest="board_command", metavar="SUBCOMMAND")
+    bsub.required = True
+    r = bsub.add_parser(
+        "run", help="load CSB weights, stream vectors, read results and cycle counters, compare with the golden model",
+        description="Load the CSB weights into the board's weight memory, stream each vector, start the engine, read "
+                    "the results and the cycle counters back and compare every result word with the golden model. "
+                    "--port talks to a board (pyserial); --sim runs the same host session against the board top's "
+                    "RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on a mismatch "
+                    "or a board error, 2 on bad input (a missing port, weights that do not fit the build).")
+    r.add_argument("design", help="a design with a board top (bbs-spmxv, bbs-lstm-axi)")
+    r.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyUSB0")
+    r.add_argument("--sim", action="store_true", help="no board: run against the RTL through a UART model")
+    r.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
+                   help="UART rate the bitstream was built for (default 115200)")
+    r.add_argument("--csb", metavar="PATH", default=None,
+                   help="CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape")
+    r.add_argument("--vector", metavar="X.npy", default=None, help="vectors, shape (cols,) or (n, cols), floats")
+    r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv) or sequences (bbs-lstm-axi) when no "
+                   "--vector is given (default 4)")
+    r.add_argument("--steps", type=int, default=3, help="bbs-lstm-axi: time steps per sequence (default 3)")
+    r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
+    r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
+    r.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
+    add_param_args(r)
+    r.set_defaults(func=cmd_board_run)

@@ -1,0 +1,176 @@
+"""Host side of a board's UART link: transports and the protocol client (``hwcosim board run``).
+
+The protocol is :mod:`models.hostlink`; the board side is :class:`hdl.common.host_bridge.HostBridge`.
+A design's board session (e.g. :func:`cosim.designs.bbs.board.session`) is written once against
+:class:`HostLink` and runs unchanged on two transports:
+
+- :class:`SerialTransport`: a real board on a serial port (pyserial);
+- :class:`cosim.tb.uart.CocotbUartTransport`: the RTL in a cocotb simulation, every byte sent
+  and received bit by bit through a UART model on the top's ``rx``/``tx`` pins.
+
+The client's methods are coroutines so that the cocotb transport can advance simulated time while
+it waits; the serial transport blocks inside them, and :func:`run_sync` drives a session to
+completion outside cocotb.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterable
+from typing import Protocol
+
+from models.errors import CheckFailed, UsageError
+from models.hostlink import (
+    OP,
+    decode_response,
+    encode_command,
+    encode_payload,
+    response_length,
+    status_text,
+)
+
+__all__ = ["Transport", "SerialTransport", "HostLink", "beats_to_words", "words_to_beats", "run_sync",
+           "MAX_FRAME_WORDS"]
+
+#: stream words per frame (longer transfers are split)
+MAX_FRAME_WORDS = 1024
+
+
+class Transport(Protocol):
+    """Bytes to and from the board."""
+
+    #: bits per second on the line (for timeouts)
+    baud: float
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def read(self, n: int, timeout_s: float) -> bytes:
+        """Up to ``n`` bytes; fewer when ``timeout_s`` passes first."""
+        ...
+
+
+class SerialTransport:
+    """A serial port (pyserial), 8N1 at ``baud``."""
+
+    def __init__(self, port: str, baud: int = 115200):
+        import os
+
+        import serial
+
+        if not os.path.exists(port) and "://" not in port:
+            raise UsageError(f"--port {port}: no such serial device; plug the board in and give its port "
+                             f"(e.g. /dev/ttyUSB0), or run against the RTL with --sim")
+        try:
+            self.ser = serial.serial_for_url(port, baudrate=baud, bytesize=8, parity="N", stopbits=1, timeout=0.1)
+        except (serial.SerialException, OSError, ValueError) as e:
+            raise UsageError(f"--port {port}: cannot open it ({str(e).splitlines()[0] if str(e) else e!r}); "
+                             f"check the device and its permissions (group dialout)") from None
+        self.baud = baud
+        self.ser.reset_input_buffer()
+
+    async def write(self, data: bytes) -> None:
+        self.ser.write(data)
+        self.ser.flush()
+
+    async def read(self, n: int, timeout_s: float) -> bytes:
+        import time
+
+        out = bytearray()
+        end = time.monotonic() + timeout_s
+        while len(out) < n and time.monotonic() < end:
+            out += self.ser.read(n - len(out))
+        return bytes(out)
+
+    def close(self) -> None:
+        self.ser.close()
+
+
+def beats_to_words(beats: Iterable[int], bits: int) -> list[int]:
+    """Beats of ``bits`` bits -> 32-bit words, least significant first, each beat padded to words."""
+    nw = -(-bits // 32)
+    return [(int(b) >> (32 * i)) & 0xFFFFFFFF for b in beats for i in range(nw)]
+
+
+def words_to_beats(words: list[int], bits: int) -> list[int]:
+    """The inverse of :func:`beats_to_words` (padding bits dropped)."""
+    nw = -(-bits // 32)
+    if len(words) % nw:
+        raise CheckFailed(f"{len(words)} words do not make whole {bits}-bit beats of {nw} words")
+    mask = (1 << bits) - 1
+    return [sum(int(words[j + i]) << (32 * i) for i in range(nw)) & mask for j in range(0, len(words), nw)]
+
+
+class HostLink:
+    """The protocol client: register and stream access over a :class:`Transport`.
+
+    Every command waits for its response; a response that is missing, malformed, has a bad CRC or
+    reports an error status raises :class:`models.errors.CheckFailed` naming the command.
+
+    Parameters
+    ----------
+    transport : Transport
+    slack_s : float
+        Time allowed beyond the line time of a response (covers the bridge's watchdog).
+    """
+
+    def __init__(self, transport: Transport, slack_s: float = 1.5):
+        self.t, self.slack_s = transport, slack_s
+        self.bytes_sent = self.bytes_received = self.commands = 0
+
+    def _timeout(self, nbytes: int) -> float:
+        return 2.0 * nbytes * 10 / self.t.baud + self.slack_s
+
+    async def _command(self, op: int, arg: int, val: int, payload: bytes = b"", what: str = ""):
+        frame = encode_command(op, arg, val) + payload
+        await self.t.write(frame)
+        self.bytes_sent += len(frame)
+        self.commands += 1
+        n = response_length(op, val)
+        data = await self.t.read(n, self._timeout(n + len(frame)))
+        self.bytes_received += len(data)
+        name = what or next(k for k, v in OP.items() if v == op)
+        if not data:
+            raise CheckFailed(f"{name}: no answer from the board within {self._timeout(n + len(frame)):.2g} s "
+                              f"(is the bitstream loaded, the port and the baud rate right?)")
+        try:
+            r = decode_response(data, op, val if op == OP["READ_STREAM"] else 0)
+        except ValueError as e:
+            raise CheckFailed(f"{name}: {e}") from None
+        if r.status:
+            raise CheckFailed(f"{name}: the board answered {status_text(r.status)} (status {r.status:#04x})")
+        return r
+
+    async def ping(self, value: int | None = None) -> int:
+        value = random.getrandbits(32) if value is None else value
+        r = await self._command(OP["PING"], 0, value, what="PING")
+        if r.value != value:
+            raise CheckFailed(f"PING: the board echoed {r.value:#010x}, sent {value:#010x}")
+        return r.value
+
+    async def write_reg(self, addr: int, value: int) -> None:
+        await self._command(OP["WRITE_REG"], addr, value, what=f"WRITE_REG {addr:#04x}")
+
+    async def read_reg(self, addr: int) -> int:
+        return (await self._command(OP["READ_REG"], addr, 0, what=f"READ_REG {addr:#04x}")).value
+
+    async def write_stream(self, channel: int, words: list[int]) -> None:
+        for i in range(0, len(words), MAX_FRAME_WORDS):
+            chunk = words[i:i + MAX_FRAME_WORDS]
+            r = await self._command(OP["WRITE_STREAM"], channel, len(chunk), encode_payload(chunk),
+                                    what=f"WRITE_STREAM {channel}")
+            if r.value != len(chunk):
+                raise CheckFailed(f"WRITE_STREAM {channel}: the design took {r.value} of {len(chunk)} words")
+
+    async def read_stream(self, channel: int, n: int) -> list[int]:
+        out: list[int] = []
+        while len(out) < n:
+            k = min(MAX_FRAME_WORDS, n - len(out))
+            r = await self._command(OP["READ_STREAM"], channel, k, what=f"READ_STREAM {channel}")
+            out += r.data
+        return out
+
+
+def run_sync(coro):
+    """Run a session coroutine to completion outside cocotb (the serial transport never suspends)."""
+    return asyncio.run(coro)

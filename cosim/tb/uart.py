@@ -1,0 +1,90 @@
+"""A bit-level UART model for cocotb (8N1), and the host-link transport built on it.
+
+:class:`UartModel` drives the DUT's receive pin and samples its transmit pin, one bit time per bit
+(``divisor`` clock periods, optionally off by ``rate_error`` on the host's side, as a real
+USB-serial adapter's clock would be). :class:`CocotbUartTransport` gives
+:class:`cosim.flow.board.HostLink` the same interface as a serial port, so a board session runs
+unchanged against the RTL: host bytes -> UART bits -> bridge -> design -> bridge -> UART bits ->
+host bytes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import cocotb
+from cocotb.triggers import Event, FallingEdge, SimTimeoutError, Timer, with_timeout
+from cocotb.utils import get_sim_time
+
+__all__ = ["UartModel", "CocotbUartTransport"]
+
+
+class UartModel:
+    """Host end of a UART on the DUT pins ``rx`` (driven) and ``tx`` (sampled).
+
+    Parameters
+    ----------
+    rx, tx : cocotb handles
+    bit_ps : int
+        The DUT's bit time in picoseconds (divisor x clock period).
+    rate_error : float
+        Relative error of the host's bit time when sending (+0.03: 3 % slow).
+    """
+
+    def __init__(self, rx, tx, bit_ps: int, rate_error: float = 0.0):
+        self.rx, self.tx, self.bit_ps = rx, tx, int(bit_ps)
+        self.send_ps = int(round(bit_ps * (1.0 + rate_error)))
+        self.received: deque[int] = deque()
+        self.frame_errors = 0
+        self.got = Event()
+        self.rx.value = 1
+        cocotb.start_soon(self._receive())
+
+    async def send(self, data: bytes) -> None:
+        for b in data:
+            for bit in [0] + [(b >> i) & 1 for i in range(8)] + [1]:
+                self.rx.value = bit
+                await Timer(self.send_ps, unit="ps")
+
+    async def _receive(self) -> None:
+        while True:
+            await FallingEdge(self.tx)
+            await Timer(self.bit_ps // 2, unit="ps")
+            if int(self.tx.value) != 0:
+                continue  # a glitch
+            byte = 0
+            for i in range(8):
+                await Timer(self.bit_ps, unit="ps")
+                byte |= int(self.tx.value) << i
+            await Timer(self.bit_ps, unit="ps")
+            if int(self.tx.value) != 1:
+                self.frame_errors += 1
+                continue
+            self.received.append(byte)
+            self.got.set()
+
+
+class CocotbUartTransport:
+    """:class:`cosim.flow.board.Transport` over a :class:`UartModel` (timeouts in simulated time)."""
+
+    def __init__(self, uart: UartModel):
+        self.uart = uart
+        self.baud = 1e12 / uart.bit_ps
+
+    async def write(self, data: bytes) -> None:
+        await self.uart.send(data)
+
+    async def read(self, n: int, timeout_s: float) -> bytes:
+        out = bytearray()
+        deadline = get_sim_time("ps") + int(timeout_s * 1e12)
+        while True:
+            while self.uart.received and len(out) < n:
+                out.append(self.uart.received.popleft())
+            left = deadline - get_sim_time("ps")
+            if len(out) == n or left <= 0:
+                return bytes(out)
+            self.uart.got.clear()
+            try:
+                await with_timeout(self.uart.got.wait(), min(left, 20 * self.uart.bit_ps), "ps")
+            except SimTimeoutError:
+                pass
