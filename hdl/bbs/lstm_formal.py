@@ -75,14 +75,14 @@ Proof status
     ``lockstep``, ``ready``, ``replay``, ``recurrence``, ``counters`` with ``internal``, at
     induction depth 3, on the smallest layer in the fast set and on five more shapes in the full
     set (``U < B`` and ``U > B`` width converters, ``k = 2``, four row groups, ``P = 8``).
-    BMC only: ``drain`` (its window spans two recurrent steps, 22 cycles on the smallest layer;
-    the full set checks it to depth 30, past the worst case) and ``data`` (it depends on the
-    contents of the weight memory and the FIFO, which the invariants do not describe; depth 14
-    in the fast set: one step through and its ``h`` fed into the next vector; through the
-    ``U > B`` converter (``P = 8``) to depth 16 in the full set; the solver time grows steeply
-    beyond, e.g. ``H = B = 2`` needs depth 16 and takes over ten minutes). Delta mode
-    (``delta_budget``, full set): BMC of every group but ``internal``/``data``/``drain`` to depth
-    18 (first step's ``h`` out; deeper takes minutes per step).
+    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 34 cycles
+    on the smallest layer; the full set checks it to depth 42, past the worst case) and ``data``
+    (it depends on the contents of the weight memory and the FIFO, which the invariants do not
+    describe; depth 20 in the fast set: one step through and its ``h`` fed into the next vector;
+    through the ``U > B`` converter (``P = 8``) to depth 22 in the full set; the solver time
+    grows steeply beyond). Delta mode (``delta_budget``, full set): BMC of every group but
+    ``internal``/``data``/``drain`` to depth 24 (first step's ``h`` out; deeper takes minutes
+    per step). The depths are those of the 4-stage element-wise unit plus its 6 added stages.
 
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
 back-pressure; a step inside a sequence (fed by ``h_{t-1}``) completes its pass.
@@ -137,9 +137,10 @@ def drain_cycles(p: LSTMParams) -> int:
     accepted step has left. The worst case is a step computing while the next step of its
     sequence waits for its ``h`` (a step inside a sequence cannot start before, and steps of
     other sequences overlap with these two): two steady steps of
-    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). On the smallest
-    layer BMC to depth 30 finds drains of 21 cycles (a 20-cycle window fails) and none longer;
-    the bound is 22."""
+    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
+    4-stage element-wise unit, BMC to depth 30 on the smallest layer found drains of 21 cycles
+    (a 20-cycle window failed) and none longer, against a bound of 22; the 10-stage unit adds 6
+    cycles to each of the two gaps (bound 34)."""
     return 2 * LSTMCycleModel(p).steady_step()
 
 
@@ -760,8 +761,8 @@ def _tag(shape) -> str:
 def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
-    Fast set (CI, about 45 s of CPU): on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
-    BMC of every group to depth 10, a BMC of ``data`` to depth 14 (one step through, its ``h``
+    Fast set: on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
+    BMC of every group to depth 16, a BMC of ``data`` to depth 20 (one step through, its ``h``
     fed back into the next vector), a k-induction proof of every group but ``drain`` and
     ``data``, a cover run and the broken variants. ``full`` adds the proofs on five more shapes,
     the ``drain`` group by BMC past two recurrent steps, ``data`` through the ``U > B``
