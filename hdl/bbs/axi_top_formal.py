@@ -33,8 +33,8 @@ the loader"; it is checked by BMC from reset, deep enough for hidden beats under
 back-pressure (see the covers).
 
 Covers: a SLVERR write and a SLVERR read answered; an OKAY write answered while a read waits
-for RREADY; a hidden beat waiting for ``TREADY`` (15 cycles from reset: two weight words,
-SEQ_LEN, NUM_SEQ, START, one input, the layer's latency), so the fast BMC depth of 20 checks
+for RREADY; a hidden beat waiting for ``TREADY`` (21 cycles from reset: two weight words,
+SEQ_LEN, NUM_SEQ, START, one input, the layer's latency), so the fast BMC depth of 26 checks
 ``h_hold`` on real hidden beats.
 """
 
@@ -209,13 +209,13 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="axil-prove", build=lambda: LSTMAxiTopFormal(prm, props=AXIL_GROUPS), mode="prove", depth=2,
              doc="AXI4-Lite: hold, one response per request, SLVERR exactly off the map: k-induction"),
-        dict(name="all-bmc", build=lambda: LSTMAxiTopFormal(prm), mode="bmc", depth=20,
+        dict(name="all-bmc", build=lambda: LSTMAxiTopFormal(prm), mode="bmc", depth=26,
              doc="every group, m_axis_h hold included: BMC from reset"),
-        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=16,
+        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=22,
              doc="reachable: SLVERR write, SLVERR read, OKAY write while a read waits, a hidden beat waiting"),
     ]
     if full:
         out.append(dict(name="all-bmc30", build=lambda: LSTMAxiTopFormal(prm, const_regs=True), mode="bmc",
-                        depth=30, doc="every group, constant registers included: deep BMC"))
+                        depth=36, doc="every group, constant registers included: deep BMC"))
     out += mutant_checks(MUTANTS, lambda cls, props: LSTMAxiTopFormal(prm, cls, props))
     return out

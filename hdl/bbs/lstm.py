@@ -10,12 +10,15 @@ Blocks
   ``wload`` stream, then read in a loop (one word per cycle, a prefetched word waits in the
   read register) into the SpMxV weight port: every time step replays the whole matrix.
 - **SpMxV** (:class:`hdl.bbs.spmxv.SpMxV`, unchanged): ``P`` PEs x ``B`` banks, double-buffered
-  vector memory.
+  vector memory; latency ``params.bbs.latency``.
 - **Element-wise unit** (:class:`ElementWise`): per output beat of the SpMxV (the four gates of
   ``U = P/4`` units), adds the bias, evaluates PLAN sigmoid/tanh (shifts and adds only),
   updates the cell state (a ``4H/P``-deep memory of ``U`` cells) and produces ``U`` hidden values.
-  Fully pipelined, one beat per cycle, latency 4 (bias/cell read, bias + activations, cell
-  update, tanh x o).
+  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 10
+  (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, cell update,
+  ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, requantised ``h``): no stage holds more than two
+  carry chains or one multiplier, where the 4-stage unit it replaces had bias add, saturation,
+  PLAN, two multipliers, the cell requantisation and tanh in a row (29.5 MHz on an LFE5U-85F).
 - **Vector builder.** Writes the next step's vector into the SpMxV's idle vector buffer as
   ``x_pad/B`` input beats (taken from the ``x`` stream, one beat per time step) followed by
   ``H/B`` hidden beats: zeros at the first step of a sequence, otherwise ``h_{t-1}`` taken from
@@ -52,21 +55,29 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
-from hdl.common.arith import count_saturating
+from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.fixed import requantize
-from models.bbs.lstm import LSTMParams
+from models.bbs.lstm import EW_LATENCY, LSTMParams
 from models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
 from models.bbs.spmxv import BBSParams
 from models.fixedpoint import Q, acc_bits
 
-__all__ = ["plan_sigmoid", "plan_tanh", "ElementWise", "LSTMLayer", "h_out_layout"]
+__all__ = ["plan_sigmoid", "plan_tanh", "plan_from_abs", "ElementWise", "LSTMLayer", "h_out_layout"]
 
 
 def plan_sigmoid(x: Value, x_frac: int, out_frac: int) -> Value:
     """PLAN sigmoid of signed ``x`` (``x_frac`` fraction bits) with ``out_frac`` fraction bits;
     mirrors :func:`models.bbs.lstm.plan_sigmoid`."""
     neg = x < 0
-    a = Mux(neg, -x, x)
+    return plan_from_abs(neg, Mux(neg, -x, x), x_frac, out_frac)
+
+
+def plan_from_abs(neg: Value, a: Value, x_frac: int, out_frac: int, minus: int = 0) -> Value:
+    """:func:`plan_sigmoid` of ``x`` given as its sign ``neg = x < 0`` and magnitude ``a = |x|``
+    (so that a pipeline register can sit between the absolute value and the rest), minus the
+    constant ``minus``. With ``(x_frac - 1, out_frac + 1)`` and ``minus = 2**(out_frac - 1)`` of
+    the caller's formats it is :func:`plan_tanh`. The subtraction folds into the last (sign)
+    step: ``(1 - minus) - y`` or ``y - minus``, one adder either way."""
     one = 1 << out_frac
 
     def lin(s, off32):
@@ -77,7 +88,7 @@ def plan_sigmoid(x: Value, x_frac: int, out_frac: int) -> Value:
     y = Mux(a >= (5 << x_frac), one,
             Mux(a >= (19 << (x_frac - 3)), lin(5, 27),
                 Mux(a >= (1 << x_frac), lin(3, 20), lin(2, 16))))
-    return Mux(neg, one - y, y)
+    return Mux(neg, (one - minus) - y, y - minus)
 
 
 def plan_tanh(x: Value, x_frac: int, out_frac: int) -> Value:
@@ -107,7 +118,15 @@ class ElementWise(wiring.Component):
     unrounded SpMxV products ``W d_sel`` (``delta_y_width`` bits, ``acc_frac`` fractional bits),
     accumulated into the pre-activation memory ``M`` (``4H/P`` words of ``P`` values of
     :func:`models.bbs.lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
-    are ``sat(requantize(M) + bias)``. Same pipeline, same latency.
+    are ``sat(requantize(M) + bias)``. Same pipeline, same latency (stage 2 then also holds
+    ``M + y`` and its requantisation, so the delta mode's clock is not the one measured for the
+    plain layer).
+
+    Latency :data:`models.bbs.lstm.EW_LATENCY` (10) from a ``y`` beat to its ``o`` beat, one beat
+    per cycle; ``o`` back-pressure stalls every stage. A row group's cell is read as its ``y`` beat
+    enters and written back from stage 6, so the same group of the next step of a sequence must
+    not enter within 6 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
+    cycles apart (a step needs all of ``h_{t-1}``).
     """
 
     def __init__(self, params: LSTMParams, delta_y_width: int | None = None):
@@ -158,29 +177,39 @@ class ElementWise(wiring.Component):
             with m.If(gcnt == G - 1):
                 m.d.sync += [gcnt.eq(0), scnt.eq(Mux(scnt + 1 >= self.seq_len, 0, scnt + 1))]
 
-        # stage A: operands registered (bias and cell read in flight)
-        vA, firstA, lastA = Signal(), Signal(), Signal()
-        gA = Signal(range(G))
+        # The pipeline: EW_LATENCY register stages, no more than two carry chains or one multiplier
+        # between two of them (comparators against constants run beside an adder). Stage i's valid
+        # bit and 'last step of the sequence' flag are v<i> / last<i> (the formal harness finds
+        # them by name); the output register is stage EW_LATENCY.
+        #   1 operands (y; bias and previous cell read from memory)
+        #   2 gate sums z = sat(y + bias); previous cell (0 at a sequence's first step)
+        #   3 |z| and its sign                   4 PLAN sigmoid/tanh from |z|: i, f, g, o
+        #   5 products f*c and i*g               6 c_t = requantise(f*c + i*g), written back
+        #   7 |c_t| and its sign                 8 PLAN tanh(c_t)
+        #   9 o * tanh(c_t)                      10 h = requantise(o * tanh(c_t)) (output register)
+        NST = EW_LATENCY - 1
+        v = [Signal(name=f"v{i}") for i in range(1, NST + 1)]
+        last = [Signal(name=f"last{i}") for i in range(1, NST + 1)]
+        first1 = Signal(name="first1")
+        gidx = [Signal(range(G), name=f"g{i}") for i in range(1, 7)]      # row group, stages 1..6
         yA = Signal(data.ArrayLayout(signed(gw if self.delta_y_width is None else self.delta_y_width), P))
-        # stage B: activations, previous cell
-        vB, lastB = Signal(), Signal()
-        gB = Signal(range(G))
+        z2 = [Signal(signed(gw), name=f"z{r}") for r in range(P)]
+        zneg3 = [Signal(name=f"zneg{r}") for r in range(P)]
+        zabs3 = [Signal(gw, name=f"zabs{r}") for r in range(P)]
         act = [[Signal(signed(aw), name=f"act{u}_{q}") for q in range(4)] for u in range(U)]
-        cB = [Signal(signed(cw), name=f"cprev{u}") for u in range(U)]
-        # stage C: new cell
-        vC, lastC = Signal(), Signal()
-        cC = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
-        oC = [Signal(signed(aw), name=f"o{u}") for u in range(U)]
-
         F = A + max(cf, A)
-        cnew = []
-        for u in range(U):
-            i_, f_, g_, _ = act[u]
-            acc = ((f_ * cB[u]) << (F - A - cf)) + ((i_ * g_) << (F - 2 * A))
-            s = Signal(signed(cw), name=f"cnext{u}")
-            m.d.comb += s.eq(requantize(acc, F, p.cell_fmt))
-            cnew.append(s)
-        m.d.comb += [cwp.addr.eq(gB), cwp.data.eq(Cat(*cnew)), cwp.en.eq(adv & vB)]
+        fc5 = [Signal(signed(aw + cw), name=f"fc{u}") for u in range(U)]
+        ig5 = [Signal(signed(2 * aw), name=f"ig{u}") for u in range(U)]
+        c6 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
+        cneg7 = [Signal(name=f"cneg{u}") for u in range(U)]
+        cabs7 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
+        tc8 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
+        otc9 = [Signal(signed(2 * aw), name=f"otc{u}") for u in range(U)]
+        # the previous cell (stages 2..4) and o (stages 5..8) travel beside the pipeline
+        cprev = {i: [Signal(signed(cw), name=f"cprev{i}_{u}") for u in range(U)] for i in range(2, 5)}
+        o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 9)}
+
+        m.d.comb += [cwp.addr.eq(gidx[5]), cwp.data.eq(Cat(*c6)), cwp.en.eq(adv & v[5])]
 
         if self.delta_y_width is None:
             def gate_sum(r, bias_r):
@@ -194,34 +223,51 @@ class ElementWise(wiring.Component):
             mnew = []
             for r in range(P):
                 mr = Signal(signed(mw), name=f"mnew{r}")
-                mold = Mux(firstA, 0, mrp.data.word_select(r, mw).as_signed())
+                mold = Mux(first1, 0, mrp.data.word_select(r, mw).as_signed())
                 m.d.comb += mr.eq(mold + yA[r])
                 mnew.append(mr)
-            m.d.comb += [mwp.addr.eq(gA), mwp.data.eq(Cat(*mnew)), mwp.en.eq(adv & vA)]
+            m.d.comb += [mwp.addr.eq(gidx[0]), mwp.data.eq(Cat(*mnew)), mwp.en.eq(adv & v[0])]
 
             def gate_sum(r, bias_r):
-                return requantize(mnew[r], p.bbs.acc_frac, p.gate_fmt) + bias_r
+                return requantize_parallel(mnew[r], p.bbs.acc_frac, p.gate_fmt) + bias_r
 
         with m.If(adv):
-            m.d.sync += [vA.eq(yfire), firstA.eq(scnt == 0), lastA.eq(scnt + 1 >= self.seq_len), gA.eq(gcnt),
-                         yA.eq(self.y.payload),
-                         vB.eq(vA), lastB.eq(lastA), gB.eq(gA),
-                         vC.eq(vB), lastC.eq(lastB),
-                         self.o.valid.eq(vC), self.o.payload.fb.eq(~lastC)]
+            m.d.sync += [v[0].eq(yfire), first1.eq(scnt == 0), last[0].eq(scnt + 1 >= self.seq_len),
+                         gidx[0].eq(gcnt), yA.eq(self.y.payload)]
+            m.d.sync += [v[i].eq(v[i - 1]) for i in range(1, NST)]
+            m.d.sync += [last[i].eq(last[i - 1]) for i in range(1, NST)]
+            m.d.sync += [gidx[i].eq(gidx[i - 1]) for i in range(1, len(gidx))]
+            m.d.sync += [self.o.valid.eq(v[NST - 1]), self.o.payload.fb.eq(~last[NST - 1])]
             bias = brp.data
             cold = crp.data
+            for r in range(P):
+                q = r % 4
+                # 2: gate sum, saturated (a requantisation without a shift: adder + comparators)
+                m.d.sync += z2[r].eq(requantize(gate_sum(r, bias.word_select(r, gw).as_signed()), gf, p.gate_fmt))
+                # 3: |z|; 4: PLAN activation (tanh(x) = 2 sigmoid(2x) - 1 for the g gate)
+                m.d.sync += [zneg3[r].eq(z2[r] < 0), zabs3[r].eq(Mux(z2[r] < 0, -z2[r], z2[r]))]
+                if q == 2:
+                    a_ = plan_from_abs(zneg3[r], zabs3[r], gf - 1, A + 1, minus=1 << A)
+                else:
+                    a_ = plan_from_abs(zneg3[r], zabs3[r], gf, A)
+                m.d.sync += act[r // 4][q].eq(a_)
             for u in range(U):
-                for q in range(4):
-                    r = 4 * u + q
-                    zs = Signal(signed(gw), name=f"z{u}_{q}")
-                    m.d.comb += zs.eq(requantize(gate_sum(r, bias.word_select(r, gw).as_signed()), gf, p.gate_fmt))
-                    fn = plan_tanh if q == 2 else plan_sigmoid
-                    m.d.sync += act[u][q].eq(fn(zs, gf, A))
-                m.d.sync += cB[u].eq(Mux(firstA, 0, cold.word_select(u, cw).as_signed()))
-                m.d.sync += [cC[u].eq(cnew[u]), oC[u].eq(act[u][3])]
-                tc = Signal(signed(aw), name=f"tanhc{u}")
-                m.d.comb += tc.eq(plan_tanh(cC[u], cf, A))
-                m.d.sync += self.o.payload.h[u].eq(requantize(oC[u] * tc, 2 * A, p.vec_fmt))
+                i_, f_, g_, o_ = act[u]
+                m.d.sync += cprev[2][u].eq(Mux(first1, 0, cold.word_select(u, cw).as_signed()))
+                m.d.sync += [cprev[3][u].eq(cprev[2][u]), cprev[4][u].eq(cprev[3][u])]
+                # 5: the two products, alone between registers
+                m.d.sync += [fc5[u].eq(f_ * cprev[4][u]), ig5[u].eq(i_ * g_), o_d[5][u].eq(o_)]
+                # 6: the new cell state (one adder, then requantised beside its saturation tests)
+                acc = (fc5[u] << (F - A - cf)) + (ig5[u] << (F - 2 * A))
+                m.d.sync += [c6[u].eq(requantize_parallel(acc, F, p.cell_fmt)), o_d[6][u].eq(o_d[5][u])]
+                # 7: |c_t|; 8: tanh(c_t)
+                m.d.sync += [cneg7[u].eq(c6[u] < 0), cabs7[u].eq(Mux(c6[u] < 0, -c6[u], c6[u])),
+                             o_d[7][u].eq(o_d[6][u])]
+                m.d.sync += [tc8[u].eq(plan_from_abs(cneg7[u], cabs7[u], cf - 1, A + 1, minus=1 << A)),
+                             o_d[8][u].eq(o_d[7][u])]
+                # 9: o * tanh(c_t); 10: h requantised into the output register
+                m.d.sync += otc9[u].eq(o_d[8][u] * tc8[u])
+                m.d.sync += self.o.payload.h[u].eq(requantize_parallel(otc9[u], 2 * A, p.vec_fmt))
         return m
 
 
@@ -300,7 +346,7 @@ class LSTMLayer(wiring.Component):
         frac = p.weight_fmt.frac_bits + df.frac_bits
         ow = acc_bits(p.weight_fmt, df, p.banks * J)
         return BBSParams(rows=p.rows, cols=p.cols, banks=p.banks, k=J, pes=p.pes, weight_fmt=p.weight_fmt,
-                         vec_fmt=df, out_fmt=Q(ow - frac, frac))
+                         vec_fmt=df, out_fmt=Q(ow - frac, frac), out_stage=p.out_stage, mul_stage=p.mul_stage)
 
     def elaborate(self, platform):
         p = self.params

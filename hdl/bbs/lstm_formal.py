@@ -12,7 +12,8 @@ Assumptions (the environment)
     are ``probe < rows/P * k`` and, in delta mode, ``delta_theta``. Reset is not re-asserted after
     the initial (reset) state.
 
-Assertions, by group (``"group: what failed"``)
+Assertions, by group (``"group: what failed"``; ``PIPELINE_LATENCY`` is the SpMxV's latency,
+``params.bbs.latency``, and ``EW_LATENCY`` the element-wise unit's, :data:`models.bbs.lstm.EW_LATENCY`)
     ``handshake``  ``h`` holds ``valid`` and ``payload`` while ``valid & ~ready``.
     ``no_phantom`` no output without input. The golden model owes ``G = H/U`` ``h`` beats per
                    accepted ``x`` beat (one per row group). An ``h`` beat only while one is owed
@@ -74,14 +75,14 @@ Proof status
     ``lockstep``, ``ready``, ``replay``, ``recurrence``, ``counters`` with ``internal``, at
     induction depth 3, on the smallest layer in the fast set and on five more shapes in the full
     set (``U < B`` and ``U > B`` width converters, ``k = 2``, four row groups, ``P = 8``).
-    BMC only: ``drain`` (its window spans two recurrent steps, 22 cycles on the smallest layer;
-    the full set checks it to depth 30, past the worst case) and ``data`` (it depends on the
-    contents of the weight memory and the FIFO, which the invariants do not describe; depth 14
-    in the fast set: one step through and its ``h`` fed into the next vector; through the
-    ``U > B`` converter (``P = 8``) to depth 16 in the full set; the solver time grows steeply
-    beyond, e.g. ``H = B = 2`` needs depth 16 and takes over ten minutes). Delta mode
-    (``delta_budget``, full set): BMC of every group but ``internal``/``data``/``drain`` to depth
-    18 (first step's ``h`` out; deeper takes minutes per step).
+    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 34 cycles
+    on the smallest layer; the full set checks it to depth 42, past the worst case) and ``data``
+    (it depends on the contents of the weight memory and the FIFO, which the invariants do not
+    describe; depth 20 in the fast set: one step through and its ``h`` fed into the next vector;
+    through the ``U > B`` converter (``P = 8``) to depth 22 in the full set; the solver time
+    grows steeply beyond). Delta mode (``delta_budget``, full set): BMC of every group but
+    ``internal``/``data``/``drain`` to depth 24 (first step's ``h`` out; deeper takes minutes
+    per step). The depths are those of the 4-stage element-wise unit plus its 6 added stages.
 
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
 back-pressure; a step inside a sequence (fed by ``h_{t-1}``) completes its pass.
@@ -100,9 +101,8 @@ from amaranth.lib.wiring import In
 from hdl.bbs.lstm import LSTMLayer
 from hdl.bbs.spmxv import COUNTER_BITS
 from hdl.bbs.spmxv_formal import spmxv_internals
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
-from models.bbs.lstm import LSTMCycleModel, LSTMParams
-from models.bbs.spmxv import PIPELINE_LATENCY
+from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
+from models.bbs.lstm import EW_LATENCY, LSTMCycleModel, LSTMParams
 from models.fixedpoint import Q
 
 __all__ = ["LSTMFormal", "PROPERTIES", "BMC_GROUPS", "MUTANTS", "EW_LATENCY", "formal_checks", "formal_params",
@@ -115,8 +115,6 @@ PROPERTIES = ("handshake", "no_phantom", "conserve", "drain", "lockstep", "ready
 #: ``internal`` invariants (``drain`` spans two recurrent steps; ``data`` depends on memory contents)
 BMC_GROUPS = ("drain", "data")
 _PROVE = tuple(g for g in PROPERTIES if g not in BMC_GROUPS)
-#: latency of :class:`hdl.bbs.lstm.ElementWise` (bias/cell read, activations, cell update, tanh x o)
-EW_LATENCY = 4
 
 _MAX = (1 << COUNTER_BITS) - 1
 _WHERE = "hdl/bbs/lstm_formal.py"
@@ -139,9 +137,10 @@ def drain_cycles(p: LSTMParams) -> int:
     accepted step has left. The worst case is a step computing while the next step of its
     sequence waits for its ``h`` (a step inside a sequence cannot start before, and steps of
     other sequences overlap with these two): two steady steps of
-    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). On the smallest
-    layer BMC to depth 30 finds drains of 21 cycles (a 20-cycle window fails) and none longer;
-    the bound is 22."""
+    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
+    4-stage element-wise unit, BMC to depth 30 on the smallest layer found drains of 21 cycles
+    (a 20-cycle window failed) and none longer, against a bound of 22; the 10-stage unit adds 6
+    cycles to each of the two gaps (bound 34)."""
     return 2 * LSTMCycleModel(p).steady_step()
 
 
@@ -162,20 +161,13 @@ def _sub(frag, name: str):
     return sub, sub.origins[0]
 
 
-def _ew_stages(ew_frag, ew) -> list:
-    """The element-wise unit's (unnamed) stage-valid bits ``[vA, vB, vC]``, traced back from the
-    ``o.valid`` assignment."""
-    from amaranth.hdl._ast import Signal as _Sig
-
-    pairs = [(a.lhs, a.rhs) for a in sync_assigns(ew_frag)]
-    chain = [ew.o.valid]
-    for _ in range(3):
-        try:
-            chain.append(next(r for lhs, r in pairs if lhs is chain[-1] and isinstance(r, _Sig)))
-        except StopIteration:
-            raise LookupError("ElementWise internals changed: cannot trace the stage-valid chain from o.valid; "
-                              f"update {_WHERE}") from None
-    return chain[:0:-1]
+def _ew_stages(ew_frag) -> tuple[list, list]:
+    """The element-wise unit's stage registers before its output register: the valid bits
+    ``[v1 .. v{E-1}]`` and the 'last step of the sequence' flags ``[last1 .. last{E-1}]``
+    (``E`` = :data:`models.bbs.lstm.EW_LATENCY`; stage ``E`` is ``o.valid`` / ``~o.payload.fb``)."""
+    idx = range(1, EW_LATENCY)
+    found = internals(ew_frag, [f"v{i}" for i in idx] + [f"last{i}" for i in idx], "ElementWise", _WHERE)
+    return [found[f"v{i}"] for i in idx], [found[f"last{i}"] for i in idx]
 
 
 def lstm_internals(frag, dut) -> dict:
@@ -184,9 +176,10 @@ def lstm_internals(frag, dut) -> dict:
     Returns a dict with the layer's own registers (``w_loaded``, ``wl_cnt``, ``ra``, ``rvalid``,
     ``in_h``, ``xb``, ``hb``, ``bs``, ``hcnt``, ``pending`` and the width converter's ``sub``
     (``U >= B``) or ``cnt`` (``U < B``)), the element-wise unit's (``bias_loaded``, ``bl_cnt``,
-    ``gcnt``, ``scnt``, ``lastA``..``lastC``, ``ew_stages`` = the unnamed stage-valid bits, and
-    ``ew`` itself), the SpMxV's (under ``"mx"``, see :func:`hdl.bbs.spmxv_formal.spmxv_internals`)
-    and the feedback FIFO (``fifo``, ``fifo_inner_level``). Raises ``LookupError`` naming what moved.
+    ``gcnt``, ``scnt``, ``ew_stages`` / ``ew_lasts`` = the stage-valid bits and 'last step' flags
+    of stages 1 .. EW_LATENCY - 1, and ``ew`` itself), the SpMxV's (under ``"mx"``, see
+    :func:`hdl.bbs.spmxv_formal.spmxv_internals`) and the feedback FIFO (``fifo``,
+    ``fifo_inner_level``). Raises ``LookupError`` naming what moved.
     """
     p = dut.params
     conv = "sub" if p.units >= p.banks else "cnt"
@@ -196,9 +189,8 @@ def lstm_internals(frag, dut) -> dict:
     ew_frag, ew = _sub(frag, "ew")
     fifo_frag, fifo = _sub(frag, "fb")
     out["fifo_inner_level"] = internals(fifo_frag, ("inner_level",), "SyncFIFOBuffered", _WHERE)["inner_level"]
-    out.update(internals(ew_frag, ("bias_loaded", "bl_cnt", "gcnt", "scnt", "lastA", "lastB", "lastC"),
-                         "ElementWise", _WHERE))
-    out["ew_stages"] = _ew_stages(ew_frag, ew)
+    out.update(internals(ew_frag, ("bias_loaded", "bl_cnt", "gcnt", "scnt"), "ElementWise", _WHERE))
+    out["ew_stages"], out["ew_lasts"] = _ew_stages(ew_frag)
     out["ew"] = ew
     out["mx"] = spmxv_internals(mx_frag, mx)
     out["fifo"] = fifo
@@ -232,9 +224,12 @@ class LSTMFormal(wiring.Component):
             self._MustUse__silence = True
             raise ValueError(f"unknown LSTM properties {sorted(unknown)}; choose from {PROPERTIES}")
         na = ("internal", "data") if delta_budget is not None else ()
+        why = "in delta mode"
+        if params.out_stage or params.mul_stage:   # spmxv_internals knows the default SpMxV pipeline only
+            na, why = tuple(dict.fromkeys(na + ("internal",))), why + " or with the SpMxV's out_stage/mul_stage"
         if props and set(na) & set(props):
             self._MustUse__silence = True
-            raise ValueError(f"LSTM properties {sorted(set(na) & set(props))} are not available in delta mode")
+            raise ValueError(f"LSTM properties {sorted(set(na) & set(props))} are not available {why}")
         self.props = tuple(props) if props else tuple(g for g in PROPERTIES if g not in na)
         self.params = params
         self.delta = delta_budget is not None
@@ -262,7 +257,7 @@ class LSTMFormal(wiring.Component):
         chk = Props(m, PROPERTIES, self.props, "LSTM")
         iv = lstm_internals(frag, dut) if "internal" in chk else None
 
-        G, K, S, L, E = p.rows // p.pes, p.k, p.bank_size, PIPELINE_LATENCY, EW_LATENCY
+        G, K, S, L, E = p.rows // p.pes, p.k, p.bank_size, p.bbs.latency, EW_LATENCY
         U, B, H, NXB = p.units, p.banks, p.hidden, p.x_beats
         vw = p.vec_fmt.width
         WB = G * K
@@ -618,7 +613,7 @@ class LSTMFormal(wiring.Component):
         # the element-wise stages' 'last step of the sequence' flags: the i-th result in the unit
         # (0 = at the output) is group (hpos + i) % G of step hseq + (hpos + i) // G
         ew = iv["ew"]
-        lasts = [iv["lastA"], iv["lastB"], iv["lastC"], ~ew.o.payload.fb]
+        lasts = iv["ew_lasts"] + [~ew.o.payload.fb]
         for si in range(E):
             later = sum(ews[si + 1:]) if si + 1 < E else 0
             idx = hpos + later
@@ -738,12 +733,12 @@ class WrapLSTM(LSTMLayer):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "drop-valid": (DropValidLSTM, "bmc", 13, ("handshake",), "handshake: h.valid fell"),
-    "payload-slip": (PayloadSlipLSTM, "bmc", 13, ("handshake",), "handshake: h.payload changed"),
+    "drop-valid": (DropValidLSTM, "bmc", 19, ("handshake",), "handshake: h.valid fell"),
+    "payload-slip": (PayloadSlipLSTM, "bmc", 19, ("handshake",), "handshake: h.payload changed"),
     "phantom": (PhantomLSTM, "bmc", 4, ("no_phantom",), "no_phantom: an h beat without"),
     "reload": (ReloadLSTM, "bmc", 4, ("ready",), "ready: wload.ready"),
     "skew": (SkewLSTM, "bmc", 10, ("lockstep",), "lockstep: the SpMxV result beat"),
-    "lost-feedback": (LostFeedbackLSTM, "bmc", 15, ("conserve",), "conserve: a hidden beat waits"),
+    "lost-feedback": (LostFeedbackLSTM, "bmc", 21, ("conserve",), "conserve: a hidden beat waits"),
     "wrap": (WrapLSTM, "prove", 2, _PROVE, "counters: steps"),
 }
 
@@ -766,8 +761,8 @@ def _tag(shape) -> str:
 def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
-    Fast set (CI, about 45 s of CPU): on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
-    BMC of every group to depth 10, a BMC of ``data`` to depth 14 (one step through, its ``h``
+    Fast set: on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
+    BMC of every group to depth 16, a BMC of ``data`` to depth 20 (one step through, its ``h``
     fed back into the next vector), a k-induction proof of every group but ``drain`` and
     ``data``, a cover run and the broken variants. ``full`` adds the proofs on five more shapes,
     the ``drain`` group by BMC past two recurrent steps, ``data`` through the ``U > B``
@@ -775,13 +770,13 @@ def formal_checks(full: bool = False) -> list[dict]:
     """
     prm = formal_params()
     out = [
-        dict(name="h1b1k1-bmc", build=lambda: LSTMFormal(prm), mode="bmc", depth=10,
+        dict(name="h1b1k1-bmc", build=lambda: LSTMFormal(prm), mode="bmc", depth=16,
              doc="every property, H=1 B=1 k=1: BMC (weights, vectors, results)"),
-        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=14,
+        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=20,
              doc="data, H=1 B=1 k=1: BMC (one step through, its h fed back)"),
         dict(name="h1b1k1-prove", build=lambda: LSTMFormal(prm, props=_PROVE), mode="prove", depth=3,
              doc="every group but drain/data, H=1 B=1 k=1: k-induction (unbounded)"),
-        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=14,
+        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=20,
              doc="reachable: an h beat, a full step, h back-pressure, a step fed by h_{t-1}"),
     ]
     if full:
@@ -794,10 +789,10 @@ def formal_checks(full: bool = False) -> list[dict]:
                  depth=drain_cycles(prm) + 8,
                  doc=f"drain (nothing owed {drain_cycles(prm)} quiet cycles on), H=1 B=1 k=1: BMC"),
             dict(name="i1h2b1k1p8-data-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 1, 1, 8), props=("data",)),
-                 mode="bmc", depth=16, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
+                 mode="bmc", depth=22, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
             dict(name="h2b2k2-delta-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 2, 2), delta_budget=2,
                                                                     props=_DELTA),
-                 mode="bmc", depth=18, doc="delta mode J=2: every group but internal/data/drain, BMC"),
+                 mode="bmc", depth=24, doc="delta mode J=2: every group but internal/data/drain, BMC"),
         ]
     out += mutant_checks(MUTANTS, lambda cls, props: LSTMFormal(prm, cls, props))
     return out

@@ -37,7 +37,7 @@ beat by beat as ``h_t`` leaves the element-wise unit, so no separate load pass i
 first step of the *next sequence* (``h = 0``) needs nothing from the current one and loads and
 starts fully overlapped. What cannot overlap at batch 1: every row of step ``t + 1`` reads all of
 ``h_t``, so each step inside a sequence pays the drain latency :data:`STEP_GAP` (SpMxV pipeline,
-element-wise pipeline, feedback FIFO, vector write).
+element-wise pipeline (:data:`EW_LATENCY`), feedback FIFO, vector write).
 """
 
 from __future__ import annotations
@@ -46,22 +46,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.bbs.spmxv import BBSParams, spmxv
+from models.bbs.spmxv import PIPELINE_LATENCY, BBSParams, spmxv
 from models.fixedpoint import Q, dequantize, quantize, requantize, saturate
 
 __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm", "to_physical",
            "LSTMWeights", "prepare_weights", "lstm_golden", "lstm_float", "elementwise",
-           "pack_x_beats", "pack_bias_beats", "unpack_h_beats", "LSTMCycleModel", "STEP_GAP",
+           "pack_x_beats", "pack_bias_beats", "unpack_h_beats", "LSTMCycleModel", "EW_LATENCY", "STEP_GAP",
            "SEQ_TAIL", "csr_step_cycles", "gops"]
 
+#: Pipeline depth of the RTL element-wise unit (:class:`hdl.bbs.lstm.ElementWise`), from a SpMxV
+#: result beat's acceptance to its ``h`` beat's ``valid``: operands, gate sums, ``|z|``, PLAN
+#: activations, products ``f*c`` and ``i*g``, ``c_t``, ``|c_t|``, ``tanh(c_t)``,
+#: ``o * tanh(c_t)``, requantised ``h``. At most two carry chains or one multiplier per stage
+#: (it was 4 stages, with the whole gate-to-cell path in one of them: 29.5 MHz on an LFE5U-85F).
+EW_LATENCY = 10
 #: Idle weight-port cycles between step t's last weight beat and step t+1's first (RTL, no
-#: stalls, ``U <= B``): SpMxV pipeline (4: vector read, multiply, adder tree, accumulate) +
-#: element-wise unit (4: bias/cell read, bias + activations, cell update, tanh x o) + feedback
-#: FIFO (2, ``SyncFIFOBuffered``) + vector-buffer write to weight acceptance (1), minus the
-#: cycle of the weight beat itself. Measured equal in simulation; see :meth:`LSTMCycleModel.step_gap`.
-STEP_GAP = 10
-#: Cycles after the last weight beat of a sequence up to and including its last hidden beat.
-SEQ_TAIL = 8
+#: stalls, ``U <= B``) with the default SpMxV (:data:`models.bbs.spmxv.PIPELINE_LATENCY`):
+#: SpMxV pipeline + element-wise unit (:data:`EW_LATENCY`) + feedback FIFO (2,
+#: ``SyncFIFOBuffered``) + vector-buffer write to weight acceptance (1), minus the cycle of the
+#: weight beat itself. Measured equal in simulation; :meth:`LSTMCycleModel.step_gap` adds the
+#: SpMxV's optional stages (``out_stage``, ``mul_stage``) and the width converter.
+STEP_GAP = PIPELINE_LATENCY + EW_LATENCY + 2
+#: Cycles after the last weight beat of a sequence up to and including its last hidden beat
+#: (default SpMxV; :meth:`LSTMCycleModel.seq_tail` in general).
+SEQ_TAIL = PIPELINE_LATENCY + EW_LATENCY
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,9 @@ class LSTMParams:
         Weights; x and h; gate pre-activations (SpMxV output and bias); cell state.
     act_frac : int
         Fractional bits of the activation outputs (format ``Q(2, act_frac)``).
+    out_stage, mul_stage : bool
+        The SpMxV's optional pipeline registers (see :class:`models.bbs.spmxv.BBSParams`): one
+        more cycle of latency each, for the clock; identical results.
     """
 
     input_size: int
@@ -94,6 +105,8 @@ class LSTMParams:
     gate_fmt: Q = field(default_factory=lambda: Q(6, 10))
     cell_fmt: Q = field(default_factory=lambda: Q(6, 10))
     act_frac: int = 10
+    out_stage: bool = False
+    mul_stage: bool = False
 
     def __post_init__(self):
         for name in ("input_size", "hidden", "banks", "k", "pes", "act_frac"):
@@ -159,20 +172,22 @@ class LSTMParams:
     @property
     def bbs(self) -> BBSParams:
         return BBSParams(rows=self.rows, cols=self.cols, banks=self.banks, k=self.k, pes=self.pes,
-                         weight_fmt=self.weight_fmt, vec_fmt=self.vec_fmt, out_fmt=self.gate_fmt)
+                         weight_fmt=self.weight_fmt, vec_fmt=self.vec_fmt, out_fmt=self.gate_fmt,
+                         out_stage=self.out_stage, mul_stage=self.mul_stage)
 
     def to_dict(self) -> dict:
         return {"input_size": self.input_size, "hidden": self.hidden, "banks": self.banks, "k": self.k,
                 "pes": self.pes, "weight_fmt": self.weight_fmt.to_dict(), "vec_fmt": self.vec_fmt.to_dict(),
                 "gate_fmt": self.gate_fmt.to_dict(), "cell_fmt": self.cell_fmt.to_dict(),
-                "act_frac": self.act_frac}
+                "act_frac": self.act_frac, "out_stage": bool(self.out_stage), "mul_stage": bool(self.mul_stage)}
 
     @classmethod
     def from_dict(cls, d: dict) -> LSTMParams:
         return cls(input_size=int(d["input_size"]), hidden=int(d["hidden"]), banks=int(d["banks"]),
                    k=int(d["k"]), pes=int(d["pes"]), weight_fmt=Q.from_dict(d["weight_fmt"]),
                    vec_fmt=Q.from_dict(d["vec_fmt"]), gate_fmt=Q.from_dict(d["gate_fmt"]),
-                   cell_fmt=Q.from_dict(d["cell_fmt"]), act_frac=int(d["act_frac"]))
+                   cell_fmt=Q.from_dict(d["cell_fmt"]), act_frac=int(d["act_frac"]),
+                   out_stage=bool(d.get("out_stage", False)), mul_stage=bool(d.get("mul_stage", False)))
 
 
 # -- activations -----------------------------------------------------------------------------
@@ -413,7 +428,8 @@ class LSTMCycleModel:
     ``rows/P * k`` weight beats per sequence, :meth:`step_gap` drain cycles between consecutive
     steps of a sequence (the recurrence), ``max(0, S - rows/P*k)`` between sequences (the next
     sequence's first vector loads while the current sequence's last step computes) and
-    :data:`SEQ_TAIL` after the last weight beat.
+    :meth:`seq_tail` after the last weight beat. The pipeline depths are the RTL's: the SpMxV's
+    (``p.bbs.latency``, with its optional stages) and :data:`EW_LATENCY`.
     """
 
     p: LSTMParams
@@ -423,8 +439,13 @@ class LSTMCycleModel:
         return self.p.bbs.weight_beats
 
     def step_gap(self) -> int:
-        """Recurrence gap; a ``U > B`` width converter adds ``U/B - 1`` beats after the last entry."""
-        return STEP_GAP + max(0, self.p.units // self.p.banks - 1)
+        """Recurrence gap (:data:`STEP_GAP` with this layer's SpMxV latency); a ``U > B`` width
+        converter adds ``U/B - 1`` beats after the last entry."""
+        return STEP_GAP + self.p.bbs.latency - PIPELINE_LATENCY + max(0, self.p.units // self.p.banks - 1)
+
+    def seq_tail(self) -> int:
+        """Cycles after a sequence's last weight beat up to and including its last hidden beat."""
+        return self.p.bbs.latency + EW_LATENCY
 
     def seq_gap(self) -> int:
         return max(0, self.p.bank_size - self.step_ideal)
@@ -434,7 +455,7 @@ class LSTMCycleModel:
 
     def expected(self, n_seq: int, T: int) -> int:
         head = self.p.bank_size - self.p.x_beats + 1
-        return (head + SEQ_TAIL + n_seq * T * self.step_ideal + n_seq * (T - 1) * self.step_gap()
+        return (head + self.seq_tail() + n_seq * T * self.step_ideal + n_seq * (T - 1) * self.step_gap()
                 + (n_seq - 1) * self.seq_gap())
 
     def steady_step(self) -> int:

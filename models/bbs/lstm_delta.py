@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.bbs.lstm import SEQ_TAIL, LSTMCycleModel, LSTMParams, LSTMWeights, _sigmoid, column_perm, elementwise
+from models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, _sigmoid, column_perm, elementwise
 from models.fixedpoint import Q, acc_bits, requantize, saturate
 
 __all__ = ["delta_fmt", "mem_bits", "check_budget", "select_columns", "lstm_delta_golden", "lstm_delta_float",
@@ -224,7 +224,7 @@ class DeltaCycleModel:
 
     A step of ``J_t`` beats per row group costs ``rows/P * J_t`` weight cycles; the rest is the
     non-delta model's: first-vector head, the recurrence gap between the steps of a sequence,
-    :data:`models.bbs.lstm.SEQ_TAIL` after the last beat (``bank_size <= rows/P`` is required,
+    :meth:`models.bbs.lstm.LSTMCycleModel.seq_tail` after the last beat (``bank_size <= rows/P`` is required,
     so the next sequence's first vector always loads while the current last step computes).
     """
 
@@ -239,7 +239,7 @@ class DeltaCycleModel:
         n, T = bpg.shape
         base = LSTMCycleModel(self.p)
         head = self.p.bank_size - self.p.x_beats + 1
-        return int(head + SEQ_TAIL + self.step_beats(bpg).sum() + n * (T - 1) * base.step_gap())
+        return int(head + base.seq_tail() + self.step_beats(bpg).sum() + n * (T - 1) * base.step_gap())
 
     def steady_cycles(self, beats_per_group: np.ndarray) -> int:
         """Steady-state cycles of ``N`` sequences (steps + recurrence gaps, no head/tail)."""

@@ -6,6 +6,7 @@ full budget J = bank_size (so theta = 0 is also checked against the non-delta go
 the digits layer (P = B = 8, k = 2) with J = 2, where the per-bank budget really caps the
 candidates."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -63,6 +64,20 @@ def test_delta_random_words_cycles_and_counters(tmp_path, theta):
         at_zero = lstm_delta_golden(p, wts, xs, 0, SMALL_J, stats=True)[2]
         assert int(st["selected"].sum()) < int(at_zero["selected"].sum())
     _report(tmp_path, f"small_theta{theta}", {**p.to_dict(), **mt})
+
+
+def test_delta_with_spmxv_stages(tmp_path):
+    """The SpMxV's out_stage and mul_stage in delta mode (runtime beat count): the same words, and
+    the delta cycle model follows the longer SpMxV pipeline."""
+    p0, wts, xs = _small(n=2, T=3, seed=5)
+    p = dataclasses.replace(p0, out_stage=True, mul_stage=True)
+    res = run_lstm_delta(p, wts, xs, 150, SMALL_J, test_dir=tmp_path)
+    mt = res.metrics
+    h_gold, _, st = lstm_delta_golden(p, wts, xs, 150, SMALL_J, stats=True)
+    assert mt["mismatches"] == 0 and np.array_equal(np.asarray(mt["h_rtl"], dtype=np.int64), h_gold)
+    want = DeltaCycleModel(p).expected(st["beats_per_group"])
+    assert mt["cycles"] == want == DeltaCycleModel(p0).expected(st["beats_per_group"]) + 2 * 5, mt
+    assert mt["dut_cycles"] == mt["cycles"]
 
 
 def test_delta_with_idle_and_backpressure(tmp_path):

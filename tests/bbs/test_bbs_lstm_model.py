@@ -1,10 +1,15 @@
 """Golden model of the BBS LSTM layer: parameters, PLAN activations, layouts, float error bound,
 cycle models (fast; no simulator)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from models.bbs.lstm import (
+    EW_LATENCY,
+    SEQ_TAIL,
+    STEP_GAP,
     LSTMCycleModel,
     LSTMParams,
     bbs_mask,
@@ -110,11 +115,26 @@ def test_cycle_model_and_gops():
     p = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
     m = LSTMCycleModel(p)
     assert m.step_ideal == 64 and m.ideal(2, 8) == 1024
-    assert m.expected(1, 1) == 9 - 1 + 1 + 8 + 64
+    # head (S - x_beats + 1), SpMxV (4) and element-wise (10) pipelines after the last beat, the beats
+    assert m.expected(1, 1) == 9 - 1 + 1 + 4 + 10 + 64
+    assert m.step_gap() == STEP_GAP == 4 + 10 + 2 and m.seq_tail() == SEQ_TAIL == 4 + 10 == EW_LATENCY + 4
     # the next sequence adds its steps and gaps only: its first vector loads during the last step
     assert m.expected(2, 8) - m.expected(1, 8) == 8 * 64 + 7 * m.step_gap()
     g = gops(p, 200.0, 64)
     assert g["effective_gops"] == pytest.approx(2 * 256 * 72 / (64 / 200e6) / 1e9)
+
+
+def test_cycle_model_follows_the_spmxv_stages():
+    """out_stage / mul_stage each add a SpMxV pipeline cycle to the recurrence gap and the tail."""
+    base = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
+    m0 = LSTMCycleModel(base)
+    for stages in ({"out_stage": True}, {"mul_stage": True}, {"out_stage": True, "mul_stage": True}):
+        p = dataclasses.replace(base, **stages)
+        m = LSTMCycleModel(p)
+        assert p.bbs.latency == base.bbs.latency + len(stages)
+        assert m.step_gap() == m0.step_gap() + len(stages) and m.seq_tail() == m0.seq_tail() + len(stages)
+        assert m.expected(2, 3) == m0.expected(2, 3) + len(stages) * (1 + 2 * 2)
+        assert LSTMParams.from_dict(p.to_dict()) == p
 
 
 def test_csr_model_imbalance():

@@ -1,6 +1,7 @@
 """RTL simulation of the BBS LSTM layer engine vs the golden model, every hidden word compared;
 end to end on the trained, BBS-pruned digits LSTM."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -46,6 +47,20 @@ def test_lstm_no_stalls_hits_cycle_model(tmp_path, P, B, k, H, I):
     assert mt["dut_cycles"] == mt["cycles"] and mt["dut_stall_out"] == 0
     assert mt["dut_mac_beats"] == mt["ideal"]
     _report(tmp_path, f"P{P}B{B}k{k}H{H}", {**p.to_dict(), **mt})
+
+
+@pytest.mark.parametrize("stages", [("out_stage",), ("out_stage", "mul_stage")])
+def test_lstm_with_spmxv_stages_hits_cycle_model(tmp_path, stages):
+    """The SpMxV's optional pipeline registers (for the clock): the same words, and the recurrence
+    gap and the tail grow by one cycle per stage, as the cycle model says."""
+    P, B, k, H, I = CONFIGS[1]
+    p0, wts, xs = _case(P, B, k, H, I, n=2, T=3, seed=P + B)
+    p = dataclasses.replace(p0, **{s: True for s in stages})
+    res = run_lstm(p, wts, xs, test_dir=tmp_path)
+    mt = res.metrics
+    assert mt["mismatches"] == 0
+    assert mt["cycles"] == LSTMCycleModel(p).expected(2, 3) == LSTMCycleModel(p0).expected(2, 3) + 5 * len(stages), mt
+    assert mt["dut_cycles"] == mt["cycles"] and mt["dut_mac_beats"] == mt["ideal"]
 
 
 @pytest.mark.parametrize("p_idle,p_stall", [(0.3, 0.0), (0.0, 0.5), (0.4, 0.6)])
