@@ -58,7 +58,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import SpMxV
 from hdl.common.axil_regs import AxiLiteRegFile, Reg, regs_by_name
-from hdl.common.host_bridge import HostBridge
+from hdl.common.host_bridge import HostBridge, board_pins
 from hdl.common.uart import UartRx, UartTx
 from models.bbs.spmxv import BBSParams
 from models.hostlink import divisor_for
@@ -313,14 +313,7 @@ class SpMxVBoardTop(Elaboratable):
         m = Module()
         divisor = divisor_for(platform.default_clk_frequency, self.baud)
         m.submodules.host = host = SpMxVHost(self.params, divisor)
-        uart = platform.request("uart", 0)
-        m.d.comb += [host.rx.eq(uart.rx.i), uart.tx.o.eq(host.tx)]
-        for i in range(6):
-            try:
-                led = platform.request("led", i)
-            except Exception:  # a board with fewer LEDs
-                break
-            m.d.comb += led.o.eq(host.leds[i])
+        board_pins(m, platform, host, 6)
         return m
 
 

@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.axi_top import LSTMAxiTop, bytes_up
 from hdl.common.axil_regs import axil_members
-from hdl.common.host_bridge import HostBridge
+from hdl.common.host_bridge import HostBridge, board_pins
 from hdl.common.uart import UartRx, UartTx
 from models.bbs.lstm import LSTMParams
 from models.hostlink import divisor_for
@@ -128,14 +128,7 @@ class LSTMBoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.host = host = LSTMHost(self.params, divisor_for(platform.default_clk_frequency, self.baud))
-        uart = platform.request("uart", 0)
-        m.d.comb += [host.rx.eq(uart.rx.i), uart.tx.o.eq(host.tx)]
-        for i in range(4):
-            try:
-                led = platform.request("led", i)
-            except Exception:  # a board with fewer LEDs
-                break
-            m.d.comb += led.o.eq(host.leds[i])
+        board_pins(m, platform, host, 4)
         return m
 
 

@@ -42,7 +42,7 @@ from amaranth.lib.wiring import In, Out
 
 from models.hostlink import OP, STATUS, SYNC_CMD, SYNC_RESP, crc8
 
-__all__ = ["HostBridge", "crc8_step"]
+__all__ = ["HostBridge", "crc8_step", "board_pins"]
 
 
 def crc8_step(crc, byte):
@@ -284,3 +284,16 @@ class HostBridge(wiring.Component):
             with m.State("R_CRC"):
                 send(m, crc, "IDLE", update_crc=False)
         return m
+
+
+def board_pins(m, platform, host, n_leds: int) -> None:
+    """Wire a board top's host (``rx``/``tx``/``leds``) to the platform's UART 0 and its first
+    ``n_leds`` LEDs (fewer when the board has fewer)."""
+    uart = platform.request("uart", 0)
+    m.d.comb += [host.rx.eq(uart.rx.i), uart.tx.o.eq(host.tx)]
+    for i in range(n_leds):
+        try:
+            led = platform.request("led", i)
+        except Exception:  # a board with fewer LEDs (amaranth raises ResourceError)
+            break
+        m.d.comb += led.o.eq(host.leds[i])
