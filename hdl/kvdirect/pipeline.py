@@ -331,13 +331,9 @@ class Pipeline(wiring.Component):
         ex_e = Signal(E)
         ex_b = Signal(512)
         ex_dirty = Signal()
-        # The executing op's request and bucket address are registers loaded with ex_e (read from
-        # the request store one cycle early, at the address ex_e is about to take), so the
-        # store's asynchronous read and the 16-way bucket multiplexer sit before a register
-        # instead of in front of the key comparators (the nextpnr critical path: rs_r.addr ->
-        # ex_b, 26.8 MHz on LFE5U-85F). Same cycle behaviour.
-        ex_req = Signal(REQUEST, name="ex_req")
-        ex_addr = Signal(BB, name="ex_addr")
+        m.d.comb += rs_r.addr.eq(ex_e)
+        ex_req = rs_r.data
+        ex_addr = ebkt[ex_e]
         status, existed, value, new_b, wr = self._execute(m, ex_req, ex_b)
 
         app = Signal(name="ex_append")         # dispatch appends to the op executing now
@@ -366,16 +362,11 @@ class Pipeline(wiring.Component):
         rsp_take = Signal()
         m.d.comb += [rsp_take.eq(~ex_valid | (ex_fire & ~fwd)), self.mem_rsp.ready.eq(rsp_take)]
         rsp_fire = self.mem_rsp.valid & rsp_take
-        rsp_id = self.mem_rsp.payload.id
-        m.d.comb += rs_r.addr.eq(Mux(ex_fire & fwd, succ, rsp_id))
         with m.If(ex_fire & fwd):
-            # a successor appended in this very cycle is written to the store now: take it from dispatch
-            m.d.sync += [ex_e.eq(succ), ex_b.eq(new_b), ex_dirty.eq(ex_dirty | wr),
-                         ex_req.eq(Mux(app, d_req, rs_r.data)), ex_addr.eq(succ_bkt)]
+            m.d.sync += [ex_e.eq(succ), ex_b.eq(new_b), ex_dirty.eq(ex_dirty | wr)]
         with m.Elif(rsp_take):
-            m.d.sync += [ex_valid.eq(self.mem_rsp.valid), ex_e.eq(rsp_id),
-                         ex_b.eq(self.mem_rsp.payload.data), ex_dirty.eq(0),
-                         ex_req.eq(rs_r.data), ex_addr.eq(ebkt[rsp_id])]
+            m.d.sync += [ex_valid.eq(self.mem_rsp.valid), ex_e.eq(self.mem_rsp.payload.id),
+                         ex_b.eq(self.mem_rsp.payload.data), ex_dirty.eq(0)]
 
         # --- memory engine: write-backs first, then successor reads, then new heads ----------
         reads_out = Signal(range(N + 1))
