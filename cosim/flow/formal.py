@@ -112,6 +112,7 @@ class FormalCheck:
     ports: Callable[[object], list] | None = None
     doc: str = ""
     fails_with: str = ""   # expect="fail": a failed assertion's message must contain this text
+    slow: bool = False     # minutes of solver time: run by make formal / hwcosim formal, not by make test
 
     def __post_init__(self):
         if self.mode not in MODES:
