@@ -718,7 +718,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
                         "dask-compiled (Dask tasks running the compiled partition kernel)")
     s.add_argument("--threads", default=None,
-                   help="threads of the compiled executor, 1 .. 4 x cores (default every core)")
+                   help="threads of the compiled executor, 1 .. 4 x cores (default every core, at most one per "
+                        "524,288 edges)")
     s.add_argument("--workers", type=int, default=2, help="processes or Dask workers (default 2)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (implies --executor dask)")
     s.add_argument("--source", type=int, default=0, help="BFS/SSSP source vertex (default 0)")

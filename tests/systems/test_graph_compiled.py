@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components
@@ -212,3 +214,35 @@ def test_compiled_bench_tiny(tmp_path):
     assert all(r[a]["equals_serial_engine"] for r in on_disk["real_graphs"]["graphs"].values()
                for a in ("pagerank", "bfs", "cc"))
     assert "parallel_efficiency_2t" in res["summary"]["bfs"]
+
+
+def test_default_thread_count_follows_graph_size():
+    """The default (None) uses at most one thread per AUTO_EDGES_PER_THREAD edges; explicit counts stay."""
+    from models.systems.graph import compiled
+
+    small = rmat(RMATParams(scale=8, edge_factor=8, seed=1))
+    assert small.m < compiled.AUTO_EDGES_PER_THREAD
+    r = Engine(small, k=4, executor=CompiledExecutor()).run(PageRank(max_steps=3))
+    assert r.executor == "compiled (1 threads)"
+    r2 = Engine(small, k=4, executor=CompiledExecutor(2)).run(PageRank(max_steps=3))
+    assert r2.executor == "compiled (2 threads)" and np.array_equal(r.state, r2.state)
+    old = compiled.AUTO_EDGES_PER_THREAD
+    try:  # the same graph counts as large when the threshold is below its edge count
+        compiled.AUTO_EDGES_PER_THREAD = max(1, small.m // 2)
+        want = min(os.cpu_count() or 1, 2)
+        assert Engine(small, k=4, executor=CompiledExecutor()).run(PageRank(max_steps=3)).executor == \
+            f"compiled ({want} threads)"
+    finally:
+        compiled.AUTO_EDGES_PER_THREAD = old
+
+
+def test_shipped_debian_graph_loads_as_its_header_says():
+    from models.systems.graph.graph import LARGE_REAL_GRAPHS
+    from models.systems.graph.io import read_graph
+
+    g = read_graph(LARGE_REAL_GRAPHS["debian-deps"], progress=False)
+    assert (g.n, g.m) == (63436, 264122)
+    assert not np.any(g.src == g.dst)
+    r = Engine(g, k=4, executor=CompiledExecutor()).run(PageRank(tol=1e-300, max_steps=5))
+    x, _ = pagerank_scipy(g, 5)
+    np.testing.assert_allclose(r.state, x, rtol=1e-12)

@@ -384,16 +384,22 @@ def _ordered_sum(a) -> float:
 #: al., SC 2012, use 14); CC pull reads every edge.
 PUSH_ALPHA = {"bfs": 14.0, "cc": 2.0}
 
+#: with the default thread count, one thread per this many edges at most (see CompiledExecutor)
+AUTO_EDGES_PER_THREAD = 1 << 19
+
 
 class CompiledExecutor:
     """Compiled partition kernels on ``threads`` nogil threads (see the module docstring).
 
     Parameters
     ----------
-    threads : int
-        Worker threads, 1 .. :data:`MAX_THREADS`; default every core of the machine. Partition
-        ``p`` runs on thread ``p mod threads``; a thread count above the partition count leaves
-        threads idle.
+    threads : int or None
+        Worker threads, 1 .. :data:`MAX_THREADS`. Partition ``p`` runs on thread ``p mod threads``;
+        a thread count above the partition count leaves threads idle. ``None`` (default): every
+        core of the machine, but at most one thread per :data:`AUTO_EDGES_PER_THREAD` edges of the
+        graph, since on a small graph a superstep is shorter than the two barrier waits that keep
+        the threads in step (measured on the 264k-edge Debian graph: BFS 1.4 ms at 1 thread,
+        7.2 ms at 2 threads on a loaded host). An explicit count is always honoured.
     direction : {"auto", "pull", "push"}
         BFS and CC: choose per superstep (default), or always pull / push. Every choice gives
         the same result.
@@ -402,6 +408,7 @@ class CompiledExecutor:
     name = "compiled"
 
     def __init__(self, threads: int | None = None, direction: str = "auto"):
+        self.auto = threads is None
         threads = (os.cpu_count() or 1) if threads is None else threads
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= MAX_THREADS:
             raise ValueError(f"thread count must be an integer in [1, {MAX_THREADS}], not {threads!r}")
@@ -450,6 +457,8 @@ class CompiledExecutor:
         setup = time.perf_counter() - t0
         n, k = g.n, plan.k
         T = min(self.threads, k)
+        if self.auto:
+            T = max(1, min(T, g.m // AUTO_EDGES_PER_THREAD))
         out = np.full(n + plan.slots, 0.0 if kind == "pr" else np.inf)
         parts = np.zeros((2, k, 3))
         state = np.array(state, dtype=np.float64)

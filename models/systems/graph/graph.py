@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS"]
+__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS"]
 
 _DATA = Path(__file__).with_name("data")
 REAL_GRAPHS = ("karate", "lesmis", "florentine", "davis")
+#: real graphs large enough to time, shipped as gzip SNAP edge lists (read with ``graph.io.read_graph``)
+LARGE_REAL_GRAPHS = {"debian-deps": _DATA / "debian-deps.txt.gz"}
 
 
 @dataclass(frozen=True, eq=False)
