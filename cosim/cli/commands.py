@@ -139,6 +139,8 @@ def cmd_sim(args) -> int:
     if not args.csb:
         raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
     p, m = _bbs_from_csb(args)
+    from cosim.flow.runs import seal, staged_run
+
     if args.output:
         out_dir(args.output, "build/sim/runs")
     if args.vector:
@@ -146,14 +148,15 @@ def cmd_sim(args) -> int:
     else:
         xf = np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols))
     x = quantize(xf, p.vec_fmt)
-    res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
-                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output, raise_on_fail=False)
-    from cosim.flow.runs import write_manifest
-
-    write_manifest(res.test_dir, "bbs-spmxv")  # the evidence stays, also when the run failed
+    # staged: the run folder appears (renamed into place) only once every file is written; the evidence
+    # stays also when the RTL disagrees with the golden model
+    with staged_run(args.output, "bbs_spmxv") as (run_dir, st):
+        res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
+                        seed=args.seed, waves=True if args.waves else None, test_dir=st, raise_on_fail=False)
+        seal(st, "bbs-spmxv")
     if not res.passed and "mismatches" not in res.metrics:
-        raise CheckFailed(f"the simulation failed before it compared the results; log {res.log}, "
-                          f"run folder {res.test_dir}")
+        raise CheckFailed(f"the simulation failed before it compared the results; log {run_dir / 'sim.log'}, "
+                          f"run folder {run_dir}")
     y = dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt)
     ref = spmxv_float(m.to_dense(), xf)
     mt = res.metrics
@@ -165,10 +168,11 @@ def cmd_sim(args) -> int:
               f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
     Console().print(t)
     if res.waves:
-        print(f"waveform: {res.waves}")
-    print(f"run directory: {res.test_dir} (re-check it without simulating: hwcosim check {res.test_dir})")
+        print(f"waveform: {run_dir / res.waves.name}\nGTKWave save file (streams grouped): "
+              f"{run_dir / res.waves.with_suffix('.gtkw').name}")
+    print(f"run directory: {run_dir} (re-check it without simulating: hwcosim check {run_dir})")
     if mt["mismatches"] or not res.passed:
-        raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {res.test_dir}")
+        raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {run_dir}")
     return 0
 
 

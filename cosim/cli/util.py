@@ -21,21 +21,9 @@ def fail(msg: str):
 def out_dir(arg: str | None, default: str) -> Path:
     """The output folder (``arg`` or ``default``), checked before any work: a file in its place or
     in its path, or a folder that cannot be written, is bad input (one line, exit 2)."""
-    import os
+    from models.atomic import check_out_dir
 
-    out = Path(arg if arg else default)
-    if out.exists() and not out.is_dir():
-        fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    probe = out
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        fail(f"output path {str(out)!r} is inside {str(probe)!r}, which is a file; pass -o DIR")
-    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        fail(f"output path {str(out)!r}: {str(probe)!r} is not writable; pass -o DIR somewhere you can write")
-    return out
+    return check_out_dir(arg if arg else default)
 
 
 def _plain(o):
