@@ -159,3 +159,38 @@ def test_full_disk_mid_command_exits_2_and_leaves_no_folder(tmp_path, capsys, mo
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "No space left on device" in err[0], err
     assert len(calls) == 2 and list(tmp_path.iterdir()) == []
+
+
+def _fake_bridge(exc):
+    def run_bridge(sp, *, model_only, sim, test_dir):
+        from cosim.flow.runs import seal
+
+        test_dir.mkdir(parents=True)
+        (test_dir / "inputs.json").write_text("{}")
+        seal(test_dir, "kvdirect-pipeline")  # what the bridge does before it raises on a mismatch
+        raise exc
+
+    return run_bridge
+
+
+def test_bridge_keeps_its_run_folder_when_the_rtl_disagrees(tmp_path, capsys, monkeypatch):
+    import cosim.designs.kvdirect.bridge as kv
+    from cosim.flow.bridge import BridgeMismatch
+
+    monkeypatch.setattr(kv, "run_bridge", _fake_bridge(BridgeMismatch("1 of 32 KV-Direct RTL responses differ")))
+    out = tmp_path / "o"
+    assert main(["cosim", "kv", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "responses differ" in err and f"evidence in {out / 'bridge_kv'}" in err
+    assert (out / "bridge_kv" / "run.json").is_file() and not (out / "bridge_kv.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["o"]  # no staging folder left
+
+
+def test_bridge_leaves_nothing_after_a_full_disk(tmp_path, capsys, monkeypatch):
+    import cosim.designs.kvdirect.bridge as kv
+
+    monkeypatch.setattr(kv, "run_bridge", _fake_bridge(OSError(errno.ENOSPC, "No space left on device")))
+    assert main(["cosim", "kv", "-o", str(tmp_path / "o")]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "No space left on device" in err[0]
+    assert list(tmp_path.iterdir()) == []
