@@ -3,7 +3,8 @@
 Each subcommand runs the bridge's scenario with the model device (in this process) and, unless
 ``--model-only``, with the RTL device (Verilator or Icarus under cocotb), checks the RTL's data
 word for word against the golden model, and writes ``bridge_<name>.json`` (both results, wall
-times, slowdown, checks) to ``-o DIR`` and a table to the terminal. Also :func:`bench_bridges`,
+times, slowdown, checks) and the RTL's run folder ``bridge_<name>/`` (``hwcosim check`` re-verifies
+it) to ``-o DIR``, staged and renamed into place at the end, and a table to the terminal. Also :func:`bench_bridges`,
 registered in :data:`cosim.flow.bench.BENCHES` as ``cosim_bridges``.
 
 ``--scenario FILE.toml`` derives the bridge's scenario from the file ``hwcosim cluster run`` reads
