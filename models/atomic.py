@@ -1,6 +1,12 @@
 """Atomic file output: write to a temporary file in the target folder, then rename.
 
 A failure (exception, kill) mid-write leaves the old file or nothing, never half a file.
+
+Output folders (``-o DIR``) go the same way, one level up: :func:`check_out_dir` refuses an
+unusable path before any work (a file in its place or on its path, a folder that cannot be
+written), and :func:`staged_dir` hands out a temporary sibling folder; when the block ends
+without an exception its entries are renamed into ``DIR`` (the whole folder in one rename when
+``DIR`` did not exist), else the sibling is removed. A late failure leaves ``DIR`` as it was.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "save_png", "write_bytes", "write_text"]
+__all__ = ["atomic_path", "check_out_dir", "commit_dir", "save_png", "staged_dir", "write_bytes", "write_text"]
 
 
 @contextlib.contextmanager
@@ -59,3 +65,77 @@ def save_png(fig, path: str | os.PathLike, dpi: int = 110, **savefig_kw) -> Path
         fig.savefig(tmp, format="png", dpi=dpi, **savefig_kw)
     plt.close(fig)
     return path
+
+
+def check_out_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
+    """``path`` as an output folder, refused before any work when it cannot be one.
+
+    Raises :class:`models.errors.UsageError` (exit 2, one line) when ``path`` is an existing file,
+    lies inside a file, or its nearest existing folder cannot be written.
+    """
+    from models.errors import UsageError
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output path {str(out)!r} exists and is not a directory; pass {flag} DIR")
+    probe = out.absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UsageError(f"output path {str(out)!r} is inside {str(probe)!r}, which is a file; pass {flag} DIR")
+    if not os.access(probe, os.W_OK | os.X_OK) or (out.is_dir() and not os.access(out, os.W_OK | os.X_OK)):
+        raise UsageError(f"output path {str(out)!r}: {str(out if out.is_dir() else probe)!r} is not writable; "
+                         f"pass {flag} DIR somewhere you can write")
+    return out
+
+
+@contextlib.contextmanager
+def staged_dir(out: str | os.PathLike, *, last: tuple[str, ...] = ("run.json", "manifest.json"),
+               flag: str = "-o") -> Iterator[Path]:
+    """Yield a temporary folder beside ``out``; when the block succeeds, move its entries into ``out``.
+
+    ``out`` is checked first (:func:`check_out_dir`). A missing ``out`` is created by renaming the
+    staging folder (a sibling; one step); into an existing one (staged in a hidden folder inside it)
+    the entries move one by one, replacing same-named entries, the names in ``last`` (manifests) at
+    the end. An exception in the block (or while moving) removes the staging folder and
+    propagates: nothing half-written is left behind.
+    """
+    import shutil
+
+    out = check_out_dir(out, flag)
+    if out.is_dir():  # stage inside it (its parent may not be writable)
+        st = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    else:
+        out.absolute().parent.mkdir(parents=True, exist_ok=True)
+        st = Path(tempfile.mkdtemp(prefix=f".{out.absolute().name}.staging-", dir=out.absolute().parent))
+    os.chmod(st, 0o777 & ~_umask())
+    try:
+        yield st
+        commit_dir(st, out, last)
+    finally:
+        shutil.rmtree(st, ignore_errors=True)
+
+
+def commit_dir(staging: str | os.PathLike, out: str | os.PathLike,
+               last: tuple[str, ...] = ("run.json", "manifest.json")) -> Path:
+    """Move a staging folder's entries into ``out``: one rename when ``out`` does not exist, else entry
+    by entry (replacing same-named ones), the names in ``last`` at the end (an old manifest of that
+    name is removed first, so a folder caught half-way never pairs an old manifest with new files)."""
+    import shutil
+
+    st, out = Path(staging), Path(out)
+    if not out.exists():
+        os.replace(st, out)
+        return out
+    names = sorted(e.name for e in st.iterdir())
+    for name in last:
+        if name in names and (out / name).is_file():
+            (out / name).unlink()
+    for name in [n for n in names if n not in last] + [n for n in last if n in names]:
+        dest = out / name
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        elif dest.exists() or dest.is_symlink():
+            dest.unlink()
+        os.replace(st / name, dest)
+    return out

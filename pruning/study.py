@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from models.atomic import save_png, write_text
+from models.atomic import save_png, staged_dir, write_text
 from models.errors import UsageError
 from models.nn.cnn import CNNConfig
 from models.nn.lstm import LSTMConfig
@@ -352,8 +352,9 @@ def _run_accuracy(args) -> int:
     except (ValueError, PatternError) as e:
         _fail(str(e))
     out = Path(args.output)
-    _write_json(out / "accuracy.json", res)
-    _plot_accuracy(res, out / "accuracy.png")
+    with staged_dir(out) as tmp:  # both files appear together, at the end
+        _write_json(tmp / "accuracy.json", res)
+        _plot_accuracy(res, tmp / "accuracy.png")
     t = Table(title=f"LSTM H={args.hidden} on digits, dense accuracy {res['dense_accuracy']:.4f}")
     for c in ("pattern", "target", "achieved", "one-shot", "fine-tuned"):
         t.add_column(c, justify="right" if c != "pattern" else "left")
@@ -385,8 +386,9 @@ def _run_seernet(args) -> int:
     except ValueError as e:
         _fail(str(e))
     out = Path(args.output)
-    _write_json(out / "seernet.json", res)
-    _plot_seernet(res, out / "seernet.png")
+    with staged_dir(out) as tmp:  # both files appear together, at the end
+        _write_json(tmp / "seernet.json", res)
+        _plot_seernet(res, tmp / "seernet.png")
     t = Table(title=f"SeerNet on the digits CNN, dense accuracy {res['dense_accuracy']:.4f}")
     for c in ("bits", "layer", "precision", "recall", "MACs skipped", "accuracy", "change"):
         t.add_column(c, justify="right")
@@ -462,7 +464,8 @@ def _run_oneshot(args) -> int:
     console = Console(stderr=True)
     res = st.oneshot_study(quick=args.quick, sparsities=sp, cache_dir=args.cache_dir,
                            progress=console.print if args.verbose else None)
-    j, p = st.write(res, Path(args.output))
+    with staged_dir(Path(args.output)) as tmp:  # both files appear together, at the end
+        j, p = (Path(args.output) / Path(f).name for f in st.write(res, tmp))
     Console().print(st.table(res))
     sp_ = res.get("speed")
     if sp_:

@@ -9,3 +9,51 @@ Benchmarks and user runs keep the default. Set HWCOSIM_VERILATOR_OPT to override
 import os
 
 os.environ.setdefault("HWCOSIM_VERILATOR_OPT", "-O0")
+
+
+# ---- run folders (hwcosim check) -------------------------------------------------------------
+import pytest  # noqa: E402
+
+
+def _edit_word(run_dir, key: str, index: int) -> None:
+    """Change one RTL output word (``outputs.npz[key].flat[index]``) by one, leaving run.json alone."""
+    import numpy as np
+
+    from cosim.flow.runs import read_npz, save_npz
+
+    out = read_npz(run_dir / "outputs.npz")
+    a = out[key].copy()
+    a.flat[index] = str(int(a.flat[index]) + 1) if a.dtype.kind in "US" else a.flat[index] + 1
+    out[key] = np.asarray(a)
+    save_npz(run_dir / "outputs.npz", **out)
+
+
+@pytest.fixture
+def run_folder_checks(tmp_path_factory, capsys):
+    """``check(run_dir, design, key, index=0)``: a real run folder re-checks clean (exit 0); one RTL
+    word changed and the manifest re-hashed is caught by the recomputed golden model (exit 1, the
+    mismatch named); the same change without re-hashing is refused as tampering (exit 2)."""
+    import json
+    import shutil
+
+    from cosim.cli import main
+    from cosim.flow.runs import write_manifest
+
+    def check(run_dir, design: str, key: str, index: int = 0) -> None:
+        assert json.loads((run_dir / "run.json").read_text())["design"] == design
+        capsys.readouterr()
+        assert main(["check", str(run_dir)]) == 0, capsys.readouterr().err
+        work = tmp_path_factory.mktemp("recheck")
+        wrong, tampered = work / "wrong", work / "tampered"
+        for d in (wrong, tampered):
+            shutil.copytree(run_dir, d)
+            _edit_word(d, key, index)
+        write_manifest(wrong, design)
+        capsys.readouterr()
+        assert main(["check", str(wrong)]) == 1
+        err = capsys.readouterr().err
+        assert "1 of" in err and "differ from the golden model" in err, err
+        assert main(["check", str(tampered)]) == 2
+        assert "sha256 differs" in capsys.readouterr().err
+
+    return check

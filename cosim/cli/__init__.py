@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
         return int(e.code or 0) if not isinstance(e.code, str) else 2
     try:
+        from cosim.cli.util import check_output_args
+
+        check_output_args(args)  # an unusable -o DIR is refused before any work
         rc = args.func(args)
     except CheckFailed as e:
         print(f"FAILED: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)

@@ -27,10 +27,9 @@ def _fail(msg: str):
 
 
 def _out_dir(arg: str | None) -> Path:
-    out = Path(arg if arg else "build/beamraster")
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
+    from models.atomic import check_out_dir
+
+    return check_out_dir(arg if arg else "build/beamraster")
 
 
 def _cmd_study(args) -> int:
@@ -43,7 +42,10 @@ def _cmd_study(args) -> int:
     con = Console()
     with con.status("BeamRaster study ...") as status:
         res = run_study(quick=args.quick, progress=lambda d, n: status.update(f"BeamRaster study: point {d}/{n}"))
-    paths = write_study(res, out)
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # every file of the study appears at once, at the end
+        paths = write_study(res, st)
     for kind in res["config"]["kinds"]:
         t = Table(title=f"Sum rate (bit/s/Hz), {kind}, M={res['config']['base']['M']}, K={res['config']['base']['K']}")
         t.add_column("SNR dB", justify="right")
@@ -88,16 +90,22 @@ def _cmd_sim(args) -> int:
                            sc_per_group=args.sc_per_group, symbols_per_frame=args.symbols_per_frame)
     except ValueError as e:
         _fail(str(e))
-    res, sc = run_scenario(p, n_frames=args.frames, seed=args.seed, snr_db=args.snr_db, p_idle_s=args.p_idle,
-                           p_idle_c=args.p_idle, p_stall=args.p_stall, return_output=True)
     import numpy as np
 
-    mt = res.metrics
-    fx = fixed_point_sum_rate(p, sc, np.array(mt.pop("out_re")), np.array(mt.pop("out_im")))
-    model = CycleModel(p)
-    budget = realtime_budget(model.symbols_per_cycle(), p.M, p.K, p.lanes)
-    rec = {"params": p.to_dict(), "metrics": mt, "fixed_point": fx, "budget_from_model": budget}
-    path = write_text(out / f"beamraster_sim_M{p.M}K{p.K}L{p.lanes}.json", json.dumps(rec, indent=1) + "\n")
+    from models.atomic import staged_dir
+
+    stem = f"beamraster_sim_M{p.M}K{p.K}L{p.lanes}"
+    with staged_dir(out) as st:  # the summary and the run folder <stem>/ appear together, at the end
+        res, sc = run_scenario(p, n_frames=args.frames, seed=args.seed, snr_db=args.snr_db, p_idle_s=args.p_idle,
+                               p_idle_c=args.p_idle, p_stall=args.p_stall, return_output=True, test_dir=st / stem)
+        mt = res.metrics
+        fx = fixed_point_sum_rate(p, sc, np.array(mt.pop("out_re")), np.array(mt.pop("out_im")))
+        model = CycleModel(p)
+        budget = realtime_budget(model.symbols_per_cycle(), p.M, p.K, p.lanes)
+        rec = {"params": p.to_dict(), "metrics": {k: v for k, v in mt.items() if k != "mismatch_list"},
+               "fixed_point": fx, "budget_from_model": budget, "run_folder": stem}
+        write_text(st / f"{stem}.json", json.dumps(rec, indent=1) + "\n")
+    path = out / f"{stem}.json"
     t = Table(title=f"BeamRaster precoder RTL ({res.sim}): M={p.M}, K={p.K}, L={p.lanes}")
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -108,7 +116,8 @@ def _cmd_sim(args) -> int:
                  ("clock for 16.8 M symbols/s", f"{budget['clock_mhz']:.0f} MHz")):
         t.add_row(k, str(v))
     Console().print(t)
-    print(f"wrote {path}")
+    print(f"wrote {path} and the run folder {out / stem} (re-check it without simulating: hwcosim check "
+          f"{out / stem})")
     return 0
 
 

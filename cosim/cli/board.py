@@ -42,11 +42,17 @@ def cmd_board_run(args) -> int:
         summary = host.compare(p, res=res, **inp)
         link = (res["bytes_sent"], res["bytes_received"])
     else:
-        sim = host.run_board_sim(p, **inp, test_dir=args.output, raise_on_fail=False)
+        from cosim.flow.runs import staged_run
+
+        # the run folder (RTL words, golden words, inputs, manifest) is staged and renamed into place
+        # when complete; it is kept also when the RTL disagrees (hwcosim check re-verifies it)
+        with staged_run(args.output, f"{design.top}_board") as (run_dir, st):
+            sim = host.run_board_sim(p, **inp, test_dir=st, raise_on_fail=False)
         if "mismatches" not in sim.metrics:
-            raise CheckFailed(f"the simulation failed before it compared the results; log {sim.log}")
+            raise CheckFailed(f"the simulation failed before it compared the results; log {run_dir / 'sim.log'}")
         summary = dict(sim.metrics)
-        where = f"RTL on {sim.sim} through a UART model (run folder {sim.test_dir})"
+        summary.pop("mismatch_list", None)
+        where = f"RTL on {sim.sim} through a UART model (run folder {run_dir})"
         link = (summary.get("bytes_sent", 0), summary.get("bytes_received", 0))
     secs = time.monotonic() - t0
     t = Table(title=f"hwcosim board run {design.name}: {where}; {summary.get('shape', '')}")

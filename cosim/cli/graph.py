@@ -34,6 +34,7 @@ __all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench
 
 from cosim.cli.util import fail as _fail
 from cosim.cli.util import out_dir as _out_dir_base
+from cosim.cli.util import staged
 from cosim.cli.util import write_json as _write_json
 
 
@@ -600,10 +601,13 @@ def _cmd_partition(args) -> int:
     g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     res = {m: partition(g, args.partitions, m, seed=args.seed).summary() for m in METHODS}
     out = _out_dir(args.output)
-    _write_json(out / f"partition_{g.name}.json", res)
-    _bar_png(out / f"partition_{g.name}.png", list(METHODS),
-             {"replication factor": [res[m]["replication_factor"] for m in METHODS],
-              "edge balance": [res[m]["edge_balance"] for m in METHODS]}, "", f"{g.name}, k = {args.partitions}")
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # both files appear together, at the end
+        _write_json(st / f"partition_{g.name}.json", res)
+        _bar_png(st / f"partition_{g.name}.png", list(METHODS),
+                 {"replication factor": [res[m]["replication_factor"] for m in METHODS],
+                  "edge balance": [res[m]["edge_balance"] for m in METHODS]}, "", f"{g.name}, k = {args.partitions}")
     _table(f"Partitioning {g.name}, k = {args.partitions}",
            ["method", "replication factor", "edge balance", "vertex balance"],
            [[m, v["replication_factor"], v["edge_balance"], v["vertex_balance"]] for m, v in res.items()])
@@ -666,8 +670,12 @@ def _cmd_tux2(args) -> int:
         _fail(str(e))
     stem = f"tux2_{args.algo}_s{s}_w{workers}"
     res["algos"][args.algo]["executor"] = executor
-    path = _write_json(out / f"{stem}.json", res)
-    _curves_png(out / f"{stem}.png", _tux2_panels(res["algos"]), f"TuX2 {args.algo}: staleness {s} vs BSP")
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # both files appear together, at the end
+        _write_json(st / f"{stem}.json", res)
+        _curves_png(st / f"{stem}.png", _tux2_panels(res["algos"]), f"TuX2 {args.algo}: staleness {s} vs BSP")
+    path = out / f"{stem}.json"
     _tux2_tables(res)
     print(f"wrote {path} and {stem}.png")
     return 0
@@ -681,13 +689,13 @@ def _cmd_compiled_bench(args) -> int:
         scales = tuple(_int_arg("--scales", x, 8, 24) for x in args.scales.split(","))
     threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
     repeats = _int_arg("--repeats", args.repeats, 1, 100) if args.repeats is not None else None
-    bench_graph_compiled(_out_dir(args.output), args.quick, scales=scales, threads=threads, repeats=repeats)
+    staged(bench_graph_compiled, _out_dir(args.output), args.quick, scales=scales, threads=threads, repeats=repeats)
     return 0
 
 
 def _study(fn):
     def cmd(args) -> int:
-        fn(_out_dir(args.output), args.quick)
+        staged(fn, _out_dir(args.output), args.quick)
         return 0
     return cmd
 
@@ -777,7 +785,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def _cmd_tux2_procs(args) -> int:
     workers = _int_arg("--workers", args.workers, 1, 64)
     repeats = _int_arg("--repeats", args.repeats, 1, 1000) if args.repeats is not None else None
-    bench_tux2_procs(_out_dir(args.output), args.quick, workers=workers, repeats=repeats)
+    staged(bench_tux2_procs, _out_dir(args.output), args.quick, workers=workers, repeats=repeats)
     return 0
 
 

@@ -22,6 +22,7 @@ __all__ = ["register", "main", "bench_cognn", "bench_cpualloc"]
 
 from cosim.cli.util import fail as _fail
 from cosim.cli.util import out_dir as _out_dir_base
+from cosim.cli.util import staged
 from cosim.cli.util import write_json as _write_json
 
 
@@ -298,7 +299,7 @@ def _study(fn):
         out = _out_dir(args.output)
         t0 = time.monotonic()
         kw = {"workers": args.workers} if hasattr(args, "workers") else {}
-        fn(out, args.quick, seed=args.seed, **kw)
+        staged(fn, out, args.quick, seed=args.seed, **kw)
         print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
         return 0
 

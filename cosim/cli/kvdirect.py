@@ -108,8 +108,11 @@ def _run(args) -> int:
         raise UsageError(f"--theta must be in [0, 2], not {args.theta}")
     res = study(seed=args.seed, n_ops=args.ops, n_nics=args.nics, theta=args.theta)
     out = Path(args.output)
-    write_text(out / "kvdirect_study.json", json.dumps(res, indent=2, default=float) + "\n")
-    _plot(res, out / "kvdirect_study.png")
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # both files appear together, at the end
+        write_text(st / "kvdirect_study.json", json.dumps(res, indent=2, default=float) + "\n")
+        _plot(res, st / "kvdirect_study.png")
     from rich.console import Console
 
     Console().print(_table(res))

@@ -31,10 +31,9 @@ def _fmt(x: float, nd: int = 2) -> str:
 
 
 def _out_dir(arg: str | None, default: str) -> Path:
-    out = Path(arg if arg else default)
-    if out.exists() and not out.is_dir():
-        _fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    return out
+    from models.atomic import check_out_dir
+
+    return check_out_dir(arg if arg else default)
 
 
 def _cmd_study(args) -> int:
@@ -57,7 +56,10 @@ def _cmd_study(args) -> int:
             jobs=args.jobs,
             progress=lambda d, n: status.update(f"MELO study ({mode}): run {d}/{n}"),
         )
-    paths = write_study(res, out)
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:  # every file of the study appears at once, at the end
+        paths = write_study(res, st)
     h = res["headline"]
     cfg = res["config"]
 

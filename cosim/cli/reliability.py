@@ -28,6 +28,7 @@ __all__ = ["register", "main", "bench_byterobust", "bench_byterobust_loop", "ben
 
 from cosim.cli.util import fail as _fail
 from cosim.cli.util import out_dir as _out_dir_base
+from cosim.cli.util import staged
 from cosim.cli.util import write_json as _write_json
 
 
@@ -232,7 +233,7 @@ def _study(fn):
         if getattr(args, "mix", None) is not None:
             extra["mix"] = args.mix
         t0 = time.monotonic()
-        fn(out, args.quick, seed=args.seed, **extra)
+        staged(fn, out, args.quick, seed=args.seed, **extra)
         print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
         return 0
 

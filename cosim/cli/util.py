@@ -10,7 +10,7 @@ import numpy as np
 from models.atomic import write_text
 from models.errors import UsageError
 
-__all__ = ["fail", "out_dir", "write_json"]
+__all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json"]
 
 
 def fail(msg: str):
@@ -21,21 +21,31 @@ def fail(msg: str):
 def out_dir(arg: str | None, default: str) -> Path:
     """The output folder (``arg`` or ``default``), checked before any work: a file in its place or
     in its path, or a folder that cannot be written, is bad input (one line, exit 2)."""
-    import os
+    from models.atomic import check_out_dir
 
-    out = Path(arg if arg else default)
-    if out.exists() and not out.is_dir():
-        fail(f"output path {str(out)!r} exists and is not a directory; pass -o DIR")
-    probe = out
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        fail(f"output path {str(out)!r} is inside {str(probe)!r}, which is a file; pass -o DIR")
-    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        fail(f"output path {str(out)!r}: {str(probe)!r} is not writable; pass -o DIR somewhere you can write")
-    return out
+    return check_out_dir(arg if arg else default)
+
+
+def staged(fn, out: Path, *args, **kwargs):
+    """``fn(staging, *args, **kwargs)`` with ``staging`` a temporary folder beside ``out`` whose files
+    are renamed into ``out`` only when ``fn`` returns (:func:`models.atomic.staged_dir`): a late
+    failure leaves no half-written output folder."""
+    from models.atomic import staged_dir
+
+    with staged_dir(out) as st:
+        return fn(st, *args, **kwargs)
+
+
+def check_output_args(args) -> None:
+    """Refuse an unusable output folder given on the command line (``-o``/``--output``/``--out`` of any
+    command) before the command does any work: an existing file, a path inside a file, or a folder
+    that cannot be written is bad input (one line, exit 2)."""
+    from models.atomic import check_out_dir
+
+    for name in ("output", "out"):
+        v = getattr(args, name, None)
+        if isinstance(v, str) and v:
+            check_out_dir(v)
 
 
 def _plain(o):

@@ -292,14 +292,9 @@ def stage(out: Path) -> Path:
 
 def commit(staging: Path, out: Path) -> None:
     """Move every entry of ``staging`` into ``out`` (replacing same-named ones), then drop ``staging``."""
-    out.mkdir(parents=True, exist_ok=True)
-    for e in staging.iterdir():
-        dest = out / e.name
-        if dest.is_dir() and not dest.is_symlink():
-            shutil.rmtree(dest)
-        elif dest.exists():
-            dest.unlink()
-        os.replace(e, dest)
+    from models.atomic import commit_dir
+
+    commit_dir(staging, out)
     shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SimResult", "SimFailure", "SimulatorMissing", "run", "simulator", "ensure_simulator",
+__all__ = ["SimResult", "SimFailure", "SimulatorMissing", "run", "check", "simulator", "ensure_simulator",
            "build_root", "to_verilog"]
 
 TIMESCALE = ("1ns", "1ps")
@@ -262,12 +262,21 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
             from cosim.flow.waves import write_gtkw
 
             gtkw = write_gtkw(verilog_text, toplevel, wave, sim)
-            print(f"waveform: {wave}\nGTKWave save file (streams grouped): {gtkw}")
+            if ".staging-" not in test_dir.name:  # a staged run folder: the command prints the final paths
+                print(f"waveform: {wave}\nGTKWave save file (streams grouped): {gtkw}")
     res = SimResult(passed=n_failed == 0 and n_tests > 0, n_tests=n_tests, n_failed=n_failed, sim=sim,
                     build_dir=bdir, test_dir=test_dir, log=log, waves=wave, metrics=metrics,
                     rebuilt=rebuilt, seconds=time.monotonic() - t0)
-    if raise_on_fail and not res.passed:
-        tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
-        raise SimFailure(f"{toplevel}: {n_failed} of {n_tests} cocotb tests failed on {sim} "
-                         f"(log {log}):\n{tail}")
+    if raise_on_fail:
+        check(res, toplevel)
+    return res
+
+
+def check(res: SimResult, toplevel: str = "") -> SimResult:
+    """Raise :class:`SimFailure` (with the log's tail) unless ``res`` passed; for callers that ran
+    with ``raise_on_fail=False`` to save the evidence first."""
+    if not res.passed:
+        tail = res.log.read_text(errors="replace")[-6000:] if res.log.exists() else "(no log)"
+        raise SimFailure(f"{toplevel or res.test_dir.name}: {res.n_failed} of {res.n_tests} cocotb tests failed on "
+                         f"{res.sim} (log {res.log}):\n{tail}")
     return res

@@ -1,33 +1,45 @@
 """Run folders that keep the evidence, and their re-verification (``hwcosim check RUN_DIR``).
 
-A run folder written by ``hwcosim sim`` holds:
+Every command that runs a design's RTL against its golden model leaves a run folder in one format
+(``hwcosim sim``, ``hwcosim beamraster sim``, ``hwcosim board run DESIGN --sim``, the bridges
+``hwcosim cosim melo|serve|kv``; docs/simulation.md lists where each puts it):
 
-``inputs.json``   the parameters (``params``) and the traffic settings the testbench used
-``arrays.npz``    the stimulus (raw CSB ``values``/``indices``, raw vectors ``xs``) and the golden
-                  model's words (``expected``)
-``outputs.npz``   the RTL's own output words: ``rtl`` (decoded values, one per result word) and
-                  ``rtl_words`` (the raw output beats as decimal strings)
-``metrics.json``  cycles, counters, the mismatch count and the first 1000 mismatches
-                  (``mismatch_list``: vector, row, rtl, golden)
-``sim.log``       the simulator's log
-``run.json``      this manifest: format, design, the sha256 of every file above
+``inputs.json``   ``params`` (the design's parameter set, as its ``to_dict``) and the traffic or
+                  scenario settings the testbench used
+``arrays.npz``    the stimulus (raw input words or integer arrays) and the golden model's words as
+                  computed at run time (``expected``, or ``expected_<stream>`` per output stream)
+``outputs.npz``   the RTL's own output words, as the testbench read them off its ports (``rtl`` or
+                  ``rtl_<stream>``; words wider than 64 bits as decimal strings)
+``metrics.json``  cycles, counters, the mismatch count (``mismatches``) and the first 1000
+                  mismatches (``mismatch_list``: the word's position, then rtl, then golden)
+``sim.log``       the simulator's log (not hashed: it is a record, not evidence)
+``run.json``      the manifest: ``format`` ``hwcosim-run``, ``version``, ``design`` (a registry
+                  name) and the sha256 of every file above
 
 ``hwcosim check RUN_DIR`` checks every hash, recomputes the golden model from the saved inputs
-(not from the saved ``expected``) and compares it word for word with the RTL's saved words:
-exit 0 when they agree, 1 when they do not, 2 when the folder is damaged or not a run.
+(never from the saved ``expected``) with the design's registered ``recheck`` and compares it word
+for word with the RTL's saved words: exit 0 when they agree, 1 when they do not (the first
+mismatches listed), 2 when the folder is damaged or not a run.
+
+A design's ``recheck(params: dict, arrays: dict, outputs: dict) -> dict`` returns
+:func:`word_diff`'s record (``words``, ``rtl_words``, ``mismatches``, ``first``) and
+``saved_expected_agrees`` (the golden words saved at run time equal the recomputed ones).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from models.errors import CheckFailed, UsageError
 
-__all__ = ["FORMAT", "write_manifest", "load_run", "check_run"]
+__all__ = ["FORMAT", "write_manifest", "load_run", "check_run", "save_npz", "add_arrays", "add_metrics", "word_diff",
+           "merge_diffs", "seal", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz"]
 
 FORMAT = "hwcosim-run"
 VERSION = 1
@@ -53,6 +65,147 @@ def write_manifest(run_dir: str | Path, design: str) -> Path:
     return write_text(d / "run.json", json.dumps(man, indent=1) + "\n")
 
 
+def save_npz(path: str | Path, **arrays) -> Path:
+    """Write ``arrays`` as an ``.npz`` atomically (no pickles: object arrays of ints become strings)."""
+    from models.atomic import atomic_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{k: _plain_array(v) for k, v in arrays.items()})
+    return path
+
+
+def _plain_array(v) -> np.ndarray:
+    a = np.asarray(v)
+    if a.dtype == object:
+        a = a.astype(str)
+    return a
+
+
+def as_words(seq) -> np.ndarray:
+    """Integers of any width as a string array (``int`` of each element gives them back)."""
+    return np.asarray([str(int(w)) for w in seq], dtype=str)
+
+
+def add_arrays(run_dir: str | Path, **arrays) -> Path:
+    """Add (or replace) entries of the run folder's ``arrays.npz``."""
+    path = Path(run_dir) / "arrays.npz"
+    old = _npz(path) if path.is_file() else {}
+    return save_npz(path, **{**old, **arrays})
+
+
+def add_metrics(run_dir: str | Path, **fields) -> Path:
+    """Add (or replace) entries of the run folder's ``metrics.json``."""
+    from models.atomic import write_text
+
+    path = Path(run_dir) / "metrics.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    old.update(fields)
+    return write_text(path, json.dumps(old, indent=1, default=_json_default))
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def _ints(a) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind in "USO":
+        return np.asarray([int(str(w)) for w in a.reshape(-1)], dtype=object).reshape(a.shape)
+    return a
+
+
+def word_diff(got, want, limit: int = 1000, labels: tuple = ()) -> dict:
+    """Compare the RTL's words ``got`` with the golden ``want`` (arrays of one shape, or flat).
+
+    Returns ``words`` (golden), ``rtl_words``, ``mismatches`` (differing words, plus any missing or
+    extra), ``first`` (the first 8) and ``mismatch_list`` (the first ``limit``): each
+    ``[*position, rtl, golden]``, the position a multi-index into ``want``'s shape (prefixed by
+    ``labels``); a missing word has rtl ``None``, an extra one golden ``None``.
+    """
+    g, w = _ints(got), _ints(want)
+    if g.shape != w.shape:
+        g, w = g.reshape(-1), w.reshape(-1)
+    n = min(g.size, w.size)
+    gf, wf = g.reshape(-1), w.reshape(-1)
+    bad = np.flatnonzero(np.asarray(gf[:n] != wf[:n], dtype=bool))
+    lst = [[*labels, *(int(k) for k in np.unravel_index(i, w.shape)), int(gf[i]), int(wf[i])]
+           for i in bad[:limit]]
+    extra = list(range(n, max(g.size, w.size)))
+    for i in extra[:max(0, limit - len(lst))]:
+        lst.append([*labels, int(i), int(gf[i]) if i < g.size else None, int(wf[i]) if i < w.size else None])
+    return {"words": int(w.size), "rtl_words": int(g.size), "mismatches": int(bad.size) + len(extra),
+            "first": lst[:8], "mismatch_list": lst}
+
+
+def merge_diffs(diffs: list[dict], limit: int = 1000) -> dict:
+    """One record from several :func:`word_diff` records (streams, batches)."""
+    lst = [m for d in diffs for m in d["mismatch_list"]][:limit]
+    return {"words": sum(d["words"] for d in diffs), "rtl_words": sum(d["rtl_words"] for d in diffs),
+            "mismatches": sum(d["mismatches"] for d in diffs), "first": lst[:8], "mismatch_list": lst}
+
+
+def seal(run_dir: str | Path, design: str, diff: dict | None = None) -> Path:
+    """Finish a run folder: record ``diff``'s mismatch count and list in ``metrics.json`` (when
+    given) and write the manifest. Returns the manifest's path."""
+    if diff is not None:
+        add_metrics(run_dir, mismatches=diff["mismatches"], mismatch_list=diff["mismatch_list"])
+    return write_manifest(run_dir, design)
+
+
+def seal_outputs(run_dir: str | Path, design: str, rtl: str = "rtl", golden: str = "golden") -> Path:
+    """:func:`seal` a run whose testbench saved both the RTL's words (``rtl``) and the golden ones
+    (``golden``) in ``outputs.npz``: their :func:`word_diff` becomes the mismatch list."""
+    path = Path(run_dir) / "outputs.npz"
+    diff = None
+    if path.is_file():
+        out = _npz(path)
+        if rtl in out and golden in out:
+            diff = word_diff(out[rtl], out[golden])
+    return seal(run_dir, design, diff)
+
+
+def new_run_dir(name: str) -> Path:
+    """A fresh (not yet existing) run folder path under ``<build root>/sim/runs``."""
+    import os
+    import time
+
+    from cosim.flow.runner import build_root
+
+    base = build_root() / "sim" / "runs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    out, i = base, 1
+    while out.exists():
+        out, i = base.with_name(f"{base.name}-{i}"), i + 1
+    return out
+
+
+@contextlib.contextmanager
+def staged_run(output: str | Path | None, name: str) -> Iterator[tuple[Path, Path]]:
+    """``(out, staging)``: a run folder (``output``, or a fresh one under build/sim/runs) staged in a
+    temporary sibling (:func:`models.atomic.staged_dir`); the simulation writes into ``staging``, which
+    is renamed into place when the block ends without an exception. A waveform save file's path to
+    its waveform is re-pointed at ``out``."""
+    from models.atomic import staged_dir
+
+    out = Path(output) if output else new_run_dir(name)
+    with staged_dir(out) as st:
+        yield out, st
+        for g in st.glob("*.gtkw"):
+            g.write_text(g.read_text().replace(str(st.resolve()), str(out.resolve())))
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (no pickles); UsageError when it cannot be read."""
+    return _npz(Path(path))
+
+
 def _npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -66,12 +219,12 @@ def load_run(run_dir: str | Path) -> dict:
     """The manifest and evidence of a run folder, every file's hash checked (UsageError if not)."""
     d = Path(run_dir)
     if not d.is_dir():
-        raise UsageError(f"{str(d)!r} is not a folder; give a run folder written by 'hwcosim sim'")
+        raise UsageError(f"{str(d)!r} is not a folder; give a run folder (hwcosim sim, board run --sim, cosim ...)")
     man_path = d / "run.json"
     try:
         man = json.loads(man_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{d}: no run.json; give a run folder written by 'hwcosim sim'") from None
+        raise UsageError(f"{d}: no run.json; give a run folder (hwcosim sim, board run --sim, cosim ...)") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise UsageError(f"{man_path}: not a run manifest ({str(e).splitlines()[0]})") from None
     if not isinstance(man, dict) or man.get("format") != FORMAT or man.get("version") != VERSION:
@@ -109,7 +262,8 @@ def check_run(run_dir: str | Path) -> dict:
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"{run_dir}: the saved inputs do not fit {design.name} ({e})") from None
     res["design"] = design.name
+    res.pop("mismatch_list", None)
     if res["mismatches"]:
         raise CheckFailed(f"{run_dir}: {res['mismatches']} of {res['words']} RTL words differ from the golden model "
-                          f"recomputed from the saved inputs; first (vector, row, rtl, golden): {res['first']}")
+                          f"recomputed from the saved inputs; first ([position], rtl, golden): {res['first']}")
     return res

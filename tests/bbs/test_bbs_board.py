@@ -25,7 +25,7 @@ def _case(seed=5, n_vec=2):
 
 
 @pytest.mark.sim
-def test_board_session_through_uart_matches_golden(tmp_path):
+def test_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
     p, m, xs = _case()
     # the host's UART 2 % slow: the receiver's tolerance is part of the path
     res = run_board_sim(p, m.values, m.indices, xs, rate_error=0.02, test_dir=tmp_path)
@@ -39,10 +39,11 @@ def test_board_session_through_uart_matches_golden(tmp_path):
     assert mt["counters"]["ERROR"] == 0
     out = np.load(tmp_path / "outputs.npz")
     assert np.array_equal(out["rtl"], out["golden"])
+    run_folder_checks(tmp_path, "bbs-spmxv", "rtl", index=3)  # the run folder re-verifies without simulating
 
 
 @pytest.mark.sim
-def test_lstm_board_session_through_uart_matches_golden(tmp_path):
+def test_lstm_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
     """bbs-lstm-axi's board top: weights and biases over s_axis_w, each step's input over s_axis_x
     and its hidden state back, all through the UART; every hidden word against the golden model."""
     from cosim.designs.bbs.board_lstm import random_layer
@@ -58,6 +59,7 @@ def test_lstm_board_session_through_uart_matches_golden(tmp_path):
     assert res.passed, res.log
     assert mt["mismatches"] == 0 and mt["words"] == 2 * 3 * p.hidden and mt["problems"] == []
     assert mt["counters"]["STEPS"] == 6 and mt["counters"]["STALL_OUT"] == 0
+    run_folder_checks(tmp_path, "bbs-lstm-axi", "rtl", index=17)
 
 
 def test_compare_catches_a_wrong_word():

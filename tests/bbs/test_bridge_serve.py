@@ -34,7 +34,7 @@ def test_wrong_params_are_refused(kw, match):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("device", ["bbs", "fss"])
-def test_rtl_service_times_equal_the_cycle_model(tmp_path, device):
+def test_rtl_service_times_equal_the_cycle_model(tmp_path, device, run_folder_checks):
     sp = ServeScenarioParams(device=device, n_requests=16, seed=4)
     cmp = run_bridge(sp, test_dir=tmp_path)
     m, r = cmp.model, cmp.rtl
@@ -44,6 +44,9 @@ def test_rtl_service_times_equal_the_cycle_model(tmp_path, device):
     # free-flowing streams: the cycle model is exact, so every batch and every latency agree
     assert all(b[4] == b[5] for b in r["batch_cycles"])
     np.testing.assert_allclose(r["latencies_us"], m["latencies_us"], rtol=1e-9)
+    # the run folder keeps every simulated batch: inputs, RTL words, golden words
+    assert np.load(tmp_path / "outputs.npz")["rtl"].size == wc["words_compared"]
+    run_folder_checks(tmp_path, "bbs-spmxv" if device == "bbs" else "fss-gemm", "rtl", index=5)
 
 
 @pytest.mark.sim

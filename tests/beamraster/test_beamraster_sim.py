@@ -32,17 +32,26 @@ def _report(tmp_path, name, p, metrics):
 
 
 @pytest.mark.parametrize("M,K,L", CONFIGS)
-def test_precoder_no_stalls_hits_cycle_model(tmp_path, M, K, L):
+def test_precoder_no_stalls_hits_cycle_model(tmp_path, M, K, L, run_folder_checks):
+    """Through ``hwcosim beamraster sim`` (its defaults are these configurations' groups and frames):
+    the summary and the run folder land in -o together, and the run folder re-verifies."""
+    from cosim.cli import main
+
     p = _params(M, K, L)
-    res, _ = run_scenario(p, n_frames=2, seed=M + K, test_dir=tmp_path)
-    mt = res.metrics
-    assert mt["mismatches"] == 0
+    out = tmp_path / "out"
+    assert main(["beamraster", "sim", "--M", str(M), "--K", str(K), "--lanes", str(L), "--frames", "2",
+                 "--seed", str(M + K), "-o", str(out)]) == 0
+    run_dir = out / f"beamraster_sim_M{M}K{K}L{L}"
+    assert sorted(f.name for f in out.iterdir()) == [run_dir.name, f"{run_dir.name}.json"]  # nothing staged left
+    mt = json.loads((run_dir / "metrics.json").read_text())
+    assert mt["mismatches"] == 0 and mt["mismatch_list"] == []
     model = CycleModel(p)
     assert model.beam_bound
     assert mt["cycles"] == model.expected(mt["n_symbols"]), mt
     assert mt["dut_issues"] == model.ideal(mt["n_symbols"])
     assert mt["dut_stall_out"] == 0 and mt["dut_starve_coef"] == 0
     _report(tmp_path, f"M{M}K{K}L{L}", p, mt)
+    run_folder_checks(run_dir, "beamraster-precoder", "rtl_re", index=M + 1)
 
 
 @pytest.mark.parametrize("p_idle,p_stall", [(0.3, 0.0), (0.0, 0.5), (0.4, 0.6)])

@@ -157,7 +157,7 @@ def test_cache_key_changes_with_workload_and_params(tmp_path, monkeypatch):
 
 # ---- a real sweep: 2 BBS points on a LocalCluster, rerun from the cache -----------------------------------
 @pytest.mark.sim
-def test_bbs_two_point_sweep_then_cached(tmp_path, monkeypatch):
+def test_bbs_two_point_sweep_then_cached(tmp_path, monkeypatch, capsys):
     sim = "icarus" if shutil.which("iverilog") else "verilator"  # Icarus compiles instantly
     spec = _spec(pes=[2, 4])
     spec.sim = sim
@@ -175,6 +175,10 @@ def test_bbs_two_point_sweep_then_cached(tmp_path, monkeypatch):
     assert by[4]["metrics"]["cycles"] < by[2]["metrics"]["cycles"]  # more PEs, fewer cycles
     assert json.loads((tmp_path / "sweep.json").read_text())["counts"]["ok"] == 2
     assert (tmp_path / "pareto_cycles_vs_multipliers.png").stat().st_size > 1000
+    from cosim.cli import main
+
+    for run in (tmp_path / "runs").iterdir():  # every point's run folder re-verifies without simulating
+        assert main(["check", str(run)]) == 0, capsys.readouterr().err
 
     # the rerun takes both points from the cache: any simulation attempt would fail the test
     def boom(*a, **k):

@@ -48,7 +48,7 @@ def test_transcript_check_catches_a_wrong_response_and_image():
 
 
 @pytest.mark.sim
-def test_rtl_in_the_loop_matches_the_golden_store(tmp_path):
+def test_rtl_in_the_loop_matches_the_golden_store(tmp_path, run_folder_checks):
     cmp = run_bridge(SMALL, test_dir=tmp_path)
     m, r = cmp.model, cmp.rtl
     wc = cmp.checks["word_for_word"]
@@ -59,6 +59,7 @@ def test_rtl_in_the_loop_matches_the_golden_store(tmp_path):
     assert r["job_time_us"] == pytest.approx(m["job_time_us"], rel=0.02)
     assert cmp.to_dict()["slowdown"] > 1
     assert cmp.notes[-1].startswith("Measured in this run (RTL vs model): job time us +")
+    run_folder_checks(tmp_path, "kvdirect-pipeline", "rtl_responses", index=4)
 
 
 @pytest.mark.sim

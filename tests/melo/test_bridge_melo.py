@@ -49,7 +49,7 @@ def test_transcript_check_catches_a_wrong_word():
 
 
 @pytest.mark.sim
-def test_rtl_in_the_loop_matches_the_golden_model(tmp_path):
+def test_rtl_in_the_loop_matches_the_golden_model(tmp_path, run_folder_checks):
     cmp = run_bridge(SMALL, test_dir=tmp_path)
     m, r = cmp.model, cmp.rtl
     assert cmp.checks["word_for_word"]["mismatches"] == 0
@@ -64,6 +64,7 @@ def test_rtl_in_the_loop_matches_the_golden_model(tmp_path):
     assert "agree exactly" in cmp.notes[-1]  # measured: cycle for cycle since the harness fix in bridge_rtl
     d = cmp.to_dict()
     assert d["slowdown"] > 1
+    run_folder_checks(tmp_path, "melo-engine", "rtl_resp", index=7)  # the transcript re-verifies without simulating
 
 
 def test_model_only_cli(tmp_path, capsys):

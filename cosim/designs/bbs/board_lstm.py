@@ -126,10 +126,31 @@ def run_board_sim(p: LSTMParams, wts: LSTMWeights, xs, *, rate_error: float = 0.
     from hdl.bbs.board_lstm import LSTMHost
 
     xs = np.asarray(xs, dtype=np.int64)
-    return runner.run(
+    from cosim.flow.runs import seal_outputs
+
+    res = runner.run(
         LSTMHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_lstm_host", "cosim.designs.bbs.tb_board",
         testcase="lstm_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": wts.values, "indices": wts.indices, "bias": wts.bias, "w_float": wts.w_float,
                 "b_float": wts.b_float, "xs": xs},
-        test_dir=test_dir, sim=sim, raise_on_fail=raise_on_fail)
+        test_dir=test_dir, sim=sim, raise_on_fail=False)
+    seal_outputs(res.test_dir, "bbs-lstm-axi")  # a run folder (hwcosim check), also when the session failed
+    return runner.check(res, "bbs_lstm_host") if raise_on_fail else res
+
+
+def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
+    """Re-verify a saved ``hwcosim board run bbs-lstm-axi --sim`` run without simulating: the golden
+    LSTM recomputed from the saved weights and sequences against the hidden words the board top
+    returned (positions: sequence, step, unit)."""
+    from cosim.flow.runs import word_diff
+
+    p = LSTMParams.from_dict(params)
+    wts = LSTMWeights(arrays["values"], arrays["indices"], arrays["bias"], arrays["w_float"], arrays["b_float"])
+    want, _ = lstm_golden(p, wts, np.asarray(arrays["xs"], dtype=np.int64))
+    got = np.asarray(outputs["rtl"])
+    want = np.asarray(want)
+    want = want.reshape(got.shape) if want.size == got.size else want
+    res = word_diff(got, want)
+    res["saved_expected_agrees"] = bool(np.array_equal(np.asarray(outputs["golden"]).reshape(-1), want.reshape(-1)))
+    return res

@@ -50,6 +50,7 @@ DESIGNS = [
         formal="hdl.bbs.axi_top_formal:formal_checks",
         formal_extra=(("axi-reader", "hdl.common.axi_reader_formal:formal_checks"),),
         register_map="hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS,
+        recheck="cosim.designs.bbs.board_lstm:recheck",  # hwcosim check of a board run --sim folder
         # UART host bridge straight onto the AXI ports (hdl/bbs/board_lstm.py)
         board_tops=(("uart", "hdl.bbs.board_lstm:board_top", "cosim.designs.bbs.board_lstm"),)),
     Design(

@@ -38,14 +38,15 @@ def run_spmxv(p: BBSParams, values: np.ndarray, indices: np.ndarray, xs: np.ndar
 
 
 def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
-    """Re-verify a saved ``hwcosim sim`` run without simulating: the golden model recomputed from
-    the saved inputs (not the saved ``expected``) against the RTL's saved output words."""
+    """Re-verify a saved run (``hwcosim sim``, ``hwcosim board run bbs-spmxv --sim``) without simulating:
+    the golden model recomputed from the saved inputs (not the saved golden words) against the RTL's
+    saved output words (``rtl``; positions are (vector, row))."""
+    from cosim.flow.runs import word_diff
+
     p = BBSParams.from_dict(params)
-    want = spmxv(p, arrays["values"], arrays["indices"], np.atleast_2d(arrays["xs"])).reshape(-1)
-    got = np.asarray(outputs["rtl"]).reshape(-1)
-    n = min(got.size, want.size)
-    mism = np.flatnonzero(got[:n] != want[:n])
-    return {"words": int(want.size), "rtl_words": int(got.size), "mismatches": int(mism.size) +
-            abs(int(got.size) - int(want.size)),
-            "first": [[int(i // p.rows), int(i % p.rows), int(got[i]), int(want[i])] for i in mism[:8]],
-            "saved_expected_agrees": bool(np.array_equal(np.asarray(arrays["expected"]).reshape(-1), want))}
+    want = spmxv(p, arrays["values"], arrays["indices"], np.atleast_2d(arrays["xs"]))
+    got = np.asarray(outputs["rtl"])
+    res = word_diff(got.reshape(want.shape) if got.size == want.size else got, want)
+    saved = arrays["expected"] if "expected" in arrays else outputs["golden"]
+    res["saved_expected_agrees"] = bool(np.array_equal(np.asarray(saved).reshape(-1), want.reshape(-1)))
+    return res

@@ -22,6 +22,7 @@ DESIGNS = [
         board_params=lambda: PrecoderParams(M=64, K=8, lanes=16, groups=100, sc_per_group=12, symbols_per_frame=14),
         golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
         formal="hdl.beamraster.precoder_formal:formal_checks",
+        recheck="cosim.designs.beamraster.precoder:recheck",
         benches=(("beamraster_realtime", "cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
                  ("beamraster_dsp", "cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
         docs=DocsEntry("beamraster", "BeamRaster MU-MIMO precoder",

@@ -16,7 +16,17 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from cosim.flow.runs import as_words, word_diff
+from cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    arrays,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from models.beamraster.datapath import (
     CycleModel,
     PrecoderParams,
@@ -72,7 +82,10 @@ async def precoder_matches_golden(dut):
         "out_re": got_re.tolist() if cfg.get("return_output") else None,
         "out_im": got_im.tolist() if cfg.get("return_output") else None,
     }
+    metrics["mismatch_list"] = word_diff(np.stack([got_re, got_im], -1), np.stack([want_re, want_im], -1))[
+        "mismatch_list"]  # [symbol, antenna, 0 re / 1 im, rtl, golden]
     write_metrics(metrics)
+    write_outputs(rtl_re=got_re, rtl_im=got_im, rtl_words=as_words(sink.words))
     if bad.size:
         first = [(int(i // p.M), int(i % p.M), int(got_re.flat[i]), int(got_im.flat[i]), int(want_re.flat[i]),
                   int(want_im.flat[i])) for i in bad[:6]]

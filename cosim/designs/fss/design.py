@@ -28,6 +28,7 @@ DESIGNS = [
                     "(Zhang et al., IEEE TCAD 2025)",
         golden="models.fss.gemm:gemm", testbench="cosim.designs.fss.tb_gemm",
         formal="hdl.fss.gemm_formal:formal_checks",
+        recheck="cosim.designs.fss.gemm:recheck",  # run folders of hwcosim cosim serve --device fss
         benches=(("fss_layers", "cosim.designs.fss.bench:bench_fss_layers"),
                  ("fss_synth", "cosim.designs.fss.bench:bench_fss_synth")),
         docs=DOCS),

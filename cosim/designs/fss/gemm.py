@@ -13,7 +13,7 @@ import numpy as np
 from cosim.flow import runner
 from models.fss.gemm import CycleModel, FSSParams, gemm, pack_weight_beats
 
-__all__ = ["run_gemm", "TOP", "TOP_AXI", "pack_axi_weight_words", "run_gemm_axi"]
+__all__ = ["run_gemm", "TOP", "TOP_AXI", "pack_axi_weight_words", "run_gemm_axi", "recheck"]
 
 TOP = "fss_gemm"
 TOP_AXI = "fss_axi"
@@ -88,3 +88,18 @@ def run_gemm_axi(p: FSSParams, values: np.ndarray, indices: np.ndarray, xs: list
         inputs={"params": p.to_dict(), "rows": rows, "cols": cols, "runs": len(xs),
                 "p_pause_in": p_pause_in, "p_pause_out": p_pause_out, "seed": seed},
         arrays=arrays, test_dir=test_dir, sim=sim, waves=waves, raise_on_fail=raise_on_fail)
+
+
+def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
+    """Re-verify a saved FSS GEMM run (the serving bridge, ``hwcosim cosim serve --device fss``)
+    without simulating: ``gemm`` recomputed from the saved weights and activations (``xs``, one row
+    per activation column) against the RTL's saved words (``rtl``, one row per column; positions:
+    column, row)."""
+    from cosim.flow.runs import word_diff
+
+    p = FSSParams.from_dict(params)
+    want = gemm(p, arrays["values"], arrays["indices"], np.asarray(arrays["xs"], dtype=np.int64).T).T
+    got = np.asarray(outputs["rtl"])
+    res = word_diff(got, want)
+    res["saved_expected_agrees"] = bool(np.array_equal(np.asarray(arrays["expected"]), want))
+    return res

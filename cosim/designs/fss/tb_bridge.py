@@ -18,7 +18,7 @@ from cocotb.triggers import RisingEdge
 from cosim.designs.fss.bridge import ServeScenario, ServeScenarioParams, request_inputs
 from cosim.flow.bridge import ClockMap, co_simulate
 from cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock
-from cosim.tb.common import StreamDriver, StreamSink, arrays, inputs, write_metrics
+from cosim.tb.common import StreamDriver, StreamSink, arrays, inputs, tb_dir, write_metrics, write_outputs
 
 
 class ServeRTLDevice(RTLSerialDevice):
@@ -33,6 +33,10 @@ class ServeRTLDevice(RTLSerialDevice):
         self.mismatches: list[str] = []
         self.simulated = 0
         self.seed = sp.seed
+        # the evidence of every simulated batch, one row per vector (BBS) or activation column (FSS)
+        self.x_rows: list[np.ndarray] = []
+        self.rtl_rows: list[np.ndarray] = []
+        self.want_rows: list[np.ndarray] = []
         if sp.device == "bbs":
             from models.bbs.spmxv import pack_weight_beats
         else:
@@ -91,6 +95,14 @@ class ServeRTLDevice(RTLSerialDevice):
             got = unpack_output_beats(p, sink.words[:beats], sp.rows, shape)
         bad = np.argwhere(got != want)
         self.words_compared += int(want.size)
+        if sp.device == "bbs":
+            self.x_rows.append(xs)
+            self.rtl_rows.append(np.asarray(got))
+            self.want_rows.append(want)
+        else:
+            self.x_rows.append(xt.T)
+            self.rtl_rows.append(np.asarray(got).T)
+            self.want_rows.append(want.T)
         if len(bad):
             i = tuple(bad[0])
             self.mismatches.append(f"batch shape {shape}: {len(bad)} of {want.size} words differ, first at "
@@ -131,4 +143,10 @@ async def serve_bridge(dut):
     check = {"words_compared": dev.words_compared, "mismatches": len(dev.mismatches),
              "batches_simulated": dev.simulated, "cache": sp.cache}
     write_metrics({"result": res, "check": check})
+    if dev.x_rows:  # the run folder's evidence (cosim.designs.fss.bridge.save_evidence seals it)
+        from cosim.flow.runs import add_arrays
+
+        add_arrays(tb_dir(), xs=np.concatenate(dev.x_rows), expected=np.concatenate(dev.want_rows),
+                   batch_rows=np.asarray([len(x) for x in dev.x_rows], dtype=np.int64))
+        write_outputs(rtl=np.concatenate(dev.rtl_rows))
     assert not dev.mismatches, dev.mismatches[:5]

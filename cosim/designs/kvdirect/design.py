@@ -21,6 +21,7 @@ DESIGNS = [
         benches=(("kvdirect_rtl", "cosim.designs.kvdirect.pipeline:bench_kvdirect_rtl"),
                  ("kvdirect_resources", "cosim.designs.kvdirect.pipeline:bench_kvdirect_resources")),
         sweep="cosim.designs.kvdirect.sweep:ADAPTER",
+        recheck="cosim.designs.kvdirect.bridge:recheck",  # run folders of hwcosim cosim kv
         docs=DocsEntry("kvdirect", "KV-Direct key-value store",
                        "Li et al., \"KV-Direct: High-Performance In-Memory Key-Value Store with Programmable "
                        "NIC\", SOSP 2017")),

@@ -57,6 +57,7 @@ import heapq
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -626,17 +627,69 @@ def check_transcript(p: MeloEngineParams, events: list[int], deliv: list[int], r
             "mismatches": 0}
 
 
+def transcript_diff(p: MeloEngineParams, events, deliv, resp) -> tuple[dict, dict]:
+    """The golden streams for the RTL's input event words, and the word-for-word differences of the
+    RTL's response and released-PSN words from them (:func:`cosim.flow.runs.word_diff`, positions
+    ``["response"|"released", i]``)."""
+    from cosim.designs.melo.engine import golden_streams
+    from cosim.flow.runs import merge_diffs, word_diff
+
+    evs = []
+    for w in (int(w) for w in events):
+        psn = w & ((1 << p.psn_bits) - 1)
+        conn = (w >> p.psn_bits) & ((1 << p.conn_bits) - 1)
+        op = bool(w >> (p.psn_bits + p.conn_bits))
+        evs.append((conn, psn, op))
+    g = golden_streams(p, evs)
+    diff = merge_diffs([word_diff(list(resp), g["resp"], labels=("response",)),
+                        word_diff(list(deliv), g["deliv"], labels=("released",))])
+    return g, diff
+
+
+def save_evidence(run_dir, p: MeloEngineParams, tr: dict) -> dict:
+    """Keep the bridge's RTL transcript as a run folder (``hwcosim check``): the input event words and
+    the golden streams in ``arrays.npz``, the RTL's words in ``outputs.npz``, the manifest last."""
+    from cosim.flow.runs import add_arrays, as_words, save_npz, seal
+
+    g, diff = transcript_diff(p, tr["events"], tr["deliv"], tr["resp"])
+    add_arrays(run_dir, events=as_words(tr["events"]), expected_resp=as_words(g["resp"]),
+               expected_deliv=as_words(g["deliv"]))
+    save_npz(Path(run_dir) / "outputs.npz", rtl_resp=as_words(tr["resp"]), rtl_deliv=as_words(tr["deliv"]))
+    seal(run_dir, "melo-engine", diff)
+    return diff
+
+
+def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
+    """Re-verify a saved bridge run (``hwcosim cosim melo``) without simulating: the golden engine
+    replayed on the saved input events against the RTL's saved response and released-PSN words."""
+    from cosim.flow.runs import as_words
+
+    p = MeloEngineParams(**params)
+    g, res = transcript_diff(p, arrays["events"], outputs["rtl_deliv"], outputs["rtl_resp"])
+    res["saved_expected_agrees"] = bool(list(arrays["expected_resp"]) == list(as_words(g["resp"]))
+                                        and list(arrays["expected_deliv"]) == list(as_words(g["deliv"])))
+    return res
+
+
 def run_rtl(p: MeloScenarioParams, *, sim: str | None = None, test_dir=None) -> dict:
-    """The scenario with ``hdl.melo.MeloEngine`` under cocotb as the receiver engine."""
+    """The scenario with ``hdl.melo.MeloEngine`` under cocotb as the receiver engine; the run folder
+    keeps the transcript (:func:`save_evidence`), also when the RTL disagrees with the golden model."""
     from cosim.flow import runner
+    from cosim.flow.runs import seal
     from hdl.melo import MeloEngine as RTL
 
     t0 = time.perf_counter()
-    res = runner.run(RTL(p.engine), "melo_engine", "cosim.designs.melo.tb_bridge", inputs={"scenario": p.to_dict()},
-                     test_dir=test_dir, sim=sim)
+    res = runner.run(RTL(p.engine), "melo_engine", "cosim.designs.melo.tb_bridge",
+                     inputs={"scenario": p.to_dict(), "params": asdict(p.engine)}, test_dir=test_dir, sim=sim,
+                     raise_on_fail=False)
     wall_total = time.perf_counter() - t0
+    tr = res.metrics.get("transcript")
+    if tr is None:
+        seal(res.test_dir, "melo-engine")
+    else:
+        save_evidence(res.test_dir, p.engine, tr)
+    runner.check(res, "melo_engine")
     out = dict(res.metrics["result"])
-    tr = res.metrics["transcript"]
     out["checks"] = {"word_for_word": check_transcript(p.engine, tr["events"], tr["deliv"], tr["resp"]),
                      "rebuilt": res.rebuilt, "simulator": res.sim}
     out["wall_total_s"] = wall_total

@@ -21,6 +21,7 @@ DESIGNS = [
         formal="hdl.melo.engine_formal:formal_checks",
         benches=(("melo_engine", "cosim.designs.melo.engine:bench_melo_engine"),),
         sweep="cosim.designs.melo.sweep:ADAPTER",
+        recheck="cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo
         docs=DocsEntry("melo", "MELO loss-recovery engine",
                        "Lu et al., \"Memory Efficient Loss Recovery for Hardware-based Transport in Datacenter\", "
                        "APNet 2017")),
