@@ -148,8 +148,9 @@ class PipelineFormal(wiring.Component):
         for name in ("o", "mem_req"):
             wiring.connect(m, getattr(dut, name), wiring.flipped(getattr(self, name)))
         m.d.comb += [dut.forward_en.eq(self.forward_en), dut.max_reads.eq(self.max_reads)]
-        iv = internals(frag, ("h1_valid", "h2_valid", "h3_valid", "live", "ex_valid", "ex_e", "reads_out"),
-                       "Pipeline", _WHERE)
+        stages = [(f"x{k}_valid", f"x{k}_e") for k in (1, 2, 3, 4)]
+        names = ("h1_valid", "h2_valid", "h3_valid", "h4_valid", "live", "reads_out", *(n for st in stages for n in st))
+        iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
         if "rf" not in subs or not hasattr(subs["rf"], "level"):
             raise LookupError(f"Pipeline internals changed: no response FIFO 'rf'; update {_WHERE}")
@@ -209,7 +210,7 @@ class PipelineFormal(wiring.Component):
         assert_sink(m, mq, has_past, chk, "mem_hold", "mem_req")
 
         # --- count --------------------------------------------------------------------------------
-        cap = 3 + N + rf.depth
+        cap = 4 + N + rf.depth
         owed = Signal(range(cap + 2))
         m.d.sync += owed.eq(owed + i_fire - o_fire)
         chk(~o_fire | (owed != 0), "count: a response without a request")
@@ -228,11 +229,12 @@ class PipelineFormal(wiring.Component):
         chk(_popcount(reading) <= self.max_reads, "memory: more reads in flight than max_reads")
 
         # --- internal ------------------------------------------------------------------------------
-        chk(owed == iv["h1_valid"] + iv["h2_valid"] + iv["h3_valid"] + _popcount(iv["live"]) + rf.level,
-            "internal: requests in flight != hash stages + live entries + response FIFO")
-        chk(~iv["ex_valid"] | iv["live"].bit_select(iv["ex_e"], 1), "internal: executing an entry that is not live")
+        chk(owed == iv["h1_valid"] + iv["h2_valid"] + iv["h3_valid"] + iv["h4_valid"] + _popcount(iv["live"])
+            + rf.level, "internal: requests in flight != hash stages + live entries + response FIFO")
+        for v, e in stages:
+            chk(~iv[v] | iv["live"].bit_select(iv[e], 1), "internal: executing an entry that is not live")
+            chk(~iv[v] | ~reading.bit_select(iv[e], 1), "memory: executing an entry whose read is in flight")
         chk((reading & ~iv["live"]) == 0, "memory: a read in flight for an entry that is not live")
-        chk(~iv["ex_valid"] | ~reading.bit_select(iv["ex_e"], 1), "memory: executing an entry whose read is in flight")
         chk(iv["reads_out"] == _popcount(reading), "memory: reads_out != reads in flight")
 
         # --- covers ----------------------------------------------------------------------------------
@@ -274,8 +276,8 @@ class PhantomPipeline(Pipeline):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         rf = m.submodules.rf
-        ex_valid = internals(m, ("ex_valid",), "Pipeline", _WHERE)["ex_valid"]
-        with m.If(~ex_valid & ~rf.r_rdy & self.i.valid):
+        x4_valid = internals(m, ("x4_valid",), "Pipeline", _WHERE)["x4_valid"]
+        with m.If(~x4_valid & ~rf.r_rdy & self.i.valid):
             m.d.comb += rf.w_en.eq(1)
         return m
 
