@@ -63,7 +63,12 @@ Timing (the reason for the stages): the single-cycle execute of the first versio
 26.8 MHz on an LFE5U-85F (speed 6, nextpnr, out of context); its critical path ran from the
 executing entry number through the request store's asynchronous read, the key comparators,
 the priority multiplexers and the ALU back into the bucket register (51 steps, 31 ns of it
-routing). ``docs/boards/results.json`` holds the measured figure of this version.
+routing). This version closes at 46.7 MHz (1 seed; 10,405 LUT4, 6 DP16KD): its critical
+path starts at the tail table's block RAM read (5.8 ns clock-to-out: the read is not
+registered in the RAM's output register) and runs through the chain test (``live`` and
+bucket of the tail entry, 64-way multiplexers) to the ``chained`` counter and next-pointer
+enables (23 steps, 13 ns routing). Registering the tail read (one more stage, a two-cycle
+bypass) is the next step (``docs/boards/results.json`` holds the measured figures).
 
 Resources: ``entries x 156`` bits of request store (registered read), ``rs_slots x
 log2(entries)`` bits of tail table (registered read: one block RAM), the free list,
