@@ -296,18 +296,19 @@ class DropResponsePipeline(Pipeline):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "bypass": (BypassPipeline, "bmc", 10, ("order",), "order: a response on the key left out of issue order"),
-    "phantom": (PhantomPipeline, "bmc", 9, ("count",), "count: a response without a request"),
-    "unheld-request": (UnheldRequestPipeline, "bmc", 10, ("mem_hold",), "mem_hold: mem_req."),
-    "drop-response": (DropResponsePipeline, "bmc", 10, ("handshake",), "handshake: o."),
+    "bypass": (BypassPipeline, "bmc", 14, ("order",), "order: a response on the key left out of issue order"),
+    "phantom": (PhantomPipeline, "bmc", 13, ("count",), "count: a response without a request"),
+    "unheld-request": (UnheldRequestPipeline, "bmc", 14, ("mem_hold",), "mem_hold: mem_req."),
+    "drop-response": (DropResponsePipeline, "bmc", 14, ("handshake",), "handshake: o."),
 }
 
 
 def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal`.
 
-    Fast set: k-induction of the response handshake; BMC of every property to depth 10 (two
-    same-key ops can complete out of order from step 8 on) with the XOR-fold hash and empty
+    Fast set: k-induction of the response handshake; BMC of every property to depth 14 (the
+    first version, with a one-cycle execute and no tail-read stage, needed depth 10: two same-key
+    ops could complete out of order from step 8 on; the pipeline adds 4 cycles) with the XOR-fold hash and empty
     buckets from memory; a cover run; the broken variants. ``full`` adds any bucket contents,
     the real hash unit, deeper BMC and 4 entries.
     """
@@ -315,21 +316,21 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="e2-prove", build=lambda: PipelineFormal(prm, props=("handshake",)),
              mode="prove", depth=3, doc="response stream handshake: k-induction (unbounded)"),
-        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=10,
+        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=14,
              doc="handshake (o, mem_req), count, same-key order, memory port, conservation; 2 entries: BMC"),
-        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=12,
+        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=18,
              doc="reachable: a response, two responses on the chosen key, a full pipeline stalled"),
     ]
     if full:
         prm4 = formal_params(entries=4)
         out += [
-            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=12,
+            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=16,
                  doc="every property, any bucket contents: BMC"),
             dict(name="e2-realhash-bmc", build=lambda: PipelineFormal(prm, real_hash=True, empty_memory=True),
-                 mode="bmc", depth=10, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
-            dict(name="e2-bmc16", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=16,
+                 mode="bmc", depth=14, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
+            dict(name="e2-bmc20", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=20,
                  doc="every property, 2 entries: deeper BMC"),
-            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=12,
+            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=16,
                  doc="every property, 4 entries, 2 buckets: BMC"),
         ]
     for name, (cls, mode, depth, props, msg) in MUTANTS.items():
