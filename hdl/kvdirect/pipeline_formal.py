@@ -148,8 +148,9 @@ class PipelineFormal(wiring.Component):
         for name in ("o", "mem_req"):
             wiring.connect(m, getattr(dut, name), wiring.flipped(getattr(self, name)))
         m.d.comb += [dut.forward_en.eq(self.forward_en), dut.max_reads.eq(self.max_reads)]
-        iv = internals(frag, ("h1_valid", "h2_valid", "h3_valid", "live", "ex_valid", "ex_e", "reads_out"),
-                       "Pipeline", _WHERE)
+        stages = [(f"x{k}_valid", f"x{k}_e") for k in (1, 2, 3, 4)]
+        names = ("h1_valid", "h2_valid", "h3_valid", "h4_valid", "live", "reads_out", *(n for st in stages for n in st))
+        iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
         if "rf" not in subs or not hasattr(subs["rf"], "level"):
             raise LookupError(f"Pipeline internals changed: no response FIFO 'rf'; update {_WHERE}")
@@ -209,7 +210,7 @@ class PipelineFormal(wiring.Component):
         assert_sink(m, mq, has_past, chk, "mem_hold", "mem_req")
 
         # --- count --------------------------------------------------------------------------------
-        cap = 3 + N + rf.depth
+        cap = 4 + N + rf.depth
         owed = Signal(range(cap + 2))
         m.d.sync += owed.eq(owed + i_fire - o_fire)
         chk(~o_fire | (owed != 0), "count: a response without a request")
@@ -228,11 +229,12 @@ class PipelineFormal(wiring.Component):
         chk(_popcount(reading) <= self.max_reads, "memory: more reads in flight than max_reads")
 
         # --- internal ------------------------------------------------------------------------------
-        chk(owed == iv["h1_valid"] + iv["h2_valid"] + iv["h3_valid"] + _popcount(iv["live"]) + rf.level,
-            "internal: requests in flight != hash stages + live entries + response FIFO")
-        chk(~iv["ex_valid"] | iv["live"].bit_select(iv["ex_e"], 1), "internal: executing an entry that is not live")
+        chk(owed == iv["h1_valid"] + iv["h2_valid"] + iv["h3_valid"] + iv["h4_valid"] + _popcount(iv["live"])
+            + rf.level, "internal: requests in flight != hash stages + live entries + response FIFO")
+        for v, e in stages:
+            chk(~iv[v] | iv["live"].bit_select(iv[e], 1), "internal: executing an entry that is not live")
+            chk(~iv[v] | ~reading.bit_select(iv[e], 1), "memory: executing an entry whose read is in flight")
         chk((reading & ~iv["live"]) == 0, "memory: a read in flight for an entry that is not live")
-        chk(~iv["ex_valid"] | ~reading.bit_select(iv["ex_e"], 1), "memory: executing an entry whose read is in flight")
         chk(iv["reads_out"] == _popcount(reading), "memory: reads_out != reads in flight")
 
         # --- covers ----------------------------------------------------------------------------------
@@ -274,8 +276,8 @@ class PhantomPipeline(Pipeline):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         rf = m.submodules.rf
-        ex_valid = internals(m, ("ex_valid",), "Pipeline", _WHERE)["ex_valid"]
-        with m.If(~ex_valid & ~rf.r_rdy & self.i.valid):
+        x4_valid = internals(m, ("x4_valid",), "Pipeline", _WHERE)["x4_valid"]
+        with m.If(~x4_valid & ~rf.r_rdy & self.i.valid):
             m.d.comb += rf.w_en.eq(1)
         return m
 
@@ -294,18 +296,19 @@ class DropResponsePipeline(Pipeline):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "bypass": (BypassPipeline, "bmc", 10, ("order",), "order: a response on the key left out of issue order"),
-    "phantom": (PhantomPipeline, "bmc", 9, ("count",), "count: a response without a request"),
-    "unheld-request": (UnheldRequestPipeline, "bmc", 10, ("mem_hold",), "mem_hold: mem_req."),
-    "drop-response": (DropResponsePipeline, "bmc", 10, ("handshake",), "handshake: o."),
+    "bypass": (BypassPipeline, "bmc", 14, ("order",), "order: a response on the key left out of issue order"),
+    "phantom": (PhantomPipeline, "bmc", 13, ("count",), "count: a response without a request"),
+    "unheld-request": (UnheldRequestPipeline, "bmc", 14, ("mem_hold",), "mem_hold: mem_req."),
+    "drop-response": (DropResponsePipeline, "bmc", 14, ("handshake",), "handshake: o."),
 }
 
 
 def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal`.
 
-    Fast set: k-induction of the response handshake; BMC of every property to depth 10 (two
-    same-key ops can complete out of order from step 8 on) with the XOR-fold hash and empty
+    Fast set: k-induction of the response handshake; BMC of every property to depth 14 (the
+    first version, with a one-cycle execute and no tail-read stage, needed depth 10: two same-key
+    ops could complete out of order from step 8 on; the pipeline adds 4 cycles) with the XOR-fold hash and empty
     buckets from memory; a cover run; the broken variants. ``full`` adds any bucket contents,
     the real hash unit, deeper BMC and 4 entries.
     """
@@ -313,21 +316,21 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="e2-prove", build=lambda: PipelineFormal(prm, props=("handshake",)),
              mode="prove", depth=3, doc="response stream handshake: k-induction (unbounded)"),
-        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=10,
+        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=14,
              doc="handshake (o, mem_req), count, same-key order, memory port, conservation; 2 entries: BMC"),
-        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=12,
+        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=18,
              doc="reachable: a response, two responses on the chosen key, a full pipeline stalled"),
     ]
     if full:
         prm4 = formal_params(entries=4)
         out += [
-            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=12,
+            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=16,
                  doc="every property, any bucket contents: BMC"),
             dict(name="e2-realhash-bmc", build=lambda: PipelineFormal(prm, real_hash=True, empty_memory=True),
-                 mode="bmc", depth=10, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
-            dict(name="e2-bmc16", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=16,
+                 mode="bmc", depth=14, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
+            dict(name="e2-bmc20", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=20,
                  doc="every property, 2 entries: deeper BMC"),
-            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=12,
+            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=16,
                  doc="every property, 4 entries, 2 buckets: BMC"),
         ]
     for name, (cls, mode, depth, props, msg) in MUTANTS.items():

@@ -10,21 +10,25 @@ it has no fill and drain of the run. This module replays the pipeline's document
 (:mod:`hdl.kvdirect.pipeline`) cycle by cycle, as a transaction-level model, so a sweep can set
 the RTL's measured cycles against a model that includes those effects:
 
-- input: one operation per cycle while the decode + hash stages advance (three stages; they
-  stall while the stage in front of dispatch holds an operation and no entry is free);
-- dispatch: the first free entry of ``entries``; the tail table (``rs_slots`` entries, indexed
-  by the low bits of the bucket) says whether the slot has a live tail: if so the operation is
-  appended to that chain, else it queues its bucket read (new-heads FIFO);
+- input: one operation per cycle while the decode + hash stages advance (three hash stages and
+  the tail-read stage; they stall while the stage in front of dispatch holds an operation and no
+  entry is free);
+- dispatch: the free list's head entry (entries are reused in the order they were freed); the
+  tail table (``rs_slots`` entries, indexed by the low bits of the bucket) says whether the slot
+  has a live tail: if so the operation is appended to that chain, else it queues its bucket read
+  (new-heads FIFO). A tail that retires in this very cycle takes no successor: the operation
+  heads a new chain;
 - memory port: one request per cycle, write-backs first, then reads of chain successors, then
   reads of new heads; reads are refused while ``outstanding`` reads are in flight (the
   memory's ``ready`` drops, holding whatever request is offered); data return ``latency``
   cycles after the request, one response per cycle, in order;
-- execute: one operation per cycle on the bucket read for it; if its chain successor (already
-  dispatched, or dispatched this very cycle) is on the same bucket and forwarding is on, the
-  successor executes next cycle on the new bucket; otherwise the bucket is written back (if any
-  operation of the run changed it: the golden store's write count) and the successor, if any,
-  queues its own read. A forwarding run holds the execute stage (memory data wait);
-- a response leaves one cycle after it executes.
+- execute: a pipeline of ``EX_STAGES`` (4) stages that never stalls; an operation issues (a
+  read response, or a forwarded successor first) only while the response and write-back FIFOs
+  have room for every operation in the stages. When an operation retires, if its chain
+  successor is on the same bucket and forwarding is on, the successor issues next cycle on the
+  new bucket; otherwise the bucket is written back (if any operation of the run changed it: the
+  golden store's write count) and the successor, if any, queues its own read;
+- a response leaves one cycle after it retires.
 
 The number it returns is the testbench's: cycles from the first accepted request to the last
 response beat, inclusive. Idle/stall traffic and read jitter are not modelled (the sweep's
@@ -35,9 +39,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from models.kvdirect.rtl_model import PipelineParams, Request, RTLStore, bucket_of, execute
+from models.kvdirect.rtl_model import EX_STAGES, PipelineParams, Request, RTLStore, bucket_of, execute
 
-__all__ = ["simulate_cycles"]
+__all__ = ["simulate_cycles", "EX_STAGES"]
 
 
 def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, outstanding: int,
@@ -81,9 +85,10 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
     wf_depth, rf_depth = params.write_fifo_depth, params.resp_fifo_depth
     max_cycles = max_cycles or 200 * n + 50 * latency + 1000
 
-    stages: list[int | None] = [None, None, None]  # op index in hash stages 1..3
+    stages: list[int | None] = [None] * 4          # op index in hash stages 1..4 (4: dispatch)
     nxt_in = 0
     live: list[int | None] = [None] * N             # entry -> op index
+    free: deque[int] = deque(range(N))              # free entries, in the order they were freed
     nxt: list[int | None] = [None] * N              # entry -> successor entry
     tails: list[int | None] = [None] * S            # slot -> entry (stale until overwritten, as in RAM)
     dq: deque[int] = deque()                        # new chain heads to read (entries)
@@ -93,8 +98,9 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
     mem: deque[tuple[int, int]] = deque()           # (due cycle, entry) of reads, in order
     reads_out = 0
     held: str | None = None
-    ex: int | None = None                           # entry executing
-    ex_dirty = False
+    same: list[bool] = [False] * N                  # entry -> its successor is on the same bucket
+    pipe: list[tuple[int, bool] | None] = [None] * EX_STAGES  # (entry, dirty) in execute stages x1..x4
+    x4_next: tuple[int | None, bool] = (None, False)  # x4's successor entry and same-bucket flag
     first_in = last_out = None
     done = 0
     stats = {"mem_reads": 0, "mem_writes": 0, "forwarded": 0, "chained": 0, "stall_full": 0}
@@ -103,27 +109,25 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
         # -- combinational view of this cycle, from the registered state ------------------------
         ready = reads_out < outstanding                    # memory ready (reads_out == its count)
         cur = mem[0][1] if mem and mem[0][0] <= now else None
-        free = [e for e in range(N) if live[e] is None]
-        d_op = stages[2]
+        d_op = stages[3]
         disp = d_op is not None and bool(free)
         if d_op is not None and not free:
             stats["stall_full"] += 1
-        e_new = free[0] if disp else None
+        e_new = free[0] if disp else None             # the free list's head
         busy, t = False, None
         if disp:
             slot = bkt[d_op] % S
             t = tails[slot]
             busy = t is not None and live[t] is not None and bkt[live[t]] % S == slot
-        ex_fire = fwd = need_wr = False
-        succ = None
-        if ex is not None:
-            app = disp and busy and t == ex
-            succ = e_new if app else nxt[ex]
-            succ_op = d_op if app else (live[succ] if succ is not None else None)
-            fwd = succ is not None and forward and bkt[succ_op] == bkt[live[ex]]
-            need_wr = not fwd and (ex_dirty or writes[live[ex]])
-            ex_fire = len(rf) < rf_depth and (not need_wr or wf < wf_depth)
-        rsp_take = ex is None or (ex_fire and not fwd)
+        x4 = pipe[-1]
+        if disp and busy and x4 is not None and t == x4[0]:
+            busy = False                                 # the retiring op takes no new successor
+        n_in = sum(x is not None for x in pipe)
+        room = len(rf) + n_in < rf_depth and wf + n_in < wf_depth
+        fwd_want = x4 is not None and x4_next[0] is not None and x4_next[1] and forward
+        fwd = fwd_want and room
+        need_wr = x4 is not None and not fwd and (x4[1] or writes[live[x4[0]]])
+        rsp_take = room and not fwd_want
         rd_ok = reads_out < outstanding
         if held is not None:
             sel = held
@@ -135,7 +139,7 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
             sel = "d"
         else:
             sel = None
-        accept_in = stages[2] is None or disp            # i.ready (adv)
+        accept_in = stages[3] is None or disp            # i.ready (adv)
         # -- clock edge -------------------------------------------------------------------------
         if rf:                                           # the sink takes one response per cycle
             rf.popleft()
@@ -159,37 +163,40 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
             mem.popleft()
             reads_out -= 1
         if disp:
+            free.popleft()
             live[e_new] = d_op
             nxt[e_new] = None
             slot = bkt[d_op] % S
             if busy:
                 nxt[t] = e_new
+                same[t] = bkt[d_op] == bkt[live[t]]
                 stats["chained"] += 1
             else:
                 dq.append(e_new)
             tails[slot] = e_new
-        if ex is not None and ex_fire:
-            op = live[ex]
+        new_x1 = (cur, False) if cur is not None and rsp_take else None
+        if x4 is not None:
+            op = live[x4[0]]
             rf.append(op)
             if need_wr:
                 wf += 1
-            live[ex] = None
+            live[x4[0]] = None
+            free.append(x4[0])
             if fwd:
                 stats["forwarded"] += 1
-            elif succ is not None:
-                xq.append(succ)
-        if ex is not None and ex_fire and fwd:
-            ex_dirty = ex_dirty or writes[op]
-            ex = succ
-        elif rsp_take:
-            ex, ex_dirty = cur, False
+                new_x1 = (x4_next[0], x4[1] or writes[op])
+            elif x4_next[0] is not None:
+                xq.append(x4_next[0])
+        x3 = pipe[-2]
+        x4_next = (nxt[x3[0]], same[x3[0]]) if x3 is not None else (None, False)
+        pipe = [new_x1] + pipe[:-1]
         if accept_in:
             if nxt_in < n:
                 first_in = now if first_in is None else first_in
-                stages = [nxt_in, stages[0], stages[1]]
+                stages = [nxt_in, *stages[:3]]
                 nxt_in += 1
             else:
-                stages = [None, stages[0], stages[1]]
+                stages = [None, *stages[:3]]
     else:
         raise RuntimeError(f"the KV-Direct cycle model did not finish {n} operations in {max_cycles} cycles")
     stats["mem_writes"] += wf  # write-backs still queued after the last response beat

@@ -46,13 +46,15 @@ from .store import KVStore
 __all__ = ["PipelineParams", "RTLStore", "Request", "Response", "pack_request", "unpack_request",
            "pack_response", "unpack_response", "golden_run", "key_to_bytes", "bucket_of",
            "predict_ops_per_cycle", "make_stream", "GET", "PUT", "DELETE", "ATOMIC",
-           "OK", "NOT_FOUND", "FULL", "ERROR", "REQ_BITS", "RESP_BITS", "LINE_ADDR_BITS"]
+           "OK", "NOT_FOUND", "FULL", "ERROR", "REQ_BITS", "RESP_BITS", "LINE_ADDR_BITS", "EX_STAGES"]
 
 GET, PUT, DELETE, ATOMIC = 0, 1, 2, 3
 OK, NOT_FOUND, FULL, ERROR = 0, 1, 2, 3
 REQ_BITS = 156
 RESP_BITS = 76
 LINE_ADDR_BITS = 30
+EX_STAGES = 4
+"""Execute pipeline stages of the RTL (x1 issue, x2 match, x3 decide, x4 ALU; an op retires from x4)."""
 KEY_BYTES = 8
 VALUE_BYTES = 8
 _M64 = (1 << 64) - 1
@@ -89,8 +91,8 @@ class PipelineParams:
     hash_index_ratio: float = 0.5
     entries: int = 32
     rs_slots: int = 64
-    resp_fifo_depth: int = 4
-    write_fifo_depth: int = 4
+    resp_fifo_depth: int = 8
+    write_fifo_depth: int = 8
 
     def __post_init__(self):
         kp = self.kvd  # validates memory_bytes and the ratio
@@ -282,12 +284,12 @@ def make_stream(n_ops: int, n_keys: int, dist: str, seed: int, mix: dict | None 
 
 # --- throughput model ---------------------------------------------------------------------------
 def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: int, outstanding: int,
-                          forward: bool, pipeline_cycles: int = 6) -> dict:
+                          forward: bool, pipeline_cycles: int = 10) -> dict:
     """Predicted steady-state operations per cycle of the RTL on ``reqs``.
 
     The bounds, as in :mod:`models.kvdirect.perf` (steps 1, 3, 4 and 6) but in cycles:
 
-    - **clock**: one op per cycle (the execute stage);
+    - **clock**: one op per cycle (the execute pipeline);
     - **port**: one memory request (read or write) per cycle on the ordered port; an op needs
       ``(1 - merge)`` reads and, forwarding off, the golden store's writes per op ``w``
       (forwarding on: about ``(1 - merge) * w``, one write-back per chain);
@@ -296,10 +298,15 @@ def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: 
       ``min(outstanding, entries) / (latency + pipeline_cycles)``, and an op needs
       ``1 - merge`` reads, ``merge`` being the fraction of ops whose bucket is already in flight
       within the previous ``entries`` ops (they are forwarded and read nothing);
-    - **dependency chain** (forwarding off): ops on one bucket are serialised, each a full
+    - **dependency chain**: ops on one bucket are serialised. Forwarding off, each pays a full
       memory round trip, so the busiest bucket with a share ``f`` of the stream caps throughput
       at ``1 / (f * (latency + pipeline_cycles))`` -- the paper's 0.94 Mops single-key case.
-      The share is taken over windows of ``entries`` ops (a chain only forms in flight).
+      Forwarding on, each pays one pass of the execute pipeline (:data:`EX_STAGES` cycles: a
+      successor issues when its predecessor retires): ``1 / (f * EX_STAGES)``. The share is
+      taken over windows of ``entries`` ops (a chain only forms in flight).
+
+    ``pipeline_cycles`` (default 10) is the RTL's fixed latency outside the memory: 3 hash + 1
+    tail read + 1 dispatch + 4 execute + 1 response FIFO.
     """
     b = np.array([bucket_of(r.key, params.n_buckets) for r in reqs], dtype=np.int64)
     n = len(b)
@@ -311,14 +318,13 @@ def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: 
     w = traffic["writes"] / max(1, n)
     caps = {"clock": 1.0, "port": 1.0 / max(1e-9, (1.0 - merge) * (1.0 + w)),
             "memory": inflight / rtt / max(1e-9, 1.0 - merge)}
-    if not forward:
-        win = params.entries
-        shares = []
-        for lo in range(0, max(1, n - win + 1), max(1, win // 2)):
-            seg = b[lo:lo + win]
-            shares.append(np.bincount(seg - seg.min()).max() / len(seg))
-        f = float(np.mean(shares)) if shares else 1.0
-        # a chain of c same-bucket ops in a window of W ops takes c round trips
-        caps["chain"] = 1.0 / (f * rtt)
+    win = params.entries
+    shares = []
+    for lo in range(0, max(1, n - win + 1), max(1, win // 2)):
+        seg = b[lo:lo + win]
+        shares.append(np.bincount(seg - seg.min()).max() / len(seg))
+    f = float(np.mean(shares)) if shares else 1.0
+    # a chain of c same-bucket ops in a window of W ops takes c round trips (c execute passes forwarded)
+    caps["chain"] = 1.0 / (f * (EX_STAGES if forward else rtt))
     bound = min(caps, key=caps.get)
     return {"ops_per_cycle": float(caps[bound]), "bound": bound, "caps": caps, "merge_fraction": merge}

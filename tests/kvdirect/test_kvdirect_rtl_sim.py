@@ -43,7 +43,7 @@ def test_forwarding_with_idle_backpressure_and_reordered_memory(tmp_path, p, p_i
 
 
 def test_same_key_bursts_forward_and_beat_the_stalled_chain(tmp_path):
-    """Atomic adds on one key: forwarding runs the chain at about one op per cycle."""
+    """Atomic adds on one key: forwarding runs the chain at one op per execute pass (4 cycles), not per round trip."""
     reqs = [Request(0, 1, 77, 1)] + [Request(i & 0xFF, ATOMIC, 77, i, 0) for i in range(1, 120)]
     on = run_pipeline(PA, reqs, latency=40, outstanding=8, forward=True, test_dir=tmp_path / "on").metrics
     off = run_pipeline(PA, reqs, latency=40, outstanding=8, forward=False, test_dir=tmp_path / "off").metrics

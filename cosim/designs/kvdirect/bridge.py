@@ -42,8 +42,9 @@ pipeline accepts them; a batch completes at the transfer cycle of its last respo
 operations in arrival order) and times each operation with :meth:`KVModelDevice.op_cycles`:
 one operation accepted per cycle, at most ``entries`` in flight, a chain head done
 ``mem_latency + PIPE_CYCLES`` after it is accepted (its read takes a cycle of the ordered memory
-port, one request per cycle, 4 cycles after acceptance; a write-back takes one more), an
-operation on a bucket already in flight done one cycle after its predecessor (forwarding), one
+port, one request per cycle, 5 cycles after acceptance; a write-back takes one more), an
+operation on a bucket already in flight done ``EX_STAGES`` (4) cycles after its predecessor
+(forwarding: one pass of the execute pipeline), one
 operation executed per cycle. Every response of the RTL
 run, and its final memory image, is compared word for word with the golden store replaying the
 RTL's request order (:func:`check_transcript`).
@@ -62,6 +63,7 @@ import numpy as np
 from cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, co_simulate, compare, run_sync
 from models.kvdirect.rtl_model import (
     ATOMIC,
+    EX_STAGES,
     GET,
     OK,
     PUT,
@@ -80,7 +82,8 @@ __all__ = ["KVScenarioParams", "KVScenario", "KVModelDevice", "run_model", "run_
 ENGINE = PipelineParams(memory_bytes=8192, entries=32, rs_slots=64)
 """The pipeline of the bridge: 64 buckets of 64 B, 32 operations in flight."""
 
-PIPE_CYCLES = 7
+PIPE_CYCLES = 11
+DISPATCH_CYCLES = 5  # accept -> the cycle a chain head's read can take the memory port
 """Cycles of a chain head besides the memory round trip: 3 hash + 1 dispatch + 1 execute + 1 response
 FIFO + 1 output beat (the RTL docstring's latency; the bridge measures the RTL's)."""
 
@@ -397,12 +400,13 @@ class KVModelDevice:
             heapq.heappop(self.inflight)
         self.accept_free = acc + 1
         prev = self.bucket_done.get(bucket, -1)
-        if prev > acc + 4 and sp.forward:
-            done = prev + 1
-        elif prev > acc + 4:
-            done = self._port(prev + 1) + sp.mem_latency + PIPE_CYCLES - 4
+        d = DISPATCH_CYCLES
+        if prev > acc + d and sp.forward:
+            done = prev + EX_STAGES  # the successor issues when its predecessor retires
+        elif prev > acc + d:
+            done = self._port(prev + 1) + sp.mem_latency + PIPE_CYCLES - d
         else:
-            done = (self._port(acc + 4) if self.port_model else acc + 4) + sp.mem_latency + PIPE_CYCLES - 4
+            done = (self._port(acc + d) if self.port_model else acc + d) + sp.mem_latency + PIPE_CYCLES - d
         while done in self.exec_used:
             done += 1
         self.exec_used.add(done)
@@ -552,16 +556,18 @@ NOTES = [
     "Time base: pipeline clock f_clk; a batch that has crossed the network by t enters at cycle ceil(t*f_clk); "
     "an operation's latency runs from its batch's arrival cycle to its response beat.",
     "Model device: golden RTLStore for the responses; op timing from the pipeline's documented latency "
-    "(mem_latency + 7 for a chain head, +1 per forwarded op, one op accepted and one executed per cycle, one "
+    "(mem_latency + 11 for a chain head, +4 per forwarded op (one pass of the execute pipeline), one op accepted "
+    "and one executed per cycle, one "
     "memory-port request per cycle).",
     "Where they differ (the figures are in this run's 'measured' note; the cosim_bridges bench runs one worker, "
     "Zipf 0.99 with forwarding on and off, and uniform keys): with one worker no two batches overlap and the "
     "model's rules give the RTL's timing exactly (tests/kvdirect/test_bridge_kv.py asserts model == RTL). With several "
     "workers the batches overlap and the rules only approximate the RTL's contention, which they omit: while a "
-    "forwarding chain executes, the RTL holds the next memory response at the execute stage; a chain's write-back "
-    "takes a port cycle ahead of reads; an op dispatched in the cycle its same-bucket predecessor executes is "
-    "forwarded by the RTL, while the model's rule makes it a chain head, and an op the model forwards can find "
-    "its predecessor already gone in the RTL. So the minimum op latency differs either way (uniform keys: RTL "
+    "forwarding chain executes, the RTL issues the forwarded successor ahead of the next memory response and "
+    "issues nothing while its response and write-back FIFOs lack room for every op in the execute stages; a "
+    "chain's write-back takes a port cycle ahead of reads; an op the model forwards can find its predecessor "
+    "already gone in the RTL (also when it is dispatched in the very cycle the predecessor retires: it then "
+    "heads a new chain). So the minimum op latency differs either way (uniform keys: RTL "
     "below the model), and under Zipf 0.99 with forwarding, where hot-key chains are long, the RTL is slower.",
     "An exact cycle model of the pipeline for one offered stream exists (models.kvdirect.cycles, used by the "
     "kvdirect_rs sweep); the bridge's model device keeps the per-op rules because batches arrive over time.",
