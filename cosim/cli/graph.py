@@ -10,7 +10,7 @@
   compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`cosim.cli.graph_bench`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
-  [--executor processes|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
+  [--executor processes|dask|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
   and the plain form, simulated and (default) on W worker processes, JSON + PNG.
 - ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s.
 
@@ -403,7 +403,8 @@ def _tux2_panels(algos: dict) -> list:
     for algo, a in algos.items():
         for runs, key, xl in (("runs", "sim_time", "simulated s (worker model)"),
                               ("threads_runs", "wall_time", "wall s of threads sleeping modelled durations (a model)"),
-                              ("processes_runs", "wall_time", "measured wall s (worker processes)")):
+                              ("processes_runs", "wall_time", "measured wall s (worker processes)"),
+                              ("dask_runs", "wall_time", "measured wall s (Dask workers)")):
             if runs not in a:
                 continue
             curves = {(f"s={s}" if s != "0" else "BSP (s=0)"): ([h[key] for h in r["history"]],
@@ -411,7 +412,7 @@ def _tux2_panels(algos: dict) -> list:
                       for s, r in a[runs].items()}
             k = a.get(f"{runs.split('_')[0]}_partitioning", a["partitioning"])["k"] if runs != "runs" \
                 else a["partitioning"]["k"]
-            what = "processes" if runs == "processes_runs" else "workers"
+            what = {"processes_runs": "processes", "dask_runs": "Dask workers"}.get(runs, "workers")
             panels.append((f"{algo}: {a['data']['name']}, {k} {what}", xl, a["metric"], curves))
     return panels
 
@@ -423,7 +424,7 @@ _TUX2_PAPER = ("TuX2 (NSDI 2017) per SPECS.md: MF, LDA, LR in ~25 % of the code 
 
 def _tux2_tables(res: dict) -> None:
     for algo, a in res["algos"].items():
-        rk = "processes_runs" if "processes_runs" in a else "threads_runs"
+        rk = next((k for k in ("processes_runs", "dask_runs") if k in a), "threads_runs")
         rn = rk.split("_")[0]
         _table(f"TuX2 {algo} on {a['data']['name']} ({a['data']['edges']} edges, {a['partitioning']['k']} workers, "
                f"{a['epochs']} epochs x {a['batches']} batches); target {a['metric']} = {a['target_loss']:.4g}",
@@ -783,8 +784,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="the larger data setting of the benchmark")
     s.add_argument("--executor", default=None,
                    help="measured run besides the simulation: processes (one OS process per worker, shared-memory "
-                        "masters; default with more than one CPU), threads (modelled speeds slept for real) or "
-                        "simulated (the simulation only; default on one CPU)")
+                        "masters; default with more than one CPU), dask (one task per worker of a local Dask "
+                        "cluster, masters and SSP gate in a Dask actor), threads (a model: modelled speeds slept "
+                        "for real) or simulated (the simulation only; default on one CPU)")
     s.add_argument("--threads", action="store_true", help="the same as --executor threads")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2)

@@ -304,3 +304,36 @@ def test_graph_sharing_study_tiny():
     assert len(res["host"]["loadavg_start"]) == 3
     for r in row["runs"].values():
         assert r["startup_s"] > 0 and len(r["worker_memory"]) == 2 and r["final_rmse"] > 0
+
+
+def test_bench_tux2_measures_processes(tmp_path, monkeypatch):
+    """hwcosim graph tux2-bench: every staleness also runs on real worker processes (loss vs wall s)."""
+    import json
+
+    import models.systems.graph.tux2_algos as ta
+    from cosim.cli.graph import bench_tux2
+
+    real_setup = ta._setup
+
+    def tiny(algo, quick, seed):
+        g, prog, plain, _, _ = real_setup(algo, quick, seed)
+        if algo == "mf":
+            g = synthetic_ratings(60, 40, seed=seed)
+        elif algo == "lda":
+            g = bars_corpus(30, 10, seed=seed)
+        return g, prog, plain, 2, 1          # 1 batch per epoch: BSP is full-batch, whatever the worker count
+
+    monkeypatch.setattr(ta, "_setup", tiny)
+    bench_tux2(tmp_path, True, real_workers=2)
+    res = json.loads((tmp_path / "tux2.json").read_text())
+    assert (tmp_path / "tux2.png").read_bytes()[:4] == b"\x89PNG"
+    assert res["real_executor"] == "processes" and res["real_is_measured"] and res["real_workers"] == 2
+    for algo, a in res["algos"].items():
+        pr = a["processes_runs"]
+        assert set(pr) == set(a["runs"]) == {"0", "1", "2", "4"} and "threads_runs" not in a
+        assert a["processes_partitioning"]["k"] == 2 and a["partitioning"]["k"] == 4
+        for s, r in pr.items():
+            assert r["max_staleness"] <= int(s) and len(r["loadavg_1min"]) == 2
+            assert [h["clock"] for h in r["history"]][-1] == 2 and r["wall_time"] > 0
+        if algo != "lda":   # LDA samples with per-(worker, clock) generators: worker count changes the draws
+            assert abs(pr["0"]["final_loss"] - a["runs"]["0"]["final_loss"]) < BSP_ATOL

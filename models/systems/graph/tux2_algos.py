@@ -24,6 +24,7 @@ download; label "digit >= 5"), :func:`bars_corpus` (Griffiths and Steyvers' "bar
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 
@@ -436,6 +437,19 @@ def _speedups(runs: dict, key: str) -> float:
     return target
 
 
+@contextlib.contextmanager
+def _measured_cluster(real: str, workers: int):
+    """One local Dask cluster (``workers`` processes) for every ``dask`` run of a study; else None."""
+    if real != "dask":
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=40) as cluster, Client(cluster) as client:
+        yield client
+
+
 def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), staleness=(0, 1, 2, 4),
           workers: int | None = None, model=None, progress=None, partitioner: str = "bicut",
           epochs: int | None = None, batches: int | None = None, time_scale: float | None = None,
@@ -452,7 +466,8 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
 
     ``real`` picks the measured executor: ``"threads"`` (the default when ``threads``),
     ``"processes"`` (one OS process per worker, no modelled delays: clocks last as long as the
-    computation; runs under ``processes_runs``) or ``"none"``. The threads executor is a model too
+    computation; runs under ``processes_runs``), ``"dask"`` (one task per Dask worker of a local
+    cluster, masters and gate in a Dask actor; ``dask_runs``) or ``"none"``. The threads executor is a model too
     (its clocks sleep the modelled durations); only ``processes`` measures the algorithm's own
     convergence per wall second. ``real_workers``: worker count of the measured runs (default
     ``workers``; the simulated cluster may model more workers than the host has CPUs). The
@@ -466,51 +481,52 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
     if 0 not in staleness:
         raise ValueError("staleness must include 0 (the BSP baseline)")
     real = real or ("threads" if threads else "none")
-    if real not in ("threads", "processes", "none"):
-        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes or none")
+    if real not in ("threads", "processes", "dask", "none"):
+        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes, dask or none")
     workers = workers or (4 if quick else 8)
     real_workers = real_workers or workers
     model = model or WorkerModel(seed=seed)
     time_scale = time_scale or (10.0 if quick else 30.0)
     out = {"workers": workers, "quick": quick, "seed": seed, "model": model.__dict__.copy(),
            "real_executor": real, "real_workers": real_workers if real != "none" else None,
-           "real_is_measured": real == "processes",
+           "real_is_measured": real in ("processes", "dask"),
            "threads_time_scale": time_scale if real == "threads" else None, "algos": {},
            "host": {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())},
            "line_counts": line_counts()}
-    for algo in algos:
-        g, prog, plain, ep, bs = _setup(algo, quick, seed)
-        ep, bs = epochs or ep, batches or bs
-        eng = TuX2Engine(g, workers, model=model, seed=seed, partitioner=partitioner)
-        reng = eng if real_workers == workers else TuX2Engine(g, real_workers, model=model, seed=seed,
-                                                               partitioner=partitioner)
-        sim, thr = {}, {}
-        for s in staleness:
-            if progress:
-                progress(f"{algo}: staleness {s} (simulated)")
-            sim[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs), "sim_time")
-            if real != "none":
+    with _measured_cluster(real, real_workers) as client:
+        for algo in algos:
+            g, prog, plain, ep, bs = _setup(algo, quick, seed)
+            ep, bs = epochs or ep, batches or bs
+            eng = TuX2Engine(g, workers, model=model, seed=seed, partitioner=partitioner)
+            reng = eng if real_workers == workers else TuX2Engine(g, real_workers, model=model, seed=seed,
+                                                                   partitioner=partitioner)
+            sim, thr = {}, {}
+            for s in staleness:
                 if progress:
-                    progress(f"{algo}: staleness {s} ({real})")
-                la = os.getloadavg()[0]
-                thr[s] = _summary(reng.run(prog, staleness=s, epochs=ep, batches=bs, executor=real,
-                                           time_scale=time_scale), "wall_time")
-                thr[s]["loadavg_1min"] = [la, os.getloadavg()[0]]
-        if progress:
-            progress(f"{algo}: plain")
-        t0 = time.perf_counter()
-        pl = plain(ep, bs)
-        plain_wall = time.perf_counter() - t0
-        target = _speedups(sim, "sim_time")
-        rec = {"data": {"name": g.name, "types": g.types, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m},
-               "program": {k: v for k, v in vars(prog).items() if isinstance(v, (int, float))},
-               "metric": prog.metric, "epochs": ep, "batches": bs, "partitioning": eng.summary,
-               "target_loss": target, "plain": {"losses": pl, "final_loss": pl[-1], "wall_time": plain_wall},
-               "runs": {str(s): v for s, v in sim.items()}}
-        if real != "none":
-            rec[f"{real}_target_loss"] = _speedups(thr, "wall_time")
-            rec[f"{real}_runs"] = {str(s): v for s, v in thr.items()}
-            rec[f"{real}_partitioning"] = reng.summary
-        out["algos"][algo] = rec
+                    progress(f"{algo}: staleness {s} (simulated)")
+                sim[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs), "sim_time")
+                if real != "none":
+                    if progress:
+                        progress(f"{algo}: staleness {s} ({real})")
+                    la = os.getloadavg()[0]
+                    thr[s] = _summary(reng.run(prog, staleness=s, epochs=ep, batches=bs, executor=real,
+                                               time_scale=time_scale, client=client), "wall_time")
+                    thr[s]["loadavg_1min"] = [la, os.getloadavg()[0]]
+            if progress:
+                progress(f"{algo}: plain")
+            t0 = time.perf_counter()
+            pl = plain(ep, bs)
+            plain_wall = time.perf_counter() - t0
+            target = _speedups(sim, "sim_time")
+            rec = {"data": {"name": g.name, "types": g.types, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m},
+                   "program": {k: v for k, v in vars(prog).items() if isinstance(v, (int, float))},
+                   "metric": prog.metric, "epochs": ep, "batches": bs, "partitioning": eng.summary,
+                   "target_loss": target, "plain": {"losses": pl, "final_loss": pl[-1], "wall_time": plain_wall},
+                   "runs": {str(s): v for s, v in sim.items()}}
+            if real != "none":
+                rec[f"{real}_target_loss"] = _speedups(thr, "wall_time")
+                rec[f"{real}_runs"] = {str(s): v for s, v in thr.items()}
+                rec[f"{real}_partitioning"] = reng.summary
+            out["algos"][algo] = rec
     out["host"]["loadavg_end"] = list(os.getloadavg())
     return out
