@@ -460,7 +460,9 @@ def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | No
     res["paper"] = _TUX2_PAPER
     out = Path(out_dir)
     _write_json(out / "tux2.json", res)
-    _curves_png(out / "tux2.png", _tux2_panels(res["algos"]), "TuX2: SSP vs BSP convergence")
+    _curves_png(out / "tux2.png", _tux2_panels(res["algos"]),
+                f"TuX2: SSP vs BSP; left: simulated worker model, right: measured on {res['real_workers']} worker "
+                f"processes (load average {res['host']['loadavg_start'][0]:.1f} on {res['host']['cpus']} CPUs)")
     _tux2_tables(res)
     return res
 
