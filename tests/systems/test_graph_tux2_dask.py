@@ -99,3 +99,21 @@ def test_cli_tux2_executor_dask(tmp_path):
     assert a["dask_runs"]["1"]["max_staleness"] <= 1 and a["dask_runs"]["0"]["max_staleness"] == 0
     assert abs(a["dask_runs"]["0"]["final_loss"] - a["runs"]["0"]["final_loss"]) < BSP_ATOL   # BSP = simulated BSP
     assert (tmp_path / "tux2_mf_s1_w2.png").read_bytes()[:4] == b"\x89PNG"
+
+
+class FailsOnWorker1(MF):
+    """MF whose worker 1 raises at clock 1: worker 0 would otherwise wait at the SSP gate for ever."""
+
+    def gradients(self, bt, view):
+        if bt.worker == 1 and bt.clock == 1:
+            raise ArithmeticError("worker 1 fails at clock 1")
+        return super().gradients(bt, view)
+
+
+def test_dask_worker_error_aborts_the_run(client, ratings):
+    """A worker that raises: the other stops waiting at the gate and the error reaches the caller."""
+    with pytest.raises((ArithmeticError, RuntimeError), match="worker 1 fails"):
+        TuX2Engine(ratings, 2).run(FailsOnWorker1(), staleness=1, epochs=6, executor="dask", client=client)
+    r = TuX2Engine(synthetic_ratings(40, 30, seed=0), 2).run(MF(), staleness=1, epochs=2, executor="dask",
+                                                               client=client)
+    assert r.history[-1]["clock"] == 2                                  # the cluster is still usable

@@ -46,6 +46,7 @@ class SSPServer:
         self.ready = 0
         self.t0 = self.t0_epoch = None
         self.snaps: list = []
+        self.failed = None                        # the first worker's error: every gate then gives up
         self._cv = None
 
     def _cond(self):
@@ -69,14 +70,16 @@ class SSPServer:
                 if self.record:
                     self.snaps.append((0.0, self.clocks.copy(), self._snapshot()))
                 cv.notify_all()
-            await cv.wait_for(lambda: self.ready == self.W)
+            await cv.wait_for(lambda: self.ready == self.W or self.failed)
+            self._check()
             return self.t0
 
     async def pull(self, w: int, c: int, ua: np.ndarray, ub: np.ndarray) -> dict:
         cv = self._cond()
         async with cv:
             tw = time.perf_counter()
-            await cv.wait_for(lambda: int(self.clocks.min()) >= c - self.s)
+            await cv.wait_for(lambda: int(self.clocks.min()) >= c - self.s or self.failed)
+            self._check()
             t = time.perf_counter()
             lo = int(self.clocks.min())
             if c - lo > self.s:
@@ -96,7 +99,8 @@ class SSPServer:
         async with cv:
             if self.s == 0:        # BSP: no clock-c delta before every worker has read clock c
                 tw = time.perf_counter()
-                await cv.wait_for(lambda: int(self.started.min()) > c)
+                await cv.wait_for(lambda: int(self.started.min()) > c or self.failed)
+                self._check()
                 self.times[w, c, 2] += time.perf_counter() - tw
             rows = {"a": ua, "b": ub}
             for (k, n), d in deltas.items():
@@ -113,6 +117,17 @@ class SSPServer:
                 self.snaps.append((self.times[w, c, 1], self.clocks.copy(), self._snapshot()))
             cv.notify_all()
 
+    def _check(self):
+        if self.failed:
+            raise RuntimeError(f"run aborted: {self.failed}")
+
+    async def abort(self, w: int, why: str) -> None:
+        """A worker failed: wake every waiter, whose gate then raises instead of waiting forever."""
+        cv = self._cond()
+        async with cv:
+            self.failed = self.failed or f"TuX2 worker {w} failed: {why}"
+            cv.notify_all()
+
     def result(self) -> dict:
         return {"state": self._snapshot(), "snaps": self.snaps, "min_clock": self.min_clock, "times": self.times,
                 "clocks": self.clocks, "t0_epoch": self.t0_epoch}
@@ -120,6 +135,14 @@ class SSPServer:
 
 def _dask_worker(w: int, server, engine, program, view: dict, s: int, C: int, batches: int) -> float:
     """One TuX2 worker as a Dask task: pull, compute the MEGA stages, push, clock after clock."""
+    try:
+        return _dask_worker_body(w, server, engine, program, view, s, C, batches)
+    except BaseException as e:
+        server.abort(w, f"{type(e).__name__}: {e}").result()
+        raise
+
+
+def _dask_worker_body(w: int, server, engine, program, view: dict, s: int, C: int, batches: int) -> float:
     for c in range(min(C, batches)):              # build the mini-batches before the clock starts
         engine._batch_edges(program, w, c, batches)
     server.arrive(w).result()
