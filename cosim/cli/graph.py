@@ -12,7 +12,10 @@
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
   [--executor processes|dask|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
   and the plain form, simulated and (default) on W worker processes, JSON + PNG.
-- ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s.
+- ``hwcosim graph tux2-bench [--quick]``: SSP s = 1, 2, 4 vs BSP for MF, LR, LDA, measured on worker
+  processes (loss vs wall s) beside the simulated worker model; code lines.
+- ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s,
+  repeated; and the workers' start-up and memory with the graph pickled vs in shared memory.
 
 Outputs go under ``build/graph`` by default. Benchmarks for ``hwcosim bench``:
 :func:`bench_graph_engine`, :func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`
