@@ -291,6 +291,9 @@ def test_graph_shared_equals_pickled(ratings):
     for r in out.values():
         mem = r.trace["worker_memory"]
         assert len(mem) == 2 and all(0 < m["uss"] <= m["rss"] for m in mem)
+        st = r.trace["setup"]                          # every worker stamped its start-up steps, in order
+        for a, b, c in zip(st["worker_entered_s"], st["worker_engine_ready_s"], st["worker_batches_built_s"]):
+            assert 0 < a <= b <= c
 
 
 def test_graph_sharing_study_tiny():

@@ -85,7 +85,8 @@ def _layout(master: dict, W: int, C: int) -> tuple[list, int]:
             v = np.asarray(v)
             items.append(((k, n), v.shape, v.dtype.str))
     items += [(("clocks",), (W,), "<i8"), (("started",), (W,), "<i8"), (("ctrl",), (2,), "<i8"), (("t0",), (1,), "<f8"),
-              (("min_clock",), (W, C), "<i8"), (("times",), (W, C, 3), "<f8"), (("cpu",), (W,), "<f8")]
+              (("min_clock",), (W, C), "<i8"), (("times",), (W, C, 3), "<f8"), (("cpu",), (W,), "<f8"),
+              (("wsetup",), (W, 3), "<f8")]
     out, off = [], 0
     for key, shape, dt in items:
         out.append((key, shape, dt, off))
@@ -194,12 +195,15 @@ def _worker(w: int, spec: dict, cond, conn, errq) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and shuts us down
     _exit_with_parent()
     shm = gshm = None
+    entered = time.time()                            # the arguments (a pickled engine too) are unpickled by now
     try:
         shm = SharedMemory(name=spec["shm"])
         if spec.get("graph") is not None:
             gshm = SharedMemory(name=spec["graph"]["shm"])
             spec = spec | {"engine": _attach_graph(gshm.buf, spec["graph"], spec["engine"])}
-        _worker_body(w, spec, _views(shm.buf, spec["layout"]), cond, conn)
+        V = _views(shm.buf, spec["layout"])
+        V["wsetup"][w, :2] = entered, time.time()
+        _worker_body(w, spec, V, cond, conn)
     except BaseException:  # reported to the parent, which stops the run and raises it
         errq.put((w, traceback.format_exc()))
         conn.send_bytes(b"E")
@@ -220,6 +224,7 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
     view = {k: {n: v.copy() for n, v in master[k].items()} for k in ("a", "b", "g")}
     for c in range(min(C, batches)):                 # build the mini-batches before the clock starts
         eng._batch_edges(prog, w, c, batches)
+    V["wsetup"][w, 2] = time.time()
     conn.send_bytes(b"R")
     perf = time.perf_counter
     with cond:
@@ -338,8 +343,10 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     read-only block (attached zero-copy); ``False``: each worker unpickles its own copy of the
     engine (the behaviour before, kept for the comparison). ``probe_memory``: record in
     ``trace["worker_memory"]`` each worker's RSS, USS (pages only it maps) and PSS once every
-    worker is ready (mini-batches built, before the first clock), read with psutil, and in
-    ``trace["setup"]`` the parts of the start-up (graph block copy, launch to ready).
+    worker is ready (mini-batches built, before the first clock), read with psutil. ``trace["setup"]``
+    holds the parts of the start-up: the graph block copy, launch to ready, and per worker when it
+    entered (process started, arguments unpickled), had its engine (graph attached) and had built
+    its mini-batches, in seconds after the launch.
     """
     from .tux2 import TuX2Result
 
@@ -362,6 +369,7 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
         ctx.set_forkserver_preload(["models.systems.graph.tux2_algos"])
     layout, size = _layout(master, W, C)
     t_launch = time.perf_counter()
+    t_launch_epoch = time.time()                     # worker stamps are wall-clock (another process)
     gshm, gspec, sent = (None, None, engine)
     if share_graph:
         gshm, gspec, sent = _graph_block(engine)
@@ -382,7 +390,7 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
         for k in ("a", "b", "g", "e"):
             for n, v in master[k].items():
                 V[k][n][...] = v
-        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu"):
+        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu", "wsetup"):
             V[key][...] = 0
         V["min_clock"][...] = -1
         cond = ctx.Condition()
@@ -446,6 +454,7 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
             p.join()
         final = _snapshot(V)
         mins, times, cpu = V["min_clock"].copy(), V["times"].copy(), V["cpu"].copy()
+        wsetup = V["wsetup"].copy() - t_launch_epoch
     finally:
         _shutdown(procs, cond, V)
         V = None
@@ -469,7 +478,11 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     trace = {"min_clock": mins, "start": times[:, :, 0], "end": times[:, :, 1], "wait": times[:, :, 2],
              "cpu_s": cpu, "startup_s": startup, "start_method": method, "share_graph": bool(share_graph),
              "setup": {"graph_block_s": t_graph, "launch_to_ready_s": t_ready,
-                       "graph_block_bytes": gshm.size if gshm is not None else 0}}
+                       "graph_block_bytes": gshm.size if gshm is not None else 0,
+                       # per worker, seconds after the launch: entered (process started, arguments
+                       # unpickled), engine ready (graph attached), mini-batches built
+                       "worker_entered_s": wsetup[:, 0].tolist(), "worker_engine_ready_s": wsetup[:, 1].tolist(),
+                       "worker_batches_built_s": wsetup[:, 2].tolist()}}
     if mem is not None:
         trace["worker_memory"] = mem
     return TuX2Result(final, history, s, W, C, wall, wall, int(stale.max()),
