@@ -62,6 +62,68 @@ def _matrix(n: int, sparsity: float, rng):
     return vals.transpose(0, 2, 1).copy(), idx.transpose(0, 2, 1).copy(), dense, k
 
 
+def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
+    """The products of the LSTM golden/float paths and the pruning studies, at the sizes they run.
+
+    The fused gate matrix of the digits LSTM (4H x (I+H) = 256 x 72, BBS 8 banks of 9, 2 kept:
+    78 % sparse; the layer of ``hwcosim study accuracy`` and of the bbs-lstm design), over the
+    360 test sequences and a training batch of 32:
+
+    - integer (the golden models, exact int64): the compiled CSB kernel packed once
+      (:func:`models.bbs.spmxv.packed_weights`, what :func:`~models.bbs.lstm.lstm_golden` and
+      :func:`~models.bbs.lstm_delta.lstm_delta_golden` now run), the numpy gather + einsum the delta
+      golden used before, and numpy's int64 matmul (no BLAS for integers);
+    - float64 (:func:`~models.bbs.lstm.lstm_float`, :class:`models.nn.lstm.LSTM` in the studies): dense
+      BLAS on one thread, the compiled CSB kernel on float64 values (same loop), scipy CSR.
+
+    Median seconds per product; ``compiled_wins`` says which way each path went.
+    """
+    import scipy.sparse as sp
+    from threadpoolctl import threadpool_limits
+
+    from models.bbs.lstm import LSTMParams, prepare_weights
+    from models.bbs.spmxv import packed_weights
+    from models.csb_kernels import HAVE_NUMBA
+
+    rng = np.random.default_rng(seed)
+    p = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
+    wts = prepare_weights(p, rng.normal(0, 0.5, (4 * p.hidden, p.input_size + p.hidden)), np.zeros(4 * p.hidden))
+    pk = packed_weights(p.bbs, wts.values, wts.indices)
+    dense_i = np.zeros((p.rows, p.banks, p.bank_size), dtype=np.int64)
+    np.put_along_axis(dense_i, wts.indices.transpose(0, 2, 1), wts.values.transpose(0, 2, 1).astype(np.int64), axis=-1)
+    dense_i = dense_i.reshape(p.rows, p.cols)
+    dense_f = dense_i / 1024.0
+    csr = sp.csr_matrix(dense_f)
+    v64 = pk.v.astype(np.float64) / 1024.0
+    out = {"matrix": {"rows": p.rows, "cols": p.cols, "nnz": pk.nnz, "sparsity": 1 - pk.nnz / (p.rows * p.cols)},
+           "rows": [], "load_average": os.getloadavg()}
+    for n in (32, 360):
+        x = rng.integers(p.vec_fmt.min_raw, p.vec_fmt.max_raw + 1, size=(n, p.cols))
+        old = x.reshape(n, p.banks, p.bank_size)[:, np.arange(p.banks)[None, None, :], wts.indices]
+        assert np.array_equal(pk.spmm(x), x @ dense_i.T)
+        t_pk = _median_time(lambda: pk.spmm(x), repeats)
+        t_einsum = _median_time(lambda: np.einsum("rjb,nrjb->nr", wts.values.astype(np.int64), x.reshape(
+            n, p.banks, p.bank_size)[:, np.arange(p.banks)[None, None, :], wts.indices]), repeats)
+        t_int = _median_time(lambda: x @ dense_i.T, repeats)
+        del old
+        xf = x / 1024.0
+        with threadpool_limits(1):
+            t_blas = _median_time(lambda: xf @ dense_f.T, repeats)
+        t_csr = _median_time(lambda: (csr @ xf.T).T, repeats)
+        t_csb_f = None
+        if HAVE_NUMBA:
+            from models.csb_kernels import _spmm
+
+            yt = np.empty((p.rows, n))
+            t_csb_f = _median_time(lambda: _spmm(v64, pk.col, np.ascontiguousarray(xf.T), yt), repeats)
+        out["rows"].append({"batch": n, "int_compiled_packed_s": t_pk, "int_numpy_einsum_s": t_einsum,
+                            "int_numpy_matmul_s": t_int, "float64_dense_blas_1t_s": t_blas,
+                            "float64_csb_compiled_s": t_csb_f, "float64_scipy_csr_s": t_csr,
+                            "compiled_wins": {"integer_golden": t_pk < min(t_einsum, t_int),
+                                              "float_path": bool(t_csb_f and t_csb_f < 0.8 * t_blas)}})
+    return out
+
+
 def run_csb_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
     import scipy.sparse as sp
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -146,6 +208,7 @@ def run_csb_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
            "cores": cores,
            "stream_copy_gbps_1t": bw, "machine": platform.machine(), "blas": blas,
            "load_average": os.getloadavg(), "quick": quick, "rows": rows,
+           "study_sizes": study_sizes(5 if quick else 15, seed),
            "note": "median times; ratios > 1: ours faster; same matrices and vectors for every kernel"}
     target = [r for r in rows if r["n"] == 4096 and r["sparsity"] == 0.9 and r["batch"] == 1]
     if target:

@@ -10,9 +10,12 @@
   compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`cosim.cli.graph_bench`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
-  [--executor processes|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
+  [--executor processes|dask|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
   and the plain form, simulated and (default) on W worker processes, JSON + PNG.
-- ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s.
+- ``hwcosim graph tux2-bench [--quick]``: SSP s = 1, 2, 4 vs BSP for MF, LR, LDA, measured on worker
+  processes (loss vs wall s) beside the simulated worker model; code lines.
+- ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s,
+  repeated; and the workers' start-up and memory with the graph pickled vs in shared memory.
 
 Outputs go under ``build/graph`` by default. Benchmarks for ``hwcosim bench``:
 :func:`bench_graph_engine`, :func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`
@@ -403,14 +406,18 @@ def _tux2_panels(algos: dict) -> list:
     panels = []
     for algo, a in algos.items():
         for runs, key, xl in (("runs", "sim_time", "simulated s (worker model)"),
-                              ("threads_runs", "wall_time", "measured wall s (worker threads)"),
-                              ("processes_runs", "wall_time", "measured wall s (worker processes)")):
+                              ("threads_runs", "wall_time", "wall s of threads sleeping modelled durations (a model)"),
+                              ("processes_runs", "wall_time", "measured wall s (worker processes)"),
+                              ("dask_runs", "wall_time", "measured wall s (Dask workers)")):
             if runs not in a:
                 continue
             curves = {(f"s={s}" if s != "0" else "BSP (s=0)"): ([h[key] for h in r["history"]],
                                                                 [h["loss"] for h in r["history"]])
                       for s, r in a[runs].items()}
-            panels.append((f"{algo}: {a['data']['name']}, {a['partitioning']['k']} workers", xl, a["metric"], curves))
+            k = a.get(f"{runs.split('_')[0]}_partitioning", a["partitioning"])["k"] if runs != "runs" \
+                else a["partitioning"]["k"]
+            what = {"processes_runs": "processes", "dask_runs": "Dask workers"}.get(runs, "workers")
+            panels.append((f"{algo}: {a['data']['name']}, {k} {what}", xl, a["metric"], curves))
     return panels
 
 
@@ -421,7 +428,7 @@ _TUX2_PAPER = ("TuX2 (NSDI 2017) per SPECS.md: MF, LDA, LR in ~25 % of the code 
 
 def _tux2_tables(res: dict) -> None:
     for algo, a in res["algos"].items():
-        rk = "processes_runs" if "processes_runs" in a else "threads_runs"
+        rk = next((k for k in ("processes_runs", "dask_runs") if k in a), "threads_runs")
         rn = rk.split("_")[0]
         _table(f"TuX2 {algo} on {a['data']['name']} ({a['data']['edges']} edges, {a['partitioning']['k']} workers, "
                f"{a['epochs']} epochs x {a['batches']} batches); target {a['metric']} = {a['target_loss']:.4g}",
@@ -436,22 +443,30 @@ def _tux2_tables(res: dict) -> None:
            [[k, v["tux2"], v["plain"], v["ratio"]] for k, v in res["line_counts"].items()])
 
 
-def bench_tux2(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    """TuX2 SSP (s = 1, 2, 4) vs BSP for MF, LR, LDA: convergence per simulated and wall second.
+def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | None = None) -> dict:
+    """TuX2 SSP (s = 1, 2, 4) vs BSP for MF, LR, LDA: convergence per measured and simulated second.
 
-    See :func:`models.systems.graph.tux2_algos.study`. Writes ``tux2.json`` and ``tux2.png``.
+    See :func:`models.systems.graph.tux2_algos.study`: every configuration runs on real worker
+    processes (``processes_runs``: loss against measured wall seconds; ``real_workers``
+    processes, default the host's CPUs, 2 to 4) and in the simulated cluster of the worker model
+    (``runs``: loss against simulated seconds, 4 or 8 modelled workers; a model, labelled so).
+    Writes ``tux2.json`` and ``tux2.png``; the load average is recorded per measured run.
     """
     from rich.progress import Progress
 
     from models.systems.graph.tux2_algos import study
 
+    real_workers = real_workers or max(2, min(4, os.cpu_count() or 1))
     with Progress(transient=True) as prog:
         task = prog.add_task("tux2", total=None)
-        res = study(quick=quick, seed=seed, progress=lambda d: prog.update(task, description=d))
+        res = study(quick=quick, seed=seed, progress=lambda d: prog.update(task, description=d), real="processes",
+                    real_workers=real_workers)
     res["paper"] = _TUX2_PAPER
     out = Path(out_dir)
     _write_json(out / "tux2.json", res)
-    _curves_png(out / "tux2.png", _tux2_panels(res["algos"]), "TuX2: SSP vs BSP convergence")
+    _curves_png(out / "tux2.png", _tux2_panels(res["algos"]),
+                f"TuX2: SSP vs BSP; left: simulated worker model, right: measured on {res['real_workers']} worker "
+                f"processes (load average {res['host']['loadavg_start'][0]:.1f} on {res['host']['cpus']} CPUs)")
     _tux2_tables(res)
     return res
 
@@ -511,24 +526,56 @@ def _tux2_procs_tables(res: dict) -> None:
           f"{h['loadavg_end'][0]:.2f} at end (shared machine)")
 
 
-def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2, repeats: int | None = None) -> dict:
+def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2, repeats: int | None = None,
+                     sharing_scales: tuple | None = None) -> dict:
     """TuX2 on 2 real worker processes: SSP s = 1, 2, 4 vs BSP, loss vs measured wall seconds (MF, LR).
 
-    See :func:`models.systems.graph.tux2_procs.process_study`. Writes ``tux2_procs.json`` and ``.png``.
+    See :func:`models.systems.graph.tux2_procs.process_study`. Also (``graph_sharing``,
+    :func:`~models.systems.graph.tux2_procs.graph_sharing_study`) the start-up time and worker
+    memory with the graph pickled to every worker vs attached from shared memory, on R-MAT
+    ratings of scale 18, 19, 20 (14 with ``quick``; ``sharing_scales`` overrides, ``()`` skips).
+    Writes ``tux2_procs.json``, ``tux2_procs.png`` and ``tux2_graph_sharing.png``.
     """
     from rich.progress import Progress
 
-    from models.systems.graph.tux2_procs import process_study
+    from models.systems.graph.tux2_procs import graph_sharing_study, process_study
 
+    scales = tuple(sharing_scales) if sharing_scales is not None else ((14,) if quick else (18, 19, 20))
+    out = Path(out_dir)
     with Progress(transient=True) as prog:
         task = prog.add_task("tux2 processes", total=None)
         res = process_study(quick=quick, seed=seed, workers=workers, repeats=repeats,
                             progress=lambda d: prog.update(task, description=d))
-    out = Path(out_dir)
+        _write_json(out / "tux2_procs.json", res)
+        if scales:
+            res["graph_sharing"] = graph_sharing_study(scales, workers=workers, seed=seed,
+                                                       progress=lambda d: prog.update(task, description=d))
     _write_json(out / "tux2_procs.json", res)
     _tux2_procs_png(out / "tux2_procs.png", res)
     _tux2_procs_tables(res)
+    if scales:
+        _graph_sharing_report(out / "tux2_graph_sharing.png", res["graph_sharing"])
     return res
+
+
+def _graph_sharing_report(path: Path, gs: dict) -> None:
+    rows = gs["scales"]
+    labels = [f"scale {r['scale']}\n{r['edges'] / 1e6:.1f} M edges" for r in rows]
+    groups = {}
+    for how in ("pickled", "shared"):
+        groups[f"start-up s, graph {how}"] = [r["runs"][how]["startup_s"] for r in rows]
+        groups[f"worker private GB (USS, max), {how}"] = [(r["runs"][how]["worker_uss_max"] or 0) / 1e9 for r in rows]
+    _bar_png(path, labels, groups, "seconds / GB",
+             f"TuX2 MF on {gs['workers']} processes: graph pickled to each worker vs shared memory")
+    _table(f"TuX2 worker start-up and memory, graph pickled vs shared ({gs['workers']} processes)",
+           ["scale", "edges", "graph MB", "pickle MB", "start-up s pickled", "start-up s shared", "ratio",
+            "worker RSS MB pickled", "shared", "worker USS MB pickled", "shared", "max |diff|"],
+           [[r["scale"], r["edges"], r["graph_bytes"] / 1e6, r["engine_pickle_bytes"] / 1e6,
+             r["runs"]["pickled"]["startup_s"], r["runs"]["shared"]["startup_s"],
+             r["startup_ratio_pickled_over_shared"],
+             (r["runs"]["pickled"]["worker_rss_max"] or 0) / 1e6, (r["runs"]["shared"]["worker_rss_max"] or 0) / 1e6,
+             (r["runs"]["pickled"]["worker_uss_max"] or 0) / 1e6, (r["runs"]["shared"]["worker_uss_max"] or 0) / 1e6,
+             r["max_abs_diff_shared_vs_pickled"]] for r in rows])
 
 
 def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
@@ -751,8 +798,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="the larger data setting of the benchmark")
     s.add_argument("--executor", default=None,
                    help="measured run besides the simulation: processes (one OS process per worker, shared-memory "
-                        "masters; default with more than one CPU), threads (modelled speeds slept for real) or "
-                        "simulated (the simulation only; default on one CPU)")
+                        "masters; default with more than one CPU), dask (one task per worker of a local Dask "
+                        "cluster, masters and SSP gate in a Dask actor), threads (a model: modelled speeds slept "
+                        "for real) or simulated (the simulation only; default on one CPU)")
     s.add_argument("--threads", action="store_true", help="the same as --executor threads")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2)
@@ -767,7 +815,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_compiled_bench)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
                           ("gnn", bench_gnn_rewrite, "GNN rewriter: speedup and peak memory vs untransformed"),
-                          ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA; code lines")):
+                          ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
+                           "(measured) and the worker model (simulated); code lines")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the small setting (1 M edges / small graphs)")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")

@@ -169,3 +169,18 @@ def test_cycles_from_mask_equals_encoded_cycle_model(rows, cols, mults, lanes, d
     assert r["utilisation"] == pytest.approx(CSRCycleModel(p, e).utilisation(r["per_product"]))
     with pytest.raises(ValueError, match="shape"):
         cycles_from_mask(p, (w != 0)[:, 1:])
+
+
+@pytest.mark.parametrize("n", [1, 40])
+def test_compiled_and_dense_products_agree(n, monkeypatch):
+    """spmxv_csr switches to the compiled exact sparse product above a work size: same words."""
+    import models.bbs.csr as csr
+    from models.fixedpoint import requantize
+
+    p, w, xs = _case(32, 64, 4, 4, 0.2, n, seed=5)
+    want = requantize(xs @ w.T, p.acc_frac, p.out_fmt)
+    assert (n * w.size >= csr._COMPILED_MIN_WORK) == (n == 40)   # by default: 40 vectors compiled, 1 dense
+    assert np.array_equal(spmxv_csr(p, w, xs), want)
+    for threshold in (1, 1 << 62):                      # forced compiled, forced dense
+        monkeypatch.setattr(csr, "_COMPILED_MIN_WORK", threshold)
+        assert np.array_equal(spmxv_csr(p, w, xs), want)

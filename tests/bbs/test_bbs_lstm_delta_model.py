@@ -143,3 +143,13 @@ def test_rtl_option_off_by_default_and_checked():
     lay = LSTMLayer(p, delta_budget=2)
     assert lay.delta_bbs.k == 2 and lay.delta_bbs.vec_fmt == delta_fmt(p)
     assert lay.delta_bbs.out_fmt.frac_bits == lay.delta_bbs.acc_frac
+
+
+def test_exact_spmxv_equals_dense_int64_product():
+    """The compiled CSB product of the delta golden against a dense int64 product of the same matrix."""
+    p, wts, _, _, _ = _case(seed=3)
+    v = np.random.default_rng(3).integers(-(1 << 14), 1 << 14, size=(5, p.cols))
+    dense = np.zeros((p.rows, p.banks, p.bank_size), dtype=np.int64)
+    np.put_along_axis(dense, wts.indices.transpose(0, 2, 1), wts.values.transpose(0, 2, 1).astype(np.int64), axis=-1)
+    want = v @ dense.reshape(p.rows, p.cols).T
+    assert np.array_equal(_exact_spmxv(p, wts, v), want) and np.abs(want).max() > 0

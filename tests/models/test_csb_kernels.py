@@ -63,3 +63,14 @@ def test_wrong_inputs():
         CSBPacked(v, idx, 8).spmv(np.zeros(15, np.float32))
     with pytest.raises(ValueError, match="integer"):
         CSBPacked(v.astype(np.int64), idx, 8).spmv(np.zeros(16))
+
+
+def test_study_sizes_bench_section():
+    """The csb_kernels bench's record of the golden/float products at the study sizes (exact integer)."""
+    from pruning.csb_bench import study_sizes
+
+    res = study_sizes(repeats=1)
+    assert res["matrix"]["rows"] == 256 and res["matrix"]["cols"] == 72 and len(res["load_average"]) == 3
+    assert [r["batch"] for r in res["rows"]] == [32, 360]
+    for r in res["rows"]:
+        assert all(r[k] > 0 for k in ("int_compiled_packed_s", "int_numpy_einsum_s", "float64_dense_blas_1t_s"))

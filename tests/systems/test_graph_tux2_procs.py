@@ -143,7 +143,7 @@ def test_worker_error_cleans_up(monkeypatch):
     with pytest.raises(RuntimeError, match="KeyError"):
         TuX2Engine(g, 2).run(MF(), staleness=1, epochs=3, executor="processes")
     assert [p for p in mp.active_children() if p.name.startswith("tux2-worker")] == []
-    assert len(created) == 1 and not _segment_exists(created[0])
+    assert len(created) == 2 and not any(_segment_exists(n) for n in created)   # masters and graph blocks
 
 
 def test_unpicklable_program(ratings):
@@ -191,7 +191,7 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
         family = proc.children(recursive=True)
         segments = {Path(m.path).name for c in family for m in c.memory_maps(grouped=False)
                     if "/psm_" in m.path}
-        assert len(segments) == 1, segments                         # the run's one shared block
+        assert len(segments) == 2, segments                         # the masters and the graph blocks
         p.send_signal(sig)
         _, err = p.communicate(timeout=60)      # stderr closes once every worker has exited
     finally:
@@ -234,9 +234,11 @@ def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
     assert "tux2_procs" in BENCHES
     tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
     monkeypatch.setattr(tp, "_proc_setup", lambda algo, quick, seed: tiny[algo])
-    res = bench_tux2_procs(tmp_path, True, repeats=1)
+    res = bench_tux2_procs(tmp_path, True, repeats=1, sharing_scales=(8,))
     on_disk = json.loads((tmp_path / "tux2_procs.json").read_text())
     assert (tmp_path / "tux2_procs.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "tux2_graph_sharing.png").read_bytes()[:4] == b"\x89PNG"
+    assert [r["scale"] for r in on_disk["graph_sharing"]["scales"]] == [8]
     assert set(on_disk["algos"]) == {"mf", "lr"} and len(on_disk["host"]["loadavg_start"]) == 3
     for a in res["algos"].values():
         assert set(a["summary"]) == {"0", "1", "2", "4"} and all(len(v) == 1 for v in a["runs"].values())
@@ -244,3 +246,97 @@ def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
         assert a["summary"]["0"]["speedup_vs_bsp_to_target"] == 1.0
         for s, v in a["runs"].items():
             assert all(r["max_staleness"] <= int(s) and r["wall_s_to_target"] is not None for r in v)
+
+
+class _WritesGraph(MF):
+    """An MF whose exchange tries to modify the graph's ratings (module level: picklable)."""
+
+    def gradients(self, bt, view):
+        bt.g.edata["r"][bt.e[:1]] = 0.0
+        return super().gradients(bt, view)
+
+
+def test_graph_shared_read_only_views(ratings):
+    """With the graph shared, a worker's graph is the read-only shared block: a write fails there;
+    with the pickled copy (share_graph=False) the same write goes to the worker's private copy."""
+    from models.systems.graph.tux2_procs import run_processes
+
+    eng = TuX2Engine(ratings, 2)
+    prog = _WritesGraph(lr=0.05)
+
+    def go(share):
+        master = prog.init(ratings, np.random.default_rng(0))
+        return run_processes(eng, prog, master | {"g": {}, "e": {}}, 0, 2, 1, False, share_graph=share)
+
+    with pytest.raises(RuntimeError, match="read-only"):
+        go(True)
+    r = go(False)
+    assert r.trace["share_graph"] is False and r.trace["setup"]["graph_block_bytes"] == 0
+    assert (ratings.edata["r"] != 0).all()          # the parent's graph is untouched either way
+
+
+def test_graph_shared_equals_pickled(ratings):
+    """The shared and the pickled graph give the same BSP run (float addition order aside)."""
+    from models.systems.graph.tux2_procs import run_processes
+
+    eng = TuX2Engine(ratings, 2, seed=3)
+    out = {}
+    for share in (True, False):
+        master = MF(lr=0.05).init(ratings, np.random.default_rng(3))
+        out[share] = run_processes(eng, MF(lr=0.05), master | {"g": {}, "e": {}}, 0, 6, 3, True,
+                                   share_graph=share, probe_memory=True)
+    for side, n in (("a", "p"), ("b", "q")):
+        np.testing.assert_allclose(out[True].state[side][n], out[False].state[side][n], rtol=0, atol=BSP_ATOL)
+    assert out[True].trace["setup"]["graph_block_bytes"] >= ratings.m * 3 * 8     # a, b, r and the edge lists
+    for r in out.values():
+        mem = r.trace["worker_memory"]
+        assert len(mem) == 2 and all(0 < m["uss"] <= m["rss"] for m in mem)
+        st = r.trace["setup"]                          # every worker stamped its start-up steps, in order
+        for a, b, c in zip(st["worker_entered_s"], st["worker_engine_ready_s"], st["worker_batches_built_s"]):
+            assert 0 < a <= b <= c
+
+
+def test_graph_sharing_study_tiny():
+    from models.systems.graph.tux2_procs import graph_sharing_study
+
+    res = graph_sharing_study((8,), workers=2, batches=2)
+    (row,) = res["scales"]
+    assert row["edges"] == 16 * 256 and set(row["runs"]) == {"pickled", "shared"}
+    assert row["engine_shell_pickle_bytes"] < row["graph_bytes"] < row["engine_pickle_bytes"]
+    assert row["max_abs_diff_shared_vs_pickled"] < BSP_ATOL
+    assert len(res["host"]["loadavg_start"]) == 3
+    for r in row["runs"].values():
+        assert r["startup_s"] > 0 and len(r["worker_memory"]) == 2 and r["final_rmse"] > 0
+
+
+def test_bench_tux2_measures_processes(tmp_path, monkeypatch):
+    """hwcosim graph tux2-bench: every staleness also runs on real worker processes (loss vs wall s)."""
+    import json
+
+    import models.systems.graph.tux2_algos as ta
+    from cosim.cli.graph import bench_tux2
+
+    real_setup = ta._setup
+
+    def tiny(algo, quick, seed):
+        g, prog, plain, _, _ = real_setup(algo, quick, seed)
+        if algo == "mf":
+            g = synthetic_ratings(60, 40, seed=seed)
+        elif algo == "lda":
+            g = bars_corpus(30, 10, seed=seed)
+        return g, prog, plain, 2, 1          # 1 batch per epoch: BSP is full-batch, whatever the worker count
+
+    monkeypatch.setattr(ta, "_setup", tiny)
+    bench_tux2(tmp_path, True, real_workers=2)
+    res = json.loads((tmp_path / "tux2.json").read_text())
+    assert (tmp_path / "tux2.png").read_bytes()[:4] == b"\x89PNG"
+    assert res["real_executor"] == "processes" and res["real_is_measured"] and res["real_workers"] == 2
+    for algo, a in res["algos"].items():
+        pr = a["processes_runs"]
+        assert set(pr) == set(a["runs"]) == {"0", "1", "2", "4"} and "threads_runs" not in a
+        assert a["processes_partitioning"]["k"] == 2 and a["partitioning"]["k"] == 4
+        for s, r in pr.items():
+            assert r["max_staleness"] <= int(s) and len(r["loadavg_1min"]) == 2
+            assert [h["clock"] for h in r["history"]][-1] == 2 and r["wall_time"] > 0
+        if algo != "lda":   # LDA samples with per-(worker, clock) generators: worker count changes the draws
+            assert abs(pr["0"]["final_loss"] - a["runs"]["0"]["final_loss"]) < BSP_ATOL

@@ -51,7 +51,7 @@ __all__ = ["Bipartite", "WorkerModel", "Stage", "Batch", "MEGAProgram", "TuX2Eng
            "PARTITIONERS", "EXECUTORS"]
 
 PARTITIONERS = ("bicut", "hybrid", "vertex-cut", "edge-cut")
-EXECUTORS = ("simulated", "threads", "processes")
+EXECUTORS = ("simulated", "threads", "processes", "dask")
 SIDES = ("a", "b")
 
 
@@ -404,7 +404,7 @@ class TuX2Engine:
 
     def run(self, program: MEGAProgram, *, staleness: int = 0, epochs: int = 10, batches: int = 1,
             record: bool = True, executor: str = "simulated", time_scale: float = 1.0,
-            start_method: str | None = None) -> TuX2Result:
+            start_method: str | None = None, client=None) -> TuX2Result:
         """Run ``epochs * batches`` clocks per worker under SSP with bound ``staleness``.
 
         Parameters
@@ -430,9 +430,15 @@ class TuX2Engine:
             time; ``trace`` holds the per-(worker, clock) minimum observed clock and timings.
         time_scale : float
             Real seconds per modelled second in the ``threads`` executor (> 0).
+            ``dask``: one long-running Dask task per worker, each on its own Dask worker, the masters
+            and the SSP gate in a Dask actor (:mod:`~models.systems.graph.tux2_dask`); measured
+            like ``processes``.
         start_method : str, optional
             ``multiprocessing`` start method of the ``processes`` executor (default ``forkserver``
             where available, else ``spawn``).
+        client : distributed.Client, optional
+            The ``dask`` executor's cluster (at least ``workers`` Dask workers); default a
+            ``LocalCluster`` of ``workers`` processes for the run.
 
         Raises
         ------
@@ -458,6 +464,10 @@ class TuX2Engine:
             from .tux2_procs import run_processes
 
             return run_processes(self, program, master, s, epochs * batches, batches, record, start_method)
+        if executor == "dask":
+            from .tux2_dask import run_dask
+
+            return run_dask(self, program, master, s, epochs * batches, batches, record, client)
         fn = self._simulate if executor == "simulated" else self._threads
         return fn(program, master, s, epochs * batches, batches, record, time_scale)
 

@@ -24,6 +24,7 @@ download; label "digit >= 5"), :func:`bars_corpus` (Griffiths and Steyvers' "bar
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 
@@ -34,7 +35,7 @@ from scipy.special import expit, gammaln
 from .tux2 import Bipartite, MEGAProgram, Stage
 
 __all__ = ["MF", "LR", "LDA", "plain_mf", "plain_lr", "plain_lda", "synthetic_ratings", "digits_lr",
-           "bars_corpus", "mf_rmse", "lr_loss", "lda_loss", "line_counts", "ALGOS"]
+           "bars_corpus", "rmat_ratings", "mf_rmse", "lr_loss", "lda_loss", "line_counts", "ALGOS"]
 
 
 def _positive(**kw):
@@ -78,6 +79,29 @@ def synthetic_ratings(n_users: int = 500, n_items: int = 300, rank: int = 5, den
     r = np.einsum("ij,ij->i", ps[u], qs[i]) + rng.normal(0, noise, u.size)
     return Bipartite(n_users, n_items, u, i, {"r": r}, types=("user", "item"),
                      name=f"synthetic-ratings-{n_users}x{n_items}-rank{rank}")
+
+
+def rmat_ratings(scale: int, edge_factor: int = 16, rank: int = 5, noise: float = 0.1, seed: int = 0) -> Bipartite:
+    """Ratings on a Graph500 R-MAT graph: user ``src``, item ``dst``, ``r = p*_u . q*_i + N(0, noise^2)``.
+
+    A power-law rating graph of ``edge_factor * 2**scale`` edges (duplicates and self pairs kept,
+    as the generator makes them) for measurements at scale; seeded synthetic, like
+    :func:`synthetic_ratings`.
+    """
+    from .graph import RMATParams, rmat
+
+    _int("rank", rank)
+    _nonneg(noise=noise)
+    gr = rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed), weights=False)
+    n = gr.n
+    rng = np.random.default_rng([seed, 0x4D46])
+    ps = rng.normal(0, rank ** -0.25, (n, rank))
+    qs = rng.normal(0, rank ** -0.25, (n, rank))
+    r = np.empty(gr.m)
+    for lo in range(0, gr.m, 1 << 22):                     # chunks: no (m, rank) temporaries
+        hi = min(lo + (1 << 22), gr.m)
+        r[lo:hi] = np.einsum("ij,ij->i", ps[gr.src[lo:hi]], qs[gr.dst[lo:hi]]) + rng.normal(0, noise, hi - lo)
+    return Bipartite(n, n, gr.src, gr.dst, {"r": r}, types=("user", "item"), name=f"rmat-ratings-s{scale}")
 
 
 def digits_lr() -> Bipartite:
@@ -413,10 +437,23 @@ def _speedups(runs: dict, key: str) -> float:
     return target
 
 
+@contextlib.contextmanager
+def _measured_cluster(real: str, workers: int):
+    """One local Dask cluster (``workers`` processes) for every ``dask`` run of a study; else None."""
+    if real != "dask":
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=40) as cluster, Client(cluster) as client:
+        yield client
+
+
 def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), staleness=(0, 1, 2, 4),
           workers: int | None = None, model=None, progress=None, partitioner: str = "bicut",
           epochs: int | None = None, batches: int | None = None, time_scale: float | None = None,
-          threads: bool = True, real: str | None = None) -> dict:
+          threads: bool = True, real: str | None = None, real_workers: int | None = None) -> dict:
     """SSP (each ``s`` in ``staleness``) vs BSP (``s = 0``) for each algorithm, plus the plain form.
 
     Every configuration runs twice: in the deterministic simulation (convergence per simulated
@@ -429,8 +466,14 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
 
     ``real`` picks the measured executor: ``"threads"`` (the default when ``threads``),
     ``"processes"`` (one OS process per worker, no modelled delays: clocks last as long as the
-    computation; runs under ``processes_runs``) or ``"none"``.
+    computation; runs under ``processes_runs``), ``"dask"`` (one task per Dask worker of a local
+    cluster, masters and gate in a Dask actor; ``dask_runs``) or ``"none"``. The threads executor is a model too
+    (its clocks sleep the modelled durations); only ``processes`` measures the algorithm's own
+    convergence per wall second. ``real_workers``: worker count of the measured runs (default
+    ``workers``; the simulated cluster may model more workers than the host has CPUs). The
+    1-minute load average is recorded before and after every measured run (``loadavg_1min``).
     """
+    import os
     import time
 
     from .tux2 import TuX2Engine, WorkerModel
@@ -438,41 +481,52 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
     if 0 not in staleness:
         raise ValueError("staleness must include 0 (the BSP baseline)")
     real = real or ("threads" if threads else "none")
-    if real not in ("threads", "processes", "none"):
-        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes or none")
+    if real not in ("threads", "processes", "dask", "none"):
+        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes, dask or none")
     workers = workers or (4 if quick else 8)
+    real_workers = real_workers or workers
     model = model or WorkerModel(seed=seed)
     time_scale = time_scale or (10.0 if quick else 30.0)
     out = {"workers": workers, "quick": quick, "seed": seed, "model": model.__dict__.copy(),
-           "real_executor": real, "threads_time_scale": time_scale if real == "threads" else None, "algos": {},
+           "real_executor": real, "real_workers": real_workers if real != "none" else None,
+           "real_is_measured": real in ("processes", "dask"),
+           "threads_time_scale": time_scale if real == "threads" else None, "algos": {},
+           "host": {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())},
            "line_counts": line_counts()}
-    for algo in algos:
-        g, prog, plain, ep, bs = _setup(algo, quick, seed)
-        ep, bs = epochs or ep, batches or bs
-        eng = TuX2Engine(g, workers, model=model, seed=seed, partitioner=partitioner)
-        sim, thr = {}, {}
-        for s in staleness:
-            if progress:
-                progress(f"{algo}: staleness {s} (simulated)")
-            sim[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs), "sim_time")
-            if real != "none":
+    with _measured_cluster(real, real_workers) as client:
+        for algo in algos:
+            g, prog, plain, ep, bs = _setup(algo, quick, seed)
+            ep, bs = epochs or ep, batches or bs
+            eng = TuX2Engine(g, workers, model=model, seed=seed, partitioner=partitioner)
+            reng = eng if real_workers == workers else TuX2Engine(g, real_workers, model=model, seed=seed,
+                                                                   partitioner=partitioner)
+            sim, thr = {}, {}
+            for s in staleness:
                 if progress:
-                    progress(f"{algo}: staleness {s} ({real})")
-                thr[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs, executor=real,
-                                          time_scale=time_scale), "wall_time")
-        if progress:
-            progress(f"{algo}: plain")
-        t0 = time.perf_counter()
-        pl = plain(ep, bs)
-        plain_wall = time.perf_counter() - t0
-        target = _speedups(sim, "sim_time")
-        rec = {"data": {"name": g.name, "types": g.types, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m},
-               "program": {k: v for k, v in vars(prog).items() if isinstance(v, (int, float))},
-               "metric": prog.metric, "epochs": ep, "batches": bs, "partitioning": eng.summary,
-               "target_loss": target, "plain": {"losses": pl, "final_loss": pl[-1], "wall_time": plain_wall},
-               "runs": {str(s): v for s, v in sim.items()}}
-        if real != "none":
-            rec[f"{real}_target_loss"] = _speedups(thr, "wall_time")
-            rec[f"{real}_runs"] = {str(s): v for s, v in thr.items()}
-        out["algos"][algo] = rec
+                    progress(f"{algo}: staleness {s} (simulated)")
+                sim[s] = _summary(eng.run(prog, staleness=s, epochs=ep, batches=bs), "sim_time")
+                if real != "none":
+                    if progress:
+                        progress(f"{algo}: staleness {s} ({real})")
+                    la = os.getloadavg()[0]
+                    thr[s] = _summary(reng.run(prog, staleness=s, epochs=ep, batches=bs, executor=real,
+                                               time_scale=time_scale, client=client), "wall_time")
+                    thr[s]["loadavg_1min"] = [la, os.getloadavg()[0]]
+            if progress:
+                progress(f"{algo}: plain")
+            t0 = time.perf_counter()
+            pl = plain(ep, bs)
+            plain_wall = time.perf_counter() - t0
+            target = _speedups(sim, "sim_time")
+            rec = {"data": {"name": g.name, "types": g.types, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m},
+                   "program": {k: v for k, v in vars(prog).items() if isinstance(v, (int, float))},
+                   "metric": prog.metric, "epochs": ep, "batches": bs, "partitioning": eng.summary,
+                   "target_loss": target, "plain": {"losses": pl, "final_loss": pl[-1], "wall_time": plain_wall},
+                   "runs": {str(s): v for s, v in sim.items()}}
+            if real != "none":
+                rec[f"{real}_target_loss"] = _speedups(thr, "wall_time")
+                rec[f"{real}_runs"] = {str(s): v for s, v in thr.items()}
+                rec[f"{real}_partitioning"] = reng.summary
+            out["algos"][algo] = rec
+    out["host"]["loadavg_end"] = list(os.getloadavg())
     return out

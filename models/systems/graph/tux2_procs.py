@@ -15,6 +15,12 @@ Shared state, one :class:`multiprocessing.shared_memory.SharedMemory` block hold
 - the per-worker trace: for every (worker, clock) the minimum of ``clocks`` the worker observed
   when it started the clock, the start and end times and the time it waited at the gate.
 
+The graph itself (edge endpoints, edge and vertex data) and each worker's edge list (the
+partitioning) go into a second, read-only block: a worker attaches it and builds its
+:class:`~models.systems.graph.tux2.Bipartite` and engine on views of it, zero-copy, instead of
+unpickling its own copy of the whole graph (``share_graph=False`` keeps the pickled copy, for the
+measurement in :func:`graph_sharing_study`).
+
 One :class:`multiprocessing.Condition` guards the masters and the clocks. A worker at clock ``c``
 waits on it until ``min(clocks) >= c - s`` (the SSP gate; ``s = 0`` is BSP), copies the rows of
 its mini-batch (``ua``, ``ub``) and the globals out of the masters, releases the lock, runs the
@@ -54,7 +60,8 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-__all__ = ["run_processes", "default_start_method", "process_study", "SNAPSHOT_BUDGET_BYTES"]
+__all__ = ["run_processes", "default_start_method", "process_study", "graph_sharing_study",
+           "SNAPSHOT_BUDGET_BYTES"]
 
 #: Largest total size of the recorded master snapshots (one per advance of the slowest clock).
 SNAPSHOT_BUDGET_BYTES = 1 << 30
@@ -78,7 +85,8 @@ def _layout(master: dict, W: int, C: int) -> tuple[list, int]:
             v = np.asarray(v)
             items.append(((k, n), v.shape, v.dtype.str))
     items += [(("clocks",), (W,), "<i8"), (("started",), (W,), "<i8"), (("ctrl",), (2,), "<i8"), (("t0",), (1,), "<f8"),
-              (("min_clock",), (W, C), "<i8"), (("times",), (W, C, 3), "<f8"), (("cpu",), (W,), "<f8")]
+              (("min_clock",), (W, C), "<i8"), (("times",), (W, C, 3), "<f8"), (("cpu",), (W,), "<f8"),
+              (("wsetup",), (W, 3), "<f8")]
     out, off = [], 0
     for key, shape, dt in items:
         out.append((key, shape, dt, off))
@@ -95,6 +103,67 @@ def _views(buf, layout: list) -> dict:
         else:
             V[key[0]] = arr
     return V
+
+
+# ---- the graph in shared memory ------------------------------------------------------------------
+def _graph_arrays(engine) -> dict:
+    """The read-only arrays of ``engine``: the graph's edges and data, each worker's edge list."""
+    g = engine.g
+    arrs = {("g", "a"): g.a, ("g", "b"): g.b}
+    for kind in ("edata", "a_data", "b_data"):
+        for n, v in getattr(g, kind).items():
+            arrs[(kind, n)] = v
+    for w, e in enumerate(engine.local):
+        arrs[("local", w)] = e
+    return {k: np.ascontiguousarray(np.asarray(v)) for k, v in arrs.items()}
+
+
+def _graph_block(engine):
+    """Copy ``engine``'s graph arrays into a new shared-memory block: ``(shm, layout, engine shell)``.
+
+    The shell is the engine without its graph and edge lists (a few hundred bytes pickled); a
+    worker rebuilds both as views of the block (:func:`_attach_graph`).
+    """
+    arrs = _graph_arrays(engine)
+    layout, off = [], 0
+    for key, v in arrs.items():
+        layout.append((key, v.shape, v.dtype.str, off))
+        off += -(-max(v.nbytes, 1) // _ALIGN) * _ALIGN
+    shm = SharedMemory(create=True, size=max(off, _ALIGN))
+    try:
+        for (key, shape, dt, o) in layout:
+            np.ndarray(shape, dtype=np.dtype(dt), buffer=shm.buf, offset=o)[...] = arrs[key]
+    except BaseException:
+        shm.close()
+        shm.unlink()
+        raise
+    g = engine.g
+    meta = {"n_a": g.n_a, "n_b": g.n_b, "types": g.types, "name": g.name}
+    shell = object.__new__(type(engine))
+    shell.__dict__.update(engine.__dict__ | {"g": None, "local": None, "_cache": {}})
+    return shm, {"layout": layout, "meta": meta}, shell
+
+
+def _attach_graph(buf, spec: dict, shell):
+    """The engine of a worker over read-only views of the graph block (no copy, no validation pass)."""
+    from .tux2 import Bipartite
+
+    parts: dict = {"edata": {}, "a_data": {}, "b_data": {}, "local": {}}
+    ends = {}
+    for (kind, n), shape, dt, off in spec["layout"]:
+        v = np.ndarray(shape, dtype=np.dtype(dt), buffer=buf, offset=off)
+        v.flags.writeable = False
+        if kind == "g":
+            ends[n] = v
+        else:
+            parts[kind][n] = v
+    g = object.__new__(Bipartite)          # the parent validated the graph; a views-only rebuild
+    for k, v in (spec["meta"] | {"a": ends["a"], "b": ends["b"], "edata": parts["edata"],
+                                 "a_data": parts["a_data"], "b_data": parts["b_data"]}).items():
+        object.__setattr__(g, k, v)
+    shell.g = g
+    shell.local = [parts["local"][w] for w in range(len(parts["local"]))]
+    return shell
 
 
 # ---- worker --------------------------------------------------------------------------------------
@@ -125,17 +194,24 @@ def _worker(w: int, spec: dict, cond, conn, errq) -> None:
     """Entry of worker process ``w`` (module level, so the spawn/forkserver child can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and shuts us down
     _exit_with_parent()
-    shm = None
+    shm = gshm = None
+    entered = time.time()                            # the arguments (a pickled engine too) are unpickled by now
     try:
         shm = SharedMemory(name=spec["shm"])
-        _worker_body(w, spec, _views(shm.buf, spec["layout"]), cond, conn)
+        if spec.get("graph") is not None:
+            gshm = SharedMemory(name=spec["graph"]["shm"])
+            spec = spec | {"engine": _attach_graph(gshm.buf, spec["graph"], spec["engine"])}
+        V = _views(shm.buf, spec["layout"])
+        V["wsetup"][w, :2] = entered, time.time()
+        _worker_body(w, spec, V, cond, conn)
     except BaseException:  # reported to the parent, which stops the run and raises it
         errq.put((w, traceback.format_exc()))
         conn.send_bytes(b"E")
     finally:
-        if shm is not None:
-            with contextlib.suppress(BufferError):   # a view still referenced: the exit unmaps it
-                shm.close()
+        for seg in (gshm, shm):
+            if seg is not None:
+                with contextlib.suppress(BufferError):   # a view still referenced: the exit unmaps it
+                    seg.close()
 
 
 def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
@@ -148,6 +224,7 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
     view = {k: {n: v.copy() for n, v in master[k].items()} for k in ("a", "b", "g")}
     for c in range(min(C, batches)):                 # build the mini-batches before the clock starts
         eng._batch_edges(prog, w, c, batches)
+    V["wsetup"][w, 2] = time.time()
     conn.send_bytes(b"R")
     perf = time.perf_counter
     with cond:
@@ -205,6 +282,20 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
 
 
 # ---- supervisor ----------------------------------------------------------------------------------
+def _probe_memory(procs) -> list:
+    """RSS, USS and PSS (bytes) of each worker process, from /proc through psutil; [] without psutil."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a dependency of the project
+        return []
+    out = []
+    for p in procs:
+        m = psutil.Process(p.pid).memory_full_info()
+        out.append({"rss": int(m.rss), "uss": int(m.uss), "pss": int(getattr(m, "pss", 0)),
+                    "shared": int(getattr(m, "shared", 0))})
+    return out
+
+
 def _snapshot(V: dict) -> dict:
     return {k: {n: v.copy() for n, v in V[k].items()} for k in ("a", "b", "g", "e")}
 
@@ -239,7 +330,7 @@ def _shutdown(procs, cond, V) -> None:
 
 
 def run_processes(engine, program, master: dict, s: int, C: int, batches: int, record: bool,
-                  start_method: str | None = None):
+                  start_method: str | None = None, share_graph: bool = True, probe_memory: bool = False):
     """Run ``C`` clocks on every worker of ``engine`` as OS processes; see the module docstring.
 
     Returns a :class:`~models.systems.graph.tux2.TuX2Result` whose ``trace`` holds, per worker and
@@ -247,6 +338,15 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     (seconds after the common start) and the gate wait, and per worker the CPU seconds it used
     (``cpu_s``: on a shared host, less than its busy time when it was preempted); ``wall_time`` is from the common start
     to the last push (process start-up, recorded as ``trace["startup_s"]``, excluded).
+
+    ``share_graph`` (default): the graph and the edge lists reach the workers through a shared
+    read-only block (attached zero-copy); ``False``: each worker unpickles its own copy of the
+    engine (the behaviour before, kept for the comparison). ``probe_memory``: record in
+    ``trace["worker_memory"]`` each worker's RSS, USS (pages only it maps) and PSS once every
+    worker is ready (mini-batches built, before the first clock), read with psutil. ``trace["setup"]``
+    holds the parts of the start-up: the graph block copy, launch to ready, and per worker when it
+    entered (process started, arguments unpickled), had its engine (graph attached) and had built
+    its mini-batches, in seconds after the launch.
     """
     from .tux2 import TuX2Result
 
@@ -269,22 +369,35 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
         ctx.set_forkserver_preload(["models.systems.graph.tux2_algos"])
     layout, size = _layout(master, W, C)
     t_launch = time.perf_counter()
-    shm = SharedMemory(create=True, size=size)
+    t_launch_epoch = time.time()                     # worker stamps are wall-clock (another process)
+    gshm, gspec, sent = (None, None, engine)
+    if share_graph:
+        gshm, gspec, sent = _graph_block(engine)
+        gspec["shm"] = gshm.name
+    t_graph = time.perf_counter() - t_launch
+    try:
+        shm = SharedMemory(create=True, size=size)
+    except BaseException:
+        if gshm is not None:
+            gshm.close()
+            gshm.unlink()
+        raise
     procs: list = []
     V = cond = None
+    mem = None
     try:
         V = _views(shm.buf, layout)
         for k in ("a", "b", "g", "e"):
             for n, v in master[k].items():
                 V[k][n][...] = v
-        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu"):
+        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu", "wsetup"):
             V[key][...] = 0
         V["min_clock"][...] = -1
         cond = ctx.Condition()
         reader, writer = ctx.Pipe(duplex=False)
         errq = ctx.SimpleQueue()
-        spec = {"shm": shm.name, "layout": layout, "engine": engine, "program": program, "staleness": s,
-                "clocks": C, "batches": batches}
+        spec = {"shm": shm.name, "layout": layout, "engine": sent, "program": program, "staleness": s,
+                "clocks": C, "batches": batches, "graph": gspec}
         for w in range(W):
             p = ctx.Process(target=_worker, args=(w, spec, cond, writer, errq), name=f"tux2-worker-{w}", daemon=True)
             p.start()
@@ -315,6 +428,9 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
 
         while counts[b"R"] < W:
             pump()
+        t_ready = time.perf_counter() - t_launch
+        if probe_memory:
+            mem = _probe_memory(procs)
         if record:
             snaps.append((0.0, V["clocks"].copy(), _snapshot(V)))
         _acquire(cond, procs)
@@ -338,12 +454,17 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
             p.join()
         final = _snapshot(V)
         mins, times, cpu = V["min_clock"].copy(), V["times"].copy(), V["cpu"].copy()
+        wsetup = V["wsetup"].copy() - t_launch_epoch
     finally:
         _shutdown(procs, cond, V)
         V = None
         with contextlib.suppress(BufferError):
             shm.close()
         shm.unlink()
+        if gshm is not None:
+            with contextlib.suppress(BufferError):
+                gshm.close()
+            gshm.unlink()
 
     stale = np.arange(C)[None, :] - mins
     if (mins < 0).any() or (stale > s).any():
@@ -355,7 +476,15 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
                         "loss": program.loss(engine.g, st), "clocks": cl.tolist()})
     wall = float(times[:, -1, 1].max())
     trace = {"min_clock": mins, "start": times[:, :, 0], "end": times[:, :, 1], "wait": times[:, :, 2],
-             "cpu_s": cpu, "startup_s": startup, "start_method": method}
+             "cpu_s": cpu, "startup_s": startup, "start_method": method, "share_graph": bool(share_graph),
+             "setup": {"graph_block_s": t_graph, "launch_to_ready_s": t_ready,
+                       "graph_block_bytes": gshm.size if gshm is not None else 0,
+                       # per worker, seconds after the launch: entered (process started, arguments
+                       # unpickled), engine ready (graph attached), mini-batches built
+                       "worker_entered_s": wsetup[:, 0].tolist(), "worker_engine_ready_s": wsetup[:, 1].tolist(),
+                       "worker_batches_built_s": wsetup[:, 2].tolist()}}
+    if mem is not None:
+        trace["worker_memory"] = mem
     return TuX2Result(final, history, s, W, C, wall, wall, int(stale.max()),
                       {int(v): int(n) for v, n in zip(vals, cnt)}, float(times[:, :, 2].sum()),
                       engine.summary, trace)
@@ -469,3 +598,87 @@ def process_study(quick: bool = True, seed: int = 0, algos=("mf", "lr"), stalene
             "summary": summary, "runs": {str(s): v for s, v in runs.items()}}
     out["host"]["loadavg_end"] = list(os.getloadavg())
     return out
+
+
+# ---- measured: the graph shared vs pickled to every worker ---------------------------------------
+def graph_sharing_study(scales=(18, 19, 20), workers: int = 2, seed: int = 0, batches: int = 8, epochs: int = 1,
+                        rank: int = 8, progress=None, start_method: str | None = None) -> dict:
+    """Start-up time and worker memory with the graph pickled to each worker vs in shared memory.
+
+    For each R-MAT scale: MF on :func:`~models.systems.graph.tux2_algos.rmat_ratings` (``16 *
+    2**scale`` ratings) on ``workers`` processes, BSP, ``epochs * batches`` clocks, once with the
+    graph pickled into every worker (``share_graph=False``, the executor before) and once attached
+    from the shared block. Recorded per run: the start-up (launch until every worker has built
+    its mini-batches: process start, unpickling, graph block copy), each worker's RSS/USS/PSS at
+    that point (USS: the pages no other process maps, i.e. a worker's private memory), the run's
+    wall time and final RMSE, the 1-minute load average; per scale the pickled size of the engine
+    either way and the largest difference of the two final states (BSP: float addition order only).
+    """
+    import gc
+    import os
+
+    from .tux2 import TuX2Engine
+    from .tux2_algos import MF, rmat_ratings
+
+    say = progress or (lambda _m: None)
+    out = {"workers": workers, "seed": seed, "batches": batches, "epochs": epochs, "rank": rank,
+           "program": "mf (BSP)", "start_method": start_method or default_start_method(),
+           "host": {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())}, "scales": []}
+    for sc in scales:
+        say(f"scale {sc}: R-MAT ratings and partitioning")
+        t0 = time.perf_counter()
+        g = rmat_ratings(sc, rank=5, seed=seed)
+        eng = TuX2Engine(g, workers, seed=seed)
+        prep = time.perf_counter() - t0
+        # batch gradient steps sum over a vertex's ratings: a step size over the largest degree keeps
+        # the hubs of a power-law graph from diverging (the RMSE is reported, not the subject here)
+        deg = max(int(np.bincount(g.a).max()), int(np.bincount(g.b).max()))
+        prog = MF(rank=rank, lr=0.5 / deg)
+        _, _, shell = _graph_block_sizes(eng)
+        row = {"scale": sc, "n_a": g.n_a, "n_b": g.n_b, "edges": g.m, "graph_and_partition_s": prep,
+               "max_degree": deg, "lr": prog.lr,
+               "initial_rmse": prog.loss(g, prog.init(g, np.random.default_rng(seed))),
+               "graph_bytes": sum(v.nbytes for v in _graph_arrays(eng).values()),
+               "engine_pickle_bytes": len(pickle.dumps(eng, protocol=pickle.HIGHEST_PROTOCOL)),
+               "engine_shell_pickle_bytes": shell, "runs": {}}
+        states = {}
+        for share in (False, True):
+            say(f"scale {sc}: graph {'shared' if share else 'pickled'}")
+            master = prog.init(g, np.random.default_rng(seed))
+            for k in ("a", "b", "g", "e"):
+                master.setdefault(k, {})
+            la = os.getloadavg()[0]
+            r = run_processes(eng, prog, master, 0, epochs * batches, batches, False, start_method,
+                              share_graph=share, probe_memory=True)
+            mem = r.trace["worker_memory"]
+            states[share] = r.state
+            row["runs"]["shared" if share else "pickled"] = {
+                "startup_s": r.trace["startup_s"], "setup": r.trace["setup"], "wall_time": r.wall_time,
+                "worker_memory": mem, "worker_rss_max": max(m["rss"] for m in mem) if mem else None,
+                "worker_uss_max": max(m["uss"] for m in mem) if mem else None,
+                "worker_uss_sum": sum(m["uss"] for m in mem) if mem else None,
+                "final_rmse": prog.loss(g, r.state), "loadavg_1min_before": la,
+                "loadavg_1min_after": os.getloadavg()[0]}
+            del r, master
+            gc.collect()
+        a, b = row["runs"]["pickled"], row["runs"]["shared"]
+        row["max_abs_diff_shared_vs_pickled"] = float(max(np.abs(states[True][k][n] - states[False][k][n]).max()
+                                                          for k, n in (("a", "p"), ("b", "q"))))
+        row["startup_ratio_pickled_over_shared"] = a["startup_s"] / b["startup_s"]
+        if a["worker_uss_sum"] and b["worker_uss_sum"]:
+            row["worker_private_bytes_saved"] = a["worker_uss_sum"] - b["worker_uss_sum"]
+        out["scales"].append(row)
+        del g, eng, states
+        gc.collect()
+    out["host"]["loadavg_end"] = list(os.getloadavg())
+    return out
+
+
+def _graph_block_sizes(engine) -> tuple:
+    """``(graph bytes, block bytes, pickled shell bytes)`` without creating a block."""
+    arrs = _graph_arrays(engine)
+    shell = object.__new__(type(engine))
+    shell.__dict__.update(engine.__dict__ | {"g": None, "local": None, "_cache": {}})
+    return (sum(v.nbytes for v in arrs.values()),
+            sum(-(-max(v.nbytes, 1) // _ALIGN) * _ALIGN for v in arrs.values()),
+            len(pickle.dumps(shell, protocol=pickle.HIGHEST_PROTOCOL)))
