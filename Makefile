@@ -35,11 +35,11 @@ demo: setup ## prune a trained weight matrix -> CSB -> RTL simulation vs golden 
 
 sim: setup ## run only the RTL simulation tests (cocotb)
 	@$(BIN)/hwcosim sim --check-simulator
-	$(BIN)/pytest -q -m sim -n $(JOBS)
+	$(BIN)/pytest -q -m sim -n $(JOBS) --dist worksteal
 
 test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@$(BIN)/hwcosim sim --check-simulator
-	$(BIN)/pytest -q -n $(JOBS) --durations=20
+	$(BIN)/pytest -q -n $(JOBS) --dist worksteal --durations=20
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/
 	$(BIN)/hwcosim verilog all -o build/verilog --synth xcup,cyclone10gx

