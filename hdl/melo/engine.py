@@ -183,6 +183,7 @@ class MeloEngine(wiring.Component):
         # ---- registers --------------------------------------------------------------------------
         free_head = Signal(p.ptr_bits)
         free_count = Signal(range(P + 1), init=P)
+        used_q = Signal(range(P + 1), name="used_q")     # pool_blocks - free_count, kept as a register
         # slot 1: the accepted event whose metadata is being read (MWAIT) or waits in meta_q
         pend = Signal(name="pend")
         c_in = Signal(p.conn_bits, name="c_in")
@@ -268,17 +269,15 @@ class MeloEngine(wiring.Component):
                 m.next = "IDLE"
                 accept("MWAIT")
 
-        def finish(kind_v, epsn_v, cnt_v, fc_v):
-            # write the entry back, send the response, count
-            used = Signal(range(P + 1))
-            m.d.comb += [used.eq(P - fc_v), meta_w.en.eq(1), meta_w.data.epsn.eq(epsn_v),
+        def finish(kind_v, epsn_v, cnt_v, fc_v, used):
+            # write the entry back, send the response, count (the peak occupancy is updated by the
+            # allocations themselves, in POP2)
+            m.d.comb += [meta_w.en.eq(1), meta_w.data.epsn.eq(epsn_v),
                          meta_w.data.head.eq(head), meta_w.data.tail.eq(tail), meta_w.data.count.eq(cnt_v),
                          meta_w.data.ooo.eq(ooo)]
-            m.d.sync += [free_count.eq(fc_v), self.r.valid.eq(1), self.r.payload.kind.eq(kind_v),
+            m.d.sync += [free_count.eq(fc_v), used_q.eq(used), self.r.valid.eq(1), self.r.payload.kind.eq(kind_v),
                          self.r.payload.conn.eq(c), self.r.payload.cum_psn.eq(epsn_v), self.r.payload.psn.eq(psn),
                          self.r.payload.used.eq(used)]
-            with m.If(used > peak):
-                m.d.sync += peak.eq(used)
             count_up(self.packets)
             for kd, ctr in ((ACK, self.acks), (SACK, self.sacks), (DUP, self.dups)):
                 with m.If(kind_v == kd):
@@ -347,7 +346,7 @@ class MeloEngine(wiring.Component):
                         with m.If(count != 0):
                             m.next = "SCAN"
                         with m.Elif(r_can):
-                            finish(ACK, e_inc, count, free_count)
+                            finish(ACK, e_inc, count, free_count, used_q)
                         with m.Else():
                             m.next = "FINISH"
                     with m.Else():
@@ -360,7 +359,7 @@ class MeloEngine(wiring.Component):
                     with m.If(~f_dup & ~f_nackw):
                         count_up(self.nack_pool)
                     with m.If(r_can):
-                        finish(kd, e, count, free_count)
+                        finish(kd, e, count, free_count, used_q)
                     with m.Else():
                         m.next = "FINISH"
                 with m.Elif(f_alloc):
@@ -417,7 +416,7 @@ class MeloEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += [nxt_w.addr.eq(tail), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
                 m.d.sync += [tail.eq(free_head), count.eq(count + 1), free_count.eq(free_count - 1),
-                             need.eq(need - 1)]
+                             used_q.eq(used_q + 1), need.eq(need - 1)]
                 count_up(self.allocs)
                 m.next = "POPW"
 
@@ -426,6 +425,8 @@ class MeloEngine(wiring.Component):
 
             with m.State("POP2"):
                 m.d.sync += free_head.eq(nq)
+                with m.If(used_q > peak):
+                    m.d.sync += peak.eq(used_q)
                 with m.If(need == 0):
                     m.d.sync += ooo.eq(ooo + 1)
                     m.next = "FINISH"
@@ -437,7 +438,8 @@ class MeloEngine(wiring.Component):
                     # the head block covers only released PSNs: push it on the free stack (the
                     # read returns its old next pointer: read before write)
                     m.d.comb += [nxt_r.addr.eq(head), nxt_w.addr.eq(head), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
-                    m.d.sync += [free_head.eq(head), free_count.eq(free_count + 1), count.eq(count - 1)]
+                    m.d.sync += [free_head.eq(head), free_count.eq(free_count + 1), used_q.eq(used_q - 1),
+                                 count.eq(count - 1)]
                     count_up(self.frees)
                     m.next = "FREEW"
                 with m.Else():
@@ -483,9 +485,11 @@ class MeloEngine(wiring.Component):
             with m.State("FINISH"):
                 free_chain = Signal()
                 fc_new = Signal(range(P + 1))
+                used_new = Signal(range(P + 1))
                 cnt_new = Signal(CB)
                 m.d.comb += [free_chain.eq((kind == ACK) & (ooo == 0) & (count != 0)),
                              fc_new.eq(free_count + Mux(free_chain, count, 0)),
+                             used_new.eq(used_q - Mux(free_chain, count, 0)),
                              cnt_new.eq(Mux(free_chain, 0, count))]
                 with m.If(r_can):
                     with m.If(free_chain):
@@ -493,7 +497,7 @@ class MeloEngine(wiring.Component):
                         m.d.comb += [nxt_w.addr.eq(tail), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
                         m.d.sync += free_head.eq(head)
                         count_up(self.frees, count)
-                    finish(kind, e, cnt_new, fc_new)
+                    finish(kind, e, cnt_new, fc_new, used_new)
 
         # ---- status -----------------------------------------------------------------------------
         with m.If(self.d.valid & self.d.ready):
@@ -506,6 +510,6 @@ class MeloEngine(wiring.Component):
         with m.If(busy):
             count_up(self.cycles)
         m.d.comb += [self.idle.eq(~busy & ~fsm.ongoing("INIT")), self.free_count.eq(free_count),
-                     self.blocks_in_use.eq(P - free_count),
+                     self.blocks_in_use.eq(used_q),
                      self.peak_blocks.eq(peak)]
         return m

@@ -203,7 +203,7 @@ class MeloFormal(wiring.Component):
         chk(owed == txn + waiting + r.valid,
             "internal: responses owed != data packets in the FSM + the one waiting + r.valid")
         chk(iv["pend"] | ~(state("MWAIT") | state("META")), "internal: MWAIT or META without an event")
-        chk(~iv["pend"] | ~state("IDLE"), "internal: IDLE with an event waiting")
+        chk(~iv["pend"] | ~state("IDLE") & ~state("INIT"), "internal: IDLE or INIT with an event waiting")
         chk(fsm <= max(st.values()), "internal: FSM state outside its encoding")
         chk(~iv["is_open"] | ~slot2 | state("DECIDE"), "internal: an open event past DECIDE")
         with m.If(state("INIT")):
