@@ -272,13 +272,14 @@ class UncountedFreeMelo(MeloEngine):
 
 class NackTakesBlockMelo(MeloEngine):
     """Broken: a packet beyond the reorder window is NACKed (dropped) but still takes a pool
-    block, which the connection then holds with no packet buffered."""
+    block, which the connection then holds with no packet buffered (when its NACK waits for a
+    stalled ``r``: a NACK finished in DECIDE has already left and taken the next event)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
         iv = _regs(m, "fsm_state", "is_open", "f_bad", "f_ack", "f_dup", "f_nackw", "need")
         beyond = ~iv["f_bad"] & ~iv["is_open"] & ~iv["f_ack"] & ~iv["f_dup"] & iv["f_nackw"]
-        with m.If(_in_state(iv, "DECIDE") & beyond):
+        with m.If(_in_state(iv, "DECIDE") & beyond & self.r.valid & ~self.r.ready):
             m.d.sync += [iv["fsm_state"].eq(fsm_states(iv["fsm_state"])["POP"]), iv["need"].eq(1)]
         return m
 
@@ -321,7 +322,7 @@ _FAST_DEPTH = 16
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "double-alloc": (DoubleAllocMelo, "bmc", 10, _NO_INTERNAL, "alloc: block allocated twice"),
-    "nack-takes-block": (NackTakesBlockMelo, "bmc", 14, ("handshake", "r_count", "conserve", "leak"),
+    "nack-takes-block": (NackTakesBlockMelo, "bmc", 16, ("handshake", "r_count", "conserve", "leak"),
                          "leak: blocks in use"),
     "uncounted-pop": (UncountedPopMelo, "bmc", 8, _NO_INTERNAL, "pool: free_count differs"),
     "drop-response": (DropResponseMelo, "bmc", 10, _NO_INTERNAL, "handshake: r.valid fell"),
