@@ -84,6 +84,13 @@ metadata read wait, output register). Responses and releases leave through outpu
 stalled output holds the FSM (nothing is dropped) and the stall is counted.
 ``cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
 
+Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
+84.6 MHz min / 87.3 median (49.3 with three cycles per in-order packet before the two slots):
+42.3 M in-order packets/s. The worst path left is the RUN state's run-continues test (bit
+``e[:block_shift]`` of the bitmap through a ``block_bits``:1 multiplexer) into the enables of
+``e``, ``run_first`` and the FSM, mostly routing; a look-ahead bit registered one release ahead
+would take it off the path.
+
 Resources
 ---------
 Memories: ``n_conns * metadata_bits + pool_blocks * (block_bits + ptr_bits)`` bits. Logic: one
