@@ -72,8 +72,9 @@ out of order into chain position ``k`` held   5 + 2 k  (k next-pointer reads, on
                                               also a duplicate found in the bitmap)
 out of order needing ``n`` new blocks (SACK)  3 + 3 n
 in order with a buffered run behind it        3 + per block visited: 2 (scan, bitmap read)
-                                              (+2 if the head block is freed) + 1 per
-                                              released PSN (+1 if the run ends in the block)
+                                              (+2 if the head block is freed, +3 if the run
+                                              goes on in the next block) + 1 per released
+                                              PSN (+1 if the run ends in the block)
 ============================================  ==========================================
 
 Loss-free in-order traffic therefore runs at 1/2 packet per cycle (any mix of connections,
@@ -226,6 +227,7 @@ class MeloEngine(wiring.Component):
         m.d.sync += [nq.eq(nxt_r.data), bq.eq(bits_r.data)]
         wb = Signal(BB, name="run_bits")   # bitmap of the head block while its run is released
         first = Signal(name="run_first")   # RUN's first cycle: the bitmap is still on bits_q
+        rbit = Signal(name="run_bit")      # the bit at e of the run's block, registered one cycle ahead
 
         onehot = Signal(BB)
         m.d.comb += onehot.eq((Const(1, BB) << psn[:LB])[:BB])
@@ -248,7 +250,9 @@ class MeloEngine(wiring.Component):
         # ---- metadata read and forwarding -------------------------------------------------------
         # the read address always follows the offered event; the data is captured into meta_q the
         # cycle after the accept (``capture``), and a held meta_q snoops later writes to its entry
-        m.d.comb += [meta_r.addr.eq(self.i.payload.conn), meta_w.addr.eq(c)]
+        # the bitmap read port follows the head block unless a state reads another block, so the
+        # head's bitmap is on bits_q one cycle earlier than an explicit read would put it there
+        m.d.comb += [meta_r.addr.eq(self.i.payload.conn), meta_w.addr.eq(c), bits_r.addr.eq(head)]
         capture = Signal()
         hit = Signal()
         take_ram = Signal()
@@ -462,26 +466,34 @@ class MeloEngine(wiring.Component):
                     m.next = "FINISH"
                 with m.Else():
                     m.d.comb += bits_r.addr.eq(nq)
-                    m.next = "RUNW"
+                    m.next = "NEXTW"
+
+            with m.State("NEXTW"):
+                # the new head's bitmap is being read
+                m.next = "RUNW"
 
             with m.State("RUNW"):
-                m.d.sync += first.eq(1)
+                # bits_q holds the head's bitmap: register the bit at e for RUN's first test
+                m.d.sync += [first.eq(1), rbit.eq(bq.bit_select(e[:LB], 1))]
                 m.next = "RUN"
 
             with m.State("RUN"):
-                # release the buffered run at e one PSN per cycle, clearing its bits
+                # release the buffered run at e one PSN per cycle, clearing its bits; the test bit
+                # (run_bit) was registered a cycle ahead, the next one is looked up now
                 off = e[:LB]
+                off1 = Signal(LB)
                 cur = Signal(BB)
                 cleared = Signal(BB)
-                m.d.comb += [cur.eq(Mux(first, bq, wb)),
+                m.d.comb += [cur.eq(Mux(first, bq, wb)), off1.eq(off + 1),
                              cleared.eq(cur & ~(Const(1, BB) << off)[:BB])]
-                with m.If(~cur.bit_select(off, 1)):
+                with m.If(~rbit):
                     # end of the run inside this block
                     m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cur), bits_w.en.eq(1)]
                     m.next = "FINISH"
                 with m.Elif(d_can):
                     release(e)
-                    m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0)]
+                    m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0),
+                                 rbit.eq(cur.bit_select(off1, 1))]
                     with m.If(off == BB - 1):
                         # the run reaches the end of the block: on to the next one
                         m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cleared), bits_w.en.eq(1)]

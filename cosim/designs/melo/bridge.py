@@ -527,7 +527,8 @@ def packet_cycles(p: MeloEngineParams, eng: MeloEngine, conn: int, psn: int, del
     held, or a DUP found in its bitmap there; ``3 + 3n`` for a SACK that allocates ``n`` blocks; for
     an in-order packet with a buffered run, the RTL's walk of the run replayed from the released
     PSNs (per block visited: a scan, a bitmap read wait, one cycle per released PSN and one to find
-    the end of the run inside a block; two more when the head block is freed). Free-flowing
+    the end of the run inside a block; two more when the head block is freed, three when the run
+    goes on in the next block). Free-flowing
     outputs assumed (no ``d`` or ``r`` stalls).
     """
     mask = (1 << p.psn_bits) - 1
@@ -545,6 +546,7 @@ def packet_cycles(p: MeloEngineParams, eng: MeloEngine, conn: int, psn: int, del
                 cnt -= 1
                 if cnt == 0:
                     break
+                c += 1                                  # read the new head's bitmap (NEXTW)
             c += 1                                      # bitmap read wait
             off = e % bb
             r = min(left, bb - off)
