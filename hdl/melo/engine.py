@@ -307,6 +307,13 @@ class MeloEngine(wiring.Component):
         else:
             bad_conn = Const(0)
 
+        # FINISH's splice of a whole chain, precomputed every cycle (see FINISH)
+        chain_q = Signal(name="chain_q")
+        fc_chain = Signal(range(P + 1), name="fc_chain")
+        used_chain = Signal(range(P + 1), name="used_chain")
+        m.d.sync += [chain_q.eq((ooo == 0) & (count != 0)), fc_chain.eq(free_count + count),
+                     used_chain.eq(used_q - count)]
+
         with m.FSM(init="INIT") as fsm:
             with m.State("INIT"):
                 with m.If(init_i < N):
@@ -502,13 +509,16 @@ class MeloEngine(wiring.Component):
                     m.d.sync += [wb.eq(cur), first.eq(0)]
 
             with m.State("FINISH"):
+                # the chain test and both sums come from registers (chain_q, fc_chain, used_chain)
+                # computed in the cycle before: an ACK reaches FINISH with count != 0 only from
+                # RUN's end-of-run branch or FINISH itself, which change none of their inputs
                 free_chain = Signal()
                 fc_new = Signal(range(P + 1))
                 used_new = Signal(range(P + 1))
                 cnt_new = Signal(CB)
-                m.d.comb += [free_chain.eq((kind == ACK) & (ooo == 0) & (count != 0)),
-                             fc_new.eq(free_count + Mux(free_chain, count, 0)),
-                             used_new.eq(used_q - Mux(free_chain, count, 0)),
+                m.d.comb += [free_chain.eq((kind == ACK) & chain_q),
+                             fc_new.eq(Mux(free_chain, fc_chain, free_count)),
+                             used_new.eq(Mux(free_chain, used_chain, used_q)),
                              cnt_new.eq(Mux(free_chain, 0, count))]
                 with m.If(r_can):
                     with m.If(free_chain):
