@@ -86,11 +86,13 @@ stalled output holds the FSM (nothing is dropped) and the stall is counted.
 ``cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
 
 Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
-84.6 MHz min / 87.3 median (49.3 with three cycles per in-order packet before the two slots):
-42.3 M in-order packets/s. The worst path left is the RUN state's run-continues test (bit
-``e[:block_shift]`` of the bitmap through a ``block_bits``:1 multiplexer) into the enables of
-``e``, ``run_first`` and the FSM, mostly routing; a look-ahead bit registered one release ahead
-would take it off the path.
+97.5 MHz min / 99.7 median / 104.0 best (49.3 with three cycles per in-order packet before the two
+slots): 48.8 M in-order packets/s. The worst path left (2 of 3 seeds) runs from the FSM state
+through DECIDE's decision to the metadata write enable, the ``hit`` compare and the forwarding
+multiplexer into ``meta_q`` (8 LUT levels, three quarters routing); forwarding the entry DECIDE
+would write whether or not it writes (FINISH rewrites it anyway on the slow path) would take
+the decision off it. The third seed's is the look-ahead lookup ``e[:block_shift] + 1`` through
+the ``block_bits``:1 multiplexer into ``run_bit``.
 
 Resources
 ---------
