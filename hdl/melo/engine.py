@@ -22,25 +22,38 @@ Architecture
 ------------
 Three ``amaranth.lib.memory.Memory`` blocks, each with one synchronous read and one write port:
 
-- metadata: ``n_conns`` x ``{epsn, head, tail, count, ooo}`` (``metadata_bits``), read port
-  transparent to the write port so a packet accepted in the cycle its predecessor writes back
-  sees the new entry;
+- metadata: ``n_conns`` x ``{epsn, head, tail, count, ooo}`` (``metadata_bits``);
 - bits: ``pool_blocks`` x ``block_bits`` reorder bitmaps;
 - next: ``pool_blocks`` x ``ptr_bits`` chain / free-list pointers (the golden model's pool entry
   is bits + next; two memories hold the same bits and let a pointer change without a
   read-modify-write of the bitmap).
 
-The allocator is two registers, ``free_head`` and ``free_count``. A multi-cycle FSM handles one
-packet at a time: the entry is read, the packet is classified, the chain is walked or extended,
-the bitmap is tested and set or scanned, released PSNs leave on ``d``, and the entry is written
-back while the response leaves on ``r`` and the next event is accepted.
+The allocator is two registers, ``free_head`` and ``free_count``. Events pass through two slots:
 
-Every memory read takes two cycles: the address, then a wait state in which the read data is
-captured in a register (``meta_q``, ``next_q``, ``bits_q``); no logic follows a block RAM's
-output directly. On an ECP5 a DP16KD's clock-to-output alone is 5.8 ns, so a RAM output feeding
-the classification or the bitmap scan in the same cycle cannot close at 100 MHz. The buffered
-run of an in-order packet is released one PSN per cycle by testing one bit of the head block's
-bitmap (a ``block_bits``:1 multiplexer), not by a barrel shifter and priority encoder.
+- slot 1 holds an accepted event while its metadata entry is read: the read is issued in the
+  accept cycle, the data is captured into ``meta_q`` in the next (MWAIT) and waits there;
+- META classifies slot 1 against ``meta_q`` (PSN difference, block distance, window, chain
+  length and pool checks, all in parallel) into registered flags, moves the event to slot 2 and
+  takes the next event into slot 1;
+- DECIDE acts on the flags. An in-order packet on a connection without blocks, a duplicate
+  behind ``epsn``, a NACK and an ``open`` are finished there (entry written back, response sent)
+  and the event in slot 1 enters META in the next cycle; everything else runs a multi-cycle
+  FSM (the chain is walked or extended, the bitmap is tested and set or scanned, released PSNs
+  leave on ``d``) that ends in FINISH with the write-back and the response.
+
+Hazards: the metadata read of the event in slot 1 is issued before the entry of the packet ahead
+of it is written back. ``meta_q`` is therefore forwarded, never stalled: a write in the cycle
+the read is issued is registered (``meta_fwd``) and replaces the read data; a write in a later
+cycle while the event waits replaces ``meta_q`` directly. The slow path writes the metadata
+only in FINISH, so back-to-back packets of one connection need no bubble.
+
+Every memory read is registered once after the RAM: the metadata read port is deliberately not
+transparent (Yosys emits a transparent port as an address register and an asynchronous read and
+then merges the next register into the block RAM, which put the RAM's 5.8 ns clock-to-output in
+front of the 24-bit PSN compare), and ``next_q``/``bits_q`` capture the pointer and bitmap reads.
+The buffered run of an in-order packet is released one PSN per cycle by testing one bit of the
+head block's bitmap (a ``block_bits``:1 multiplexer), not by a barrel shifter and priority
+encoder.
 
 After reset an initialisation pass writes every metadata entry to zero and ``next[i] = i + 1``
 (``max(n_conns, pool_blocks)`` cycles, ``i.ready`` low), so a reset restores the golden model's
@@ -48,31 +61,45 @@ initial state without relying on memory initial contents.
 
 Latency and throughput
 ----------------------
-Cycles per data packet with free-flowing streams (from the cycle after the engine accepts the
-event to the cycle it writes the entry back and takes the next event; no cycle is lost between
-packets):
+Cycles a data packet occupies the engine back to back with free-flowing streams (META to the
+write-back; the next packet's accept and metadata read overlap them, so no cycle is lost
+between packets):
 
 ============================================  ==========================================
-in order, connection holds no blocks (ACK)    3
-old duplicate (DUP) or dropped (NACK)         3
-out of order into chain position ``k`` held   5 + 2 k  (k next-pointer reads, one bitmap read)
+in order, connection holds no blocks (ACK)    2
+old duplicate (DUP) or dropped (NACK)         2
+out of order into chain position ``k`` held   5 + 2 k  (k next-pointer reads, one bitmap read;
+                                              also a duplicate found in the bitmap)
 out of order needing ``n`` new blocks (SACK)  3 + 3 n
 in order with a buffered run behind it        3 + per block visited: 2 (scan, bitmap read)
-                                              (+2 if the head block is freed) + 1 per
-                                              released PSN (+1 if the run ends in the block)
+                                              (+2 if the head block is freed, +3 if the run
+                                              goes on in the next block) + 1 per released
+                                              PSN (+1 if the run ends in the block)
 ============================================  ==========================================
 
-Loss-free in-order traffic therefore runs at 1/3 packet per cycle; the measured figure under
-loss, reordering and duplication is reported by ``bench_melo_engine``. The ``open`` event takes
-3 cycles. Responses and releases leave through output registers; a stalled output holds the
-FSM (nothing is dropped) and the stall is counted. ``cosim.designs.melo.bridge.model_cycles`` replays
-this table.
+Loss-free in-order traffic therefore runs at 1/2 packet per cycle (any mix of connections,
+including back-to-back packets of one connection); the measured figure under loss, reordering
+and duplication is reported by ``bench_melo_engine``. An ``open`` event takes 2 cycles. A packet
+offered to an idle engine gets its response beat 3 cycles after its row of the table (accept,
+metadata read wait, output register). Responses and releases leave through output registers; a
+stalled output holds the FSM (nothing is dropped) and the stall is counted.
+``cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
+
+Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
+97.5 MHz min / 99.7 median / 104.0 best (49.3 with three cycles per in-order packet before the two
+slots): 48.8 M in-order packets/s. The worst path left (2 of 3 seeds) runs from the FSM state
+through DECIDE's decision to the metadata write enable, the ``hit`` compare and the forwarding
+multiplexer into ``meta_q`` (8 LUT levels, three quarters routing); forwarding the entry DECIDE
+would write whether or not it writes (FINISH rewrites it anyway on the slow path) would take
+the decision off it. The third seed's is the look-ahead lookup ``e[:block_shift] + 1`` through
+the ``block_bits``:1 multiplexer into ``run_bit``.
 
 Resources
 ---------
 Memories: ``n_conns * metadata_bits + pool_blocks * (block_bits + ptr_bits)`` bits. Logic: one
 ``psn_bits`` subtractor and comparator set, a ``block_bits``:1 bit multiplexer and a bit-clear
-decoder for the in-order scan, three read-data registers, and 32-bit status counters.
+decoder for the in-order scan, three read-data registers plus a forwarded metadata entry, the
+slot-1 event and the registered flags, and 32-bit status counters.
 
 Inputs outside the contract (``conn >= n_conns``, or ``open`` on a connection that holds
 blocks) are dropped without output and counted in ``rejected`` (the golden model raises).
@@ -149,43 +176,60 @@ class MeloEngine(wiring.Component):
         p = self.params
         m = Module()
         N, P, BB, LB = p.n_conns, p.pool_blocks, p.block_bits, p.block_shift
-        PB = p.psn_bits
+        PB, CB = p.psn_bits, p.count_bits
 
         # ---- memories ---------------------------------------------------------------------------
         m.submodules.meta = meta = Memory(shape=metadata_layout(p), depth=N, init=[])
         m.submodules.bits = bits = Memory(shape=unsigned(BB), depth=P, init=[])
         m.submodules.nxt = nxt = Memory(shape=unsigned(p.ptr_bits), depth=P, init=[])
-        meta_w = meta.write_port()
-        meta_r = meta.read_port(transparent_for=(meta_w,))
+        # The metadata read port is not transparent: a transparent port is emitted as an address
+        # register in front of an asynchronous read, and Yosys then merges the register after it
+        # (meta_q) into the block RAM, so the RAM's 5.8 ns clock-to-output would feed the
+        # classification. Writes the read misses are forwarded into meta_q instead (below).
+        meta_w, meta_r = meta.write_port(), meta.read_port()
         bits_w, bits_r = bits.write_port(), bits.read_port()
         nxt_w, nxt_r = nxt.write_port(), nxt.read_port()
 
         # ---- registers --------------------------------------------------------------------------
         free_head = Signal(p.ptr_bits)
         free_count = Signal(range(P + 1), init=P)
+        used_q = Signal(range(P + 1), name="used_q")     # pool_blocks - free_count, kept as a register
+        # slot 1: the accepted event whose metadata is being read (MWAIT) or waits in meta_q
+        pend = Signal(name="pend")
+        c_in = Signal(p.conn_bits, name="c_in")
+        psn_in = Signal(PB, name="psn_in")
+        open_in = Signal(name="open_in")
+        # slot 2: the packet in DECIDE and the multi-cycle states
         c = Signal(p.conn_bits)
         psn = Signal(PB)
         is_open = Signal()
         e = Signal(PB)
+        e_inc = Signal(PB, name="e_inc")   # e + 1, computed in META
         head = Signal(p.ptr_bits, name="head")
         tail = Signal(p.ptr_bits, name="tail")
         b = Signal(p.ptr_bits, name="b")
-        count = Signal(p.count_bits)
+        count = Signal(CB)
         ooo = Signal(p.ooo_bits)
         k = Signal(PB - LB)            # chain steps left (walk)
-        need = Signal(p.count_bits)    # blocks still to allocate
+        need = Signal(CB + 1)          # blocks still to allocate
         kind = Signal(2)
+        # the classification of slot 2, registered at the end of META
+        f_bad, f_ack, f_dup = Signal(name="f_bad"), Signal(name="f_ack"), Signal(name="f_dup")
+        f_nackw, f_alloc = Signal(name="f_nackw"), Signal(name="f_alloc")
+        f_nackp, f_k0 = Signal(name="f_nackp"), Signal(name="f_k0")
         init_i = Signal(range(max(N, P) + 1))
         peak = Signal(range(P + 1))
-        # Memory read data, registered. A block RAM's clock-to-output (5.8 ns on an ECP5 DP16KD)
-        # leaves no room for logic in a 10 ns cycle, so every read takes two cycles (the address,
-        # then a wait state in which the data is captured here) and no logic follows a RAM.
+        # Memory read data, registered: no logic follows a block RAM's output but the one-LUT
+        # forwarding multiplexer of meta_q.
         rd = Signal(metadata_layout(p), name="meta_q")
+        fwd = Signal(name="meta_fwd")                       # the read issued last cycle missed a write
+        fwd_data = Signal(metadata_layout(p), name="meta_fwd_data")
         nq = Signal(p.ptr_bits, name="next_q")
         bq = Signal(BB, name="bits_q")
         m.d.sync += [nq.eq(nxt_r.data), bq.eq(bits_r.data)]
         wb = Signal(BB, name="run_bits")   # bitmap of the head block while its run is released
         first = Signal(name="run_first")   # RUN's first cycle: the bitmap is still on bits_q
+        rbit = Signal(name="run_bit")      # the bit at e of the run's block, registered one cycle ahead
 
         onehot = Signal(BB)
         m.d.comb += onehot.eq((Const(1, BB) << psn[:LB])[:BB])
@@ -205,18 +249,72 @@ class MeloEngine(wiring.Component):
             top = (1 << COUNTER_BITS) - 1
             m.d.sync += ctr.eq(Mux(ctr > top - amount, top, ctr + amount))
 
-        # input: the metadata read address always follows the offered event
-        m.d.comb += meta_r.addr.eq(self.i.payload.conn)
+        # ---- metadata read and forwarding -------------------------------------------------------
+        # the read address always follows the offered event; the data is captured into meta_q the
+        # cycle after the accept (``capture``), and a held meta_q snoops later writes to its entry
+        # the bitmap read port follows the head block unless a state reads another block, so the
+        # head's bitmap is on bits_q one cycle earlier than an explicit read would put it there
+        m.d.comb += [meta_r.addr.eq(self.i.payload.conn), meta_w.addr.eq(c), bits_r.addr.eq(head)]
+        capture = Signal()
+        hit = Signal()
+        take_ram = Signal()
+        other = Signal(metadata_layout(p))
+        m.d.comb += [hit.eq(meta_w.en & pend & (c == c_in)),
+                     take_ram.eq(capture & ~hit & ~fwd),
+                     other.eq(Mux(hit, meta_w.data, Mux(capture, fwd_data, rd)))]
+        m.d.sync += [rd.eq(Mux(take_ram, meta_r.data, other)),
+                     fwd.eq(meta_w.en & (meta_w.addr == self.i.payload.conn)), fwd_data.eq(meta_w.data)]
 
-        def accept():
+        def accept(then=None):
+            # slot 1 is free: take the offered event (its metadata read is issued this cycle)
             m.d.comb += self.i.ready.eq(1)
             with m.If(self.i.valid):
-                m.d.sync += [c.eq(self.i.payload.conn), psn.eq(self.i.payload.psn), is_open.eq(self.i.payload.open)]
-                m.next = "MWAIT"
+                m.d.sync += [c_in.eq(self.i.payload.conn), psn_in.eq(self.i.payload.psn),
+                             open_in.eq(self.i.payload.open), pend.eq(1)]
+                if then is not None:
+                    m.next = then
 
+        def done():
+            # slot 2 is finished: the waiting event enters META, or a new one is taken
+            with m.If(pend):
+                m.next = "META"
+            with m.Else():
+                m.next = "IDLE"
+                accept("MWAIT")
+
+        def finish(kind_v, epsn_v, cnt_v, fc_v, used):
+            # write the entry back, send the response, count (the peak occupancy is updated by the
+            # allocations themselves, in POP2)
+            m.d.comb += [meta_w.en.eq(1), meta_w.data.epsn.eq(epsn_v),
+                         meta_w.data.head.eq(head), meta_w.data.tail.eq(tail), meta_w.data.count.eq(cnt_v),
+                         meta_w.data.ooo.eq(ooo)]
+            m.d.sync += [free_count.eq(fc_v), used_q.eq(used), self.r.valid.eq(1), self.r.payload.kind.eq(kind_v),
+                         self.r.payload.conn.eq(c), self.r.payload.cum_psn.eq(epsn_v), self.r.payload.psn.eq(psn),
+                         self.r.payload.used.eq(used)]
+            count_up(self.packets)
+            for kd, ctr in ((ACK, self.acks), (SACK, self.sacks), (DUP, self.dups)):
+                with m.If(kind_v == kd):
+                    count_up(ctr)
+            done()
+
+        # META: the classification against the captured entry, all in parallel
         diff = Signal(PB)
         kk = Signal(PB - LB)
-        m.d.comb += [diff.eq(psn - rd.epsn), kk.eq((psn >> LB) - (rd.epsn >> LB))]
+        kkl = Signal(CB)                       # kk where it matters (inside the window: kk < 2**CB)
+        nd = Signal(CB + 1)
+        m.d.comb += [diff.eq(psn_in - rd.epsn), kk.eq((psn_in >> LB) - (rd.epsn >> LB)), kkl.eq(kk[:CB]),
+                     nd.eq(kkl + 1 - rd.count)]
+        if N < 1 << p.conn_bits:
+            bad_conn = c_in >= N
+        else:
+            bad_conn = Const(0)
+
+        # FINISH's splice of a whole chain, precomputed every cycle (see FINISH)
+        chain_q = Signal(name="chain_q")
+        fc_chain = Signal(range(P + 1), name="fc_chain")
+        used_chain = Signal(range(P + 1), name="used_chain")
+        m.d.sync += [chain_q.eq((ooo == 0) & (count != 0)), fc_chain.eq(free_count + count),
+                     used_chain.eq(used_q - count)]
 
         with m.FSM(init="INIT") as fsm:
             with m.State("INIT"):
@@ -229,67 +327,73 @@ class MeloEngine(wiring.Component):
                     m.next = "IDLE"
 
             with m.State("IDLE"):
-                accept()
+                accept("MWAIT")
 
             with m.State("MWAIT"):
-                # the entry of conn c is on the read port (transparent to the write-back of the
-                # packet before); capture it
-                m.d.sync += rd.eq(meta_r.data)
+                # the entry of conn c_in is on the read port: capture it (forwarded if it missed a write)
+                m.d.comb += capture.eq(1)
                 m.next = "META"
 
             with m.State("META"):
-                # classify the packet against the captured entry; keep a working copy
-                m.d.sync += [e.eq(rd.epsn), head.eq(rd.head), tail.eq(rd.tail), count.eq(rd.count), ooo.eq(rd.ooo),
-                             b.eq(rd.head)]
-                if N < 1 << p.conn_bits:
-                    bad_conn = c >= N
-                else:
-                    bad_conn = Const(0)
-                with m.If(bad_conn | (is_open & (rd.count != 0))):
+                # classify slot 1 against meta_q into registered flags; move it to slot 2; take the
+                # next event into slot 1 (its metadata read overlaps DECIDE)
+                ep = rd.epsn
+                m.d.sync += [c.eq(c_in), psn.eq(psn_in), is_open.eq(open_in), e.eq(ep), e_inc.eq(ep + 1),
+                             head.eq(rd.head), tail.eq(rd.tail), count.eq(rd.count), ooo.eq(rd.ooo), b.eq(rd.head),
+                             f_bad.eq(bad_conn | (open_in & (rd.count != 0))),
+                             f_ack.eq(psn_in == ep), f_dup.eq(diff[PB - 1]),
+                             f_nackw.eq(kk >= p.max_blocks_per_conn), f_alloc.eq(kkl >= rd.count),
+                             f_nackp.eq(nd > free_count), f_k0.eq(kkl == 0),
+                             need.eq(nd), k.eq(kkl - 1), pend.eq(0)]
+                m.next = "DECIDE"
+                accept()
+
+            with m.State("DECIDE"):
+                # act on the flags; a waiting slot-1 event has its metadata on the read port now
+                m.d.comb += capture.eq(pend)
+                with m.If(f_bad):
                     count_up(self.rejected)
-                    m.next = "IDLE"
+                    done()
                 with m.Elif(is_open):
-                    m.d.comb += [meta_w.addr.eq(c), meta_w.en.eq(1), meta_w.data.epsn.eq(psn),
-                                 meta_w.data.head.eq(rd.head), meta_w.data.tail.eq(rd.tail)]
-                    m.next = "IDLE"
-                with m.Elif(diff == 0):
+                    m.d.comb += [meta_w.en.eq(1), meta_w.data.epsn.eq(psn), meta_w.data.head.eq(head),
+                                 meta_w.data.tail.eq(tail)]
+                    done()
+                with m.Elif(f_ack):
                     m.d.sync += kind.eq(ACK)
                     with m.If(d_can):
-                        release(rd.epsn)
-                        m.d.sync += e.eq(rd.epsn + 1)
-                        with m.If(rd.count == 0):
-                            m.next = "FINISH"
-                        with m.Else():
+                        release(e)
+                        m.d.sync += e.eq(e_inc)
+                        with m.If(count != 0):
                             m.next = "SCAN"
+                        with m.Elif(r_can):
+                            finish(ACK, e_inc, count, free_count, used_q)
+                        with m.Else():
+                            m.next = "FINISH"
                     with m.Else():
                         m.next = "DELIV"
-                with m.Elif(diff[PB - 1]):
-                    m.d.sync += kind.eq(DUP)
-                    m.next = "FINISH"
-                with m.Elif(kk >= p.max_blocks_per_conn):
-                    m.d.sync += kind.eq(NACK)
-                    count_up(self.nack_window)
-                    m.next = "FINISH"
-                with m.Elif(kk >= rd.count):
-                    nd = Signal(p.count_bits + 1)
-                    m.d.comb += nd.eq(kk + 1 - rd.count)
-                    with m.If(nd > free_count):
-                        m.d.sync += kind.eq(NACK)
+                with m.Elif(f_dup | f_nackw | (f_alloc & f_nackp)):
+                    kd = Mux(f_dup, DUP, NACK)
+                    m.d.sync += kind.eq(kd)
+                    with m.If(~f_dup & f_nackw):
+                        count_up(self.nack_window)
+                    with m.If(~f_dup & ~f_nackw):
                         count_up(self.nack_pool)
-                        m.next = "FINISH"
+                    with m.If(r_can):
+                        finish(kd, e, count, free_count, used_q)
                     with m.Else():
-                        m.d.sync += [need.eq(nd), kind.eq(SACK)]
-                        m.next = "POP"
-                with m.Elif(kk == 0):
-                    m.d.comb += bits_r.addr.eq(rd.head)
+                        m.next = "FINISH"
+                with m.Elif(f_alloc):
+                    m.d.sync += kind.eq(SACK)
+                    m.next = "POP"
+                with m.Elif(f_k0):
+                    m.d.comb += bits_r.addr.eq(head)
                     m.next = "BWAIT"
                 with m.Else():
-                    m.d.comb += nxt_r.addr.eq(rd.head)
-                    m.d.sync += k.eq(kk - 1)
+                    m.d.comb += nxt_r.addr.eq(head)
                     m.next = "WALKW"
 
             with m.State("DELIV"):
-                # the in-order packet itself, when d was stalled in META
+                # the in-order packet itself, when d was stalled in DECIDE
                 with m.If(d_can):
                     release(e)
                     m.d.sync += e.eq(e + 1)
@@ -332,7 +436,7 @@ class MeloEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += [nxt_w.addr.eq(tail), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
                 m.d.sync += [tail.eq(free_head), count.eq(count + 1), free_count.eq(free_count - 1),
-                             need.eq(need - 1)]
+                             used_q.eq(used_q + 1), need.eq(need - 1)]
                 count_up(self.allocs)
                 m.next = "POPW"
 
@@ -341,6 +445,8 @@ class MeloEngine(wiring.Component):
 
             with m.State("POP2"):
                 m.d.sync += free_head.eq(nq)
+                with m.If(used_q > peak):
+                    m.d.sync += peak.eq(used_q)
                 with m.If(need == 0):
                     m.d.sync += ooo.eq(ooo + 1)
                     m.next = "FINISH"
@@ -352,7 +458,8 @@ class MeloEngine(wiring.Component):
                     # the head block covers only released PSNs: push it on the free stack (the
                     # read returns its old next pointer: read before write)
                     m.d.comb += [nxt_r.addr.eq(head), nxt_w.addr.eq(head), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
-                    m.d.sync += [free_head.eq(head), free_count.eq(free_count + 1), count.eq(count - 1)]
+                    m.d.sync += [free_head.eq(head), free_count.eq(free_count + 1), used_q.eq(used_q - 1),
+                                 count.eq(count - 1)]
                     count_up(self.frees)
                     m.next = "FREEW"
                 with m.Else():
@@ -368,26 +475,34 @@ class MeloEngine(wiring.Component):
                     m.next = "FINISH"
                 with m.Else():
                     m.d.comb += bits_r.addr.eq(nq)
-                    m.next = "RUNW"
+                    m.next = "NEXTW"
+
+            with m.State("NEXTW"):
+                # the new head's bitmap is being read
+                m.next = "RUNW"
 
             with m.State("RUNW"):
-                m.d.sync += first.eq(1)
+                # bits_q holds the head's bitmap: register the bit at e for RUN's first test
+                m.d.sync += [first.eq(1), rbit.eq(bq.bit_select(e[:LB], 1))]
                 m.next = "RUN"
 
             with m.State("RUN"):
-                # release the buffered run at e one PSN per cycle, clearing its bits
+                # release the buffered run at e one PSN per cycle, clearing its bits; the test bit
+                # (run_bit) was registered a cycle ahead, the next one is looked up now
                 off = e[:LB]
+                off1 = Signal(LB)
                 cur = Signal(BB)
                 cleared = Signal(BB)
-                m.d.comb += [cur.eq(Mux(first, bq, wb)),
+                m.d.comb += [cur.eq(Mux(first, bq, wb)), off1.eq(off + 1),
                              cleared.eq(cur & ~(Const(1, BB) << off)[:BB])]
-                with m.If(~cur.bit_select(off, 1)):
+                with m.If(~rbit):
                     # end of the run inside this block
                     m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cur), bits_w.en.eq(1)]
                     m.next = "FINISH"
                 with m.Elif(d_can):
                     release(e)
-                    m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0)]
+                    m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0),
+                                 rbit.eq(cur.bit_select(off1, 1))]
                     with m.If(off == BB - 1):
                         # the run reaches the end of the block: on to the next one
                         m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cleared), bits_w.en.eq(1)]
@@ -396,33 +511,24 @@ class MeloEngine(wiring.Component):
                     m.d.sync += [wb.eq(cur), first.eq(0)]
 
             with m.State("FINISH"):
+                # the chain test and both sums come from registers (chain_q, fc_chain, used_chain)
+                # computed in the cycle before: an ACK reaches FINISH with count != 0 only from
+                # RUN's end-of-run branch or FINISH itself, which change none of their inputs
                 free_chain = Signal()
                 fc_new = Signal(range(P + 1))
-                cnt_new = Signal(p.count_bits)
-                m.d.comb += [free_chain.eq((kind == ACK) & (ooo == 0) & (count != 0)),
-                             fc_new.eq(free_count + Mux(free_chain, count, 0)),
+                used_new = Signal(range(P + 1))
+                cnt_new = Signal(CB)
+                m.d.comb += [free_chain.eq((kind == ACK) & chain_q),
+                             fc_new.eq(Mux(free_chain, fc_chain, free_count)),
+                             used_new.eq(Mux(free_chain, used_chain, used_q)),
                              cnt_new.eq(Mux(free_chain, 0, count))]
                 with m.If(r_can):
-                    m.d.comb += [meta_w.addr.eq(c), meta_w.en.eq(1), meta_w.data.epsn.eq(e),
-                                 meta_w.data.head.eq(head), meta_w.data.tail.eq(tail), meta_w.data.count.eq(cnt_new),
-                                 meta_w.data.ooo.eq(ooo)]
                     with m.If(free_chain):
                         # splice the whole chain onto the free stack: next[tail] = free_head
                         m.d.comb += [nxt_w.addr.eq(tail), nxt_w.data.eq(free_head), nxt_w.en.eq(1)]
                         m.d.sync += free_head.eq(head)
                         count_up(self.frees, count)
-                    m.d.sync += [free_count.eq(fc_new), self.r.valid.eq(1), self.r.payload.kind.eq(kind),
-                                 self.r.payload.conn.eq(c), self.r.payload.cum_psn.eq(e), self.r.payload.psn.eq(psn),
-                                 self.r.payload.used.eq(P - fc_new)]
-                    with m.If(P - fc_new > peak):
-                        m.d.sync += peak.eq(P - fc_new)
-                    count_up(self.packets)
-                    for kd, ctr in ((ACK, self.acks), (SACK, self.sacks), (DUP, self.dups)):
-                        with m.If(kind == kd):
-                            count_up(ctr)
-                    m.next = "IDLE"
-                    accept()
-
+                    finish(kind, e, cnt_new, fc_new, used_new)
 
         # ---- status -----------------------------------------------------------------------------
         with m.If(self.d.valid & self.d.ready):
@@ -435,6 +541,6 @@ class MeloEngine(wiring.Component):
         with m.If(busy):
             count_up(self.cycles)
         m.d.comb += [self.idle.eq(~busy & ~fsm.ongoing("INIT")), self.free_count.eq(free_count),
-                     self.blocks_in_use.eq(P - free_count),
+                     self.blocks_in_use.eq(used_q),
                      self.peak_blocks.eq(peak)]
         return m

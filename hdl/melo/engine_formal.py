@@ -10,8 +10,9 @@ Assumptions
 Assertions, by group
     ``handshake`` ``d`` and ``r`` hold ``valid`` and ``payload`` while ``valid & ~ready``.
     ``r_count``   no output without input: one ``r`` beat per accepted data event (``open=0``),
-                  never more (a response only while one is owed), at most two owed at a time
-                  (one in the FSM, one in the output register), none owed when ``idle``.
+                  never more (a response only while one is owed), at most three owed at a time
+                  (one waiting in slot 1, one in the FSM, one in the output register), none owed
+                  when ``idle``.
     ``conserve``  counted against the golden model's rule that every ACK'd or SACK'd packet is
                   released exactly once: per connection, ``#ACK + #SACK responses - #d beats``
                   is the number of packets buffered out of order; at quiescence (``idle``) it is
@@ -29,8 +30,8 @@ Assertions, by group
                   quiescence with no packet buffered on any connection, ``free_count`` is the
                   pool size (every allocated block came back, once).
     ``internal``  white-box invariants that make ``handshake`` and ``r_count`` k-inductive
-                  (the owed count equals data transactions in the FSM plus ``r.valid``; the FSM
-                  state is a valid encoding).
+                  (the owed count equals the data packet in the FSM, the one waiting in slot 1
+                  and ``r.valid``; the FSM state is a valid encoding).
 
 ``alloc``/``pool``/``leak``/``conserve``/``order`` depend on the free list and chains stored
 in the ``next`` memory; they are checked by BMC, not by k-induction. The fast BMC (depth 16,
@@ -58,7 +59,7 @@ __all__ = ["MeloFormal", "PROPERTIES", "MUTANTS", "DEEP_MUTANTS", "formal_checks
 PROPERTIES = ("handshake", "r_count", "conserve", "order", "alloc", "pool", "leak", "internal")
 _WHERE = "hdl/melo/engine_formal.py"
 _REGS = ("fsm_state", "free_head", "free_count", "c", "count", "kind", "ooo", "e", "is_open",
-         "free_chain", "head")
+         "free_chain", "head", "pend", "open_in", "f_bad")
 
 
 def formal_params(n_conns: int = 2, pool_blocks: int = 2, max_blocks_per_conn: int = 2) -> MeloEngineParams:
@@ -141,7 +142,7 @@ class MeloFormal(wiring.Component):
         owed = Signal(range(4))
         m.d.sync += owed.eq(owed + (i_fire & ~i.payload.open) - r_fire)
         chk(~r_fire | (owed != 0), "r_count: a response without a data packet")
-        chk(owed <= 2, "r_count: more than two data packets in flight")
+        chk(owed <= 3, "r_count: more than three data packets in flight")
         with m.If(dut.idle):
             chk(owed == 0, "r_count: the quiescent engine owes a response")
 
@@ -157,14 +158,15 @@ class MeloFormal(wiring.Component):
             with m.If(dut.idle):
                 chk(held[c] >= 0, f"conserve: connection {c} released more PSNs than packets it accepted")
                 chk(held[c] <= W, f"conserve: connection {c} holds more packets than its window")
-            # an open event re-bases the connection; a beat of the previous packet may still
-            # wait in the d register when it is accepted (``stale``): skip that one
+            # an open event re-bases the connection when it is applied (DECIDE; the packet before
+            # it is finished by then); a beat of that packet may still wait in the d register
+            # (``stale``): skip that one
             stale = Signal(name=f"stale_beat{c}")
             with m.If(down):
                 chk(~nxt_ok[c] | (d.payload.psn == nxt_psn[c]),
                     f"order: connection {c} released a PSN out of sequence")
                 m.d.sync += [nxt_psn[c].eq(d.payload.psn + 1), nxt_ok[c].eq(~stale), stale.eq(0)]
-            with m.If(i_fire & i.payload.open & (i.payload.conn == c)):
+            with m.If(state("DECIDE") & iv["is_open"] & ~iv["f_bad"] & (iv["c"] == c)):
                 m.d.sync += [nxt_ok[c].eq(0), stale.eq(d.valid & ~d.ready & (d.payload.conn == c))]
 
         # --- alloc / pool / leak: a shadow owner map of the bits pool ------------------------
@@ -195,11 +197,15 @@ class MeloFormal(wiring.Component):
             chk(iv["free_count"] == P, "leak: blocks in use while no packet is buffered")
 
         # --- internal: what makes handshake / r_count inductive --------------------------------
-        txn = ~state("INIT") & ~state("IDLE") & ~iv["is_open"]
-        chk(owed == txn + r.valid, "internal: responses owed != data transactions in the FSM + r.valid")
+        slot2 = ~state("INIT") & ~state("IDLE") & ~state("MWAIT") & ~state("META")
+        txn = slot2 & ~iv["is_open"]
+        waiting = iv["pend"] & ~iv["open_in"]
+        chk(owed == txn + waiting + r.valid,
+            "internal: responses owed != data packets in the FSM + the one waiting + r.valid")
+        chk(iv["pend"] | ~(state("MWAIT") | state("META")), "internal: MWAIT or META without an event")
+        chk(~iv["pend"] | ~state("IDLE") & ~state("INIT"), "internal: IDLE or INIT with an event waiting")
         chk(fsm <= max(st.values()), "internal: FSM state outside its encoding")
-        chk(~iv["is_open"] | state("INIT") | state("IDLE") | state("MWAIT") | state("META"),
-            "internal: an open event past the metadata read")
+        chk(~iv["is_open"] | ~slot2 | state("DECIDE"), "internal: an open event past DECIDE")
         with m.If(state("INIT")):
             chk(~r.valid & ~d.valid, "internal: output during initialisation")
 
@@ -266,14 +272,14 @@ class UncountedFreeMelo(MeloEngine):
 
 class NackTakesBlockMelo(MeloEngine):
     """Broken: a packet beyond the reorder window is NACKed (dropped) but still takes a pool
-    block, which the connection then holds with no packet buffered."""
+    block, which the connection then holds with no packet buffered (when its NACK waits for a
+    stalled ``r``: a NACK finished in DECIDE has already left and taken the next event)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        p = self.params
-        iv = _regs(m, "fsm_state", "is_open", "diff", "kk", "need")
-        beyond = ~iv["is_open"] & (iv["diff"] != 0) & ~iv["diff"][p.psn_bits - 1] & (iv["kk"] >= p.max_blocks_per_conn)
-        with m.If(_in_state(iv, "META") & beyond):
+        iv = _regs(m, "fsm_state", "is_open", "f_bad", "f_ack", "f_dup", "f_nackw", "need")
+        beyond = ~iv["f_bad"] & ~iv["is_open"] & ~iv["f_ack"] & ~iv["f_dup"] & iv["f_nackw"]
+        with m.If(_in_state(iv, "DECIDE") & beyond & self.r.valid & ~self.r.ready):
             m.d.sync += [iv["fsm_state"].eq(fsm_states(iv["fsm_state"])["POP"]), iv["need"].eq(1)]
         return m
 
@@ -316,7 +322,7 @@ _FAST_DEPTH = 16
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "double-alloc": (DoubleAllocMelo, "bmc", 10, _NO_INTERNAL, "alloc: block allocated twice"),
-    "nack-takes-block": (NackTakesBlockMelo, "bmc", 14, ("handshake", "r_count", "conserve", "leak"),
+    "nack-takes-block": (NackTakesBlockMelo, "bmc", 16, ("handshake", "r_count", "conserve", "leak"),
                          "leak: blocks in use"),
     "uncounted-pop": (UncountedPopMelo, "bmc", 8, _NO_INTERNAL, "pool: free_count differs"),
     "drop-response": (DropResponseMelo, "bmc", 10, _NO_INTERNAL, "handshake: r.valid fell"),

@@ -58,20 +58,42 @@ def test_lossy_traffic_matches_golden(tmp_path, name, p, n_pkts, p_idle, p_stall
         assert st["nack_pool"] > 0 and mt["dut_stats"]["peak_blocks"] == p.pool_blocks
     if p_stall:
         assert mt["dut_stall_r"] > 0 and mt["dut_stall_d"] > 0
+    else:  # free-flowing streams: the cycle model predicts the whole run to the cycle
+        assert mt["cycles"] == g["model_cycles"], (mt["cycles"], g["model_cycles"])
     _report(tmp_path, f"{name}_idle{p_idle}_stall{p_stall}", p, mt)
 
 
-def test_in_order_traffic_runs_at_three_cycles_per_packet(tmp_path):
-    """The stated throughput: loss-free in-order packets take 3 cycles each (1/3 packet/cycle:
-    accept, metadata read wait, classify; the write-back overlaps the next accept)."""
+def test_in_order_traffic_runs_at_two_cycles_per_packet(tmp_path):
+    """The stated throughput: loss-free in-order packets take 2 cycles each (1/2 packet/cycle:
+    classify into registered flags (META), act on them (DECIDE); the next packet's metadata read
+    overlaps both), and the cycle model predicts the run to the cycle."""
     n = 4
     events = in_order_traffic(MODERATE, n)
-    res = run_melo_engine(MODERATE, events, test_dir=tmp_path)
+    g = golden_streams(MODERATE, events)
+    res = run_melo_engine(MODERATE, events, golden=g, test_dir=tmp_path)
     mt = res.metrics
     N = MODERATE.n_conns * n
-    # first event taken at t, its response leaves at t + 4; one more packet every 3 cycles
-    assert mt["cycles"] == 3 * N + 2, mt
+    # first event taken at t, its response leaves at t + 4; one more packet every 2 cycles
+    assert mt["cycles"] == 2 * N + 3 == g["model_cycles"], mt
     assert mt["dut_stats"]["acks"] == N and mt["dut_stats"]["allocs"] == 0
+
+
+def test_back_to_back_packets_of_one_connection_are_forwarded(tmp_path):
+    """Every packet of one connection follows its predecessor at once: the metadata read of the
+    next one misses the write-back of the previous one and is forwarded (in order, then holes,
+    duplicates and a run released behind them), still 2 cycles per in-order packet."""
+    p = MODERATE
+    events = [(3, 4090, True)] + [(3, (4090 + i) % 4096, False) for i in range(24)]
+    events += [(3, (4090 + i) % 4096, False) for i in (26, 25, 27, 40, 90, 26, 24, 30, 29, 28, 31, 20)]
+    events += [(3, (4090 + i) % 4096, False) for i in range(32, 45)]
+    g = golden_streams(p, events)
+    st = g["stats"]
+    assert st["sacks"] and st["dups"] and st["nack_window"] and st["allocs"] and st["frees"]
+    res = run_melo_engine(p, events, golden=g, test_dir=tmp_path)
+    assert res.metrics["cycles"] == g["model_cycles"], (res.metrics["cycles"], g["model_cycles"])
+    head = events[:25]
+    mt = run_melo_engine(p, head, test_dir=tmp_path / "head").metrics
+    assert mt["cycles"] == 2 * 24 + 3
 
 
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path):

@@ -111,23 +111,34 @@ def golden_streams(p: MeloEngineParams, events: list[Event]) -> dict:
 
     Events outside the contract (``conn >= n_conns``, or ``open`` on a connection holding blocks)
     are counted in ``rejected`` and produce nothing, as in the RTL."""
+    from cosim.designs.melo.bridge import packet_cycles
+
     eng = MeloEngine(p)
     deliv, resp = [], []
     rejected = 0
+    costs = []  # cycles each event occupies the engine back to back (the RTL's cycle table)
     for c, psn, op in events:
         if c >= p.n_conns or (op and eng.count[c]):
             rejected += 1  # outside the contract: the RTL drops it and counts it (the model would raise)
+            costs.append((False, 2))
             continue
         if op:
             eng.open_connection(c, psn)
+            costs.append((False, 2))
             continue
+        before = eng.count[c]
         r = eng.process(c, psn)
         deliv.extend(pack_delivery(p, c, x) for x in r.delivered)
         resp.append(pack_response_beat(p, r.response, r.blocks_in_use))
+        costs.append((True, packet_cycles(p, eng, c, psn, r.delivered, r.response.kind, before)))
     eng.check_invariants()
+    data = [i for i, (is_data, _) in enumerate(costs) if is_data]
+    # first data event taken to last response beat with free-flowing streams: every event in
+    # between back to back, plus the metadata read wait of the first and the output register
+    model_cycles = sum(cy for _, cy in costs[data[0]:data[-1] + 1]) + 3 if data else 0
     return {"events": [pack_event(p, c, psn, op) for c, psn, op in events], "deliv": deliv, "resp": resp,
             "stats": dict(eng.stats), "free_count": eng.free_count, "quiescent": eng.quiescent(),
-            "data_events": len(resp), "rejected": rejected}
+            "data_events": len(resp), "rejected": rejected, "model_cycles": model_cycles}
 
 
 def run_melo_engine(p: MeloEngineParams, events: list[Event], *, p_idle: float = 0.0, p_stall_d: float = 0.0,
