@@ -214,6 +214,10 @@ class FSSAxiTop(wiring.Component):
         rg = Signal(range(GMAX + 1), init=GMAX)
         kr = Signal(range(KMAX + 1), init=KMAX)
         tiles = Signal(32, init=1)
+        # TILES - 1, registered (the tile counters compare with it: no subtractor on their paths);
+        # TILES only changes while idle, at least a cycle before the START that uses it
+        tiles_m1 = Signal(32, init=0)
+        m.d.sync += tiles_m1.eq(tiles - 1)
         busy, done, loaded = Signal(name="busy"), Signal(name="done"), Signal(name="loaded")
         err = Signal(5)
         run_cycles, out_beats = Signal(32), Signal(32)
@@ -280,7 +284,7 @@ class FSSAxiTop(wiring.Component):
                     m.d.sync += rc.eq(0)
                     with m.If(rgc == rg - 1):
                         m.d.sync += [rgc.eq(0), raddr.eq(0), rtile.eq(rtile + 1)]
-                        with m.If(rtile == tiles - 1):
+                        with m.If(rtile == tiles_m1):
                             m.d.sync += issuing.eq(0)
                     with m.Else():
                         m.d.sync += [rgc.eq(rgc + 1), raddr.eq(raddr + 1)]
@@ -297,7 +301,7 @@ class FSSAxiTop(wiring.Component):
         with m.If(x_fire):
             with m.If(xc == kr - 1):
                 m.d.sync += [xc.eq(0), xtile.eq(xtile + 1)]
-                with m.If(xtile == tiles - 1):
+                with m.If(xtile == tiles_m1):
                     m.d.sync += x_more.eq(0)
             with m.Else():
                 m.d.sync += xc.eq(xc + 1)
@@ -311,7 +315,7 @@ class FSSAxiTop(wiring.Component):
         with m.If(y_fire):
             with m.If(ylast):
                 m.d.sync += [yg.eq(0), ytile.eq(ytile + 1)]
-                with m.If(ytile == tiles - 1):
+                with m.If(ytile == tiles_m1):
                     m.d.sync += [busy.eq(0), done.eq(1)]
             with m.Else():
                 m.d.sync += yg.eq(yg + 1)

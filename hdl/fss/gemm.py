@@ -22,8 +22,13 @@ Throughput and latency. One weight beat per cycle while the output is not back-p
 an activation tile is loaded: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal
 for ``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile
 ``tau + 1`` (``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat
-to its row group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 4 cycles (buffer read,
-select + multiply, row adder trees, accumulate + requantise).
+to its row group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 8 cycles, one register
+stage each: buffer read, buffer data (a block RAM output drives only a flip-flop), operand select,
+multiply (flip-flop -> multiplier -> flip-flop), the adder trees' first level (slot pairs), the
+rest of the trees, accumulate, requantise (:func:`hdl.common.arith.requantize_parallel`: one carry
+chain) into the output register. Every path is at most one of those steps, for the clock (the
+4-stage version closed at 51 MHz on an LFE5U-85F, its critical path block RAM read -> operand
+multiplexer -> multiplier).
 
 Back-pressure. The pipeline advances as a whole (``adv``): while the output register holds a
 beat that ``y.ready`` refuses, every stage and the buffer read hold, so ``y.payload`` is stable.
@@ -31,7 +36,9 @@ beat that ``y.ready`` refuses, every stage and the buffer read hold, so ``y.payl
 Resources. ``PR * PC * N`` multipliers of ``W x XW`` bits (DSPs); ``r_w * PC`` memories of
 ``2 * 2**ceil(log2(max_cols / r_w))`` x ``XW`` bits (shared by all PE rows: the activation
 storage does not grow with ``PR``); ``PR * PC * N`` operand multiplexers of ``r_w`` inputs;
-``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits.
+``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits;
+pipeline registers for the operands, products and partial sums. When ``r_w`` is a power of two
+the operand multiplexer is ``r_w``-way on the index's low bits, otherwise ``r_h * r_w``-way.
 
 Configuration. ``cfg_k_regions`` (= cols / r_w) and ``cfg_row_groups`` (= rows / (r_h PR)) set
 the layer shape at run time; hold them stable while the engine holds work.
@@ -49,14 +56,15 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating
+from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.fixed import requantize
-from models.fss.gemm import FSSParams
+from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["FSSGemm", "weight_layout"]
 
 COUNTER_BITS = 32
+#: pipeline stages between the accepted weight beat and the output register
+STAGES = PIPELINE_LATENCY - 1
 
 
 def weight_layout(p: FSSParams) -> data.ArrayLayout:
@@ -158,89 +166,112 @@ class FSSGemm(wiring.Component):
         lanes = self.w.payload
         W, XW = p.weight_fmt.width, p.act_fmt.width
         rbits = max(1, (RH - 1).bit_length())
+        S = STAGES
 
-        # stage 1: weights (and indices) wait for the synchronous buffer read
-        s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
-        s1_w = [[Signal(signed(W), name=f"s1_w{a}_{j}") for j in range(N)] for a in range(PR)]
-        s1_i = [[Signal(unsigned(max(1, p.index_bits)), name=f"s1_i{a}_{j}") for j in range(N)] for a in range(PR)]
-        # stage 2: products and their output rows
-        s2_valid, s2_first, s2_last = Signal(), Signal(), Signal()
-        s2_prod = [[[Signal(signed(W + XW), name=f"s2_p{a}_{t}_{j}") for j in range(N)] for t in range(PC)]
-                   for a in range(PR)]
-        s2_row = [[Signal(unsigned(rbits), name=f"s2_r{a}_{j}") for j in range(N)] for a in range(PR)]
-        # stage 3: per-row sums
-        s3_valid, s3_first, s3_last = Signal(), Signal(), Signal()
-        s4_valid, s4_last = Signal(), Signal()   # out_stage only: the finished sums wait a cycle in acc
+        # stage-valid and last-beat bits of stages 1..S (named: the formal harness finds them);
+        # stage 0 is the weight beat being accepted
+        sv = [None] + [Signal(name=f"s{k}_valid") for k in range(1, S + 1)]
+        sl = [None] + [Signal(name=f"s{k}_last") for k in range(1, S + 1)]
+        sf = [None] + [Signal(name=f"s{k}_first") for k in range(1, S + 1)]
+
+        def regs(name, shape, *dims):
+            """Nested lists of registers ``name{i}_{j}...`` over ``dims``."""
+            if not dims:
+                return Signal(shape, name=name)
+            sep = "_" if name[-1].isdigit() else ""
+            return [regs(f"{name}{sep}{i}", shape, *dims[1:]) for i in range(dims[0])]
+
+        ibits = max(1, p.index_bits)
+        # s1: the weight beat waits for the (synchronous) buffer read
+        s1_w, s1_i = regs("s1_w", signed(W), PR, N), regs("s1_i", unsigned(ibits), PR, N)
+        # s2: the buffer's read data registered (a block RAM output drives one flip-flop each)
+        s2_x = regs("s2_x", signed(XW), PC, RW)
+        s2_w, s2_i = regs("s2_w", signed(W), PR, N), regs("s2_i", unsigned(ibits), PR, N)
+        # s3: every slot's operand selected (r_w-way multiplexer) and its output row
+        s3_op = regs("s3_op", signed(XW), PR, PC, N)
+        s3_w, s3_row = regs("s3_w", signed(W), PR, N), regs("s3_row", unsigned(rbits), PR, N)
+        # s4: products (flip-flop -> multiplier -> flip-flop)
+        s4_prod = regs("s4_p", signed(W + XW), PR, PC, N)
+        s4_row = regs("s4_row", unsigned(rbits), PR, N)
+        # s5: per-row masked sums of slot pairs (the adder trees' first level)
+        npair = (N + 1) // 2
+        s5_part = regs("s5_s", signed(W + XW + 1), PR, PC, RH, npair)
+        # s6: per-row sums (the rest of the trees)
         nmax_row = min(N, RW)
-        sum_w = W + XW + max(0, (nmax_row - 1).bit_length())
-        s3_sum = [[[Signal(signed(sum_w), name=f"s3_s{a}_{t}_{i}") for i in range(RH)] for t in range(PC)]
-                  for a in range(PR)]
-        acc = [[[Signal(signed(p.acc_width), name=f"acc{a}_{t}_{i}") for i in range(RH)] for t in range(PC)]
-               for a in range(PR)]
+        sum_w = W + XW + max(1, (nmax_row - 1).bit_length())
+        s6_sum = regs("s6_s", signed(sum_w), PR, PC, RH)
+        # s7: accumulators; the requantisation of a finished group goes to the output register
+        acc = regs("acc", signed(p.acc_width), PR, PC, RH)
 
         with m.If(adv):
-            m.d.sync += [
-                s1_valid.eq(w_fire), s1_first.eq(c == 0), s1_last.eq(c == kr - 1),
-                s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
-                s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
-            ]
+            m.d.sync += [sv[1].eq(w_fire), sf[1].eq(c == 0), sl[1].eq(c == kr - 1)]
+            for k in range(2, S + 1):
+                m.d.sync += [sv[k].eq(sv[k - 1]), sf[k].eq(sf[k - 1]), sl[k].eq(sl[k - 1])]
+            m.d.sync += self.y.valid.eq(sv[S] & sl[S])
             for a in range(PR):
                 for j in range(N):
-                    m.d.sync += s1_w[a][j].eq(lanes[a * N + j].value)
+                    m.d.sync += [s1_w[a][j].eq(lanes[a * N + j].value), s2_w[a][j].eq(s1_w[a][j]),
+                                 s3_w[a][j].eq(s2_w[a][j]), s4_row[a][j].eq(s3_row[a][j])]
                     if p.index_bits:
-                        m.d.sync += s1_i[a][j].eq(lanes[a * N + j].index)
-            # operand select (r_w-way mux per slot) + multiply
+                        m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
+            for t in range(PC):
+                for b in range(RW):
+                    m.d.sync += s2_x[t][b].eq(rd[t][b])
+            # operand select (r_w-way multiplexer per slot) and output row
             for a in range(PR):
                 for j in range(N):
+                    idx = s2_i[a][j]
                     if p.dense:
-                        m.d.sync += s2_row[a][j].eq(j // RW)
+                        m.d.sync += s3_row[a][j].eq(j // RW)
                     else:
                         # idx // r_w as a sum of comparisons (no constant table: Icarus leaves a
                         # case-statement lookup at X until its input first changes)
-                        m.d.sync += s2_row[a][j].eq(_tree_sum([s1_i[a][j] >= i * RW for i in range(1, RH)])
+                        m.d.sync += s3_row[a][j].eq(_tree_sum([idx >= i * RW for i in range(1, RH)])
                                                     if RH > 1 else 0)
                     for t in range(PC):
                         if p.dense:
-                            operand = rd[t][j % RW]
+                            operand = s2_x[t][j % RW]
+                        elif RW & (RW - 1) == 0 and RW > 1:   # idx % r_w is the low index bits
+                            operand = Array(s2_x[t])[idx[:(RW - 1).bit_length()]]
+                        elif RW == 1:
+                            operand = s2_x[t][0]
                         else:
-                            operand = Array([rd[t][k % RW] for k in range(p.region_size)])[s1_i[a][j]]
-                        m.d.sync += s2_prod[a][t][j].eq(s1_w[a][j] * operand)
-            # per-row masked adder trees
+                            operand = Array([s2_x[t][k % RW] for k in range(p.region_size)])[idx]
+                        m.d.sync += s3_op[a][t][j].eq(operand)
+            # multiply
+            for a in range(PR):
+                for t in range(PC):
+                    for j in range(N):
+                        m.d.sync += s4_prod[a][t][j].eq(s3_w[a][j] * s3_op[a][t][j])
+            # per-row masked adder trees: slot pairs, then the rest
             for a in range(PR):
                 for t in range(PC):
                     for i in range(RH):
                         if p.dense:
-                            terms = [s2_prod[a][t][j] for j in range(N) if j // RW == i]
+                            terms = [s4_prod[a][t][j] if j // RW == i else 0 for j in range(N)]
                         elif RH == 1:
-                            terms = list(s2_prod[a][t])
+                            terms = list(s4_prod[a][t])
                         else:
-                            terms = [Mux(s2_row[a][j] == i, s2_prod[a][t][j], 0) for j in range(N)]
-                        m.d.sync += s3_sum[a][t][i].eq(_tree_sum(terms) if terms else 0)
-            # accumulate; on the last region column, requantise into the output register
-            if p.out_stage:
-                m.d.sync += [s4_valid.eq(s3_valid), s4_last.eq(s3_last), self.y.valid.eq(s4_valid & s4_last)]
-            else:
-                m.d.sync += self.y.valid.eq(s3_valid & s3_last)
+                            terms = [Mux(s4_row[a][j] == i, s4_prod[a][t][j], 0) for j in range(N)]
+                        for q in range(npair):
+                            pair = [v for v in terms[2 * q:2 * q + 2] if not isinstance(v, int)]
+                            m.d.sync += s5_part[a][t][i][q].eq(_tree_sum(pair) if pair else 0)
+                        m.d.sync += s6_sum[a][t][i].eq(_tree_sum(list(s5_part[a][t][i])))
+            # accumulate; a finished group's sums are requantised into the output register in the
+            # next cycle (acc holds them; the next group's first beat overwrites acc only after)
             for a in range(PR):
                 for t in range(PC):
                     for i in range(RH):
                         lane = (a * RH + i) * PC + t
-                        new = Signal(signed(p.acc_width), name=f"acc_next{a}_{t}_{i}")
-                        m.d.comb += new.eq(s3_sum[a][t][i] + Mux(s3_first, 0, acc[a][t][i]))
-                        with m.If(s3_valid):
-                            m.d.sync += acc[a][t][i].eq(new)
-                            if not p.out_stage:
-                                with m.If(s3_last):
-                                    m.d.sync += self.y.payload[lane].eq(requantize(new, p.acc_frac, p.out_fmt))
-                        if p.out_stage:  # acc holds the finished sum; a next group's first beat overwrites it after
-                            with m.If(s4_valid & s4_last):
-                                m.d.sync += self.y.payload[lane].eq(requantize(acc[a][t][i], p.acc_frac,
-                                                                               p.out_fmt))
+                        with m.If(sv[S - 1]):
+                            m.d.sync += acc[a][t][i].eq(s6_sum[a][t][i] + Mux(sf[S - 1], 0, acc[a][t][i]))
+                        with m.If(sv[S] & sl[S]):
+                            m.d.sync += self.y.payload[lane].eq(requantize_parallel(acc[a][t][i], p.acc_frac,
+                                                                                    p.out_fmt))
 
         # --- performance counters ------------------------------------------------------------
         busy = Signal()
-        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | s1_valid | s2_valid | s3_valid | s4_valid
-                            | self.y.valid)
+        m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | Cat(*sv[1:]).any() | self.y.valid)
         count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),
                           (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)))

@@ -37,7 +37,7 @@ from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
-from hdl.fss.gemm import FSSGemm
+from hdl.fss.gemm import STAGES, FSSGemm
 from models.fixedpoint import Q
 from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
@@ -56,31 +56,24 @@ def formal_params(region=(2, 2), n: int = 2, pe_rows: int = 2, pe_cols: int = 1,
 
 
 def stage_valids(frag, dut, wr_sel: bool = False) -> list:
-    """``[s1_valid, s2_valid, s3_valid]``, traced back from the ``y.valid`` assignment (they are
-    unnamed in the engine); with ``wr_sel=True`` the (unnamed) tile write-select register
-    instead. Raises ``LookupError`` when the RTL changes shape."""
+    """``[s1_valid, ..., sS_valid]`` (S = :data:`hdl.fss.gemm.STAGES`, looked up by name); with
+    ``wr_sel=True`` the (unnamed) tile write-select register instead. Raises ``LookupError`` when
+    the RTL changes shape."""
     from amaranth.hdl._ast import Operator
     from amaranth.hdl._ast import Signal as _Sig
 
-    pairs = [(a.lhs, a.rhs) for a in sync_assigns(frag)]
     if wr_sel:
-        # wr_sel is unnamed: the one-bit register other than rd_sel that toggles (x <= ~x)
+        pairs = [(a.lhs, a.rhs) for a in sync_assigns(frag)]
+        # wr_sel: the one-bit register other than rd_sel that toggles (x <= ~x)
         togglers = {id(lhs): lhs for lhs, r in pairs if isinstance(lhs, _Sig) and isinstance(r, Operator)
                     and r.operator == "~" and len(r.operands) == 1 and r.operands[0] is lhs
                     and lhs.name != "rd_sel"}
         if len(togglers) != 1:
             raise LookupError(f"FSSGemm internals changed: cannot find wr_sel; update {_WHERE}")
         return next(iter(togglers.values()))
-    try:
-        rhs = next(r for lhs, r in pairs if lhs is dut.y.valid and isinstance(r, Operator))
-        s3 = rhs.operands[0]
-        s2 = next(r for lhs, r in pairs if lhs is s3 and isinstance(r, _Sig))
-        s1 = next(r for lhs, r in pairs if lhs is s2 and isinstance(r, _Sig))
-    except StopIteration:
-        raise LookupError(f"FSSGemm internals changed: cannot trace the stage-valid chain; update {_WHERE}") from None
-    if not all(isinstance(s, _Sig) for s in (s1, s2, s3)):
-        raise LookupError(f"FSSGemm internals changed: stage-valid chain is not registers; update {_WHERE}")
-    return [s1, s2, s3]
+    names = [f"s{k}_valid" for k in range(1, STAGES + 1)]
+    found = internals(frag, names, "FSSGemm", _WHERE)
+    return [found[n] for n in names]
 
 
 class GemmFormal(wiring.Component):
@@ -119,7 +112,7 @@ class GemmFormal(wiring.Component):
         kr, rg = self.cfg_k_regions, self.cfg_row_groups
         m.d.comb += [dut.cfg_k_regions.eq(kr), dut.cfg_row_groups.eq(rg)]
         chk = Props(m, PROPERTIES, self.props, "FSS GEMM")
-        iv = internals(frag, ("c", "g", "wr_cnt", "full", "rd_sel", "s3_last"), "FSSGemm", _WHERE)
+        iv = internals(frag, ("c", "g", "wr_cnt", "full", "rd_sel"), "FSSGemm", _WHERE)
         iv["wr_sel"] = stage_valids(frag, dut, wr_sel=True)
         sv = stage_valids(frag, dut)
 
@@ -191,11 +184,10 @@ class GemmFormal(wiring.Component):
         chk((full != 3) | (wr == rd), "internal: both buffers full but wr_sel != rd_sel")
         chk(~((full == 1) | (full == 2)) | (full.bit_select(rd, 1) & (wr != rd)),
             "internal: one full buffer that is not the read buffer")
-        lasts = internals(frag, ("s1_last", "s2_last"), "FSSGemm", _WHERE)
-        stages = [sv[0] & lasts["s1_last"], sv[1] & lasts["s2_last"], sv[2] & iv["s3_last"], y.valid]
-        chk(owed == stages[0] + stages[1] + stages[2] + stages[3],
-            "internal: groups owed != last beats in the pipeline")
-        for k in range(3):
+        lasts = internals(frag, [f"s{k}_last" for k in range(1, STAGES + 1)], "FSSGemm", _WHERE)
+        stages = [sv[k - 1] & lasts[f"s{k}_last"] for k in range(1, STAGES + 1)] + [y.valid]
+        chk(owed == sum(stages), "internal: groups owed != last beats in the pipeline")
+        for k in range(STAGES):
             with m.If(quiet > k):
                 chk(~sv[k], f"internal: stage {k + 1} busy after {k + 1} quiet cycles")
         for k in range(L):
@@ -209,13 +201,14 @@ class GemmFormal(wiring.Component):
 # --- deliberately broken variants ---------------------------------------------------------------
 
 class SkewGemm(FSSGemm):
-    """Broken: the result beat is raised from stage 2, a cycle early, when the output register is
+    """Broken: the result beat is raised from the stage before the last, a cycle early, when the output register is
     empty and an activation beat arrives (the result no longer leaves after the fixed latency)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        frag_sig = internals(m, ("s2_last",), "FSSGemm", _WHERE)
-        with m.If(frag_sig["s2_last"] & ~self.y.valid & self.x.valid):
+        name = f"s{STAGES - 1}_last"
+        frag_sig = internals(m, (name,), "FSSGemm", _WHERE)
+        with m.If(frag_sig[name] & ~self.y.valid & self.x.valid):
             m.d.sync += self.y.valid.eq(1)
         return m
 
@@ -242,9 +235,10 @@ class NoTileGemm(FSSGemm):
 _BLACKBOX = ("handshake", "count", "lockstep", "tiles")
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
+#: (drop-valid needs depth 14: the first result beat is at least PIPELINE_LATENCY + 3 cycles in)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "skew": (SkewGemm, "bmc", 10, ("lockstep",), "lockstep: the result beat"),
-    "drop-valid": (DropValidGemm, "bmc", 10, _BLACKBOX, "handshake: y.valid fell"),
+    "drop-valid": (DropValidGemm, "bmc", 14, _BLACKBOX, "handshake: y.valid fell"),
     "no-tile": (NoTileGemm, "bmc", 6, _BLACKBOX, "tiles: a w beat taken without"),
 }
 

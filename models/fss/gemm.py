@@ -63,9 +63,11 @@ __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_de
            "pack_weight_beats", "pack_act_beats", "unpack_output_beats", "pad_layer", "CycleModel",
            "HBM", "U280_HBM", "WEIGHT_MODES", "layer_performance"]
 
-#: Cycles from a weight beat's acceptance to its row group's output ``valid`` (RTL pipeline):
-#: buffer read, operand select + multiply, per-row adder trees, accumulate/requantise.
-PIPELINE_LATENCY = 4
+#: Cycles from a weight beat's acceptance to its row group's output ``valid`` (RTL pipeline, one
+#: register stage each): buffer read, buffer data, operand select, multiply, adder trees' first
+#: level (slot pairs), the rest of the trees, accumulate, requantise into the output register.
+#: (4 before the stages were split for the clock: 51 -> >100 MHz on an LFE5U-85F, nextpnr.)
+PIPELINE_LATENCY = 8
 
 
 def _pos_int(v, name: str) -> int:
@@ -102,13 +104,8 @@ class FSSParams:
     weight_fmt: Q = field(default_factory=lambda: Q(2, 6))
     act_fmt: Q = field(default_factory=lambda: Q(4, 12))
     out_fmt: Q = field(default_factory=lambda: Q(8, 8))
-    #: register the accumulated sums before requantising them (one more cycle of latency; the
-    #: accumulate -> round -> saturate path limits the clock otherwise); results are identical
-    out_stage: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.out_stage, (bool, np.bool_)):
-            raise ValueError(f"FSS out_stage must be True or False, not {self.out_stage!r}")
         reg = self.region
         if isinstance(reg, list):
             reg = tuple(reg)
@@ -147,7 +144,7 @@ class FSSParams:
     @property
     def latency(self) -> int:
         """Cycles from a weight beat's acceptance to its result beat's ``valid``."""
-        return PIPELINE_LATENCY + int(self.out_stage)
+        return PIPELINE_LATENCY
 
     @property
     def dense(self) -> bool:
@@ -212,14 +209,14 @@ class FSSParams:
         return {"region": list(self.region), "n": self.n, "pe_rows": self.pe_rows, "pe_cols": self.pe_cols,
                 "max_rows": self.max_rows, "max_cols": self.max_cols,
                 "weight_fmt": self.weight_fmt.to_dict(), "act_fmt": self.act_fmt.to_dict(),
-                "out_fmt": self.out_fmt.to_dict(), "out_stage": bool(self.out_stage)}
+                "out_fmt": self.out_fmt.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict) -> FSSParams:
         return cls(region=tuple(int(v) for v in d["region"]), n=int(d["n"]), pe_rows=int(d["pe_rows"]),
                    pe_cols=int(d["pe_cols"]), max_rows=int(d["max_rows"]), max_cols=int(d["max_cols"]),
                    weight_fmt=Q.from_dict(d["weight_fmt"]), act_fmt=Q.from_dict(d["act_fmt"]),
-                   out_fmt=Q.from_dict(d["out_fmt"]), out_stage=bool(d.get("out_stage", False)))
+                   out_fmt=Q.from_dict(d["out_fmt"]))
 
 
 # -- region helpers (models may not import pruning; same layout as pruning.patterns.fss) ------

@@ -64,7 +64,9 @@ _FSS_ENGINES = ("fss2x8n4_pe2x2", "fss4x4n2_pe1x3", "fss3x4n5_pe2x1")
                          + [("nm2of8_pe2x2", 0.4, 0.6), ("dense1x4_pe2x2", 0.4, 0.6)])
 def test_gemm_with_idle_and_backpressure(tmp_path, name, p_idle, p_stall):
     p = ENGINES[name]
-    rows, cols, t = p.rows_per_group * 2, p.max_cols, 2 * p.pe_cols
+    # 4 row groups x 2 tiles = 8 result beats: refusing each with p_stall leaves none refused
+    # with probability p_stall ** -8 at most 1/256 (2 row groups left 1/16, and one seed hit it)
+    rows, cols, t = p.rows_per_group * 4, p.max_cols, 2 * p.pe_cols
     m, x = _case(p, rows, cols, t, seed=int(100 * p_idle + 10 * p_stall))
     res = run_gemm(p, m.values, m.indices, x, p_idle_w=p_idle, p_idle_x=p_idle, p_stall=p_stall,
                    seed=int(100 * p_idle + 10 * p_stall) + 1, test_dir=tmp_path)
@@ -113,17 +115,14 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("p_idle,p_stall", [(0.0, 0.0), (0.4, 0.6)])
-def test_out_stage_is_bit_exact_one_cycle_later(tmp_path, p_idle, p_stall):
-    """out_stage registers the sums before requantising (for the clock): the same words, latency + 1."""
-    import dataclasses
-
-    base = ENGINES["fss2x8n4_pe2x2"]
-    p = dataclasses.replace(base, out_stage=True)
-    assert p.latency == base.latency + 1
-    rows, cols, t = p.max_rows, p.max_cols // 2, 3 * p.pe_cols
+def test_region_width_not_a_power_of_two(tmp_path, p_idle, p_stall):
+    """r_w = 3: the operand select indexes all r_h * r_w positions (not the index's low bits); bit-exact,
+    and cycle-exact with the model when nothing stalls."""
+    p = FSSParams(region=(2, 3), n=4, pe_rows=2, pe_cols=2, max_rows=16, max_cols=24)
+    rows, cols, t = p.max_rows, p.max_cols, 2 * p.pe_cols
     m, x = _case(p, rows, cols, t, seed=7)
     res = run_gemm(p, m.values, m.indices, x, p_idle_w=p_idle, p_idle_x=p_idle, p_stall=p_stall, test_dir=tmp_path)
     mt = res.metrics
     assert mt["mismatches"] == 0 and mt["words_compared"] == rows * t
     if p_idle == 0.0 and p_stall == 0.0:
-        assert mt["cycles"] == CycleModel(p).expected(rows, cols, t) == CycleModel(base).expected(rows, cols, t) + 1
+        assert mt["cycles"] == CycleModel(p).expected(rows, cols, t), mt

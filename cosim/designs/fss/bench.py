@@ -281,7 +281,7 @@ def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
     from rich.table import Table
 
     from models.atomic import write_text
-    from models.fss.gemm import U280_HBM
+    from models.fss.gemm import PIPELINE_LATENCY, U280_HBM
 
     rows = roofline_rows(**kw)
     out = {"hbm": f"U280: {U280_HBM.channels} pseudo-channels x {U280_HBM.gbps_per_channel} GB/s = "
@@ -297,7 +297,7 @@ def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
                            "weights must fit on chip (MiniLM-L6 at 75 %: about 5.4 M kept weights x 12 bits, "
                            "~8 MB, vs ~43 MB of U280 BRAM+URAM)"},
            "cycles": "ideal (every multiplier busy); the RTL adds the first tile's activation load and "
-                     "a 4-cycle pipeline latency",
+                     f"a {PIPELINE_LATENCY}-cycle pipeline latency",
            "results": rows}
     if out_dir is not None:
         out_dir = Path(out_dir)

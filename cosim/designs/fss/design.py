@@ -35,9 +35,6 @@ DESIGNS = [
     Design(
         name="fss-axi", top="fss_axi", build=_axi,
         default_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=256, max_cols=256),
-        # for the FPGA: out_stage takes the accumulate -> round -> saturate path from 56.6 to 65.7 MHz (nextpnr)
-        board_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=256, max_cols=256,
-                                       out_stage=True),
         description="FSS GEMM engine + on-chip weight store behind AXI4-Stream (weights, activations, "
                     "results) and AXI4-Lite (start, sizes, busy/done/error, counters, SLVERR); map in "
                     "hdl/fss/axi_top.py",
