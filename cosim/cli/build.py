@@ -80,6 +80,13 @@ def cmd_build(args) -> int:
         raise UsageError("give a design (or all), e.g. hwcosim build melo-engine --ooc; see --list-boards")
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
     board = get_board(args.board or "lfe5u-85f-6")
+    skipped = []
+    if args.design == "all" and board.family != "ecp5" and not (args.param or args.params):
+        # the ECP5 configurations are far beyond a small part: build the designs that register one
+        skipped = [d.name for d in chosen if not any(f == board.family for f, _ in d.family_params)]
+        chosen = [d for d in chosen if d.name not in skipped]
+        if not chosen:
+            raise UsageError(f"no design registers a configuration for {board.family}; give one with --param")
     if args.clock is not None and not args.clock > 0:
         raise UsageError(f"--clock {args.clock:g}: give a clock in MHz above 0")
     if not args.ooc:
@@ -102,7 +109,8 @@ def cmd_build(args) -> int:
             except CheckFailed as e:
                 if len(plans) == 1:
                     raise
-                failures.append({"design": d.name, "error": str(e)})
+                failures.append({"design": d.name, "error": str(e),
+                                 "params": p.to_dict() if hasattr(p, "to_dict") else {}})
                 con.print(f"[red]{d.name}: {e}[/]")
                 continue
             (st / d.name).mkdir(parents=True, exist_ok=True)
@@ -110,7 +118,9 @@ def cmd_build(args) -> int:
             results.append(res)
         summary = {"board": board.name, "family": board.family, "part": board.device, "speed": board.speed,
                    "package": board.package, "target_mhz": args.clock,
-                   "seeds": seeds, "results": results, "failures": failures}
+                   "seeds": seeds, "results": results, "failures": failures,
+                   "not_built": [{"design": n, "reason": f"no {board.family} configuration registered"}
+                                 for n in skipped]}
         (st / "build.json").write_text(json.dumps(summary, indent=1) + "\n")
         if args.plot and results:
             plot_results(summary, st / "build.png")
@@ -129,6 +139,8 @@ def cmd_build(args) -> int:
     con.print(t)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
+    if skipped:
+        con.print(f"  not built (no {board.family} configuration registered): {', '.join(skipped)}")
     con.print(f"wrote {out / 'build.json'}")
     if getattr(args, "json", False):
         print(json.dumps(summary))

@@ -244,7 +244,7 @@ def ooc_harness(verilog: str, top: str) -> tuple[str, str, int]:
     ins = [(n, w) for d, n, w in ports if d == "input" and n not in clocks]
     outs = [(n, w) for d, n, w in ports if d == "output"]
     nin, nout = sum(w for _, w in ins), sum(w for _, w in outs)
-    lines = [f"module {HARNESS_TOP}(input clk, input si, input ld, output so);"]
+    lines = [f"module {HARNESS_TOP}(clk, si, ld, so);", "  input clk;", "  input si;", "  input ld;", "  output so;"]
     conns = [f".{c}(clk)" for c in clocks]
     if nin:
         lines += [f"  reg [{nin - 1}:0] scan_in = 0;",

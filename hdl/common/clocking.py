@@ -141,7 +141,7 @@ def board_clock(m: Module, platform, pll: PllSettings | None) -> float:
 
     Without ``pll`` the platform's default clock drives ``sync`` (its oscillator). With one, the
     oscillator goes through :class:`ECP5PLL` and ``sync`` is held in reset until the PLL locks and
-    for four of its cycles after; nextpnr is given the output frequency as a clock constraint.
+    for four of its cycles after.
     """
     if pll is None:
         return float(platform.default_clk_frequency)
@@ -159,5 +159,6 @@ def board_clock(m: Module, platform, pll: PllSettings | None) -> float:
     with m.Else():
         m.d.pll_por += hold.eq(hold >> 1)
     m.d.comb += ResetSignal("sync").eq(hold[0])
-    platform.add_clock_constraint(p.clk_out, pll.fout_mhz * 1e6)
+    # no clock constraint here: nextpnr-ecp5 derives the output's from the oscillator's constraint
+    # and the EHXPLLL's dividers ("Derived frequency constraint of 80.0 MHz for net clk")
     return pll.fout_mhz * 1e6
