@@ -119,7 +119,7 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
         util[fam.ff_prefix] = {"used": netlist_cells(out_dir / f"{name}.json", fam.ff_prefix),
                                "available": util.get(fam.cells[0][0], {"available": 0})["available"]}
     worst = min(fmax.values(), default=0.0)
-    bit = out_dir / f"{name}.bit"
+    bit = out_dir / f"{name}{fam.bitstream_ext}"
     crit, crit_detail = critical_path(rep)
     params_dict = params.to_dict() if hasattr(params, "to_dict") else {}
     return {"design": design.name, "top": name, "board_top": top_name, "board": board.name, "family": fam.name,

