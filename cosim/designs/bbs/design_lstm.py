@@ -33,6 +33,9 @@ DESIGNS = [
         # the SpMxV's output register on the board: 65.6 -> 83.9 MHz (nextpnr, LFE5U-85F speed 6,
         # seed 1) for one cycle more per step; the cycle model follows p.bbs.latency
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True),
+        # the iCE40UP5K: P = 4 PEs of one bank (4 SB_MAC16) + the element-wise unit's 3 = 7 of 8;
+        # H = 32 (3,558 of 5,280 logic cells with the scan harness, 14 of 30 EBR; 33.3 MHz)
+        family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
         description="BBS LSTM layer: SpMxV (P x B) + PLAN element-wise unit + vector builder "
                     "(Cao et al., FPGA 2019)",
         golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_lstm",
