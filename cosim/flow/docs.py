@@ -332,8 +332,8 @@ def _ice40_section(path) -> list[str]:
     out = ["## iCE40UP5K (iCEBreaker)", "",
            "Each design in the configuration it registers for the iCE40 (`family_params`), synthesised by "
            "`synth_ice40 -dsp -spram` (LUTs by `abc -lut 4`) and placed and routed by nextpnr-ice40 on the "
-           f"{data['part']}-{data.get('package', 'SG48')}, target {data['target_mhz']:g} MHz, seeds "
-           f"{', '.join(map(str, data['seeds']))}. nextpnr-ice40 has no out-of-context mode and the part has "
+           f"{data['part']}-{data.get('package', 'SG48')}, target {data['target_mhz']:g} MHz. "
+           "nextpnr-ice40 has no out-of-context mode and the part has "
            "39 I/O pins, so the core sits in a scan harness (every port bit behind a shift-register bit; "
            "their logic cells are counted in LC and listed as harness bits). Rebuild one with "
            "`hwcosim build DESIGN --ooc --board ice40up5k-sg48 --seeds 1,2,3`.", "",
@@ -347,7 +347,7 @@ def _ice40_section(path) -> list[str]:
                    f"{a['FF']} | "
                    f"{a['DSP']} / {a['DSP_available']} | {a['BRAM']} / {a['BRAM_available']} | "
                    f"{a.get('SPRAM', 0)} / {a.get('SPRAM_available', 0)} | {r.get('harness_bits', 0)} | "
-                   f"{f['min']:.1f} / {f['median']:.1f} |")
+                   f"{f['min']:.1f} / {f['median']:.1f} ({len(r['seeds'])} seed{'s' if len(r['seeds']) > 1 else ''}) |")
     for fl in data.get("failures", []):
         out.append(f"| `{fl['design']}` | {_params_text(fl.get('params', {}))} | does not fit | | | | | | "
                    f"{fl['error'][:200]} |")
