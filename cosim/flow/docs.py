@@ -379,7 +379,7 @@ def _bitstream_section(path) -> list[str]:
         a, pll = r["area"], r.get("pll")
         pll_text = (f"{pll['clki_div']} / {pll['clkfb_div']} / {pll['clkop_div']}, {pll['vco_mhz']:g}" if pll
                     else "none (oscillator)")
-        fm = ", ".join(f"{v['min']:.1f} ({k.split('$')[0]})" for k, v in r["fmax_mhz"].items())
+        fm = ", ".join(f"{v['min']:.1f} ({k.replace('$glbnet$', '')})" for k, v in r["fmax_mhz"].items())
         out.append(f"| `{r['design']}` | {r['board']} | {r['target_mhz']:g} | {pll_text} | "
                    f"{a['LUT4']} / {a['LUT4_available']} | {a['DSP']} / {a['DSP_available']} | "
                    f"{a['BRAM']} / {a['BRAM_available']} | {fm} | {'met' if r['timing_met'] else 'FAIL'} |")
