@@ -9,7 +9,7 @@ SIM    ?= verilator
 JOBS   ?= auto
 export SIM
 
-.PHONY: help setup demo sim test verilog boards bench formal fuzz lint docs clean
+.PHONY: help setup demo sim test verilog boards boards-ice40 bench formal fuzz lint docs clean
 FUZZ_SECONDS ?= 60
 SEEDS ?= 1,2,3
 
@@ -48,6 +48,10 @@ boards: setup ## place and route every design out of context on LFE5U-85F speed 
 	$(BIN)/hwcosim build all --ooc --seeds $(SEEDS) --timing-allow-fail --plot -o build/boards
 	cp build/boards/build.json docs/boards/results.json
 	cp build/boards/build.png docs/boards/results.png
+
+boards-ice40: setup ## the designs that register an iCE40 configuration on the iCE40UP5K-SG48 (nextpnr-ice40, scan harness) -> docs/boards/ice40.json
+	$(BIN)/hwcosim build all --ooc --board ice40up5k-sg48 --clock 12 --seeds $(SEEDS) --timing-allow-fail -o build/boards-ice40
+	cp build/boards-ice40/build.json docs/boards/ice40.json
 
 bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in build/bench/
 	$(BIN)/hwcosim bench -o build/bench

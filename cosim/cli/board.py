@@ -22,9 +22,11 @@ def cmd_board_run(args) -> int:
     from rich.table import Table
 
     from cosim.flow.board_build import board_top_ref
+    from cosim.flow.build import get_board
 
     design = get_design(args.design)
     host = importlib.import_module(board_top_ref(design)[2])
+    args.family = get_board(args.board).family  # the configuration the bitstream was built with
     if bool(args.port) == bool(args.sim):
         raise UsageError("give either --port PORT (a board on a serial port) or --sim (the RTL through a UART model)")
     p, inp = host.cli_inputs(design, args)
@@ -92,6 +94,8 @@ def register(sub) -> None:
     r.add_argument("design", help="a design with a board top (bbs-spmxv, bbs-lstm-axi)")
     r.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyUSB0")
     r.add_argument("--sim", action="store_true", help="no board: run against the RTL through a UART model")
+    r.add_argument("--board", default="ulx3s-85f", help="the board the bitstream was built for (its family's "
+                   "registered configuration is the default parameter set; default ulx3s-85f)")
     r.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
                    help="UART rate the bitstream was built for (default 115200)")
     r.add_argument("--csb", metavar="PATH", default=None,

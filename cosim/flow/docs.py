@@ -316,7 +316,74 @@ def boards_page() -> str:
     for fl in data.get("failures", []):
         out.append(f"| `{fl['design']}` | - | - | - | - | did not build | {fl['error'][:160]} |")
     out += ["", "![Fmax and utilisation per design](boards/results.png)", ""]
+    out += _ice40_section(ROOT / "docs" / "boards" / "ice40.json")
+    out += _bitstream_section(ROOT / "docs" / "boards" / "bitstreams.json")
     return "\n".join(out)
+
+
+def _ice40_section(path) -> list[str]:
+    """The iCE40UP5K out-of-context results (``docs/boards/ice40.json``), if recorded."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    out = ["## iCE40UP5K (iCEBreaker)", "",
+           "Each design in the configuration it registers for the iCE40 (`family_params`), synthesised by "
+           "`synth_ice40 -dsp -spram` (LUTs by `abc -lut 4`) and placed and routed by nextpnr-ice40 on the "
+           f"{data['part']}-{data.get('package', 'SG48')}, target {data['target_mhz']:g} MHz. "
+           "nextpnr-ice40 has no out-of-context mode and the part has "
+           "39 I/O pins, so the core sits in a scan harness (every port bit behind a shift-register bit; "
+           "their logic cells are counted in LC and listed as harness bits). Rebuild one with "
+           "`hwcosim build DESIGN --ooc --board ice40up5k-sg48 --seeds 1,2,3`.", "",
+           "| design | parameters | LC (LUT4+FF) | FF | SB_MAC16 | EBR | SPRAM | harness bits "
+           "| Fmax MHz (min / median) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in data.get("results", []):
+        a = r["area"]
+        f = min(r["fmax_mhz"].values(), key=lambda v: v["min"]) if r["fmax_mhz"] else {"min": 0, "median": 0}
+        out.append(f"| `{r['design']}` | {_params_text(r.get('params', {}))} | {a['LUT4']} / {a['LUT4_available']} | "
+                   f"{a['FF']} | "
+                   f"{a['DSP']} / {a['DSP_available']} | {a['BRAM']} / {a['BRAM_available']} | "
+                   f"{a.get('SPRAM', 0)} / {a.get('SPRAM_available', 0)} | {r.get('harness_bits', 0)} | "
+                   f"{f['min']:.1f} / {f['median']:.1f} ({len(r['seeds'])} seed{'s' if len(r['seeds']) > 1 else ''}) |")
+    for fl in data.get("failures", []):
+        out.append(f"| `{fl['design']}` | {_params_text(fl.get('params', {}))} | does not fit | | | | | | "
+                   f"{fl['error'][:200]} |")
+    return out + [""]
+
+
+def _params_text(params: dict) -> str:
+    """The integer and enabled boolean fields of a parameter dict (formats left out), for a table cell."""
+    return ", ".join(f"{k}={v}" if not isinstance(v, bool) else k for k, v in params.items()
+                     if not k.endswith("_fmt") and v is not False and isinstance(v, int | bool))
+
+
+def _bitstream_section(path) -> list[str]:
+    """Board bitstreams (``docs/boards/bitstreams.json``): board top, clock, PLL, Fmax in context."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    out = ["## Board bitstreams", "",
+           "The board top (UART host bridge + design) built into a bitstream with the pins placed as the "
+           "board wires them (`hwcosim build DESIGN --board BOARD [--clock MHZ]`); on an ECP5 board "
+           "`--clock` sets the EHXPLLL that makes the design clock from the oscillator.", "",
+           "| design | board | clock MHz | PLL (CLKI / CLKFB / CLKOP div, VCO MHz) | LUT4 or LC | DSP | block RAM | "
+           "Fmax MHz | timing |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in data.get("results", []):
+        a, pll = r["area"], r.get("pll")
+        pll_text = (f"{pll['clki_div']} / {pll['clkfb_div']} / {pll['clkop_div']}, {pll['vco_mhz']:g}" if pll
+                    else "none (oscillator)")
+        fm = ", ".join(f"{v['min']:.1f} ({k.replace('$glbnet$', '')})" for k, v in r["fmax_mhz"].items())
+        out.append(f"| `{r['design']}` | {r['board']} | {r['target_mhz']:g} | {pll_text} | "
+                   f"{a['LUT4']} / {a['LUT4_available']} | {a['DSP']} / {a['DSP_available']} | "
+                   f"{a['BRAM']} / {a['BRAM_available']} | {fm} | {'met' if r['timing_met'] else 'FAIL'} |")
+    return out + [""]
 
 
 def generated_pages() -> dict[str, str]:

@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.axi_top import LSTMAxiTop, bytes_up
 from hdl.common.axil_regs import axil_members
+from hdl.common.clocking import board_clock
 from hdl.common.host_bridge import HostBridge, board_pins
 from hdl.common.uart import UartRx, UartTx
 from models.bbs.lstm import LSTMParams
@@ -120,17 +121,20 @@ class LSTMHost(wiring.Component):
 
 
 class LSTMBoardTop(Elaboratable):
-    """:class:`LSTMHost` on a board's oscillator clock, UART 0 and LEDs."""
+    """:class:`LSTMHost` on a board's UART 0 and LEDs, clocked by the oscillator or through an ECP5
+    PLL (``pll``, :class:`hdl.common.clocking.PllSettings`); the UART divisor follows the clock."""
 
-    def __init__(self, params: LSTMParams, baud: int = 115200):
-        self.params, self.baud = params, baud
+    def __init__(self, params: LSTMParams, baud: int = 115200, pll=None):
+        self.params, self.baud, self.pll = params, baud, pll
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.host = host = LSTMHost(self.params, divisor_for(platform.default_clk_frequency, self.baud))
+        self.clock_hz = board_clock(m, platform, self.pll)
+        self.divisor = divisor = divisor_for(self.clock_hz, self.baud)
+        m.submodules.host = host = LSTMHost(self.params, divisor)
         board_pins(m, platform, host, 4)
         return m
 
 
-def board_top(params: LSTMParams, baud: int = 115200) -> LSTMBoardTop:
-    return LSTMBoardTop(params, baud)
+def board_top(params: LSTMParams, baud: int = 115200, pll=None) -> LSTMBoardTop:
+    return LSTMBoardTop(params, baud, pll)

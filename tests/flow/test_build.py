@@ -31,15 +31,64 @@ def test_small_design_out_of_context_end_to_end(tmp_path, capsys):
     assert summary["results"][0]["timing_met"] and summary["target_mhz"] == 25
 
 
+@pytest.mark.synth
+def test_small_design_on_the_ice40_out_of_context(tmp_path, capsys):
+    """The same flow on the iCE40UP5K (synth_ice40, nextpnr-ice40, the scan harness): the core's
+    multipliers land in SB_MAC16s, the utilisation counts the harness, Fmax is parsed."""
+    out = tmp_path / "i"
+    assert main(["build", "bbs-spmxv", "--ooc", "--board", "ice40up5k-sg48", *TINY, "-o", str(out),
+                 "--clock", "12"]) == 0
+    res = json.loads((out / "bbs-spmxv" / "build.json").read_text())
+    assert res["family"] == "ice40" and res["part"] == "iCE40UP5K" and res["mode"].startswith("out-of-context")
+    assert res["area"]["LUT4_available"] == 5280 and res["area"]["DSP_available"] == 8
+    assert res["area"]["BRAM_available"] == 30 and res["area"]["SPRAM_available"] == 4
+    assert res["area"]["DSP"] == 4 and res["area"]["LUT4"] > res["harness_bits"] > 100
+    assert 0 < res["area"]["FF"] <= res["area"]["LUT4"] and 12 < res["worst_fmax_mhz"] < 300
+    assert "SB_MAC16 used / avail" in capsys.readouterr().out
+
+
 def test_list_boards(capsys):
     assert main(["build", "--list-boards"]) == 0
     out = capsys.readouterr().out
     assert "ulx3s-85f" in out and "LFE5U-85F" in out and "ecpix5-85" in out
+    assert "icebreaker" in out and "iCE40UP5K" in out and "ice40up5k-sg48" in out
+
+
+def test_scan_harness_wraps_every_port():
+    """The iCE40 out-of-context harness: every core input bit from the scan-in register, every
+    output bit into the scan-out register, the clock straight through; four pins remain."""
+    from cosim.designs import get_design
+    from cosim.flow.runner import to_verilog
+    from models.bbs.spmxv import BBSParams
+
+    d = get_design("bbs-spmxv")
+    v = to_verilog(d.build(BBSParams(rows=16, cols=16, banks=2, k=1, pes=2)), d.top)
+    ports = build.verilog_ports(v, d.top)
+    assert ("input", "clk", 1) in ports and ("input", "rst", 1) in ports
+    wrapped, top, bits = build.ooc_harness(v, d.top)
+    assert top == build.HARNESS_TOP and bits == sum(w for _, n, w in ports if n != "clk")
+    assert build.verilog_ports(wrapped, top) == [("input", "clk", 1), ("input", "si", 1), ("input", "ld", 1),
+                                                 ("output", "so", 1)]
+    inst = wrapped[wrapped.index(f"{d.top} core("):]
+    assert ".clk(clk)" in inst and all(f".{n}(" in inst for _, n, _ in ports)
+
+
+def test_board_config_per_family():
+    """A design's registered configuration for the board's family; a family it has none for falls
+    back to its ECP5 board parameters."""
+    from cosim.designs import get_design
+
+    d = get_design("bbs-spmxv")
+    assert d.board_config("ice40") != d.board_config("ecp5") and d.board_config("ecp5").out_stage
+    assert d.board_config("ice40").pes * d.board_config("ice40").banks <= 8  # the UP5K's SB_MAC16s
+    lstm = get_design("bbs-lstm-axi")
+    assert lstm.board_config("ecp5").out_stage  # the AXI top is built with the layer's board configuration
 
 
 @pytest.mark.parametrize("argv,needle", [
     (["build", "nope", "--ooc"], "unknown design 'nope'"),
     (["build", "melo-engine", "--ooc", "--board", "nope"], "unknown board 'nope'; choose one of: ulx3s-85f"),
+    (["build", "bbs-spmxv", "--board", "ice40up5k-sg48"], "bare part"),
     (["build", "melo-engine", "--ooc", "--seeds", "a,b"], "--seeds"),
     (["build", "melo-engine", "--ooc", "--clock", "0"], "--clock"),
     (["build"], "give a design"),
@@ -65,3 +114,31 @@ def test_overflow_line_is_found():
     log = "Info: Device utilisation:\nERROR: Design uses 284 MULT18X18D cells, but only 156 are available.\n"
     assert "284 MULT18X18D" in build._overflow(log)
     assert build._overflow("Info: all good\n") is None
+    ice = ("Info: Device utilisation:\nInfo: \t         ICESTORM_LC:    6100/   5280   115%\n"
+           "Info: \t        ICESTORM_DSP:      12/      8   150%\n"
+           "Info: \t        ICESTORM_RAM:       4/     30    13%\n"
+           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'ICESTORM_LC'\n")
+    assert build._overflow(ice) == "ICESTORM_DSP 12 used, 8 available (150 %)"
+
+
+def test_all_on_the_ice40_builds_the_designs_with_an_ice40_configuration(tmp_path, monkeypatch):
+    """``build all --board ice40up5k-sg48`` builds each design in its registered iCE40 configuration
+    and lists the rest as not built (their ECP5 configurations are far beyond the UP5K)."""
+    from cosim.designs import designs
+
+    seen = {}
+
+    def fake(design, params, board, clock, seeds, out, log=print, max_minutes=30.0):
+        seen[design.name] = params
+        return {"design": design.name, "family": "ice40", "part": board.device, "target_mhz": clock,
+                "fmax_mhz": {"clk": {"min": 50.0, "median": 50.0}}, "worst_fmax_mhz": 50.0, "slack_ns": 1.0,
+                "timing_met": True, "runs": [{}], "area": {}}
+
+    monkeypatch.setattr(build, "build_ooc", fake)
+    out = tmp_path / "all"
+    assert main(["build", "all", "--ooc", "--board", "ice40up5k-sg48", "--clock", "12", "-o", str(out)]) == 0
+    fitting = {n for n, d in designs().items() if any(f == "ice40" for f, _ in d.family_params)}
+    assert set(seen) == fitting and "bbs-spmxv" in fitting
+    assert all(seen[n] == designs()[n].board_config("ice40") for n in fitting)
+    summary = json.loads((out / "build.json").read_text())
+    assert {r["design"] for r in summary["not_built"]} == set(designs()) - fitting

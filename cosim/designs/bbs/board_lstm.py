@@ -113,7 +113,7 @@ def cli_inputs(design, args) -> tuple:
     if args.csb or args.vector:
         raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this layer runs random weights and "
                          f"inputs (--seed, -n sequences, --steps)")
-    base = design.board_params() if design.board_params else design.default_params()
+    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
     p = resolve_params(design, args.param, args.params, base=base)
     rng = np.random.default_rng(args.seed + 1)
     xs = quantize(rng.uniform(-1, 1, size=(args.n, args.steps, p.input_size)), p.vec_fmt)

@@ -15,6 +15,10 @@ DESIGNS = [
         name="melo-engine", top="melo_engine", build=_engine,
         default_params=lambda: MeloEngineParams(n_conns=1024, psn_bits=24, block_bits=64, pool_blocks=256,
                                                 max_blocks_per_conn=4),
+        # the iCE40UP5K (iCEBreaker): 256 connections (3,355 of 5,280 logic cells with the scan
+        # harness, 9 of 30 EBR; 19.4 MHz, nextpnr-ice40)
+        family_params=(("ice40", lambda: MeloEngineParams(n_conns=256, psn_bits=24, block_bits=64, pool_blocks=256,
+                                                          max_blocks_per_conn=4)),),
         description="MELO receiver: metadata table, shared bits pool, free list, ACK/SACK/NACK "
                     "(Lu et al., APNet 2017)",
         golden="models.melo.engine:MeloEngine", testbench="cosim.designs.melo.tb_engine",
