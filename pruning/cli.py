@@ -50,6 +50,7 @@ import numpy as np
 from models.atomic import write_text
 from models.errors import CheckFailed, UsageError
 from models.fixedpoint import Q
+from models.tables import show
 from pruning.base import PatternError, get_pattern, pattern_names
 from pruning.formats import csb, fss, nm, sparse
 from pruning.formats.csb import FormatError
@@ -487,7 +488,7 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
             f"{r['rel_error']:.4f}",
             f"{r['bytes_before']}->{r['bytes_after']}",
         )
-    console.print(table)
+    show(table, console)
     if skipped:
         console.print(_skipped_line(skipped, listed=not args.dry_run))
 
@@ -569,7 +570,7 @@ def _calibrate_run(args, cm, plan, console) -> dict:
             e = r.get("rel_output_error")
             t.add_row(name, str(r["tokens"]), f"{r['sparsity']:.4f}", "-" if e is None else f"{e:.4f}",
                       f"{r['seconds']:.3f}")
-        console.print(t)
+        show(t, console)
         console.print(f"model: cosine dense vs pruned = {m['cosine_mean']:.4f} (mean), {m['cosine_min']:.4f} (min) "
                       f"over {m.get('samples', 'the held-out')} samples; pruning took {rep['seconds']:.1f} s")
     return pre

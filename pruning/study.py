@@ -33,6 +33,7 @@ from models.errors import UsageError
 from models.nn.cnn import CNNConfig
 from models.nn.lstm import LSTMConfig
 from models.nn.train import TrainConfig, get_trained
+from models.tables import show
 from pruning.base import PatternError, pattern_names
 from pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
 
@@ -363,7 +364,7 @@ def _run_accuracy(args) -> int:
         else:
             ftc = f"{p['accuracy_finetuned']:.4f}" if "accuracy_finetuned" in p else "-"
             t.add_row(p["label"], f"{p['target']:.2f}", f"{p['achieved']:.3f}", f"{p['accuracy_oneshot']:.4f}", ftc)
-    Console().print(t)
+    show(t)
     c = res["claim"]
     if c.get("evaluated"):
         for k in ("oneshot", "finetuned"):
@@ -394,7 +395,7 @@ def _run_seernet(args) -> int:
         for s in r["layers"]:
             t.add_row(str(r["bits"]), f"conv{s['layer']}", f"{s['precision']:.3f}", f"{s['recall']:.3f}",
                       f"{s['macs_skipped']:.3f}", f"{r['accuracy']:.4f}", f"{r['accuracy_change']:+.4f}")
-    Console().print(t)
+    show(t)
     Console().print(f"wrote {out / 'seernet.json'} and {out / 'seernet.png'} ({res['seconds']:.1f} s)")
     return 0
 
@@ -463,7 +464,7 @@ def _run_oneshot(args) -> int:
     res = st.oneshot_study(quick=args.quick, sparsities=sp, cache_dir=args.cache_dir,
                            progress=console.print if args.verbose else None)
     j, p = st.write(res, Path(args.output))
-    Console().print(st.table(res))
+    show(st.table(res))
     sp_ = res.get("speed")
     if sp_:
         shape = "x".join(map(str, sp_["shape"]))

@@ -8,6 +8,7 @@ from pathlib import Path
 from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
+from models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -23,7 +24,6 @@ def _seeds(text: str) -> list[int]:
 
 
 def _list_boards() -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.build import BOARDS
@@ -33,7 +33,7 @@ def _list_boards() -> int:
         t.add_column(c, overflow="fold")
     for b in BOARDS.values():
         t.add_row(b.name, b.device, str(b.speed), f"{b.clock_mhz:g}", b.description)
-    Console().print(t)
+    show(t)
     return 0
 
 
@@ -90,12 +90,11 @@ def cmd_build(args) -> int:
         t.add_column(c, justify="right", overflow="fold")
     for r in results:
         t.add_row(*summary_row(r))
-    con.print(t)
+    show(t, con)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
     con.print(f"wrote {out / 'build.json'}")
-    if getattr(args, "json", False):
-        print(json.dumps(summary))
+    emit("summary", summary)
     if failures:
         raise CheckFailed(f"{len(failures)} design(s) did not build: " + "; ".join(
             f"{f['design']}: {f['error']}" for f in failures))
@@ -144,14 +143,13 @@ def _build_board(args, chosen, board) -> int:
     for r in results:
         bit = Path(r["bitstream"]).name if r["bitstream"] else "not written"
         t.add_row(*summary_row(r), bit)
-    con.print(t)
+    show(t, con)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
         if r["bitstream"]:
             con.print(f"  bitstream: {out / r['design'] / Path(r['bitstream']).name} "
                       f"(program it: openFPGALoader -b ulx3s FILE; then hwcosim board run {r['design']} --port PORT)")
-    if getattr(args, "json", False):
-        print(json.dumps({"results": results}))
+    emit("results", results)
     missing = [r["design"] for r in results if not r["bitstream"]]
     if missing:
         raise CheckFailed(f"no bitstream written for {', '.join(missing)}")
@@ -221,7 +219,6 @@ def register(sub) -> None:
     ap.add_argument("--max-minutes", type=float, default=30.0,
                     help="give up on a place-and-route run after this long (default 30)")
     ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
-    ap.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
     ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")
     add_param_args(ap)
     ap.set_defaults(func=cmd_build)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold", "bench_c4p", "bench_crux",
            "speed_run"]
 
@@ -56,7 +58,6 @@ def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, ti
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -64,7 +65,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 # ---- studies -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numpy as np
 from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
+from models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -95,7 +96,7 @@ def cmd_verilog(args) -> int:
             reports += mine
     if reports:
         table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
-        con.print(table)
+        show(table, con)
         write_text(out / "resources.txt", table_text(table))
     return 0
 
@@ -125,7 +126,6 @@ def _load_vectors(path: str, cols: int) -> np.ndarray:
 
 
 def cmd_sim(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.designs.bbs.spmxv import run_spmxv
@@ -163,7 +163,7 @@ def cmd_sim(args) -> int:
         t.add_column(col, justify="right")
     t.add_row(str(len(x)), str(y.size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),
               f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
-    Console().print(t)
+    show(t)
     if res.waves:
         print(f"waveform: {res.waves}")
     print(f"run directory: {res.test_dir} (re-check it without simulating: hwcosim check {res.test_dir})")
@@ -173,7 +173,6 @@ def cmd_sim(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.runs import check_run
@@ -183,9 +182,8 @@ def cmd_check(args) -> int:
     for c in ("result words", "RTL words", "mismatches", "saved golden words agree"):
         t.add_column(c, justify="right")
     t.add_row(str(res["words"]), str(res["rtl_words"]), str(res["mismatches"]), str(res["saved_expected_agrees"]))
-    Console().print(t)
-    if getattr(args, "json", False):
-        print(json.dumps(res))
+    show(t)
+    emit("check", res)
     return 0
 
 
@@ -237,7 +235,6 @@ def register(sub) -> None:
                                     "run.json, then the golden model recomputed from the saved inputs against the "
                                     "RTL's saved output words. Exit 0 agree, 1 differ, 2 damaged or not a run.")
     ap.add_argument("run_dir", help="run folder (printed by hwcosim sim)")
-    ap.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     ap.set_defaults(func=cmd_check)
 
     ap = sub.add_parser("demo", help="the main job end to end, offline",

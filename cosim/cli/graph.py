@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs"]
 
 
@@ -66,7 +68,6 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: boo
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -74,7 +75,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[f"{x:.4g}" if isinstance(x, float) else str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 def _load_graph(name: str, scale: int, edge_factor: int, seed: int):

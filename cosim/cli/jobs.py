@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "bench_cognn", "bench_cpualloc"]
 
 
@@ -30,7 +32,6 @@ def _out_dir(arg: str | None) -> Path:
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -38,7 +39,7 @@ def _table(title, cols, rows):
         t.add_column(c)
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 def _png(path: Path, draw) -> Path:

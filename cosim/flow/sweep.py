@@ -72,6 +72,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.tables import show
+
 __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
            "plot_pareto", "register", "bench_sweeps", "BENCH_SPECS"]
 
@@ -928,7 +930,7 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
         ad = ADAPTERS[spec.design]
         rep = run_sweep(spec, root / spec.name, workers=workers, processes=processes, cache_dir=root / "cache",
                         progress=False, console=con)
-        con.print(results_table(ad, rep))
+        show(results_table(ad, rep), con)
         keys = list(rep["grid"])
         cols = list(ad.columns) + ([f"resources.{k}" for k in ("LUT", "FF", "DSP", "BRAM", "LUTRAM")] if synth else [])
         rows = [{**{k: r["point"].get(k) for k in keys}, **{c.split(".", 1)[1]: get(r, c) for c in cols},
@@ -989,7 +991,7 @@ def cmd_sweep(args) -> int:
         con = Console(width=140)  # a log file or a pipe: do not squeeze the table to 80 columns
     report = run_sweep(spec, out, scheduler=args.scheduler, workers=args.workers, processes=not args.threads,
                        cache_dir=args.cache, force=args.force, progress=not args.no_progress, console=con)
-    con.print(results_table(ADAPTERS[spec.design], report))
+    show(results_table(ADAPTERS[spec.design], report), con)
     for r in report["points"]:
         if r["status"] == "failed":
             con.print(f"[red]FAILED[/red] {_label(r['point'])}: {r.get('error', '')[:300]}")
