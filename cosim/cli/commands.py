@@ -21,12 +21,14 @@ def _bbs_from_csb(args) -> tuple:
     from pruning.formats import csb as csbfmt
 
     m = csbfmt.load(args.csb)
-    # one step: --params FILE, then the alias flags (--pes, --vec-format, --out-format), then --param
-    changes = dict(read_params_file(args.params)) if getattr(args, "params", None) else {}
-    changes.update(parse_param_items([f"pes={args.pes}"] if args.pes is not None else []))
-    changes.update(parse_param_items([f"vec_fmt={args.vec_format}"] if args.vec_format is not None else []))
-    changes.update(parse_param_items([f"out_fmt={args.out_format}"] if args.out_format is not None else []))
-    changes.update(parse_param_items(getattr(args, "param", None)))
+    from models.precedence import layered
+
+    # one step, lowest first: --params FILE, the alias flags (--pes, --vec-format, --out-format), --param
+    pf = getattr(args, "params", None)
+    changes = layered((f"--params {pf}", read_params_file(pf) if pf else None),
+                      ("--pes/--vec-format/--out-format",
+                       {"pes": args.pes, "vec_fmt": args.vec_format, "out_fmt": args.out_format}),
+                      ("--param", parse_param_items(getattr(args, "param", None))))
     fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
     clash = [f for f in fixed if f in changes]
     if clash:

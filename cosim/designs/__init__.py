@@ -294,9 +294,11 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
 def resolve_params(design: Design, param: list[str] | None = None, params_file: str | None = None,
                    base: Any = None) -> Any:
     """The one parameter channel: defaults (or ``base``) <- ``--params FILE`` <- ``--param F=V``."""
+    from models.precedence import layered
+
     p = design.default_params() if base is None else base
-    changes: dict[str, Any] = dict(read_params_file(params_file)) if params_file else {}
-    changes.update(parse_param_items(param))
+    changes = layered((f"--params {params_file}", read_params_file(params_file) if params_file else None),
+                      ("--param", parse_param_items(param)))
     return apply_changes(p, changes, "parameter") if changes else p
 
 

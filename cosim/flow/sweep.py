@@ -278,19 +278,30 @@ def spec_from_args(args) -> SweepSpec:
         else:
             (spec.workload if name in workload_names else spec.params)[name] = value
 
+    from models.precedence import sources
+
+    layers = []
     if getattr(args, "params", None):
         from cosim.designs import get_design, params_from_file, read_params_file
 
         # the fields the file names, validated by the design's parameter class
         validated = params_from_file(get_design(spec.design).default_params(), args.params)
-        for k in read_params_file(args.params):
-            place(k.strip().replace("-", "_"), getattr(validated, k.strip().replace("-", "_")), "--param")
+        layers.append(("--param", {k: getattr(validated, k.strip().replace("-", "_"))
+                                   for k in read_params_file(args.params)}))
     for flag, items in (("--set", args.set or []), ("--param", getattr(args, "param", None) or [])):
+        layer = {}
         for item in items:
             if "=" not in item:
                 raise ValueError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
             k, v = item.split("=", 1)
-            place(k.strip().replace("-", "_"), _scalar(v), flag)
+            k = k.strip().replace("-", "_")
+            if flag == "--param" and k in workload_names:
+                place(k, None, flag)  # refused: a workload setting is not a design parameter
+            layer[k] = _scalar(v)
+        layers.append((flag, layer))
+    merged, origin = sources(*layers)  # command line over the spec file (place() replaces its value)
+    for k, v in merged.items():
+        place(k, v, origin[k])
     for item in args.grid or []:
         if "=" not in item:
             raise ValueError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
