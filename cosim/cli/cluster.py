@@ -521,9 +521,11 @@ def _cmd_run(args) -> int:
     if args.seed is not None:
         if not 0 <= args.seed <= MAX_SEED:
             _fail(f"--seed must be in 0..{MAX_SEED}, not {args.seed}")
-        import dataclasses
+    import dataclasses
 
-        sc = dataclasses.replace(sc, seed=args.seed)
+    from models.precedence import layered
+
+    sc = dataclasses.replace(sc, **layered(("scenario", {"seed": sc.seed}), ("--seed", {"seed": args.seed})))
     out = _out_dir(args.output or f"build/cluster/{sc.name}")
     total = sum(j.spec.iterations for j in sc.jobs)
     with Progress(TextColumn(f"[bold]{sc.name}"), BarColumn(), MofNCompleteColumn(), TextColumn("iterations"),
