@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from models.tables import emit, show
 
 __all__ = ["register", "main", "bench_cognn", "bench_cpualloc"]
 
@@ -99,6 +99,7 @@ def _cmd_jobcheck(args) -> int:
                                     if execute else "static checks only; the script was NOT executed "
                                     "(add --run for the sandboxed dry run)"))
     _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
+    emit("report", rep.to_dict())
     if rep.findings:
         _table(f"jobcheck {script}", ["severity", "category", "line", "source", "finding"],
                [[f.severity, f.category, f.line or "-", f.source, f.message] for f in rep.findings])
