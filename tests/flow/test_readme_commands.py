@@ -104,7 +104,7 @@ def test_make_target_exists(doc, cmd, env):
 CHEAP = [
     r"^prune --pattern ", r"^prune --config ", r"^build --list-boards$", r"^jobcheck ", r"^sim --check-simulator$",
     r"^formal --design toy-fir --list$", r"^verilog toy-fir --synth none", r"^cluster run ",
-    r"^graph run pagerank --graph edges\.txt\.gz$",
+    r"^graph run pagerank --graph edges\.txt\.gz$", r"^prune bert/ --calibration ",
 ]
 #: lines that cannot run here, and why
 NEEDS_HARDWARE = r"--port /dev/tty"
