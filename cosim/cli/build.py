@@ -54,8 +54,7 @@ def cmd_build(args) -> int:
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
     plans = []
     for d in chosen:  # validate every parameter set before any work
-        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
-        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+        plans.append((d, plan_params(d, args)))
     out = out_dir(args.output, "build/pnr")
     st = stage(out)
     con = Console()
@@ -119,8 +118,7 @@ def _build_board(args, chosen, board) -> int:
     plans = []
     for d in chosen:
         board_top_ref(d)  # refuses a design without a board top before any work
-        base = d.board_params() if (d.board_params and not args.param and not args.params) else None
-        plans.append((d, resolve_params(d, args.param, args.params, base=base)))
+        plans.append((d, plan_params(d, args)))
     out = out_dir(args.output, "build/board")
     st = stage(out)
     con = Console()
@@ -194,6 +192,15 @@ def plot_results(summary: dict, path: Path) -> Path:
     ax2.legend(fontsize=7)
     fig.tight_layout()
     return save_png(fig, path, dpi=110)
+
+
+def plan_params(d, args):
+    """A design's parameters for a build: its board configuration (else its defaults), then
+    ``--params FILE``, then ``--param`` (:mod:`models.precedence`; ``hwcosim board run`` resolves the
+    same way, so a bitstream and the host session agree). Before, any ``--param`` silently replaced
+    the whole board configuration by the design's defaults."""
+    base = d.board_params() if d.board_params else None
+    return resolve_params(d, args.param, args.params, base=base)
 
 
 def register(sub) -> None:

@@ -98,8 +98,8 @@ class Design:
     recheck : str
         ``"module:function"`` that re-verifies a saved run folder (``hwcosim check``).
     board_params : callable, optional
-        Parameters that fit the default FPGA part (``hwcosim build`` uses them when no
-        ``--param``/``--params`` is given); ``None``: the defaults fit.
+        Parameters that fit the default FPGA part: the defaults of ``hwcosim build`` and ``hwcosim
+        board run``, under ``--params``/``--param``; ``None``: the design's defaults fit.
     """
 
     name: str

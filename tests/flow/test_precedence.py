@@ -41,7 +41,7 @@ def _merging_commands() -> list[str]:
 #: value that cannot apply
 TESTS = {
     "verilog": ("tests/flow/test_params_channel.py", "test_file_then_command_line"),
-    "build": ("tests/flow/test_params_channel.py", "test_file_then_command_line"),
+    "build": ("tests/flow/test_precedence.py", "test_build_board_configuration_then_file_then_param"),
     "sim": ("tests/flow/test_precedence.py", "test_sim_params_file_aliases_then_param"),
     "board run": ("tests/flow/test_precedence.py", "test_board_run_params_file_then_param"),
     "sweep": ("tests/flow/test_params_channel.py", "test_sweep_command_line_beats_the_spec_file"),
@@ -129,6 +129,26 @@ def test_board_run_params_file_then_param(tmp_path):
     assert (p.rows, p.pes) == (16, 4)
     with pytest.raises(UsageError, match="nope"):
         cli_inputs(d, argparse.Namespace(**{**ns, "param": ["nope=4"]}))
+
+
+def test_build_board_configuration_then_file_then_param(tmp_path):
+    """hwcosim build: the design's board configuration, then --params, then --param (a --param used to
+    replace the whole board configuration by the design's defaults)."""
+    from cosim.cli.build import plan_params
+    from cosim.designs import get_design
+
+    d = get_design("bbs-spmxv")
+    board = d.board_params()
+    ns = dict(param=[], params=None)
+    assert plan_params(d, argparse.Namespace(**ns)) == board
+    f = tmp_path / "p.toml"
+    f.write_text("pes = 4\nk = 1\n")
+    p = plan_params(d, argparse.Namespace(**{**ns, "params": str(f)}))
+    assert (p.pes, p.k, p.rows, p.out_stage) == (4, 1, board.rows, board.out_stage)
+    p = plan_params(d, argparse.Namespace(**{**ns, "params": str(f), "param": ["pes=2"]}))
+    assert (p.pes, p.k, p.rows, p.out_stage) == (2, 1, board.rows, True)
+    with pytest.raises(UsageError, match="nope"):
+        plan_params(d, argparse.Namespace(**{**ns, "param": ["nope=1"]}))
 
 
 # ---- prune --config --------------------------------------------------------------------------------
