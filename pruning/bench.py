@@ -20,6 +20,7 @@ import scipy
 import scipy.sparse as sp
 
 from models.atomic import write_text
+from models.tables import show
 from pruning.base import get_pattern
 from pruning.formats import csb
 from pruning.kernels import CSBKernel
@@ -156,13 +157,13 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
             f"{r['csr_over_csb']:.2f}",
             f"{r['dense_over_csb']:.2f}",
         )
-    console.print(t)
+    show(t, console)
     t2 = Table(title=f"pruning a {pn} x {pn} float64 matrix (mask only), s")
     t2.add_column("pattern")
     t2.add_column("params")
     t2.add_column("time", justify="right")
     for r in prune:
         t2.add_row(r["pattern"], json.dumps(r["params"]), f"{r['t_s']:.3f}")
-    console.print(t2)
+    show(t2, console)
     console.print(f"wrote {out / 'kernels.json'}")
     return result

@@ -50,6 +50,7 @@ import numpy as np
 from models.atomic import write_text
 from models.errors import CheckFailed, UsageError
 from models.fixedpoint import Q
+from models.tables import show
 from pruning.base import PatternError, get_pattern, pattern_names
 from pruning.formats import csb, fss, nm, sparse
 from pruning.formats.csb import FormatError
@@ -110,7 +111,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    ".onnx (initialisers)")
     p.add_argument("-o", "--out", default="build/prune", help="output folder (default: build/prune)")
     p.add_argument(
-        "--pattern", default="bbs", help=f"sparsity pattern: {', '.join(pattern_names())} (default bbs)"
+        "--pattern", default=None, help=f"sparsity pattern: {', '.join(pattern_names())} (default bbs)"
     )
     p.add_argument("--sparsity", type=float, help="fraction of weights pruned, e.g. 0.875")
     p.add_argument("--banks", type=int, help="bbs: banks per row")
@@ -130,7 +131,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--tensors", help="comma-separated names/globs of the tensors to prune (default: all 2-D+)"
     )
     p.add_argument(
-        "--config", help="per-tensor pattern config (.toml; .yaml with pyyaml); overrides --pattern"
+        "--config", help="per-tensor pattern config (.toml; .yaml with pyyaml); the pattern flags (--sparsity, "
+        "--banks, ...) and --format given on the command line override its rules' values"
     )
     p.add_argument(
         "--image",
@@ -190,29 +192,66 @@ def _parse_int(text, flag):
         _fail(f"{flag} takes an integer here, not {text!r}")
 
 
+def _flag_values(args, pattern: str) -> dict:
+    """The pattern flags given on the command line, converted for ``pattern``."""
+    out = {}
+    for key, flag in _FLAGS.items():
+        val = getattr(args, key)
+        if val is not None:
+            out[key] = _parse_int(val, flag) if key == "block" and pattern == "balanced" else val
+    return out
+
+
 def _pattern_from_flags(args):
     from pruning.base import _REGISTRY  # registry filled by pattern_names()
 
+    name = args.pattern or "bbs"
     names = pattern_names()
-    if args.pattern not in names:
-        _fail(f"unknown pattern {args.pattern!r}; choose one of: {', '.join(names)}")
-    cls = _REGISTRY[args.pattern]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    params = {}
+    if name not in names:
+        _fail(f"unknown pattern {name!r}; choose one of: {', '.join(names)}")
+    fields = {f.name for f in dataclasses.fields(_REGISTRY[name])}
     for key, flag in _FLAGS.items():
-        val = getattr(args, key)
-        if val is None:
-            continue
-        if key not in fields:
+        if getattr(args, key) is not None and key not in fields:
             takes = " ".join(_FLAGS[f] for f in _FLAGS if f in fields)
-            _fail(f"{flag} does not apply to --pattern {args.pattern} (it takes: {takes})")
-        if key == "block" and args.pattern == "balanced":
-            val = _parse_int(val, flag)
-        params[key] = val
+            _fail(f"{flag} does not apply to --pattern {name} (it takes: {takes})")
     try:
-        return get_pattern(args.pattern, **params)
+        return get_pattern(name, **_flag_values(args, name))
     except PatternError as e:
         _fail(str(e))
+
+
+def _config_with_flags(config: PruneConfig, args) -> PruneConfig:
+    """``config`` with the pattern flags of the command line applied over every rule's values (command
+    line over file, :mod:`models.precedence`); a flag that applies to no rule's pattern is an error."""
+    from models.precedence import layered
+
+    if args.pattern is not None:
+        _fail(f"--pattern {args.pattern} with --config: the config chooses the pattern of each tensor; "
+              "drop --pattern (pattern flags such as --sparsity override the rules' values)")
+    given = [k for k in _FLAGS if getattr(args, k) is not None]
+    if not given:
+        return config
+    used: set[str] = set()
+    rules = []
+    for i, r in enumerate(config.rules, 1):
+        if r.pattern is None:
+            rules.append(r)
+            continue
+        fields = {f.name for f in dataclasses.fields(r.pattern) if f.init}
+        mine = {k: v for k, v in _flag_values(args, r.pattern.name).items() if k in fields}
+        used |= set(mine)
+        params = layered((f"{config.source}: rule {i}", {f: getattr(r.pattern, f) for f in fields}),
+                         ("command line", mine))
+        try:
+            rules.append(dataclasses.replace(r, pattern=get_pattern(r.pattern.name, **params)))
+        except PatternError as e:
+            _fail(f"{config.source}: rule {i} with the command line's flags: {e}")
+    unused = [_FLAGS[k] for k in given if k not in used]
+    if unused:
+        pats = sorted({r.pattern.name for r in config.rules if r.pattern is not None})
+        _fail(f"{unused[0]} applies to no rule of {config.source} (its patterns: {', '.join(pats) or 'none'}); "
+              "drop it")
+    return dataclasses.replace(config, rules=tuple(rules))
 
 
 def _as_matrix(a: np.ndarray) -> np.ndarray:
@@ -285,6 +324,7 @@ def _plan(args, tensors: dict) -> tuple[list, list]:
             config = load_config(args.config)
         except WeightIOError as e:
             _fail(str(e))
+        config = _config_with_flags(config, args)
     cli_pattern = None if config else _pattern_from_flags(args)
     plan, skipped = [], []
     for name in chosen:
@@ -301,7 +341,8 @@ def _plan(args, tensors: dict) -> tuple[list, list]:
                 skipped.append((name, "no rule" if rule is None else "skip rule"))
                 continue
             plan.append(
-                (name, a, rule.pattern, rule.fmt or (default_fmt if args.format != "auto" else config.fmt))
+                # --format on the command line, else the rule's, else the config's
+                (name, a, rule.pattern, default_fmt if args.format != "auto" else (rule.fmt or config.fmt))
             )
         else:
             plan.append((name, a, cli_pattern, default_fmt))
@@ -487,7 +528,7 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
             f"{r['rel_error']:.4f}",
             f"{r['bytes_before']}->{r['bytes_after']}",
         )
-    console.print(table)
+    show(table, console)
     if skipped:
         console.print(_skipped_line(skipped, listed=not args.dry_run))
 
@@ -569,7 +610,7 @@ def _calibrate_run(args, cm, plan, console) -> dict:
             e = r.get("rel_output_error")
             t.add_row(name, str(r["tokens"]), f"{r['sparsity']:.4f}", "-" if e is None else f"{e:.4f}",
                       f"{r['seconds']:.3f}")
-        console.print(t)
+        show(t, console)
         console.print(f"model: cosine dense vs pruned = {m['cosine_mean']:.4f} (mean), {m['cosine_min']:.4f} (min) "
                       f"over {m.get('samples', 'the held-out')} samples; pruning took {rep['seconds']:.1f} s")
     return pre

@@ -36,6 +36,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from models.atomic import save_png, write_text
+from models.tables import show
 from pruning.oneshot import METHODS, Calib, cosine_rows, prune_bert, prune_layer
 from pruning.schedule import pattern_for_sparsity
 
@@ -427,9 +428,8 @@ def table(res: dict):
 
 def bench_oneshot(out_dir: Path, quick: bool = False) -> dict:
     """Benchmark entry (``make bench``): the study, JSON + PNG in ``out_dir``."""
-    from rich.console import Console
 
     res = oneshot_study(quick=quick)
     write(res, Path(out_dir))
-    Console().print(table(res))
+    show(table(res))
     return res

@@ -33,6 +33,7 @@ from models.errors import UsageError
 from models.nn.cnn import CNNConfig
 from models.nn.lstm import LSTMConfig
 from models.nn.train import TrainConfig, get_trained
+from models.tables import show
 from pruning.base import PatternError, pattern_names
 from pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
 
@@ -364,7 +365,7 @@ def _run_accuracy(args) -> int:
         else:
             ftc = f"{p['accuracy_finetuned']:.4f}" if "accuracy_finetuned" in p else "-"
             t.add_row(p["label"], f"{p['target']:.2f}", f"{p['achieved']:.3f}", f"{p['accuracy_oneshot']:.4f}", ftc)
-    Console().print(t)
+    show(t)
     c = res["claim"]
     if c.get("evaluated"):
         for k in ("oneshot", "finetuned"):
@@ -396,7 +397,7 @@ def _run_seernet(args) -> int:
         for s in r["layers"]:
             t.add_row(str(r["bits"]), f"conv{s['layer']}", f"{s['precision']:.3f}", f"{s['recall']:.3f}",
                       f"{s['macs_skipped']:.3f}", f"{r['accuracy']:.4f}", f"{r['accuracy_change']:+.4f}")
-    Console().print(t)
+    show(t)
     Console().print(f"wrote {out / 'seernet.json'} and {out / 'seernet.png'} ({res['seconds']:.1f} s)")
     return 0
 
@@ -466,7 +467,7 @@ def _run_oneshot(args) -> int:
                            progress=console.print if args.verbose else None)
     with staged_dir(Path(args.output)) as tmp:  # both files appear together, at the end
         j, p = (Path(args.output) / Path(f).name for f in st.write(res, tmp))
-    Console().print(st.table(res))
+    show(st.table(res))
     sp_ = res.get("speed")
     if sp_:
         shape = "x".join(map(str, sp_["shape"]))

@@ -50,7 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _register_all(sub)
     apply_ranges(parser)  # every numeric option checked against its documented range before any work
+    add_json_flags(parser)  # every command: --json prints its tables and summary as one JSON document
     return parser
+
+
+JSON_HELP = ("print the results (every table this command prints, and its summary) as one JSON document on "
+             "stdout; progress and messages go to stderr")
+
+
+def leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """``(command path, parser)`` of every subcommand that runs something (no further subcommands)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs and path:
+        yield path, parser
+    for a in subs:
+        for name, p in a.choices.items():
+            yield from leaf_parsers(p, (*path, name))
+
+
+def add_json_flags(parser: argparse.ArgumentParser) -> None:
+    """``--json`` on every subcommand (a command that registered its own keeps it, with this meaning)."""
+    for _, p in leaf_parsers(parser):
+        own = [a for a in p._actions if "--json" in a.option_strings]
+        if own:
+            own[0].help = JSON_HELP
+        else:
+            p.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _tables_keep_numbers() -> None:
@@ -76,9 +101,6 @@ def _tables_keep_numbers() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cosim.flow.runner import SimFailure, SimulatorMissing
-    from cosim.flow.synth import SynthError
-
     _tables_keep_numbers()
 
     parser = build_parser()
@@ -86,6 +108,48 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
         return int(e.code or 0) if not isinstance(e.code, str) else 2
+    if not getattr(args, "json", False):
+        return _run(args)
+    return _run_json(args, list(sys.argv[1:] if argv is None else argv))
+
+
+def _run_json(args, argv: list[str]) -> int:
+    """Run with ``--json``: anything the command prints goes to stderr (the Python streams and, for
+    the tools it starts, file descriptor 1); one JSON document goes to stdout at the end."""
+    import contextlib
+    import json
+    import os
+
+    from cosim.cli.util import json_default
+    from models.tables import json_session
+
+    out = sys.stdout
+    out.flush()
+    saved_fd = None
+    try:
+        saved_fd = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no real descriptor 1 (an embedding host): the Python-level redirect still holds
+        saved_fd = None
+    try:
+        with json_session() as doc, contextlib.redirect_stdout(sys.stderr):
+            rc = _run(args)
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+    command = [a for a in argv if a != "--json"]
+    out.write(json.dumps({"command": command, "exit": rc, "tables": doc["tables"], "result": doc["result"]},
+                         default=json_default) + "\n")
+    out.flush()
+    return rc
+
+
+def _run(args) -> int:
+    from cosim.flow.runner import SimFailure, SimulatorMissing
+    from cosim.flow.synth import SynthError
+
     try:
         from cosim.cli.util import check_output_args
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from models.errors import UsageError
+from models.tables import show
 
 __all__ = ["register", "main"]
 
@@ -54,7 +55,7 @@ def _cmd_study(args) -> int:
         t.add_column("BR / ZF", justify="right")
         for r in res["vs_snr"][kind]:
             t.add_row(str(r["snr_db"]), *(f"{r[m]:.1f}" for m in METHODS), f"{r['beamraster'] / r['zf']:.1%}")
-        con.print(t)
+        show(t, con)
     t = Table(title="Precoder update cost per subcarrier: complex multiplies, numpy time / ZF's "
                                           "(median [IQR])")
     t.add_column("M x K")
@@ -64,14 +65,13 @@ def _cmd_study(args) -> int:
         t.add_row(f"{c['M']} x {c['K']}", *(f"{c['cmul_per_update'][m]} {c['time_ratio_to_zf'][m]:.2f}x "
                                             f"[{c['time_ratio_iqr'][m][0]:.2f},{c['time_ratio_iqr'][m][1]:.2f}]"
                                             for m in METHODS))
-    con.print(t)
+    show(t, con)
     con.print(f"ZF vs closed form (Rayleigh): max relative error {res['headline']['zf_closed_form_max_rel_err']:.2%}")
     con.print(f"{len(paths)} files in {out} ({res['wall_s']:.1f} s)")
     return 0
 
 
 def _cmd_sim(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.designs.beamraster.precoder import realtime_budget, run_scenario
@@ -115,7 +115,7 @@ def _cmd_sim(args) -> int:
                  ("sum rate fixed / float", f"{fx['fraction']:.4%}"), ("EVM", f"{fx['evm']:.2e}"),
                  ("clock for 16.8 M symbols/s", f"{budget['clock_mhz']:.0f} MHz")):
         t.add_row(k, str(v))
-    Console().print(t)
+    show(t)
     print(f"wrote {path} and the run folder {out / stem} (re-check it without simulating: hwcosim check "
           f"{out / stem})")
     return 0

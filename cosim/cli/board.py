@@ -8,11 +8,11 @@ session runs against the board top's RTL in cocotb through a bit-level UART mode
 from __future__ import annotations
 
 import importlib
-import json
 import time
 
 from cosim.designs import add_param_args, get_design
 from models.errors import CheckFailed, UsageError
+from models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -66,10 +66,9 @@ def cmd_board_run(args) -> int:
               str(rc[0]) if rc else "-", str(summary.get("expected_run_cycles") or "-"),
               str(summary.get("ideal_run_cycles") or "-"),
               f"{link[0]} / {link[1]}", f"{secs:.1f}")
-    con.print(t)
+    show(t, con)
     con.print("board counters: " + ", ".join(f"{k} {v}" for k, v in summary["counters"].items()))
-    if args.json:
-        print(json.dumps({k: v for k, v in summary.items() if k != "golden"}, default=int))
+    emit("summary", {k: v for k, v in summary.items() if k != "golden"})
     if summary["problems"]:
         raise CheckFailed("; ".join(summary["problems"]))
     con.print(f"all {summary['words']} result words match the golden model")
@@ -106,6 +105,5 @@ def register(sub) -> None:
     r.add_argument("--steps", type=int, default=3, help="bbs-lstm-axi: time steps per sequence (default 3)")
     r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
     r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
-    r.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
     add_param_args(r)
     r.set_defaults(func=cmd_board_run)

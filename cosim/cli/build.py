@@ -8,6 +8,7 @@ from pathlib import Path
 from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
+from models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -23,7 +24,6 @@ def _seeds(text: str) -> list[int]:
 
 
 def _list_boards() -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.build import BOARDS, FAMILIES
@@ -35,16 +35,8 @@ def _list_boards() -> int:
         t.add_row(b.name, b.family, b.device, str(b.speed) if b.speed else "-", b.package, f"{b.clock_mhz:g}",
                   "yes (" + FAMILIES[b.family].packer.removeprefix("yowasp-") + ")" if b.platform else "no (--ooc)",
                   b.description)
-    Console().print(t)
+    show(t)
     return 0
-
-
-def _board_config(design, board, args):
-    """The parameters a build starts from: the design's registered configuration for the board's
-    family (None: the defaults), unless the user gave --param/--params."""
-    if args.param or args.params:
-        return None
-    return design.board_config(board.family)
 
 
 def _programmer(board) -> str:
@@ -96,7 +88,7 @@ def cmd_build(args) -> int:
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
     plans = []
     for d in chosen:  # validate every parameter set before any work
-        plans.append((d, resolve_params(d, args.param, args.params, base=_board_config(d, board, args))))
+        plans.append((d, plan_params(d, args, board)))
     out = out_dir(args.output, "build/pnr")
     st = stage(out)
     con = Console()
@@ -136,14 +128,13 @@ def cmd_build(args) -> int:
         t.add_column(c, justify="right", overflow="fold")
     for r in results:
         t.add_row(*summary_row(r))
-    con.print(t)
+    show(t, con)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
     if skipped:
         con.print(f"  not built (no {board.family} configuration registered): {', '.join(skipped)}")
     con.print(f"wrote {out / 'build.json'}")
-    if getattr(args, "json", False):
-        print(json.dumps(summary))
+    emit("summary", summary)
     if failures:
         raise CheckFailed(f"{len(failures)} design(s) did not build: " + "; ".join(
             f"{f['design']}: {f['error']}" for f in failures))
@@ -168,7 +159,7 @@ def _build_board(args, chosen, board) -> int:
     plans = []
     for d in chosen:
         board_top_ref(d)  # refuses a design without a board top before any work
-        plans.append((d, resolve_params(d, args.param, args.params, base=_board_config(d, board, args))))
+        plans.append((d, plan_params(d, args, board)))
     pll = board_pll(board, args.clock)
     out = out_dir(args.output, "build/board")
     st = stage(out)
@@ -193,14 +184,13 @@ def _build_board(args, chosen, board) -> int:
     for r in results:
         bit = Path(r["bitstream"]).name if r["bitstream"] else "not written"
         t.add_row(*summary_row(r), bit)
-    con.print(t)
+    show(t, con)
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
         if r["bitstream"]:
             con.print(f"  bitstream: {out / r['design'] / Path(r['bitstream']).name} "
                       f"(program it: {_programmer(board)} FILE; then hwcosim board run {r['design']} --port PORT)")
-    if getattr(args, "json", False):
-        print(json.dumps({"results": results}))
+    emit("results", results)
     missing = [r["design"] for r in results if not r["bitstream"]]
     if missing:
         raise CheckFailed(f"no bitstream written for {', '.join(missing)}")
@@ -249,6 +239,15 @@ def plot_results(summary: dict, path: Path) -> Path:
     return save_png(fig, path, dpi=110)
 
 
+def plan_params(d, args, board=None):
+    """A design's parameters for a build: its board configuration (else its defaults), then
+    ``--params FILE``, then ``--param`` (:mod:`models.precedence`; ``hwcosim board run`` resolves the
+    same way, so a bitstream and the host session agree). Before, any ``--param`` silently replaced
+    the whole board configuration by the design's defaults."""
+    base = d.board_config(board.family if board is not None else "ecp5")
+    return resolve_params(d, args.param, args.params, base=base)
+
+
 def register(sub) -> None:
     ap = sub.add_parser(
         "build", help="place and route a design with nextpnr: Fmax and area on a named FPGA part",
@@ -276,7 +275,6 @@ def register(sub) -> None:
     ap.add_argument("--max-minutes", type=float, default=30.0,
                     help="give up on a place-and-route run after this long (default 30)")
     ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
-    ap.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
     ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")
     add_param_args(ap)
     ap.set_defaults(func=cmd_build)

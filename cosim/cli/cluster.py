@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold", "bench_c4p", "bench_crux",
            "speed_run"]
 
@@ -57,7 +59,6 @@ def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, ti
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -65,7 +66,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 # ---- studies -------------------------------------------------------------------------------------
@@ -521,9 +522,11 @@ def _cmd_run(args) -> int:
     if args.seed is not None:
         if not 0 <= args.seed <= MAX_SEED:
             _fail(f"--seed must be in 0..{MAX_SEED}, not {args.seed}")
-        import dataclasses
+    import dataclasses
 
-        sc = dataclasses.replace(sc, seed=args.seed)
+    from models.precedence import layered
+
+    sc = dataclasses.replace(sc, **layered(("scenario", {"seed": sc.seed}), ("--seed", {"seed": args.seed})))
     out = _out_dir(args.output or f"build/cluster/{sc.name}")
     total = sum(j.spec.iterations for j in sc.jobs)
     with Progress(TextColumn(f"[bold]{sc.name}"), BarColumn(), MofNCompleteColumn(), TextColumn("iterations"),

@@ -11,6 +11,7 @@ import numpy as np
 from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
+from models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -20,12 +21,14 @@ def _bbs_from_csb(args) -> tuple:
     from pruning.formats import csb as csbfmt
 
     m = csbfmt.load(args.csb)
-    # one step: --params FILE, then the alias flags (--pes, --vec-format, --out-format), then --param
-    changes = dict(read_params_file(args.params)) if getattr(args, "params", None) else {}
-    changes.update(parse_param_items([f"pes={args.pes}"] if args.pes is not None else []))
-    changes.update(parse_param_items([f"vec_fmt={args.vec_format}"] if args.vec_format is not None else []))
-    changes.update(parse_param_items([f"out_fmt={args.out_format}"] if args.out_format is not None else []))
-    changes.update(parse_param_items(getattr(args, "param", None)))
+    from models.precedence import layered
+
+    # one step, lowest first: --params FILE, the alias flags (--pes, --vec-format, --out-format), --param
+    pf = getattr(args, "params", None)
+    changes = layered((f"--params {pf}", read_params_file(pf) if pf else None),
+                      ("--pes/--vec-format/--out-format",
+                       {"pes": args.pes, "vec_fmt": args.vec_format, "out_fmt": args.out_format}),
+                      ("--param", parse_param_items(getattr(args, "param", None))))
     fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
     clash = [f for f in fixed if f in changes]
     if clash:
@@ -93,7 +96,7 @@ def _write_verilog(plans, targets, out, st) -> None:
             reports += mine
     if reports:
         table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
-        con.print(table)
+        show(table, con)
         write_text(st / "resources.txt", table_text(table))
 
 
@@ -135,7 +138,6 @@ def _load_vectors(path: str, cols: int) -> np.ndarray:
 
 
 def cmd_sim(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.designs.bbs.spmxv import run_spmxv
@@ -176,7 +178,7 @@ def cmd_sim(args) -> int:
         t.add_column(col, justify="right")
     t.add_row(str(len(x)), str(y.size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),
               f"{mt['utilisation']:.1%}", f"{np.abs(y - ref).max():.4g}")
-    Console().print(t)
+    show(t)
     if res.waves:
         print(f"waveform: {run_dir / res.waves.name}\nGTKWave save file (streams grouped): "
               f"{run_dir / res.waves.with_suffix('.gtkw').name}")
@@ -187,7 +189,6 @@ def cmd_sim(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.runs import check_run
@@ -197,9 +198,8 @@ def cmd_check(args) -> int:
     for c in ("result words", "RTL words", "mismatches", "saved golden words agree"):
         t.add_column(c, justify="right")
     t.add_row(str(res["words"]), str(res["rtl_words"]), str(res["mismatches"]), str(res["saved_expected_agrees"]))
-    Console().print(t)
-    if getattr(args, "json", False):
-        print(json.dumps(res))
+    show(t)
+    emit("check", res)
     return 0
 
 
@@ -251,7 +251,6 @@ def register(sub) -> None:
                                     "run.json, then the golden model recomputed from the saved inputs against the "
                                     "RTL's saved output words. Exit 0 agree, 1 differ, 2 damaged or not a run.")
     ap.add_argument("run_dir", help="run folder (printed by hwcosim sim)")
-    ap.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     ap.set_defaults(func=cmd_check)
 
     ap = sub.add_parser("demo", help="the main job end to end, offline",

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["run_demo", "train_digits_mlp"]
 
 
@@ -136,7 +138,7 @@ def _demo(args, out: Path, st: Path) -> int:
     ]
     for r in rows:
         t.add_row(*r)
-    con.print(t)
+    show(t, con)
     summary = {"params": p.to_dict(), "metrics": mt, "max_abs_err_vs_float_pruned": float(err.max()),
                "accuracy_dense_float": acc_dense, "accuracy_pruned_float": pruned_clf_acc,
                "accuracy_rtl_subset": float((pred_rtl == yte[:n]).mean()), "rtl_vectors": n}
@@ -153,7 +155,7 @@ def _demo(args, out: Path, st: Path) -> int:
             rep["params"] = p.to_dict()
             reports.append(rep)
         table = resource_table(reports, "bbs_spmxv resources (Yosys estimate, not place-and-route)")
-        con.print(table)
+        show(table, con)
         write_text(st / "verilog" / "bbs_spmxv.resources.txt", table_text(table))
         summary["resources"] = reports
     write_text(st / "summary.json", json.dumps(summary, indent=2) + "\n")

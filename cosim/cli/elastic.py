@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main"]
 
 
@@ -52,7 +54,6 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -60,7 +61,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 def _progress():

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs"]
 
 
@@ -70,7 +72,6 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: boo
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -78,7 +79,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[f"{x:.4g}" if isinstance(x, float) else str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 def _load_graph(name: str, scale: int, edge_factor: int, seed: int):
@@ -772,7 +773,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--executor", default="compiled",
                    help="compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
                         "dask-compiled (Dask tasks running the compiled partition kernel)")
-    s.add_argument("--threads", default=None,
+    s.add_argument("--threads", type=int, default=None,
                    help="threads of the compiled executor, 1 .. 4 x cores (default every core, at most one per "
                         "524,288 edges)")
     s.add_argument("--workers", type=int, default=2, help="processes or Dask workers (default 2)")
@@ -789,12 +790,12 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "default on a multi-CPU host), on W real worker processes (convergence per "
                                    "measured wall second); JSON + PNG + table.")
     s.add_argument("--algo", default="mf", help="mf (synthetic ratings), lr (digits), lda (bars corpus)")
-    s.add_argument("--staleness", default="2", help="SSP staleness bound S >= 0; 0 is BSP (default 2)")
-    s.add_argument("--workers", default="4", help="workers = graph partitions (default 4)")
-    s.add_argument("--epochs", default=None, help="passes over the data (default per algorithm)")
-    s.add_argument("--batches", default=None, help="mini-batches per epoch (default per algorithm)")
+    s.add_argument("--staleness", type=int, default=2, help="SSP staleness bound S >= 0; 0 is BSP (default 2)")
+    s.add_argument("--workers", type=int, default=4, help="workers = graph partitions (default 4)")
+    s.add_argument("--epochs", type=int, default=None, help="passes over the data (default per algorithm)")
+    s.add_argument("--batches", type=int, default=None, help="mini-batches per epoch (default per algorithm)")
     s.add_argument("--partitioner", default="bicut", help="bicut (default), hybrid, vertex-cut, edge-cut")
-    s.add_argument("--seed", default="0", help="seed of data, initial state and worker speeds (default 0)")
+    s.add_argument("--seed", type=int, default=0, help="seed of data, initial state and worker speeds (default 0)")
     s.add_argument("--full", action="store_true", help="the larger data setting of the benchmark")
     s.add_argument("--executor", default=None,
                    help="measured run besides the simulation: processes (one OS process per worker, shared-memory "
@@ -809,8 +810,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "threads vs scipy, python-graphblas (same threads) and igraph; JSON + PNG.")
     s.add_argument("--quick", action="store_true", help="scale 16 only")
     s.add_argument("--scales", default=None, help="comma-separated R-MAT scales, 8..24 (default 18,19,20)")
-    s.add_argument("--threads", default=None, help="largest thread count (default every core)")
-    s.add_argument("--repeats", default=None, help="runs per point, the best kept (default 3)")
+    s.add_argument("--threads", type=int, default=None, help="largest thread count (default every core)")
+    s.add_argument("--repeats", type=int, default=None, help="runs per point, the best kept (default 3)")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_compiled_bench)
     for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
@@ -824,8 +825,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     hlp = "TuX2 on worker processes: SSP s=1,2,4 vs BSP for MF and LR, loss vs measured wall seconds"
     s = sub.add_parser("tux2-procs", help=hlp, description=hlp + " (load average recorded); writes JSON + PNG.")
     s.add_argument("--quick", action="store_true", help="the small setting (smaller MF data, fewer epochs, 2 repeats)")
-    s.add_argument("--workers", default="2", help="worker processes (default 2)")
-    s.add_argument("--repeats", default=None, help="runs per staleness (default 2 with --quick, else 5)")
+    s.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    s.add_argument("--repeats", type=int, default=None, help="runs per staleness (default 2 with --quick, else 5)")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_tux2_procs)
     return p

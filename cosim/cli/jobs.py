@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import emit, show
+
 __all__ = ["register", "main", "bench_cognn", "bench_cpualloc"]
 
 
@@ -31,7 +33,6 @@ def _out_dir(arg: str | None) -> Path:
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -39,7 +40,7 @@ def _table(title, cols, rows):
         t.add_column(c)
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 def _png(path: Path, draw) -> Path:
@@ -99,6 +100,7 @@ def _cmd_jobcheck(args) -> int:
                                     if execute else "static checks only; the script was NOT executed "
                                     "(add --run for the sandboxed dry run)"))
     _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
+    emit("report", rep.to_dict())
     if rep.findings:
         _table(f"jobcheck {script}", ["severity", "category", "line", "source", "finding"],
                [[f.severity, f.category, f.line or "-", f.source, f.message] for f in rep.findings])

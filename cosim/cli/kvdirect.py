@@ -17,6 +17,7 @@ from models.atomic import save_png, write_text
 from models.errors import UsageError
 from models.kvdirect.perf import PAPER, HWParams, atomic_rates, measure_store_accesses, multi_nic, nic_throughput
 from models.kvdirect.workload import Workload, generate
+from models.tables import show
 
 __all__ = ["register", "study", "main"]
 
@@ -113,9 +114,8 @@ def _run(args) -> int:
     with staged_dir(out) as st:  # both files appear together, at the end
         write_text(st / "kvdirect_study.json", json.dumps(res, indent=2, default=float) + "\n")
         _plot(res, st / "kvdirect_study.png")
-    from rich.console import Console
 
-    Console().print(_table(res))
+    show(_table(res))
     print(f"wrote {out / 'kvdirect_study.json'} and {out / 'kvdirect_study.png'}")
     return 0
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from models.errors import UsageError
+from models.tables import show
 
 __all__ = ["register", "main"]
 
@@ -73,7 +74,7 @@ def _cmd_study(args) -> int:
         row += [_fmt(h["tput_ratio_melo_over_gbn"][f"n={n}"][str(loss)]) + "x" for n in cfg["tput_conns"]]
         row.append(_fmt(h["p99_fct_ratio_gbn_over_melo"][cfg["fct_workloads"][0]][str(loss)]) + "x")
         t.add_row(*row)
-    con.print(t)
+    show(t, con)
 
     t = Table(title=f"On-chip receiver state, bytes per connection ({100 * cfg['conns_loss']:g}% loss)")
     for c in ("conns", "GBN", "SR full bitmap", "MELO avg", "MELO peak", "MELO provisioned"):
@@ -81,7 +82,7 @@ def _cmd_study(args) -> int:
     for n in cfg["conns"]:
         m = h["memory_B_per_conn"][f"n={n}"]
         t.add_row(str(n), *(_fmt(m[k]) for k in ("gbn", "sr", "melo_avg", "melo_peak", "melo_provisioned")))
-    con.print(t)
+    show(t, con)
     con.print(
         "paper: up to 14.02x goodput, 3.11x lower p99 FCT, ~23 B/conn; "
         f"ours: max {h['max_tput_ratio']:.2f}x goodput, "
@@ -93,7 +94,6 @@ def _cmd_study(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
@@ -145,7 +145,7 @@ def _cmd_run(args) -> int:
     ):
         v = s[k]
         t.add_row(k, _fmt(v) if isinstance(v, float) else str(v))
-    Console().print(t)
+    show(t)
     print(f"wrote {path}")
     return 0
 

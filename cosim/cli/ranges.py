@@ -7,6 +7,8 @@ is looked up as ``"COMMAND PATH --dest"`` first (``"graph run scale"``), then by
 A numeric option that appears in no entry falls back to :data:`DEFAULT_INT` /
 :data:`DEFAULT_FLOAT` (finite, and no larger than a run on this class of machine can use), and
 ``tests/flow/test_cli_ranges.py`` lists every option and fails on one that has no entry here.
+An option that takes a comma-separated list of numbers (``--seeds 1,2,3``) has its entry in
+:data:`LISTS`: every item is checked against the range (the option still receives its text).
 
 Sizes are bounded by what a 24 GiB, 2-core machine can hold or finish; the bound says so in
 its note where it is a memory bound.
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import dataclass
 
-__all__ = ["Range", "RANGES", "lookup", "apply_ranges", "numeric_actions"]
+__all__ = ["Range", "RANGES", "LISTS", "lookup", "apply_ranges", "numeric_actions", "list_actions"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,25 @@ RANGES: dict[str, Range] = {
     "keys_per_iter": Range(1, 10**6),
     "keys": Range(1, 10**7),
     "mem_latency": Range(1, 10_000),
+    "graph tux2 staleness": Range(0, 1000, note="SSP bound; 0 is BSP"),
+    "graph tux2 workers": Range(1, 4096, note="simulated workers = graph partitions"),
+    "graph tux2 epochs": Range(1, 100_000),
+    "graph tux2 batches": Range(1, 10**6, note="and at most the rows of the data"),
+    "threads": Range(1, 1024, note="the command also caps it at 4 x the cores"),
+    "graph compiled-bench repeats": Range(1, 100),
+    "graph tux2-procs repeats": Range(1, 1000),
+}
+
+#: "COMMAND PATH dest" -> (item type, Range) of the options that take a comma-separated list of numbers
+LISTS: dict[str, tuple[type, Range]] = {
+    "build seeds": (int, Range(0, 2**31 - 1, note="1 to 16 seeds")),
+    "study accuracy sparsities": (float, Range(0.0, 1.0, lo_open=True, hi_open=True)),
+    "study oneshot sparsities": (float, Range(0.0, 1.0, lo_open=True, hi_open=True)),
+    "study seernet bits": (int, Range(1, 8, note="a list 1,2,4 or a span 1-8")),
+    "graph compiled-bench scales": (int, Range(8, 24, note="R-MAT scales")),
+    "cosim melo flows": (int, Range(0, 10**6, note="flow indices")),
+    "prune block": (int, Range(1, 65536, note="a block width N or a tile RxC")),
+    "prune region": (int, Range(1, 65536, note="a region RxC")),
 }
 
 
@@ -158,6 +180,35 @@ def numeric_actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ())
             t = _numeric_type(a)
             if t is not None:
                 yield " ".join(path), a, t
+
+
+def list_actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """``(command path, action, (item type, Range))`` of every option listed in :data:`LISTS`."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                yield from list_actions(sub, (*path, name))
+        elif isinstance(a, argparse._StoreAction) and f"{' '.join(path)} {a.dest}" in LISTS:
+            yield " ".join(path), a, LISTS[f"{' '.join(path)} {a.dest}"]
+
+
+def _checked_list(kind, rng: Range, option: str, orig=None):
+    """Each comma-separated item (each end of an ``a-b`` span, each side of an ``RxC`` shape) checked like a
+    single number; returns the text (or the option's own conversion of it)."""
+    one = _checked(kind, rng, option)
+
+    def convert(text: str):
+        items = [x.strip() for x in str(text).split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: give comma-separated numbers in {rng.text()}")
+        for item in items:
+            ends = re.split(r"(?<=\d)[-x]", item) if kind is int else [item]
+            for e in ends:
+                one(e)
+        return orig(text) if orig not in (None, str) else text
+
+    convert.__name__ = f"list of {kind.__name__}"
+    return convert
 
 
 def _checked(kind, rng: Range, option: str, orig=None):
@@ -199,3 +250,8 @@ def apply_ranges(parser: argparse.ArgumentParser) -> None:
         action.type = _checked(kind, rng, option, action.type)
         if action.help is not argparse.SUPPRESS:
             action.help = f"{action.help or ''} [range {rng.text()}]".strip()
+    for _path, action, (kind, rng) in list_actions(parser):
+        option = action.option_strings[-1] if action.option_strings else action.dest
+        action.type = _checked_list(kind, rng, option, action.type)
+        if action.help is not argparse.SUPPRESS:
+            action.help = f"{action.help or ''} [each in {rng.text()}]".strip()

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["register", "main", "bench_byterobust", "bench_byterobust_loop", "bench_c4d", "bench_mycroft"]
 
 
@@ -56,7 +58,6 @@ def _save(fig, path: Path) -> Path:
 
 
 def _table(title, cols, rows):
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title)
@@ -64,7 +65,7 @@ def _table(title, cols, rows):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    show(t)
 
 
 # ---- ByteRobust ----------------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Helpers shared by the models' command-line modules: one-line errors, output folders, JSON."""
+"""Helpers shared by the models' command-line modules: one-line errors, output folders, JSON, tables.
+
+Tables: build with :func:`table` (or rich's Table) and print with :func:`show`, the one place that
+lays a table out so no number is cut and that records it for ``--json``; :func:`emit` adds a
+command's summary to the ``--json`` document (see :mod:`models.tables`)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ import numpy as np
 
 from models.atomic import write_text
 from models.errors import UsageError
+from models.tables import emit, json_active, show, table
 
-__all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json"]
+__all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json", "json_default", "table", "show", "emit",
+           "json_active"]
 
 
 def fail(msg: str):
@@ -54,6 +60,21 @@ def _plain(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(type(o))
+
+
+def json_default(o):
+    """``json.dumps`` default for a ``--json`` document: numpy values, paths, sets, dataclasses; else text."""
+    import dataclasses
+
+    if isinstance(o, np.generic | np.ndarray):
+        return _plain(o)
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, set | frozenset):
+        return sorted(o, key=str)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    return str(o)
 
 
 def write_json(path: Path, obj) -> Path:

@@ -98,8 +98,8 @@ class Design:
     recheck : str
         ``"module:function"`` that re-verifies a saved run folder (``hwcosim check``).
     board_params : callable, optional
-        Parameters that fit the default FPGA part (``hwcosim build`` uses them when no
-        ``--param``/``--params`` is given); ``None``: the defaults fit.
+        Parameters that fit the default FPGA part: the defaults of ``hwcosim build`` and ``hwcosim
+        board run``, under ``--params``/``--param``; ``None``: the design's defaults fit.
     family_params : tuple of (family, callable)
         Configurations for other FPGA families (``("ice40", lambda: ...)`` for the iCE40UP5K),
         used by ``hwcosim build --board`` on a part of that family; a family not listed falls
@@ -306,9 +306,11 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
 def resolve_params(design: Design, param: list[str] | None = None, params_file: str | None = None,
                    base: Any = None) -> Any:
     """The one parameter channel: defaults (or ``base``) <- ``--params FILE`` <- ``--param F=V``."""
+    from models.precedence import layered
+
     p = design.default_params() if base is None else base
-    changes: dict[str, Any] = dict(read_params_file(params_file)) if params_file else {}
-    changes.update(parse_param_items(param))
+    changes = layered((f"--params {params_file}", read_params_file(params_file) if params_file else None),
+                      ("--param", parse_param_items(param)))
     return apply_changes(p, changes, "parameter") if changes else p
 
 

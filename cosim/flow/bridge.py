@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cosim.flow.runner import SimFailure
+from models.tables import show
 
 __all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync", "measured_note",
            "compare", "write_report", "print_table", "BridgeMismatch", "DeadlockError"]
@@ -288,7 +289,7 @@ def print_table(cmp: Comparison, console=None) -> None:
     if d["slowdown"]:
         t.add_row("slowdown (RTL loop / model loop)", "1", f"{d['slowdown']:.1f}x")
         t.add_row("slowdown incl. simulator start", "1", f"{d['slowdown_total']:.1f}x")
-    (console or Console()).print(t)
+    show(t, console)
     for k, v in cmp.checks.items():
         (console or Console()).print(f"  check {k}: {v}")
 

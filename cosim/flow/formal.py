@@ -64,6 +64,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from models.tables import show
+
 __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
            "designs", "run_check", "run_checks", "sby_text", "main"]
 
@@ -348,7 +350,6 @@ def run_checks(selected: Iterable[FormalCheck], out_dir: Path | str | None = Non
 
 def _table(results: list[FormalResult]) -> None:
     try:
-        from rich.console import Console
         from rich.table import Table
     except ImportError:  # pragma: no cover - rich is a dependency
         return
@@ -360,7 +361,7 @@ def _table(results: list[FormalResult]) -> None:
         style = "green" if r.ok else "red"
         t.add_row(c.id, c.mode, str(c.depth), c.expect.upper(), f"[{style}]{r.status}[/]",
                   f"{r.seconds:.1f}", c.doc)
-    Console().print(t)
+    show(t)
 
 
 def register_cli(sub) -> None:

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import cocotb
 
+from models.tables import show
+
 __all__ = ["input_ports", "measure", "run_simspeed", "bench_simspeed", "speed_table"]
 
 PERIOD_NS = 10
@@ -279,7 +281,7 @@ def bench_simspeed(out_dir, quick: bool = False) -> dict:
 
     rows = run_simspeed(progress=lambda s: con.print(f"[dim]sim speed: {s}[/dim]"), on_row=report, **kw)
     out = report(rows, complete=True)
-    con.print(speed_table(rows))
+    show(speed_table(rows), con)
     for r in rows:
         for sim, err in r.get("errors", {}).items():
             con.print(f"[red]{r['design']} on {sim}:[/red] {err[:300]}")

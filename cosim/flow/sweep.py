@@ -72,6 +72,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.tables import show
+
 __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
            "plot_pareto", "register", "bench_sweeps", "BENCH_SPECS"]
 
@@ -276,19 +278,30 @@ def spec_from_args(args) -> SweepSpec:
         else:
             (spec.workload if name in workload_names else spec.params)[name] = value
 
+    from models.precedence import sources
+
+    layers = []
     if getattr(args, "params", None):
         from cosim.designs import get_design, params_from_file, read_params_file
 
         # the fields the file names, validated by the design's parameter class
         validated = params_from_file(get_design(spec.design).default_params(), args.params)
-        for k in read_params_file(args.params):
-            place(k.strip().replace("-", "_"), getattr(validated, k.strip().replace("-", "_")), "--param")
+        layers.append(("--param", {k: getattr(validated, k.strip().replace("-", "_"))
+                                   for k in read_params_file(args.params)}))
     for flag, items in (("--set", args.set or []), ("--param", getattr(args, "param", None) or [])):
+        layer = {}
         for item in items:
             if "=" not in item:
                 raise ValueError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
             k, v = item.split("=", 1)
-            place(k.strip().replace("-", "_"), _scalar(v), flag)
+            k = k.strip().replace("-", "_")
+            if flag == "--param" and k in workload_names:
+                place(k, None, flag)  # refused: a workload setting is not a design parameter
+            layer[k] = _scalar(v)
+        layers.append((flag, layer))
+    merged, origin = sources(*layers)  # command line over the spec file (place() replaces its value)
+    for k, v in merged.items():
+        place(k, v, origin[k])
     for item in args.grid or []:
         if "=" not in item:
             raise ValueError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
@@ -942,7 +955,7 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
         ad = ADAPTERS[spec.design]
         rep = run_sweep(spec, root / spec.name, workers=workers, processes=processes, cache_dir=root / "cache",
                         progress=False, console=con)
-        con.print(results_table(ad, rep))
+        show(results_table(ad, rep), con)
         keys = list(rep["grid"])
         cols = list(ad.columns) + ([f"resources.{k}" for k in ("LUT", "FF", "DSP", "BRAM", "LUTRAM")] if synth else [])
         rows = [{**{k: r["point"].get(k) for k in keys}, **{c.split(".", 1)[1]: get(r, c) for c in cols},
@@ -1003,7 +1016,7 @@ def cmd_sweep(args) -> int:
         con = Console(width=140)  # a log file or a pipe: do not squeeze the table to 80 columns
     report = run_sweep(spec, out, scheduler=args.scheduler, workers=args.workers, processes=not args.threads,
                        cache_dir=args.cache, force=args.force, progress=not args.no_progress, console=con)
-    con.print(results_table(ADAPTERS[spec.design], report))
+    show(results_table(ADAPTERS[spec.design], report), con)
     for r in report["points"]:
         if r["status"] == "failed":
             con.print(f"[red]FAILED[/red] {_label(r['point'])}: {r.get('error', '')[:300]}")

@@ -9,7 +9,10 @@ import pytest
 from cosim.cli import main
 from cosim.flow import build
 
-TINY = ["--param", "rows=16", "--param", "cols=16", "--param", "banks=2", "--param", "k=1", "--param", "pes=2"]
+# --param goes over the design's board configuration (out_stage=True for bbs-spmxv): the unregistered
+# output keeps this core the one that misses 100 MHz
+TINY = ["--param", "rows=16", "--param", "cols=16", "--param", "banks=2", "--param", "k=1", "--param", "pes=2",
+        "--param", "out_stage=false"]
 
 
 @pytest.mark.synth

@@ -1,20 +1,23 @@
 """Every numeric option of every subcommand has a documented range, checked before any work.
 
-A property test (hypothesis) drives every subcommand's parser with extreme and malformed values:
-the exit status is 2, stderr is one ``error:`` line naming the option (no traceback), and no
-file appears anywhere.
+The options come from the parser (every subcommand, as registered): single numbers by their type,
+comma-separated lists of numbers from ``LISTS``, and a guard fails on a text option that takes
+numbers (its default or its help's example is a number) without being either. A property test
+(hypothesis) drives every one with extreme and malformed values: the exit status is 2, stderr is
+one ``error:`` line naming the option (no traceback), and no file appears anywhere.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cosim.cli import build_parser, main
-from cosim.cli.ranges import RANGES, _numeric_type, lookup
+from cosim.cli.ranges import LISTS, RANGES, _numeric_type, lookup
 
 
 def _raw_options():
@@ -35,6 +38,8 @@ def _raw_options():
                     walk(s, (*path, name))
             elif (kind := _numeric_type(a)) is not None:
                 out.append((path, a.option_strings[-1] if a.option_strings else a.dest, a.dest, kind))
+            elif f"{' '.join(path)} {a.dest}" in LISTS:
+                out.append((path, a.option_strings[-1], a.dest, ("list", LISTS[f"{' '.join(path)} {a.dest}"][0])))
 
     walk(parser, ())
     return out
@@ -47,9 +52,13 @@ def test_there_are_many_options():
     assert len(OPTIONS) > 80
 
 
+def _range(path, dest, kind):
+    return LISTS[f"{' '.join(path)} {dest}"][1] if isinstance(kind, tuple) else lookup(" ".join(path), dest)
+
+
 @pytest.mark.parametrize("path,option,dest,kind", OPTIONS, ids=[f"{' '.join(o[0])} {o[1]}" for o in OPTIONS])
 def test_every_numeric_option_is_in_the_table(path, option, dest, kind):
-    rng = lookup(" ".join(path), dest)
+    rng = _range(path, dest, kind)
     assert rng is not None, f"add {' '.join(path)} {dest} to cosim/cli/ranges.py RANGES"
     assert rng.lo <= rng.hi
 
@@ -61,7 +70,9 @@ def test_ranges_are_in_the_help():
 
 
 def _outside(rng, kind):
-    vals = ["nan", "inf", "-inf", "1e300", "-1e300", "x", "", "0x", "1,5"]
+    is_list = isinstance(kind, tuple)
+    kind = kind[1] if is_list else kind
+    vals = ["nan", "inf", "-inf", "1e300", "-1e300", "x", "", "0x"] + ([",", "1,,x"] if is_list else ["1,5"])
     for v in (rng.lo - 1, rng.hi + 1, rng.hi * 10 + 10):
         vals.append(str(int(v)) if kind is int and math.isfinite(v) else repr(float(v)))
     if rng.lo_open:
@@ -74,7 +85,7 @@ def _outside(rng, kind):
 
 
 CASES = [(path, option, dest, kind, v) for path, option, dest, kind in OPTIONS
-         for v in _outside(lookup(" ".join(path), dest), kind)]
+         for v in _outside(_range(path, dest, kind), kind)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -108,3 +119,36 @@ def test_in_range_values_parse():
 def test_table_has_no_stale_entries():
     dests = {d for _, _, d, _ in OPTIONS} | {f"{' '.join(p)} {d}" for p, _, d, _ in OPTIONS}
     assert set(RANGES) <= dests, sorted(set(RANGES) - dests)
+    assert set(LISTS) <= dests, sorted(set(LISTS) - dests)
+
+
+_NUMS = re.compile(r"^-?\d+(\.\d+)?([eE]-?\d+)?([,-]-?\d+(\.\d+)?([eE]-?\d+)?)*$")
+
+
+def test_every_text_option_that_takes_numbers_has_a_range():
+    """A text option whose default, or the example or default its help gives, is a number or a list
+    of numbers (``--workers`` default "4", ``--scales`` "default 18,19,20") must be typed as a number
+    (RANGES) or listed in LISTS; otherwise no range is checked before the work starts."""
+    import argparse
+
+    from cosim.cli import _Parser, _register_all
+
+    parser = _Parser(prog="hwcosim")
+    _register_all(parser.add_subparsers(dest="command"))
+    typed = {(tuple(p), o) for p, o, _, _ in OPTIONS}
+    bad = []
+
+    def walk(p, path):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, (*path, name))
+            elif isinstance(a, argparse._StoreAction | argparse._AppendAction) and a.option_strings and \
+                    (path, a.option_strings[-1]) not in typed and not a.choices:
+                shown = [a.default if isinstance(a.default, str) else ""]
+                shown += re.findall(r"(?:default|e\.g\.)\s+([-\d.,eE]+\d)", a.help or "")
+                if any(_NUMS.match(x) for x in shown if x):
+                    bad.append(f"{' '.join(path)} {a.option_strings[-1]}")
+
+    walk(parser, ())
+    assert not bad, f"give these a numeric type (and a RANGES entry) or a LISTS entry: {bad}"

@@ -86,11 +86,12 @@ def test_cli_accuracy_writes_json_and_png(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["study", "accuracy", "--sparsities", "1.5"], "outside (0, 1)"),
-    (["study", "accuracy", "--sparsities", "a,b"], "cannot read sparsities"),
+    # the number lists are checked by the parser against cosim/cli/ranges.py LISTS, before any work
+    (["study", "accuracy", "--sparsities", "1.5"], "--sparsities 1.5: out of range; allowed (0, 1)"),
+    (["study", "accuracy", "--sparsities", "a,b"], "--sparsities 'a': not a number"),
     (["study", "accuracy", "--patterns", "nonsense"], "unknown pattern"),
-    (["study", "seernet", "--bits", "0-9"], "1..8"),
-    (["study", "seernet", "--bits", "x"], "cannot read bit widths"),
+    (["study", "seernet", "--bits", "0-9"], "--bits 0: out of range; allowed [1, 8]"),
+    (["study", "seernet", "--bits", "x"], "--bits 'x': not a number"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(argv, msg, capsys, tmp_path):
     code = cli([*argv, "-o", str(tmp_path), "--cache-dir", str(tmp_path)])

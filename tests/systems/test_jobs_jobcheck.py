@@ -254,3 +254,76 @@ def test_healthy_scripts_raise_nothing(tmp_path):
     p = _script(tmp_path, src, "healthy.py")
     rep = check(p, [], CheckConfig(dry_run=False))
     assert [f for f in rep.findings if f.category == "api"] == []
+
+
+#: arguments to call each discarded-result method with, on a 2-D float array/tensor
+_DISCARD_ARGS = {"reshape": (-1,), "astype": ("float32",), "transpose": (), "flatten": (), "squeeze": (),
+                 "unsqueeze": (0,), "clip": (0.0, 1.0), "round": (), "copy": (), "ravel": (), "swapaxes": (0, 1),
+                 "view": (), "detach": (), "contiguous": ()}
+
+
+def _check_discarded(obj, meth, snapshot, same):
+    before = snapshot(obj)
+    res = getattr(obj, meth)(*_DISCARD_ARGS[meth])
+    assert res is not None and res is not obj, meth  # a new object ...
+    assert same(snapshot(obj), before), meth  # ... and the original unchanged: discarding it does nothing
+
+
+def test_discarded_result_rule_matches_numpy():
+    """Every method the 'result discarded' rule names returns a new object and leaves the original as
+    it was, checked by calling it on a real numpy array (torch: the next test)."""
+    import numpy as np
+
+    from models.systems.jobs.jobcheck import _DISCARDED
+
+    assert set(_DISCARD_ARGS) >= _DISCARDED
+    on_numpy = [m for m in sorted(_DISCARDED) if hasattr(np.ndarray, m)]
+    assert len(on_numpy) >= 9, on_numpy
+    for meth in on_numpy:
+        a = np.array([[0.25, 1.5, -2.0]])
+        _check_discarded(a, meth, lambda x: (x.shape, x.dtype, x.copy()),
+                         lambda s, t: s[0] == t[0] and s[1] == t[1] and np.array_equal(s[2], t[2]))
+    # every name is a method of numpy's arrays or of torch's tensors (the torch-only ones below)
+    assert set(_DISCARDED) - set(on_numpy) <= {"unsqueeze", "detach", "contiguous"}
+
+
+def test_discarded_result_rule_matches_torch():
+    torch = pytest.importorskip("torch")
+    from models.systems.jobs.jobcheck import _DISCARDED
+
+    on_torch = [m for m in sorted(_DISCARDED) if hasattr(torch.Tensor, m) and m in _DISCARD_ARGS and m != "astype"]
+    for meth in on_torch:
+        t = torch.tensor([[0.25, 1.5, -2.0]])
+        if meth == "view":
+            res = t.view(-1)
+            assert res is not t and t.shape == (1, 3)
+            continue
+        if meth in ("contiguous", "detach"):  # may return the tensor itself when already so; never changes it
+            before = t.clone()
+            getattr(t, meth)()
+            assert torch.equal(t, before)
+            continue
+        _check_discarded(t, meth, lambda x: (tuple(x.shape), x.dtype, x.clone()),
+                         lambda s, u: s[0] == u[0] and s[1] == u[1] and torch.equal(s[2], u[2]))
+    # Module.float()/half()/double() work in place: the rule must not name them
+    m = torch.nn.Linear(2, 2)
+    assert m.double() is m and m.weight.dtype == torch.float64
+    assert not {"float", "double", "half"} & _DISCARDED
+
+
+HEALTHY = sorted((__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "jobcheck_healthy")
+                 .glob("*.py"))
+
+
+@pytest.mark.parametrize("script", [*HEALTHY, *[p for p, e, _ in corpus_scripts() if e == "ok"]],
+                         ids=lambda p: p.name)
+def test_healthy_corpus_raises_nothing(script):
+    """Correct scripts (tests/fixtures/jobcheck_healthy and the corpus's ok_*): no finding from the static
+    checks, except that a module this interpreter lacks (torch) is reported as missing."""
+    import importlib.util
+
+    rep = check(script, [], CheckConfig(dry_run=False), cwd=script.parent)
+    found = [f for f in rep.findings
+             if not (f.category == "module" and any(importlib.util.find_spec(m) is None and repr(m) in f.message
+                                                    for m in ("torch",)))]
+    assert found == [], [(f.category, f.message, f.line) for f in found]

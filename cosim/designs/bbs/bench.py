@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from models.tables import show
+
 __all__ = ["bench_bbs_spmxv"]
 
 
 def bench_bbs_spmxv(out_dir: Path, quick: bool = False) -> dict:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.designs.bbs.spmxv import run_spmxv
@@ -53,7 +54,7 @@ def bench_bbs_spmxv(out_dir: Path, quick: bool = False) -> dict:
     for r in results:
         t.add_row(str(r["pes"]), str(r["banks"]), str(r["k"]), r["traffic"], str(r["cycles"]), str(r["ideal"]),
                   f"{r['cycles_over_ideal']:.3f}", f"{r['utilisation']:.1%}", str(r["mismatches"]))
-    Console().print(t)
+    show(t)
     _plot(results, out_dir / "bbs_spmxv_cycles.png")
     return out
 

@@ -93,8 +93,10 @@ def cli_inputs(design, args) -> tuple:
     base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
     if args.csb:
         m = csbfmt.load(args.csb)
-        changes = dict(read_params_file(args.params)) if args.params else {}
-        changes.update(parse_param_items(args.param))
+        from models.precedence import layered
+
+        changes = layered((f"--params {args.params}", read_params_file(args.params) if args.params else None),
+                          ("--param", parse_param_items(args.param)))
         fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
         clash = [f for f in fixed if f in changes]
         if clash:

@@ -19,6 +19,7 @@ import numpy as np
 
 from cosim.flow import runner
 from models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, precode_fixed, scenario
+from models.tables import show
 
 __all__ = ["run_precoder", "run_scenario", "realtime_budget", "LTE_SYMBOLS_PER_S", "bench_beamraster_realtime",
            "bench_beamraster_dsp", "dsp_report", "fixed_point_fraction", "recheck"]
@@ -140,7 +141,6 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     output words (``rtl_output_sum_rate_fraction``, 16 subcarrier-symbols), and of the golden
     model on a larger LTE-grouped scenario at 20 and 30 dB (``fixed_point_vs_float``).
     """
-    from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
@@ -161,14 +161,14 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     for r in rows:
         t.add_row(str(r["K"]), str(r["lanes"]), f"{r['symbols_per_cycle']:.4f}", f"{r['clock_mhz']:.0f}",
                   "yes" if r["clock_mhz"] <= 300 else "no: 2 copies", str(r["real_multipliers"]), str(r["mismatches"]))
-    Console().print(t)
+    show(t)
     t = Table(title="Fixed-point vs float sum rate (golden model = RTL), M = 64, 16-QAM, 1 P per 12 subcarriers")
     for c in ("K", "SNR dB", "float bit/s/Hz", "fixed bit/s/Hz", "fraction", "EVM", "saturated"):
         t.add_column(c, justify="right")
     for r in fixed:
         t.add_row(str(r["K"]), f"{r['snr_db']:.0f}", f"{r['sum_rate_float']:.3f}", f"{r['sum_rate_fixed']:.3f}",
                   f"{r['fraction']:.5%}", f"{r['evm']:.1e}", str(r["saturated"]))
-    Console().print(t)
+    show(t)
     return out
 
 
@@ -188,7 +188,6 @@ def bench_beamraster_dsp(out_dir: Path, quick: bool = False) -> dict:
 
     The JSON is rewritten after every synthesis run, so an interrupted run keeps what it measured.
     """
-    from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
@@ -215,5 +214,5 @@ def bench_beamraster_dsp(out_dir: Path, quick: bool = False) -> dict:
     for r in rows:
         t.add_row(*(str(r[k]) for k in ("target", "M", "K", "lanes", "DSP", "model_real_multipliers", "LUT", "FF",
                                         "BRAM", "LUTRAM")))
-    Console().print(t)
+    show(t)
     return out

@@ -22,6 +22,8 @@ import json
 import time
 from pathlib import Path
 
+from models.tables import show
+
 __all__ = ["bench_fss_layers", "bench_fss_synth", "ENGINE_KINDS", "SPARSITIES", "engine", "n_kept", "layer_rows",
            "minilm_roofline", "roofline_engines", "hbm_validation", "MINILM_SHAPES", "ROOFLINE_T"]
 
@@ -133,7 +135,6 @@ def _measured(design: str) -> dict:
 
 
 def bench_fss_layers(out_dir: Path, quick: bool = False) -> dict:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.runner import simulator
@@ -164,7 +165,7 @@ def bench_fss_layers(out_dir: Path, quick: bool = False) -> dict:
                   f"{r['nm8_cycles_over_fss']:.3f}" if "nm8_cycles_over_fss" in r else "",
                   f"{r['rel_err_vs_dense_float']:.4f}", f"{r['median_row_rel_err_vs_dense_float']:.4f}",
                   f"{r['median_row_cosine_vs_dense_float']:.5f}", str(r["mismatches"]))
-    Console(width=max(Console().width, 150)).print(t)
+    show(t)
     _plot(rows, out_dir / "fss_layers.png")
     out["roofline"] = minilm_roofline(out_dir)
     out["hbm_validation"] = hbm_validation(out_dir, quick=quick)
@@ -277,7 +278,6 @@ def roofline_rows(engines: dict | None = None, shapes: dict | None = None, ts=RO
 
 def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
     """U280-scale roofline of the MiniLM linear layers: JSON, PNG and a terminal table."""
-    from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
@@ -315,7 +315,7 @@ def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
                                       for m in ("stream", "resident") if m in c))
             r0 = next(r for r in rows if r["engine"] == e)
             t.add_row(e, str(r0["multipliers"]), f"{r0['weight_stream_gbps']:.0f}", sname, *cells)
-    Console(width=max(Console().width, 110)).print(t)
+    show(t)
     print("cells: weights re-streamed per tile, then resident; M = memory bound, C = compute bound, "
           "number = useful MACs / peak, %")
     return out
@@ -459,7 +459,6 @@ def synth_configs(quick: bool):
 
 
 def bench_fss_synth(out_dir: Path, quick: bool = False) -> dict:
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.runner import to_verilog
@@ -494,6 +493,6 @@ def bench_fss_synth(out_dir: Path, quick: bool = False) -> dict:
     for r in results:
         cols = ("LUT", "FF", "DSP", "BRAM", "LUTRAM", "CARRY")
         t.add_row(r["config"], str(r["multipliers"]), *(str(r[k]) for k in cols))
-    Console().print(t)
+    show(t)
     print(out["fmax_note"])
     return out

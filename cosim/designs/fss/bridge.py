@@ -128,10 +128,13 @@ def params_from_scenario(sc, device: str | None = None, **flags) -> list[ServeSc
     conf = sc.cosim_conf("serve")
     names = {"requests": "n_requests", "load": "load", "slo_us": "slo_us", "p_stall": "p_stall", "cache": "cache",
              "clock_mhz": "f_clk_mhz"}
-    kw = {names[k]: v for k, v in conf.items() if k in names}
-    kw.update({k: v for k, v in flags.items() if v is not None})
-    kw.setdefault("seed", sc.seed)
-    dev = device or conf.get("device", "both")
+    from models.precedence import layered
+
+    # command line over [cosim.serve] over the scenario's seed and the class defaults
+    kw = layered(("scenario", {"seed": sc.seed}),
+                 ("[cosim.serve]", {names[k]: v for k, v in conf.items() if k in names}), ("command line", flags))
+    dev = layered(("default", {"device": "both"}), ("[cosim.serve]", {"device": conf.get("device")}),
+                  ("command line", {"device": device}))["device"]
     try:
         return [ServeScenarioParams(device=d, **kw) for d in (DEVICES if dev == "both" else (dev,))]
     except ValueError as e:

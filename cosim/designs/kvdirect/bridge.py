@@ -198,9 +198,11 @@ def params_from_scenario(sc, **flags) -> KVScenarioParams:
                             "more for the parameter server: enlarge [topology] or name a smaller job in [cosim.kv]")
     names = {"iterations": "iterations", "keys_per_iter": "keys_per_iter", "keys": "n_keys", "theta": "theta",
              "mem_latency": "mem_latency", "forward": "forward", "compute_us": "compute_us", "clock_mhz": "f_clk_mhz"}
-    kw = {names[k]: v for k, v in conf.items() if k in names}
-    kw.update({k: v for k, v in flags.items() if v is not None})
-    kw.setdefault("seed", sc.seed)
+    from models.precedence import layered
+
+    # command line over [cosim.kv] over the scenario's seed and the class defaults
+    kw = layered(("scenario", {"seed": sc.seed}), ("[cosim.kv]", {names[k]: v for k, v in conf.items() if k in names}),
+                 ("command line", flags))
     n = kw.pop("n_workers", len(workers))
     if n > len(workers):
         raise ScenarioError(f"--workers {n}: job {jc.spec.name!r} has {len(workers)} DP ranks; pass at most that many")

@@ -11,6 +11,7 @@ import os
 
 from cosim.flow import runner
 from models.kvdirect.rtl_model import PipelineParams, Request, golden_run, pack_request, pack_response
+from models.tables import show
 
 
 def _measured_fmax(design: str) -> dict:
@@ -72,7 +73,6 @@ def bench_kvdirect_rtl(out_dir, quick: bool = False) -> dict:
     import time
     from pathlib import Path
 
-    from rich.console import Console
     from rich.table import Table
 
     from models.atomic import write_text
@@ -112,7 +112,7 @@ def bench_kvdirect_rtl(out_dir, quick: bool = False) -> dict:
         t.add_row(r["dist"], "on" if r["forward"] else "off", str(r["latency"]), f"{r['ops_per_cycle']:.3f}",
                   f"{r['predicted']:.3f}", r["bound"], f"{r['merge_fraction']:.2f}", str(r["mem_reads"]),
                   str(r["forwarded"]), "yes" if not (r["mismatches"] or r["bad_lines"]) else "NO")
-    Console().print(t)
+    show(t)
     _plot(results, out_dir / "kvdirect_rtl_ops.png")
     return out
 
@@ -155,7 +155,6 @@ def bench_kvdirect_resources(out_dir, quick: bool = False) -> dict:
     import json
     from pathlib import Path
 
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.runner import to_verilog
@@ -183,5 +182,5 @@ def bench_kvdirect_resources(out_dir, quick: bool = False) -> dict:
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(r["design"], *(str(r[k]) for k in ("LUT", "FF", "DSP", "BRAM", "LUTRAM", "CARRY")))
-    Console().print(t)
+    show(t)
     return out

@@ -235,7 +235,13 @@ def params_from_scenario(sc, *, scale: float | None = None, loss: float | None =
     ji, jc = sc.job(conf.get("job"))
     spec = jc.spec
     topo, places, _ = prepare(sc)
-    scale = conf.get("scale") if scale is None else scale
+    from models.precedence import layered
+
+    # command line over [cosim.melo] over defaults (the loss: over the lossy [[failures]] entry, below)
+    given = layered(("defaults", {"f_clk_mhz": 250.0, "seed": sc.seed}),
+                    ("[cosim.melo]", {"scale": conf.get("scale"), "f_clk_mhz": conf.get("clock_mhz")}),
+                    ("command line", {"scale": scale, "f_clk_mhz": f_clk_mhz, "seed": seed}))
+    scale, f_clk_mhz, seed = given.get("scale"), given["f_clk_mhz"], given["seed"]
     if scale is None:
         raise ScenarioError("cosim.melo.scale: missing; add 'scale = <number>' to [cosim.melo] (flow bytes = ring "
                             "hop bytes x scale, e.g. 1e-4) or pass --scale")
@@ -268,11 +274,9 @@ def params_from_scenario(sc, *, scale: float | None = None, loss: float | None =
     elif loss is None and fi is not None:  # another link, the file's loss probability
         loss = sc.failures[fi].loss
     kw = {k: conf[k] for k in ("mtu_bytes", "window", "rto_us") if k in conf}
-    if f_clk_mhz is None:
-        f_clk_mhz = conf.get("clock_mhz", 250.0)
     try:
         p = MeloScenarioParams(flows=tuple(flows), lossy_gpu=lossy_gpu or 0, loss=0.02 if loss is None else loss,
-                               chosen=chosen, scale=scale, f_clk_mhz=f_clk_mhz, seed=sc.seed if seed is None else seed,
+                               chosen=chosen, scale=scale, f_clk_mhz=f_clk_mhz, seed=seed,
                                nic_gbps=topo.nic_gbps, hop_latency_us=topo.hop_latency_s * 1e6,
                                topology=(sc.topology.generator, sc.topology.params), lossy_link=link, **kw)
     except ValueError as e:

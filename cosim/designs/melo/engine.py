@@ -33,6 +33,7 @@ from models.melo.engine import (
     pack_event,
     pack_response_beat,
 )
+from models.tables import show
 
 __all__ = ["lossy_traffic", "in_order_traffic", "golden_streams", "run_melo_engine", "bench_melo_engine"]
 
@@ -187,7 +188,6 @@ def bench_melo_engine(out_dir: Path, quick: bool = False) -> dict:
     """Table over configurations: measured packets/cycle (lossy and loss-free traffic, free-flowing
     streams), memory bits per connection against private full bitmaps, Verilog lines and a Yosys
     UltraScale+ estimate. Writes ``melo_engine.json`` to ``out_dir``."""
-    from rich.console import Console
     from rich.table import Table
 
     from cosim.flow.synth import SynthError, synthesize
@@ -238,5 +238,5 @@ def bench_melo_engine(out_dir: Path, quick: bool = False) -> dict:
         t.add_row(r["config"], f"{r['lossy_pkts_per_cycle']:.3f}", f"{r['in_order_pkts_per_cycle']:.3f}",
                   f"{r['bits_per_conn']:.1f}", str(r["full_bitmap_bits_per_conn"]),
                   *(str(rs.get(k, "-")) for k in ("LUT", "FF", "BRAM", "LUTRAM")))
-    Console().print(t)
+    show(t)
     return out

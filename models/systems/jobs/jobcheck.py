@@ -93,8 +93,12 @@ INPLACE_METHODS = {"sort": ("list", "ndarray"), "append": ("list",), "extend": (
 #: module-level functions that work in place and return None (numpy.sort, numpy.append, torch.sort ...
 #: return new arrays and are not here); checked against the libraries by a test
 INPLACE_FUNCTIONS = {"random.shuffle", "random.seed", "numpy.random.shuffle", "numpy.random.seed"}
+#: array/tensor methods that return a new object and leave the original unchanged, so a statement that
+#: discards the result does nothing; checked against numpy (and torch when installed) by a test. Not here:
+#: float/double/half (torch.nn.Module's convert the module in place, and a static check cannot tell a
+#: module from a tensor), sort/fill (in place)
 _DISCARDED = {"reshape", "astype", "transpose", "flatten", "squeeze", "unsqueeze", "clip", "round", "copy",
-              "ravel", "swapaxes", "view", "detach", "contiguous", "float", "double", "half"}
+              "ravel", "swapaxes", "view", "detach", "contiguous"}
 _IN_OPT = re.compile(r"(data|input|train|valid|val|test|file|path|dataset|root|vocab|ckpt_in|resume|pretrained)",
                      re.I)
 _OUT_OPT = re.compile(r"(out|save|log|ckpt|checkpoint|model_dir|dump|result|export)", re.I)
