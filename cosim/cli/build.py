@@ -30,7 +30,8 @@ def _list_boards() -> int:
 
     t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5, nextpnr-ice40)")
     for c in ("board", "family", "part", "speed", "package", "oscillator MHz", "bitstream", "what"):
-        t.add_column(c, overflow="fold")
+        # names are typed back on the command line: keep them whole; the description folds
+        t.add_column(c, overflow="fold", no_wrap=c in ("board", "part", "package"))
     for b in BOARDS.values():
         t.add_row(b.name, b.family, b.device, str(b.speed) if b.speed else "-", b.package, f"{b.clock_mhz:g}",
                   "yes (" + FAMILIES[b.family].packer.removeprefix("yowasp-") + ")" if b.platform else "no (--ooc)",
