@@ -35,9 +35,10 @@ def test_small_design_out_of_context_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.synth
-def test_small_design_on_the_ice40_out_of_context(tmp_path, capsys):
+def test_small_design_on_the_ice40_out_of_context(tmp_path, capsys, monkeypatch):
     """The same flow on the iCE40UP5K (synth_ice40, nextpnr-ice40, the scan harness): the core's
     multipliers land in SB_MAC16s, the utilisation counts the harness, Fmax is parsed."""
+    monkeypatch.setenv("COLUMNS", "300")  # the summary's headers stay on one line (they fold when narrow)
     out = tmp_path / "i"
     assert main(["build", "bbs-spmxv", "--ooc", "--board", "ice40up5k-sg48", *TINY, "-o", str(out),
                  "--clock", "12"]) == 0
