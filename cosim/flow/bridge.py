@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cosim.flow.runner import SimFailure
+from cosim.flow.runs import numpy_json_default
 from models.tables import show
 
 __all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync", "measured_note",
@@ -300,20 +301,10 @@ def write_report(cmp: Comparison, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"bridge_{cmp.bridge}.json"
-    write_text(path, json.dumps(cmp.to_dict(), indent=1, default=_json_default) + "\n")
+    write_text(path, json.dumps(cmp.to_dict(), indent=1, default=numpy_json_default) + "\n")
     return path
 
 
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o).__name__)
 
 
 class Stopwatch:

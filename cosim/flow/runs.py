@@ -102,10 +102,11 @@ def add_metrics(run_dir: str | Path, **fields) -> Path:
     path = Path(run_dir) / "metrics.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
     old.update(fields)
-    return write_text(path, json.dumps(old, indent=1, default=_json_default))
+    return write_text(path, json.dumps(old, indent=1, default=numpy_json_default))
 
 
-def _json_default(o):
+def numpy_json_default(o):
+    """``json.dumps`` default for numpy scalars and arrays (anything else is an error)."""
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
