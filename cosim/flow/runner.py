@@ -125,7 +125,10 @@ def to_verilog(design, toplevel: str) -> str:
     cached = build_root() / "sim" / "verilog" / f"{toplevel}-{key}.v"
     with contextlib.suppress(OSError):
         return cached.read_text()
-    text = verilog._convert_rtlil_text(il_text)
+    convert_text = getattr(verilog, "_convert_rtlil_text", None)  # Amaranth 0.5's internal step
+    if convert_text is None:  # another Amaranth: convert as before, uncached
+        return verilog.convert(design, name=toplevel, emit_src=False)
+    text = convert_text(il_text)
     with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
         from models.atomic import atomic_path
 
