@@ -9,7 +9,9 @@ with the tail of the cocotb log when a test fails.
   the waveform setting: a design whose parameters and sources did not change is not rebuilt.
   Builds live in ``<build root>/sim/builds/<toplevel>-<key>``; a file lock makes concurrent
   builders (``pytest -n auto``) wait for one another instead of racing. The Yosys step of the
-  Verilog conversion is cached too (``<build root>/sim/verilog``, keyed by the RTLIL text).
+  Verilog conversion is cached too (``<build root>/sim/verilog``, keyed by the RTLIL text), and so
+  are the objects of Verilator's runtime, which every build compiles alike
+  (``<build root>/sim/objcache``, :mod:`cosim.flow.objcache`).
 - **Per-test directories.** Every run gets its own test directory (pytest's ``tmp_path`` or a
   fresh one under ``<build root>/sim/runs``) holding the stimulus files, the cocotb log, the
   results XML, the metrics the testbench writes, and waveforms.
@@ -149,6 +151,32 @@ def _opt_makeflags() -> str:
     return f"OPT_FAST={opt} OPT_GLOBAL={opt}"
 
 
+def _objcache_makeflag() -> str:
+    """`` OBJCACHE=<launcher>``: Verilator's runtime objects compiled once per build root, reused by
+    every later build (:mod:`cosim.flow.objcache`); empty when ``$OBJCACHE`` is the user's own (ccache),
+    when ``HWCOSIM_OBJCACHE=0``, or when the path cannot be one make word."""
+    if os.environ.get("OBJCACHE") or os.environ.get("HWCOSIM_OBJCACHE", "1").strip() == "0":
+        return ""
+    import shlex
+
+    from models.atomic import atomic_path
+
+    cache = build_root() / "sim" / "objcache"
+    launcher = cache / "cxx"
+    if any(ch.isspace() or ch in "$'\"\\" for ch in str(launcher)):
+        return ""
+    script = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S "
+              f"{shlex.quote(str(Path(__file__).with_name('objcache.py')))} {shlex.quote(str(cache))} \"$@\"\n")
+    try:
+        if not launcher.exists() or launcher.read_text() != script:
+            with atomic_path(launcher) as tmp:  # executable before it appears: a concurrent build may run it
+                tmp.write_text(script)
+                tmp.chmod(0o755)
+    except OSError:
+        return ""
+    return f" OBJCACHE={launcher}"
+
+
 def _have_lz4() -> bool:
     """True when the C++ compiler finds lz4.h (Verilator's FST writer needs it); else VCD."""
     try:
@@ -201,7 +229,8 @@ def _build(verilog_text: str, toplevel: str, sim: str, waves: bool) -> tuple[Pat
         # which breaks designs big enough to split into several C++ files; and a parent make's
         # jobserver flags must not leak into the simulator's make.
         saved = os.environ.get("MAKEFLAGS")
-        os.environ["MAKEFLAGS"] = (f"CFG_CXXFLAGS_PCH_I=-include {_opt_makeflags()}" if sim == "verilator" else "")
+        os.environ["MAKEFLAGS"] = (f"CFG_CXXFLAGS_PCH_I=-include {_opt_makeflags()}{_objcache_makeflag()}"
+                                   if sim == "verilator" else "")
         try:
             runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=bdir, timescale=TIMESCALE,
                          build_args=[f for f in flags if not f.startswith("#")], always=True, waves=waves,

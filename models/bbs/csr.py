@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.csb_kernels import coo_mm_int
 from models.fixedpoint import Q, acc_bits, requantize
 
 __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "spmxv_csr", "spmxv_entries",
@@ -255,6 +254,8 @@ def spmxv_csr(p: CSRParams, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     if xb.min() < p.vec_fmt.min_raw or xb.max() > p.vec_fmt.max_raw:
         raise ValueError(f"vector values exceed the vector format {p.vec_fmt}")
     if xb.shape[0] * w.size >= _COMPILED_MIN_WORK:
+        from models.csb_kernels import coo_mm_int  # numba loads here, not where testbenches import this
+
         r, c = np.nonzero(w)                   # row-major: each output row stays in cache
         acc = coo_mm_int(w[r, c], r, c, xb.T, p.rows).T
     else:

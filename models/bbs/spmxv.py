@@ -28,11 +28,14 @@ Stream words (bit 0 = LSB), shared with :mod:`hdl.bbs` and the cocotb testbench:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.csb_kernels import CSBPacked
 from models.fixedpoint import Q, acc_bits, dequantize, requantize
+
+if TYPE_CHECKING:  # the compiled kernels (numba) load on first use: testbenches import this module
+    from models.csb_kernels import CSBPacked
 
 __all__ = ["BBSParams", "PIPELINE_LATENCY", "spmxv", "packed_weights", "spmxv_float", "pack_weight_beats",
            "pack_vector_beats", "unpack_output_beats", "CycleModel"]
@@ -188,6 +191,8 @@ def packed_weights(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> CSB
     values = np.asarray(values, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     _check_csb(p, values, indices)
+    from models.csb_kernels import CSBPacked
+
     return CSBPacked(values, indices, p.bank_size)
 
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .hashing import key_hash_batch
 from .workload import Workload, zipf_harmonic, zipf_top_mass
@@ -188,6 +187,8 @@ def dispatch_ratio(n_keys: int, theta: float, reads: float, writes: float, hw: H
     if f(1.0) <= 0:
         l = 1.0
     else:
+        from scipy.optimize import brentq  # (loaded here: the testbench imports this module)
+
         l = brentq(f, 1e-9, 1.0, xtol=1e-12)
     h = hit_ratio(l, n_keys, theta, hw, host_bytes)
     rate = min(tput_dram / l, tput_pcie / max(1e-12, 1.0 - l * h))

@@ -1,0 +1,126 @@
+"""Compiler launcher for Verilator's ``OBJCACHE``: compile the simulator runtime once, not per build.
+
+Every Verilator build compiles the same runtime sources (``verilated.cpp``, ``verilated_vpi.cpp``,
+``verilated_dpi.cpp``, ``verilated_threads.cpp`` and cocotb's ``verilator.cpp`` main) with the same
+flags: about 5 s of CPU per build, more than a small design's own model at ``-O0``. Verilator's
+makefile prefixes every compile with ``$(OBJCACHE)`` (meant for ccache); :mod:`cosim.flow.runner`
+points it at this launcher. A compile whose one source file lies outside the build directory (the
+runtime, read from the installed wheels) is looked up in the cache folder under the sha256 of
+
+- the command line (without the output path) and the compiler's resolved path, size and mtime,
+- the source text,
+- the name, size and mtime of every file beside the source (the runtime's headers);
+
+a hit copies the cached object (and its ``.d`` dependency file) into place, a miss compiles and
+stores them. Any other compile (the design's own model) runs unchanged. Standard library only: the
+launcher is started once per compile, with ``python -S``.
+
+Usage (what the makefile runs): ``objcache.py CACHE_DIR CXX ARGS...``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def _output(args: list[str]) -> str | None:
+    for i, a in enumerate(args):
+        if a == "-o" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("-o") and len(a) > 2:
+            return a[2:]
+    return None
+
+
+def _sources(args: list[str]) -> list[str]:
+    return [a for a in args if not a.startswith("-") and a.endswith((".cpp", ".cc", ".cxx", ".c"))]
+
+
+def cacheable(args: list[str], cwd: str) -> tuple[str, str] | None:
+    """``(source, object)`` when ``args`` compiles one source from outside ``cwd`` with ``-c -o``."""
+    if "-c" not in args:
+        return None
+    src, out = _sources(args[1:]), _output(args)
+    if len(src) != 1 or out is None:
+        return None
+    path = os.path.realpath(os.path.join(cwd, src[0]))
+    here = os.path.realpath(cwd)
+    if os.path.commonpath([path, here]) == here:
+        return None  # the design's own model: generated in the build folder
+    return path, out
+
+
+def key(args: list[str], source: str, out: str) -> str:
+    h = hashlib.sha256()
+    cmd = [a for a in args if a != out and a != "-o" + out and a != "-o"]
+    h.update("\0".join(cmd).encode())
+    h.update(os.path.basename(out).encode())
+    cxx = shutil.which(args[0]) or args[0]
+    for p in (cxx, os.path.realpath(cxx)):
+        try:
+            st = os.stat(p)
+            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            h.update(p.encode())
+    with open(source, "rb") as f:
+        h.update(hashlib.sha256(f.read()).digest())
+    folder = os.path.dirname(source)
+    for name in sorted(os.listdir(folder)):
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            continue
+        h.update(f"{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def _copy(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` through a temporary sibling (a reader never sees half a file)."""
+    folder = os.path.dirname(os.path.abspath(dst))
+    fd, tmp = tempfile.mkstemp(prefix=".objcache.", dir=folder)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: objcache.py CACHE_DIR CXX ARGS...", file=sys.stderr)
+        return 2
+    cache, args = argv[0], argv[1:]
+    job = cacheable(args, os.getcwd())
+    if job is None:
+        return subprocess.call(args)
+    source, out = job
+    k = key(args, source, out)
+    obj = os.path.join(cache, k + ".o")
+    dep_out = os.path.splitext(out)[0] + ".d"
+    dep = os.path.join(cache, k + ".d")
+    if os.path.exists(obj):
+        _copy(obj, out)
+        if os.path.exists(dep):
+            _copy(dep, dep_out)
+        return 0
+    rc = subprocess.call(args)
+    if rc == 0 and os.path.exists(out):
+        try:
+            os.makedirs(cache, exist_ok=True)
+            if os.path.exists(dep_out):
+                _copy(dep_out, dep)
+            _copy(out, obj)  # the object last: its presence marks a complete entry
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""The Verilator runtime object cache (cosim/flow/objcache.py): runtime sources compile once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cosim.flow import objcache
+
+LAUNCHER = Path(objcache.__file__)
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+
+
+def test_only_outside_sources_are_cached(tmp_path):
+    build = tmp_path / "build"
+    build.mkdir()
+    outside = str(tmp_path / "lib" / "verilated.cpp")
+    assert objcache.cacheable(["c++", "-O0", "-c", "-o", "verilated.o", outside], str(build)) == (outside, "verilated.o")
+    assert objcache.cacheable(["c++", "-c", "-o", "Vtop.o", "Vtop.cpp"], str(build)) is None  # the model
+    assert objcache.cacheable(["c++", "-c", "-o", "x.o", str(build / "x.cpp")], str(build)) is None
+    assert objcache.cacheable(["c++", "a.o", "b.o", "-o", "sim"], str(build)) is None  # a link
+
+
+def _compile(cache, cwd, src, *flags):
+    return subprocess.run([sys.executable, "-S", str(LAUNCHER), str(cache), "c++", *flags, "-MMD", "-c", "-o",
+                           "lib.o", str(src)], cwd=cwd, capture_output=True, text=True)
+
+
+@needs_cxx
+def test_second_build_reuses_the_object_and_a_change_misses(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    src = lib / "lib.cpp"
+    src.write_text("int answer() { return 42; }\n")
+    cache = tmp_path / "cache"
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    assert _compile(cache, a, src, "-O0").returncode == 0
+    entries = sorted(p.name for p in cache.iterdir())
+    assert len(entries) == 2 and entries[0].endswith(".d") and entries[1].endswith(".o")
+    assert _compile(cache, b, src, "-O0").returncode == 0
+    assert (b / "lib.o").read_bytes() == (a / "lib.o").read_bytes() and (b / "lib.d").exists()
+    assert len(list(cache.iterdir())) == 2  # a hit: nothing new
+    assert _compile(cache, b, src, "-O1").returncode == 0  # other flags: another entry
+    assert len(list(cache.iterdir())) == 4
+    src.write_text("int answer() { return 43; }\n")
+    assert _compile(cache, b, src, "-O0").returncode == 0  # another source text: another entry
+    assert len(list(cache.iterdir())) == 6
+
+
+@needs_cxx
+def test_a_failed_compile_is_not_cached(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    src = lib / "bad.cpp"
+    src.write_text("this is not C++\n")
+    cache = tmp_path / "cache"
+    work = tmp_path / "w"
+    work.mkdir()
+    r = _compile(cache, work, src)
+    assert r.returncode != 0 and not (cache.exists() and any(cache.iterdir()))
+
+
+def test_runner_sets_objcache_unless_the_user_has_one(tmp_path, monkeypatch):
+    from cosim.flow import runner
+
+    monkeypatch.setenv("HWCOSIM_BUILD", str(tmp_path))
+    monkeypatch.delenv("OBJCACHE", raising=False)
+    monkeypatch.delenv("HWCOSIM_OBJCACHE", raising=False)
+    flag = runner._objcache_makeflag()
+    launcher = Path(flag.split("=", 1)[1])
+    assert flag.startswith(" OBJCACHE=") and os.access(launcher, os.X_OK)
+    assert str(LAUNCHER) in launcher.read_text()
+    monkeypatch.setenv("OBJCACHE", "ccache")
+    assert runner._objcache_makeflag() == ""
+    monkeypatch.delenv("OBJCACHE")
+    monkeypatch.setenv("HWCOSIM_OBJCACHE", "0")
+    assert runner._objcache_makeflag() == ""
