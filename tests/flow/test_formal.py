@@ -66,6 +66,8 @@ def test_sby_text():
     t = formal.sby_text("prove", 7)
     assert "mode prove" in t and "depth 7" in t and "smtbmc boolector" in t
     assert "read_verilog -formal top.sv" in t and "prep -top top" in t
+    # only a check that must fail drops the vacuity guard (its counterexample shows the assumptions hold)
+    assert "smtbmc --nopresat boolector" in formal.sby_text("bmc", 7, presat=False)
 
 
 def test_registry_lists_bbs():

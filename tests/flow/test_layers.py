@@ -20,6 +20,9 @@ PACKAGES = ("models", "hdl", "pruning", "cosim")
 #: package -> packages it must never import
 FORBIDDEN = {"models": {"hdl", "pruning", "cosim"}, "hdl": {"cosim", "pruning"}, "pruning": {"hdl", "cosim"}}
 DISPATCHER = {"cosim/cli/__init__.py", "cosim/cli/__main__.py"}
+#: programs that are not hwcosim commands: the compiler launcher Verilator's makefile runs per compile,
+#: whose exit status must be the compiler's
+LAUNCHERS = {"cosim/flow/objcache.py"}
 #: example user scripts that jobcheck reads (data, not project code)
 DATA_DIRS = ("models/systems/jobs/corpus/",)
 
@@ -143,7 +146,8 @@ def test_one_error_path():
         rel = path.relative_to(ROOT).as_posix()
         if rel in DISPATCHER:
             continue
-        bad += [f"{rel} {e}" for e in _exits(path)]
+        bad += [f"{rel} {e}" for e in _exits(path)
+                if not (rel in LAUNCHERS and e.endswith("sys.exit(...)"))]
     assert not bad, "only the dispatcher may exit or print 'error:' lines:\n" + "\n".join(bad)
 
 
