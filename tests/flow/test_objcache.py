@@ -20,7 +20,8 @@ def test_only_outside_sources_are_cached(tmp_path):
     build = tmp_path / "build"
     build.mkdir()
     outside = str(tmp_path / "lib" / "verilated.cpp")
-    assert objcache.cacheable(["c++", "-O0", "-c", "-o", "verilated.o", outside], str(build)) == (outside, "verilated.o")
+    got = objcache.cacheable(["c++", "-O0", "-c", "-o", "verilated.o", outside], str(build))
+    assert got == (outside, "verilated.o")
     assert objcache.cacheable(["c++", "-c", "-o", "Vtop.o", "Vtop.cpp"], str(build)) is None  # the model
     assert objcache.cacheable(["c++", "-c", "-o", "x.o", str(build / "x.cpp")], str(build)) is None
     assert objcache.cacheable(["c++", "a.o", "b.o", "-o", "sim"], str(build)) is None  # a link
