@@ -19,7 +19,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["NUMBER", "table", "show", "emit", "json_session", "json_active", "plain_rows"]
+__all__ = ["NUMBER", "table", "show", "emit", "json_session", "json_active", "plain_rows", "missing_unit",
+           "numeric_columns", "UNIT_WORDS"]
 
 #: a number as a table cell shows it: sign, digits with ``,``/``_`` grouping, fraction, exponent,
 #: and an optional short suffix (``%``, ``x``, a unit) that must stay on the same line
@@ -99,8 +100,69 @@ def _keep_numbers(t, width: int) -> int:
     return needed
 
 
+def numeric_columns(t) -> list[str]:
+    """Headers of the columns of ``t`` whose filled cells are all numbers."""
+    headers, rows = plain_rows(t)
+    out = []
+    for i, h in enumerate(headers):
+        cells = [r[i].strip() for r in rows if r[i].strip() and r[i].strip() not in ("-", "—", "n/a")]
+        if cells and all(NUMBER.match(c) for c in cells):
+            out.append(h)
+    return out
+
+
+#: header words that are a unit, or say what a dimensionless number counts, compares or identifies
+UNIT_WORDS = frozenset("""
+s ms us µs ns h min sec seconds hours days hz khz mhz ghz mpps pps tops flops
+b kb kib mb mib gb gib tb bytes bits words beats w mw db dbm
+% x × ratio vs gain speedup efficiency balance factor share util utilisation utilization accuracy precision recall
+fraction probability error err loss diff sparsity density
+cycles clocks steps iterations iters epochs edges vertices gpus jobs events tokens instances banks mults pes lanes
+conns requests packets ops luts lut lut4 ff ffs dsp dsps bram brams lutram carry nodes workers processes threads
+seeds samples count n k m # entries nonzeros nnz rows cols layers components levels slots batch scale seed rank id
+line lines reads writes keys blocks mops gops cosine p depth grade
+""".split())
+
+
+#: first-column headers of tables that hold one quantity per row, its unit in the row label
+ROW_LABEL_HEADERS = frozenset({"metric", "figure", "quantity", "measure", "field", "item"})
+
+
+def missing_unit(header: str) -> bool:
+    """Whether a numeric column's ``header`` names no unit: no ``(unit)``/``[unit]``, no ratio ``a/b``
+    or rate ``x/s``, and none of :data:`UNIT_WORDS` (units, counted things, ratios, fractions, ids)."""
+    h = header.lower()
+    if re.search(r"[\(\[][^\)\]]+[\)\]]", h) or "/" in h:
+        return False
+    return not any(w in UNIT_WORDS for w in re.findall(r"[a-zµ%×#]+|\d+[a-z]+", h))
+
+
+def _audit(t) -> None:
+    """Under ``$HWCOSIM_STRICT_TABLES=1`` (the test suite) a numeric column without a unit in its
+    header is an error; ``$HWCOSIM_TABLE_AUDIT=FILE`` appends the numeric headers (one JSON line)."""
+    import json
+    import os
+
+    path = os.environ.get("HWCOSIM_TABLE_AUDIT")
+    strict = os.environ.get("HWCOSIM_STRICT_TABLES") == "1"
+    if not (path or strict):
+        return
+    numeric = numeric_columns(t)
+    headers = [_text(c.header).strip().lower() for c in t.columns]
+    if headers and headers[0] in ROW_LABEL_HEADERS:
+        numeric = []  # one quantity per row: the unit is in the row's label (e.g. "wall time (s)")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"title": _text(t.title) if t.title else None, "numeric": numeric}) + "\n")
+    bad = [h for h in numeric if missing_unit(h)]
+    if strict and bad:
+        raise ValueError(f"table {_text(t.title) if t.title else '(untitled)'!r}: numeric column(s) {bad} name no "
+                         "unit in the header; put the unit (or what is counted) in it, e.g. 'time (s)'")
+
+
 def show(t, console=None) -> None:
     """Print rich Table ``t`` with its numbers whole (or record it, inside a :func:`json_session`)."""
+    _audit(t)
     if _session is not None:
         headers, rows = plain_rows(t)
         _session["tables"].append({"title": _text(t.title) if t.title else None, "columns": headers,

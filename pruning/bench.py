@@ -144,7 +144,8 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
 
     console = Console()
     t = Table(title="CSB kernel (numpy) vs scipy CSR vs dense numpy, float32, ms")
-    for c in ("size", "sparsity", "batch", "CSB", "CSR", "dense", "CSR/CSB", "dense/CSB"):
+    for c in ("size (rows = cols)", "sparsity (fraction)", "batch", "CSB ms", "CSR ms", "dense ms", "CSR/CSB",
+              "dense/CSB"):
         t.add_column(c, justify="right")
     for r in rows_out:
         t.add_row(
@@ -161,7 +162,7 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
     t2 = Table(title=f"pruning a {pn} x {pn} float64 matrix (mask only), s")
     t2.add_column("pattern")
     t2.add_column("params")
-    t2.add_column("time", justify="right")
+    t2.add_column("time (s)", justify="right")
     for r in prune:
         t2.add_row(r["pattern"], json.dumps(r["params"]), f"{r['t_s']:.3f}")
     show(t2, console)

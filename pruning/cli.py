@@ -515,7 +515,7 @@ def _write_outputs(args, console, results, skipped, images, out: Path, final_out
     table.add_column("shape", no_wrap=True)
     table.add_column("pattern", overflow="fold")
     table.add_column("value", overflow="fold")
-    for col in ("sparse", "check", "rel.err", "bytes in->out"):
+    for col in ("sparsity", "check", "rel.err", "bytes in->out"):
         table.add_column(col, justify="right", overflow="fold")
     for r in results:
         table.add_row(

@@ -357,7 +357,7 @@ def _run_accuracy(args) -> int:
         _write_json(tmp / "accuracy.json", res)
         _plot_accuracy(res, tmp / "accuracy.png")
     t = Table(title=f"LSTM H={args.hidden} on digits, dense accuracy {res['dense_accuracy']:.4f}")
-    for c in ("pattern", "target", "achieved", "one-shot", "fine-tuned"):
+    for c in ("pattern", "target sparsity", "achieved sparsity", "one-shot accuracy", "fine-tuned accuracy"):
         t.add_column(c, justify="right" if c != "pattern" else "left")
     for p in res["points"]:
         if "skipped" in p:
@@ -391,7 +391,7 @@ def _run_seernet(args) -> int:
         _write_json(tmp / "seernet.json", res)
         _plot_seernet(res, tmp / "seernet.png")
     t = Table(title=f"SeerNet on the digits CNN, dense accuracy {res['dense_accuracy']:.4f}")
-    for c in ("bits", "layer", "precision", "recall", "MACs skipped", "accuracy", "change"):
+    for c in ("bits", "layer", "precision", "recall", "MACs skipped (fraction)", "accuracy", "accuracy change"):
         t.add_column(c, justify="right")
     for r in res["results"]:
         for s in r["layers"]:

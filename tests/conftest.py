@@ -9,6 +9,9 @@ Benchmarks and user runs keep the default. Set HWCOSIM_VERILATOR_OPT to override
 import os
 
 os.environ.setdefault("HWCOSIM_VERILATOR_OPT", "-O0")
+# every table a test prints is audited: a numeric column whose header names no unit is an error
+# (models/tables.py, missing_unit)
+os.environ.setdefault("HWCOSIM_STRICT_TABLES", "1")
 
 
 # ---- run folders (hwcosim check) -------------------------------------------------------------

@@ -58,7 +58,7 @@ def cmd_board_run(args) -> int:
         link = (summary.get("bytes_sent", 0), summary.get("bytes_received", 0))
     secs = time.monotonic() - t0
     t = Table(title=f"hwcosim board run {design.name}: {where}; {summary.get('shape', '')}")
-    for c in ("runs", "result words", "mismatches", "run cycles (first)", "expected", "ideal",
+    for c in ("runs", "result words", "mismatches", "run cycles (first)", "expected cycles", "ideal cycles",
               "bytes sent / received", "seconds"):
         t.add_column(c, justify="right")
     rc = summary["run_cycles"]

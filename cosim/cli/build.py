@@ -29,7 +29,7 @@ def _list_boards() -> int:
     from cosim.flow.build import BOARDS, FAMILIES
 
     t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5, nextpnr-ice40)")
-    for c in ("board", "family", "part", "speed", "package", "oscillator MHz", "bitstream", "what"):
+    for c in ("board", "family", "part", "speed grade", "package", "oscillator MHz", "bitstream", "what"):
         # names are typed back on the command line: keep them whole; the description folds
         t.add_column(c, overflow="fold", no_wrap=c in ("board", "part", "package"))
     for b in BOARDS.values():

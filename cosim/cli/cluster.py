@@ -325,7 +325,7 @@ def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
         r.pop("iter_end")
     _write_json(out_dir / "cluster_speed.json", {"runs": res, "scale": scale, "incremental": inc})
     _table("Cluster simulator speed (Lingjun 2023 topology, ECMP, ring all-reduce)",
-           ["GPUs", "jobs", "sim s", "wall s", "sim s / wall s", "rate recomputes"],
+           ["GPUs", "jobs", "sim s", "wall s", "sim s / wall s", "rate recomputes (count)"],
            [[r["gpus"], r["jobs"], f"{r['sim_s']:.3f}", f"{r['wall_s']:.2f}", f"{r['sim_s_per_wall_s']:.3f}",
              r["rate_recomputes"]] for r in res])
     _table(f"Scale: one DP x TP=8 job, {iters} iterations, synthetic Clos",
@@ -589,7 +589,10 @@ def _cmd_speed(args) -> int:
         _fail(str(e))
     out = _out_dir(args.output)
     _write_json(out / "cluster_speed.json", r)
-    _table("Cluster simulator speed", list(r), [[f"{v:.3f}" if isinstance(v, float) else v for v in r.values()]])
+    heads = {"gpus": "GPUs", "jobs": "jobs", "iterations": "iterations", "sim_s": "sim s", "wall_s": "wall s",
+             "sim_s_per_wall_s": "sim s / wall s", "events": "events", "rate_recomputes": "rate recomputes (count)"}
+    _table("Cluster simulator speed", [heads.get(k, k) for k in r],
+           [[f"{v:.3f}" if isinstance(v, float) else v for v in r.values()]])
     return 0
 
 

@@ -173,7 +173,7 @@ def cmd_sim(args) -> int:
     ref = spmxv_float(m.to_dense(), xf)
     mt = res.metrics
     t = Table(title=f"BBS SpMxV on {res.sim}: {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
-    for col in ("vectors", "result words", "mismatches", "cycles", "ideal", "utilisation",
+    for col in ("vectors", "result words", "mismatches", "cycles", "ideal cycles", "utilisation",
                 "max |err| vs float"):
         t.add_column(col, justify="right")
     t.add_row(str(len(x)), str(y.size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),

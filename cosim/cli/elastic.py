@@ -138,7 +138,7 @@ def run_elasticbatch(out: Path, quick: bool, seed: int, gpu: str) -> dict:
             rows.append([int(r["rate"]), m, v["gpus"], v["instances"], f"{100 * v['slo_attainment']:.2f}%",
                          f"{1e3 * v['p99_latency_s']:.1f}", f"{v['utilisation']:.3f}", f"{v['flop_utilisation']:.3f}"])
     _table(f"ElasticBatch on {res['gpu']} ({res['layouts']} valid MIG layouts)",
-           ["req/s", "scheduler", "GPUs", "instances", "SLO met", "p99 ms", "slice util", "FLOP util"], rows)
+           ["req/s", "scheduler", "GPUs", "instances", "SLO met %", "p99 ms", "slice util", "FLOP util"], rows)
     p = res["profiling"]
     print(f"profiling: {p['points']} points, {p['time_s']:.1f} s GPU time vs exhaustive {p['exhaustive_points']} "
           f"points, {p['exhaustive_time_s']:.1f} s; predictor mean/max error {100 * p['mean_rel_error']:.1f}%/"

@@ -433,14 +433,14 @@ def _tux2_tables(res: dict) -> None:
         rn = rk.split("_")[0]
         _table(f"TuX2 {algo} on {a['data']['name']} ({a['data']['edges']} edges, {a['partitioning']['k']} workers, "
                f"{a['epochs']} epochs x {a['batches']} batches); target {a['metric']} = {a['target_loss']:.4g}",
-               ["staleness", "final loss", "sim s", "sim s to target", "SSP gain (sim)", "max stale",
+               ["staleness (steps)", "final loss", "sim s", "sim s to target", "SSP gain (sim)", "max stale (steps)",
                 f"{rn} wall s", f"{rn} gain"],
                [[s, r["final_loss"], r["sim_time"], r["sim_time_to_target"], r["sim_time_speedup_vs_bsp"],
                  r["max_staleness"], a.get(rk, {}).get(s, {}).get("wall_time", "-"),
                  a.get(rk, {}).get(s, {}).get("wall_time_speedup_vs_bsp", "-")]
                 for s, r in a["runs"].items()]
                + [["plain", a["plain"]["final_loss"], "-", "-", "-", "-", a["plain"]["wall_time"], "-"]])
-    _table("Code lines (not blank/comment/docstring)", ["algorithm", "TuX2 form", "plain numpy", "ratio"],
+    _table("Code lines (not blank/comment/docstring)", ["algorithm", "TuX2 form (lines)", "plain numpy (lines)", "ratio"],
            [[k, v["tux2"], v["plain"], v["ratio"]] for k, v in res["line_counts"].items()])
 
 
@@ -512,9 +512,9 @@ def _tux2_procs_tables(res: dict) -> None:
                f"{res['repeats']} repeats, medians); target {a['metric']} {a['target_loss']:.4g}; 1 worker "
                f"process: {a['one_worker']['wall_time']:.3g} s; BSP - simulated BSP: "
                f"{a['bsp_max_abs_diff_vs_simulated']:.2g}",
-               ["staleness", "wall s", "s to target", "best s to target", "s to 90 %", "gain (target)",
+               ["staleness (steps)", "wall s", "s to target", "best s to target", "s to 90 %", "gain (target)",
                 "best gain", "gain (90 %)", "clocks to target", "clocks/s", "wait s/worker", "CPU share",
-                "final loss", "max stale"],
+                "final loss", "max stale (steps)"],
                [[s, med(r["wall_time"]), med(r["wall_s_to_target"]), (r["wall_s_to_target"] or {}).get("min", "-"),
                  med(r["wall_s_to_90pct"]), r["speedup_vs_bsp_to_target"] or "-",
                  r["speedup_vs_bsp_to_target_best"] or "-", r["speedup_vs_bsp_to_90pct"] or "-",
@@ -570,7 +570,8 @@ def _graph_sharing_report(path: Path, gs: dict) -> None:
              f"TuX2 MF on {gs['workers']} processes: graph pickled to each worker vs shared memory")
     _table(f"TuX2 worker start-up and memory, graph pickled vs shared ({gs['workers']} processes)",
            ["scale", "edges", "graph MB", "pickle MB", "start-up s pickled", "start-up s shared", "ratio",
-            "worker RSS MB pickled", "shared", "worker USS MB pickled", "shared", "max |diff|"],
+            "worker RSS MB pickled", "worker RSS MB shared", "worker USS MB pickled", "worker USS MB shared",
+            "max |diff|"],
            [[r["scale"], r["edges"], r["graph_bytes"] / 1e6, r["engine_pickle_bytes"] / 1e6,
              r["runs"]["pickled"]["startup_s"], r["runs"]["shared"]["startup_s"],
              r["startup_ratio_pickled_over_shared"],
@@ -632,7 +633,8 @@ def _cmd_run(args) -> int:
                         "partitioning": r.partitioning, "state": r.state})
     fin = np.isfinite(r.state)
     _table(f"{args.algorithm} on {g.name}",
-           ["n", "m", "executor", "k", "RF", "steps", "s", "M edges/s", "finite", "sum"],
+           ["n", "m", "executor", "k", "RF (replicas/vertex)", "steps", "s", "M edges/s", "finite (vertices)",
+            "sum (state units)"],
            [[g.n, g.m, r.executor, args.partitions, r.partitioning["replication_factor"], r.steps, r.seconds,
              r.edges_per_second / 1e6, int(fin.sum()), float(r.state[fin].sum())]])
     print(f"wrote {path}")

@@ -151,7 +151,7 @@ def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> 
     print(file=sys.stderr)
     _write_json(out_dir / "cognn.json", res)
     _table(f"CoGNN memory cost functions vs tracemalloc peak ({len(res['validation'])} runs, {res['graph_source']})",
-           ["model", "mean |error|", "max |error|", "bias"],
+           ["model", "mean |error| (%)", "max |error| (%)", "bias (%)"],
            [[k, f"{v['mean_abs']:.1%}", f"{v['max_abs']:.1%}", f"{v['bias']:+.1%}"]
             for k, v in res["error_by_model"].items()])
     sc = res["schedule"]
@@ -211,7 +211,7 @@ def bench_cpualloc(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     _write_json(out_dir / "cpualloc.json", res)
     pr, lf = res["profile"], res["loader_fit"]
     _table(f"Measured data-loading job (digits decode + augment, multiprocessing; this host: {pr['host_cpus']} CPUs, "
-           f"load {pr['load_avg_1min']})", ["worker processes", "samples/s", "fit"],
+           f"load {pr['load_avg_1min']})", ["worker processes", "samples/s", "fit (samples/s)"],
            [[c, f"{t:.0f}", f"{lf['r'] * c ** lf['alpha']:.0f}" + (" (held out)" if lf["holdout"] and
                                                                       lf["holdout"]["cores"] == c else "")]
             for c, t in zip(pr["cores"], pr["samples_per_s"])])
@@ -228,8 +228,8 @@ def bench_cpualloc(out_dir: Path, quick: bool, seed: int = 0) -> dict:
            ["policy", "GPU util (allocated)", "GPU util (cluster)", *[f"util {t}" for t in types]],
            [[p, f"{rs[p]['gpu_utilisation']:.3f}", f"{rs[p]['cluster_gpu_utilisation']:.3f}",
              *[f"{rs[p]['utilisation_by_type'][t]:.3f}" for t in types]] for p in names])
-    _table("Job completion time (hours)", ["policy", "mean JCT", "p90 JCT", "p90 run (JCT - wait)", "mean wait",
-                                           "makespan"],
+    _table("Job completion time (hours)", ["policy", "mean JCT h", "p90 JCT h", "p90 run h (JCT - wait)",
+                                           "mean wait h", "makespan h"],
            [[p, f"{rs[p]['mean_jct_h']:.2f}", f"{rs[p]['p90_jct_h']:.2f}", f"{rs[p]['p90_run_h']:.2f}",
              f"{rs[p]['mean_wait_h']:.2f}", f"{rs[p]['makespan_h']:.1f}"] for p in names])
     fe = rs["adaptive"]["fit_error"]

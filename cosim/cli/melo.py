@@ -67,7 +67,7 @@ def _cmd_study(args) -> int:
     t = Table(title="Goodput MELO / go-back-N (backlogged, i.i.d. loss)")
     t.add_column("loss %", justify="right")
     for n in cfg["tput_conns"]:
-        t.add_column(f"{n} conn", justify="right")
+        t.add_column(f"{n} conns", justify="right")
     t.add_column(f"p99 FCT GBN/MELO ({cfg['fct_workloads'][0]})", justify="right")
     for loss in cfg["losses"]:
         row = [f"{100 * loss:g}"]
@@ -77,7 +77,8 @@ def _cmd_study(args) -> int:
     show(t, con)
 
     t = Table(title=f"On-chip receiver state, bytes per connection ({100 * cfg['conns_loss']:g}% loss)")
-    for c in ("conns", "GBN", "SR full bitmap", "MELO avg", "MELO peak", "MELO provisioned"):
+    for c in ("conns", "GBN B/conn", "SR full bitmap B/conn", "MELO avg B/conn", "MELO peak B/conn",
+              "MELO provisioned B/conn"):
         t.add_column(c, justify="right")
     for n in cfg["conns"]:
         m = h["memory_B_per_conn"][f"n={n}"]

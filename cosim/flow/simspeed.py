@@ -237,8 +237,8 @@ def speed_table(rows: list[dict]):
     from rich.table import Table
 
     t = Table(title="Simulator speed: simulated cycles per wall second (build time separate)")
-    for c in ("design", "Verilator driven", "Icarus driven", "ratio", "Verilator free-run", "Icarus free-run",
-              "ratio ", "Verilator build s", "Icarus build s"):
+    for c in ("design", "Verilator driven cyc/s", "Icarus driven cyc/s", "ratio", "Verilator free-run cyc/s",
+              "Icarus free-run cyc/s", "ratio ", "Verilator build s", "Icarus build s"):
         t.add_column(c, justify="right")
 
     def cps(r, sim, mode):

@@ -974,11 +974,11 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
 
 
 # ---- command line ----------------------------------------------------------------------------------------
-_SHORT = {"metrics.ideal_cycles": "ideal", "metrics.utilisation": "util", "metrics.gops": "GOP/s",
+_SHORT = {"metrics.ideal_cycles": "ideal cycles", "metrics.utilisation": "util", "metrics.gops": "GOP/s",
           "metrics.pkts_per_cycle": "pkt/cyc", "metrics.goodput_mpps": "goodput Mpps",
-          "metrics.peak_pool_occupancy": "peak pool", "metrics.nack_pool": "NACK pool",
-          "metrics.ops_per_cycle": "ops/cyc", "metrics.predicted_ops_per_cycle": "bound model",
-          "metrics.model_cycles": "cycle model", "metrics.model_ops_per_cycle": "model ops/cyc",
+          "metrics.peak_pool_occupancy": "peak pool blocks", "metrics.nack_pool": "NACK pool blocks",
+          "metrics.ops_per_cycle": "ops/cyc", "metrics.predicted_ops_per_cycle": "bound model ops/cyc",
+          "metrics.model_cycles": "cycle model cycles", "metrics.model_ops_per_cycle": "model ops/cyc",
           "metrics.mops": "Mops"}
 
 

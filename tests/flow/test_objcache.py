@@ -32,16 +32,19 @@ def _compile(cache, cwd, src, *flags):
                            "lib.o", str(src)], cwd=cwd, capture_output=True, text=True)
 
 
+def _layout(tmp_path, source: str):
+    """A runtime source outside two build folders: (source path, cache, build a, build b)."""
+    (tmp_path / "lib").mkdir()
+    src = tmp_path / "lib" / "lib.cpp"
+    src.write_text(source)
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    return src, tmp_path / "cache", tmp_path / "a", tmp_path / "b"
+
+
 @needs_cxx
 def test_second_build_reuses_the_object_and_a_change_misses(tmp_path):
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    src = lib / "lib.cpp"
-    src.write_text("int answer() { return 42; }\n")
-    cache = tmp_path / "cache"
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
+    src, cache, a, b = _layout(tmp_path, "int answer() { return 42; }\n")
     assert _compile(cache, a, src, "-O0").returncode == 0
     entries = sorted(p.name for p in cache.iterdir())
     assert len(entries) == 2 and entries[0].endswith(".d") and entries[1].endswith(".o")
@@ -57,13 +60,7 @@ def test_second_build_reuses_the_object_and_a_change_misses(tmp_path):
 
 @needs_cxx
 def test_a_failed_compile_is_not_cached(tmp_path):
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    src = lib / "bad.cpp"
-    src.write_text("this is not C++\n")
-    cache = tmp_path / "cache"
-    work = tmp_path / "w"
-    work.mkdir()
+    src, cache, work, _ = _layout(tmp_path, "this is not C++\n")
     r = _compile(cache, work, src)
     assert r.returncode != 0 and not (cache.exists() and any(cache.iterdir()))
 

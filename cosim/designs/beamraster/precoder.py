@@ -163,7 +163,7 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
                   "yes" if r["clock_mhz"] <= 300 else "no: 2 copies", str(r["real_multipliers"]), str(r["mismatches"]))
     show(t)
     t = Table(title="Fixed-point vs float sum rate (golden model = RTL), M = 64, 16-QAM, 1 P per 12 subcarriers")
-    for c in ("K", "SNR dB", "float bit/s/Hz", "fixed bit/s/Hz", "fraction", "EVM", "saturated"):
+    for c in ("K", "SNR dB", "float bit/s/Hz", "fixed bit/s/Hz", "fraction", "EVM (rms, fraction)", "saturated words"):
         t.add_column(c, justify="right")
     for r in fixed:
         t.add_row(str(r["K"]), f"{r['snr_db']:.0f}", f"{r['sum_rate_float']:.3f}", f"{r['sum_rate_fixed']:.3f}",

@@ -155,8 +155,8 @@ def bench_fss_layers(out_dir: Path, quick: bool = False) -> dict:
            "results": rows}
     write_text(out_dir / "fss_layers.json", json.dumps(out, indent=2, default=float) + "\n")
     t = Table(title=f"FSS GEMM RTL on real layers, {MULTIPLIERS} multipliers each ({sim})")
-    for c in ("layer", "engine", "sparsity", "cycles", "ideal", "cyc/ideal", "vs dense", "N:M16/FSS cyc",
-              "N:M8/FSS cyc", "rel err", "med row err", "med row cos", "mism"):
+    for c in ("layer", "engine", "sparsity", "cycles", "ideal cycles", "cyc/ideal", "vs dense", "N:M16/FSS cyc",
+              "N:M8/FSS cyc", "rel err", "med row err", "med row cosine", "mismatches"):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(r["layer"], r["kind"], f"{r['target_sparsity']:.1%}", str(r["cycles"]), str(r["ideal"]),

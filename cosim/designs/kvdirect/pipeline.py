@@ -106,7 +106,8 @@ def bench_kvdirect_rtl(out_dir, quick: bool = False) -> dict:
     write_text(out_dir / "kvdirect_rtl_ops.json", json.dumps(out, indent=2) + "\n")
     t = Table(title=f"KV-Direct RTL: ops/cycle, {n_ops} ops, {outstanding} reads in flight, "
                     f"{p.entries} entries, {p.n_buckets} buckets")
-    for c in ("keys", "forward", "latency", "measured", "model", "bound", "merge", "reads", "forwarded", "ok"):
+    for c in ("keys", "forward", "latency (cycles)", "measured ops/cycle", "model ops/cycle", "bound", "merge fraction",
+              "memory reads", "forwarded ops", "ok"):
         t.add_column(c, justify="right")
     for r in results:
         t.add_row(r["dist"], "on" if r["forward"] else "off", str(r["latency"]), f"{r['ops_per_cycle']:.3f}",
