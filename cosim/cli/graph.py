@@ -440,7 +440,8 @@ def _tux2_tables(res: dict) -> None:
                  a.get(rk, {}).get(s, {}).get("wall_time_speedup_vs_bsp", "-")]
                 for s, r in a["runs"].items()]
                + [["plain", a["plain"]["final_loss"], "-", "-", "-", "-", a["plain"]["wall_time"], "-"]])
-    _table("Code lines (not blank/comment/docstring)", ["algorithm", "TuX2 form (lines)", "plain numpy (lines)", "ratio"],
+    _table("Code lines (not blank/comment/docstring)",
+           ["algorithm", "TuX2 form (lines)", "plain numpy (lines)", "ratio"],
            [[k, v["tux2"], v["plain"], v["ratio"]] for k, v in res["line_counts"].items()])
 
 
