@@ -181,8 +181,17 @@ def _check_fit(name: str, orig: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 def _write_npz(src: Path, dst: Path, repl: dict[str, np.ndarray]) -> list[dict]:
-    with np.load(src, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    import zipfile
+
+    # every member is read here (the pruner read only the selected ones): a damaged other member is
+    # a clean refusal, not a traceback
+    try:
+        with np.load(src, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
+        why = str(e).splitlines()[0] if str(e) else "damaged"
+        raise RoundTripError(f"{src}: cannot read every array of the .npz to copy it ({type(e).__name__}: {why}); "
+                             "re-save the file with numpy") from None
     out, records = {}, []
     for k, a in arrays.items():
         out[k] = _check_fit(k, a, repl[k]) if k in repl else a

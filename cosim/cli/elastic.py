@@ -159,7 +159,8 @@ def run_goldminer(out: Path, quick: bool, seed: int) -> dict:
         prog.advance(task)
     _write_json(out / "goldminer.json", res)
     m = res["mean"]
-    _bar_png(out / "goldminer.png", ["GPU util (allocated)", "GPU util (cluster)", "job speed"],
+    _bar_png(out / "goldminer.png", ["GPU util (allocated)", "GPU util (cluster)",
+                                                       "job speed (fraction)"],
              {p: [m[p]["gpu_util_allocated"], m[p]["gpu_util_cluster"], m[p]["job_speed_mean"]] for p in m},
              "fraction", "GoldMiner: static vs elastic data workers")
     sp = res["speedup"]

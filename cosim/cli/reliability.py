@@ -91,7 +91,7 @@ def bench_byterobust(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     sm = res["summary"]
     _table("ByteRobust vs requeue-on-failure: ETTR over 90 days of a 9,600-GPU job (event-level model)",
            ["system", "ETTR mean", "ETTR min", "faults", "detected/absorbed/missed", "lost h: detect",
-            "demarc", "restart", "redo", "slow", "ckpt"],
+            "demarc h", "restart h", "redo h", "slow h", "ckpt h"],
            [[s, f"{v['ettr_mean']:.4f}", f"{v['ettr_min']:.4f}", f"{v['faults_mean']:.0f}",
              "/".join(str(v["status"][k]) for k in ("detected", "absorbed", "missed")),
              *(f"{v['loss_h_mean'][k]:.1f}" for k in ("detect", "demarcate", "restart", "lost_work", "slow",
@@ -131,7 +131,8 @@ def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -
 
     _write_json(out_dir / "c4d_confusion.json", res["confusion"])
     confusion_png(out_dir / "c4d_confusion.png", res["confusion"], "C4D: injected kind x diagnosed class")
-    _table("C4D by fault kind (telemetry only)", ["kind", "trials", "symptomatic", "class right", "localised"],
+    _table("C4D by fault kind (telemetry only)",
+           ["kind", "trials", "symptomatic trials", "class right (trials)", "localised (trials)"],
            [[k, v["n"], v["symptomatic"], v["class_right"], v["localised"]] for k, v in res["per_kind"].items()])
     dd = res["detect_delay_s"]
     _table(f"C4D on injected faults ({len(res['trials'])} trials, mix {res['mix']})",
@@ -172,13 +173,14 @@ def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     confusion_png(out_dir / "mycroft_confusion.png", res["confusion"], "Mycroft: injected kind x diagnosed component")
     _table(f"Mycroft on injected faults ({len(res['trials'])} trials, {res['symptomatic']} with a symptom)",
            ["detected <= 15 s", "root cause <= 20 s", "same, symptomatic only", "culprit rank right",
-            "component right", "detect median s", "RCA median s"],
+            "component right (fraction)", "detect median s", "RCA median s"],
            [[f"{res['frac_detect_15s']:.2f}", f"{res['frac_rca_20s']:.2f}",
              f"{res['frac_detect_15s_symptomatic']:.2f} / {res['frac_rca_20s_symptomatic']:.2f}",
              f"{res['rank_accuracy']:.2f}", f"{res['component_accuracy']:.2f}", f"{res['detect_median_s']:.1f}",
              f"{res['rca_median_s']:.1f}"]])
     _table("Mycroft by fault kind (paper, all kinds: 90% detected <= 15 s, 60% root cause <= 20 s)",
-           ["kind", "trials", "symptomatic", "detected <= 15 s", "root cause <= 20 s", "component right"],
+           ["kind", "trials", "symptomatic trials", "detected <= 15 s", "root cause <= 20 s",
+            "component right (fraction)"],
            [[k, v["n"], v["symptomatic"], f"{v['detect_15s']:.2f}", f"{v['rca_20s']:.2f}",
              f"{v['component_right']:.2f}"] for k, v in res["per_kind"].items()])
     print("paper: detected within 15 s in 90% of cases; root cause within 20 s in 60%")
@@ -210,8 +212,8 @@ def bench_byterobust_loop(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     _save(fig, out_dir / "byterobust_loop.png")
     _table(f"ByteRobust closed loop vs requeue-everything: {res['params']['n_gpus']} GPUs, {res['params']['days']:.0f} "
            f"days x {len(res['seeds'])} seeds", ["system", "ETTR mean", "ETTR min", "faults", "evictions",
-                                                 "wrong evictions", "lost h: detect", "localise", "restart", "redo",
-                                                 "slow", "ckpt"],
+                                                 "wrong evictions", "lost h: detect", "localise h", "restart h",
+                                                 "redo h", "slow h", "ckpt h"],
            [[s, f"{v['ettr_mean']:.4f}", f"{v['ettr_min']:.4f}", v["faults"], v["evictions"], v["wrong_evictions"],
              *(f"{v['loss_h'][k]:.1f}" for k in ("detect", "localise", "restart", "lost_work", "slow", "checkpoint"))]
             for s, v in sm.items()])

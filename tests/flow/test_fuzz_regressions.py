@@ -314,3 +314,23 @@ def test_lingjun_topology_file_refused(key, tmp_path):
     with pytest.raises(TopologyError) as ei:
         lingjun_2023(f)
     assert "\n" not in str(ei.value)
+
+
+def test_dense_out_npz_with_a_damaged_unselected_member_is_refused(tmp_path):
+    """Found by the mutation fuzzer in a fresh-clone run: a member whose central-directory name
+    differs from its local header ('fc.bias/npy' vs 'fc.bias.npy') is never read by the pruner (it
+    loads only the selected tensor) but the dense writer copies every member: a clean refusal."""
+    import io
+
+    from pruning.roundtrip import RoundTripError, write_dense
+
+    buf = io.BytesIO()
+    np.savez(buf, **{"fc.weight": np.ones((4, 4), np.float32), "fc.bias": np.zeros(4, np.float32)})
+    data = bytearray(buf.getvalue())
+    at = data.rfind(b"fc.bias.npy")  # the central directory's copy of the name (the last one)
+    data[at:at + 11] = b"fc.bias/npy"
+    src = tmp_path / "model.npz"
+    src.write_bytes(bytes(data))
+    with pytest.raises(RoundTripError, match="cannot read every array"):
+        write_dense(src, tmp_path / "dense.npz", {"fc.weight": np.zeros((4, 4), np.float32)})
+    assert not (tmp_path / "dense.npz").exists()
