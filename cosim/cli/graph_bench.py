@@ -174,6 +174,7 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
 
     from models.systems.graph import Graph
     from models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank, pagerank_scipy
+    from models.systems.graph.compiled import degree_ids
     from models.systems.graph.partition import partition
 
     try:
@@ -217,9 +218,7 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
     a["max_rel_diff_ours_vs_scipy"] = float(np.max(np.abs(ref["pagerank"] - x) / np.abs(x)))
     # the same loop on the graph relabelled in the gather order ours uses (decreasing out-degree): how much
     # of our PageRank lead is that layout, which a scipy user could apply too
-    order = np.argsort(-g.out_degree(), kind="stable")
-    gid = np.empty(g.n, np.int64)
-    gid[order] = np.arange(g.n)
+    gid = degree_ids(g.out_degree())
     gr = Graph(g.n, gid[g.src], gid[g.dst], g.weight, name=f"{g.name}-degree-ordered")
     loops = [pagerank_scipy(gr, ITERATIONS) for _ in range(repeats)]
     a["scipy_degree_ordered"] = {**_rate(work["pagerank"], min(lp[1] for lp in loops), 1),

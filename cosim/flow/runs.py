@@ -39,7 +39,7 @@ import numpy as np
 from models.errors import CheckFailed, UsageError
 
 __all__ = ["FORMAT", "write_manifest", "load_run", "check_run", "save_npz", "add_arrays", "add_metrics", "word_diff",
-           "merge_diffs", "seal", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz"]
+           "merge_diffs", "seal", "seal_or_save", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz"]
 
 FORMAT = "hwcosim-run"
 VERSION = 1
@@ -159,6 +159,15 @@ def seal(run_dir: str | Path, design: str, diff: dict | None = None) -> Path:
     if diff is not None:
         add_metrics(run_dir, mismatches=diff["mismatches"], mismatch_list=diff["mismatch_list"])
     return write_manifest(run_dir, design)
+
+
+def seal_or_save(run_dir: str | Path, design: str, transcript: dict | None, save) -> None:
+    """A bridge run's folder: ``save(run_dir, transcript)`` keeps the transcript as evidence; a run
+    whose testbench wrote none (it failed early) is sealed as it is, so it still re-checks."""
+    if transcript is None:
+        seal(run_dir, design)
+    else:
+        save(run_dir, transcript)
 
 
 def seal_outputs(run_dir: str | Path, design: str, rtl: str = "rtl", golden: str = "golden") -> Path:

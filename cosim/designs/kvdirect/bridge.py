@@ -523,7 +523,7 @@ def run_rtl(sp: KVScenarioParams, *, sim: str | None = None, test_dir=None) -> d
     """The job with ``hdl.kvdirect.Pipeline`` under cocotb as the NIC; the run folder keeps the
     transcript (:func:`save_evidence`), also when the RTL disagrees with the golden store."""
     from cosim.flow import runner
-    from cosim.flow.runs import seal
+    from cosim.flow.runs import seal_or_save
     from hdl.kvdirect import Pipeline
 
     t0 = time.perf_counter()
@@ -531,10 +531,7 @@ def run_rtl(sp: KVScenarioParams, *, sim: str | None = None, test_dir=None) -> d
                      inputs={"scenario": sp.to_dict(), "params": sp.engine.to_dict()}, test_dir=test_dir, sim=sim,
                      raise_on_fail=False)
     tr = res.metrics.get("transcript")
-    if tr is None:
-        seal(res.test_dir, "kvdirect-pipeline")
-    else:
-        save_evidence(res.test_dir, sp.engine, tr)
+    seal_or_save(res.test_dir, "kvdirect-pipeline", tr, lambda d, t: save_evidence(d, sp.engine, t))
     runner.check(res, "kvdirect_pipeline")
     out = dict(res.metrics["result"])
     out["wall_total_s"] = time.perf_counter() - t0

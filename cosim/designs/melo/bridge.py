@@ -691,7 +691,7 @@ def run_rtl(p: MeloScenarioParams, *, sim: str | None = None, test_dir=None) -> 
     """The scenario with ``hdl.melo.MeloEngine`` under cocotb as the receiver engine; the run folder
     keeps the transcript (:func:`save_evidence`), also when the RTL disagrees with the golden model."""
     from cosim.flow import runner
-    from cosim.flow.runs import seal
+    from cosim.flow.runs import seal_or_save
     from hdl.melo import MeloEngine as RTL
 
     t0 = time.perf_counter()
@@ -700,10 +700,7 @@ def run_rtl(p: MeloScenarioParams, *, sim: str | None = None, test_dir=None) -> 
                      raise_on_fail=False)
     wall_total = time.perf_counter() - t0
     tr = res.metrics.get("transcript")
-    if tr is None:
-        seal(res.test_dir, "melo-engine")
-    else:
-        save_evidence(res.test_dir, p.engine, tr)
+    seal_or_save(res.test_dir, "melo-engine", tr, lambda d, t: save_evidence(d, p.engine, t))
     runner.check(res, "melo_engine")
     out = dict(res.metrics["result"])
     out["checks"] = {"word_for_word": check_transcript(p.engine, tr["events"], tr["deliv"], tr["resp"]),

@@ -53,7 +53,7 @@ from numba import njit
 
 from .partition import Partition, Partitioning
 
-__all__ = ["CompiledExecutor", "compiled_partition_step", "Plan", "build_plan", "MAX_THREADS"]
+__all__ = ["CompiledExecutor", "compiled_partition_step", "Plan", "build_plan", "degree_ids", "MAX_THREADS"]
 
 MAX_THREADS = 1024
 _OPS = {"copy": 0, "add_weight": 1, "add_one": 2, "mul_weight": 3}
@@ -266,6 +266,15 @@ def _relax_apply(owned, recv_slot, recv_v, out, state, val, flist, foff, outdeg,
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
+def degree_ids(outdeg: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """``gid[v]``: the vertices numbered by decreasing out-degree (ties by id), PageRank's gather order."""
+    order = np.argsort(-np.asarray(outdeg), kind="stable")
+    gid = np.empty(order.size, dtype)
+    gid[order] = np.arange(order.size, dtype=dtype)
+    return gid
+
+
+
 @dataclass(frozen=True, eq=False)
 class Plan:
     """A partitioning laid out for the fused kernels (see the module docstring).
@@ -310,9 +319,7 @@ class Plan:
             outdeg = np.zeros(self.n, np.int64)
             for src in self.src:
                 outdeg += np.bincount(src, minlength=self.n)
-            order = np.argsort(-outdeg, kind="stable")
-            gid = np.empty(self.n, self.src[0].dtype if self.src else np.uint32)
-            gid[order] = np.arange(self.n, dtype=gid.dtype)
+            gid = degree_ids(outdeg, self.src[0].dtype if self.src else np.uint32)
             self._lazy["gather"] = (tuple(gid[src] for src in self.src), gid)
         return self._lazy["gather"]
 
