@@ -81,3 +81,11 @@ def test_bad_optimisation_level_is_refused(monkeypatch):
     monkeypatch.setenv("HWCOSIM_VERILATOR_OPT", "-O0 ; rm -rf /")
     with pytest.raises(runner.SimulatorMissing, match="HWCOSIM_VERILATOR_OPT"):
         runner._opt_makeflags()
+
+
+def test_only_the_testbench_module_is_assertion_rewritten(monkeypatch):
+    monkeypatch.delenv("COCOTB_REWRITE_ASSERTION_FILES", raising=False)
+    assert runner._rewrite_files("cosim.designs.fss.tb_bridge") == "tb_bridge.py"
+    assert runner._rewrite_files("tb") == "tb.py"
+    monkeypatch.setenv("COCOTB_REWRITE_ASSERTION_FILES", "*.py")
+    assert runner._rewrite_files("cosim.designs.fss.tb_bridge") == "*.py"

@@ -94,6 +94,25 @@ def test_sim_through_its_testbench(toy, tmp_path):
     assert res.metrics["mismatches"] == 0 and res.metrics["results"] == 200
 
 
+@pytest.mark.sim
+def test_testbench_asserts_keep_pytests_messages(toy, tmp_path):
+    """cocotb rewrites only the testbench module's asserts (runner._rewrite_files): a wrong golden
+    word still fails with pytest's introspected comparison in the log."""
+    from cosim.designs import get_design, resolve
+    from cosim.flow.runner import run
+
+    d = get_design("toy-fir")
+    p = d.default_params()
+    x = np.arange(20) - 10
+    want = resolve(d.golden)(p, x)
+    want[7] += 1
+    res = run(d.build(p), d.top, d.testbench, inputs={"params": p.to_dict()}, arrays={"x": x, "expected": want},
+              test_dir=tmp_path, raise_on_fail=False)
+    assert not res.passed and res.metrics["mismatches"] == 1
+    log = res.log.read_text()
+    assert "1 result words differ from the golden model" in log and "assert 1 == 0" in log, log[-3000:]
+
+
 @pytest.mark.formal
 def test_formal_bmc_passes(toy, tmp_path):
     from cosim.flow import formal
