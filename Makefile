@@ -39,6 +39,9 @@ sim: setup ## run only the RTL simulation tests (cocotb)
 
 test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@$(BIN)/hwcosim sim --check-simulator
+	@# bytecode once for the hundreds of Python processes the suite starts (simulators, CLI runs),
+	@# which compile every module they import again when PYTHONDONTWRITEBYTECODE is set
+	@$(PY) -m compileall -q -j 0 cosim models pruning >/dev/null
 	$(BIN)/pytest -q -n $(JOBS) --dist worksteal --durations=20
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/
