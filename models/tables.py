@@ -120,8 +120,8 @@ fraction probability error err loss diff sparsity density
 cycles clocks steps iterations iters epochs edges vertices gpus jobs events tokens instances banks mults pes lanes
 conns requests packets ops luts lut lut4 ff ffs dsp dsps bram brams lutram carry nodes workers processes threads
 seeds samples count n k m # entries nonzeros nnz rows cols layers components levels slots batch scale seed rank id
-line lines reads writes keys blocks mops gops cosine p depth grade
-mismatches vectors connections links streams faults trials evictions ettr slowdown
+line lines reads writes keys blocks mops gops cosine cos rho p depth grade
+mismatches vectors connections links streams faults trials runs evictions ettr slowdown
 """.split())
 
 

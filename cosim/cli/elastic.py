@@ -109,7 +109,7 @@ def run_easyscale(out: Path, quick: bool, seed: int, steps: int) -> dict:
     _table(f"EasyScale: N=4 ESTs, {steps} steps, params bitwise equal to the inline reference",
            ["placement", "bitwise equal"], [[k, "yes" if v else "NO"] for k, v in res["equality"].items()])
     _table("EasyScale cluster sim (mean over seeds)", ["policy", "utilisation", "util. arrival window",
-                                                       "allocation", "mean JCT s", "makespan s"],
+                                                       "allocation (fraction)", "mean JCT s", "makespan s"],
            [[p, f"{v['utilisation']:.3f}", f"{v['utilisation_window']:.3f}", f"{v['allocation']:.3f}",
              f"{v['mean_jct_s']:.0f}", f"{v['makespan_s']:.0f}"] for p, v in m.items()])
     print(f"utilisation gain {100 * study['utilisation_gain']:+.1f}% over the makespan, "
@@ -168,8 +168,9 @@ def run_goldminer(out: Path, quick: bool, seed: int) -> dict:
            ["samples", "in-process s", "data workers", "pool s", "speedup", "identical"],
            [[sp["samples"], f"{sp['inprocess_s']:.2f}", sp["workers"], f"{sp['pool_s']:.2f}",
              f"{sp['speedup']:.2f}x", sp["identical"]]])
-    _table("GoldMiner cluster sim (mean over seeds)", ["data workers", "mean JCT s", "makespan s",
-                                                       "GPU util (allocated)", "GPU util (cluster)", "job speed"],
+    _table("GoldMiner cluster sim (mean over seeds)",
+           ["data workers", "mean JCT s", "makespan s", "GPU util (allocated)", "GPU util (cluster)",
+            "job speed (fraction)"],
            [[p, f"{v['mean_jct_s']:.0f}", f"{v['makespan_s']:.0f}", f"{v['gpu_util_allocated']:.3f}",
              f"{v['gpu_util_cluster']:.3f}", f"{v['job_speed_mean']:.2f}"] for p, v in m.items()])
     for line in res["print"]:

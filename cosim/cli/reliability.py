@@ -137,7 +137,7 @@ def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -
     dd = res["detect_delay_s"]
     _table(f"C4D on injected faults ({len(res['trials'])} trials, mix {res['mix']})",
            ["precision", "recall (all)", "recall (symptomatic)", "class accuracy", "detect median s", "detect p90 s",
-            "overhead reduction"],
+            "overhead reduction (%)"],
            [[f"{res['precision']:.3f}", f"{res['recall']:.3f}", f"{res['recall_symptomatic']:.3f}",
              f"{res['class_accuracy']:.3f}", f"{dd['median']:.1f}" if dd["median"] is not None else "-",
              f"{dd['p90']:.1f}" if dd["p90"] is not None else "-", f"{100 * (ov['reduction'] or 0):.1f}%"]])
