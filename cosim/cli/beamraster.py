@@ -51,7 +51,7 @@ def _cmd_study(args) -> int:
         t = Table(title=f"Sum rate (bit/s/Hz), {kind}, M={res['config']['base']['M']}, K={res['config']['base']['K']}")
         t.add_column("SNR dB", justify="right")
         for m in METHODS:
-            t.add_column(m, justify="right")
+            t.add_column(f"{m} bit/s/Hz", justify="right")
         t.add_column("BR / ZF", justify="right")
         for r in res["vs_snr"][kind]:
             t.add_row(str(r["snr_db"]), *(f"{r[m]:.1f}" for m in METHODS), f"{r['beamraster'] / r['zf']:.1%}")
