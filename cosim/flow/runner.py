@@ -184,15 +184,15 @@ def _objcache_makeflag() -> str:
     return f" OBJCACHE={launcher}"
 
 
-_PORT_DECL = re.compile(r"^\s*(?:input|output|inout)\b(?:\s+(?:wire|reg|logic|signed))*"
-                        r"\s*(?:\[[^\]]*\]\s*)?([A-Za-z_][\w$]*)\s*;", re.M)
-
-
 def top_ports(verilog_text: str, toplevel: str) -> list[str]:
-    """The port names of module ``toplevel`` in ``verilog_text`` (as Yosys writes them: one
-    ``input``/``output`` declaration per port in the module body); [] when the module is not found."""
-    m = re.search(r"^module\s+" + re.escape(toplevel) + r"\b(.*?)^endmodule", verilog_text, re.S | re.M)
-    return _PORT_DECL.findall(m.group(1)) if m else []
+    """The port names of module ``toplevel`` in ``verilog_text``, in header order
+    (:func:`cosim.flow.fusesoc.verilog_ports`); [] when the module or a port's declaration is missing."""
+    from cosim.flow.fusesoc import verilog_ports
+
+    try:
+        return [p.name for p in verilog_ports(verilog_text, toplevel)]
+    except ValueError:
+        return []
 
 
 def _public_ports_only(runner, bdir: Path, verilog_text: str, toplevel: str) -> None:
