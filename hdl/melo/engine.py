@@ -259,9 +259,9 @@ class MeloEngine(wiring.Component):
         hit = Signal()
         take_ram = Signal()
         other = Signal(metadata_layout(p))
-        m.d.comb += [hit.eq(meta_w.en & pend & (c == c_in)),
-                     take_ram.eq(capture & ~hit & ~fwd),
-                     other.eq(Mux(hit, meta_w.data, Mux(capture, fwd_data, rd)))]
+        snoop = Signal(metadata_layout(p), name="meta_snoop")     # what slot 2 writes back (below)
+        m.d.comb += [take_ram.eq(capture & ~hit & ~fwd),
+                     other.eq(Mux(hit, snoop, Mux(capture, fwd_data, rd)))]
         m.d.sync += [rd.eq(Mux(take_ram, meta_r.data, other)),
                      fwd.eq(meta_w.en & (meta_w.addr == self.i.payload.conn)), fwd_data.eq(meta_w.data)]
 
@@ -311,6 +311,9 @@ class MeloEngine(wiring.Component):
 
         # FINISH's splice of a whole chain, precomputed every cycle (see FINISH)
         chain_q = Signal(name="chain_q")
+        free_chain = Signal(name="free_chain")
+        cnt_new = Signal(CB, name="count_new")   # the count FINISH writes back
+        m.d.comb += [free_chain.eq((kind == ACK) & chain_q), cnt_new.eq(Mux(free_chain, 0, count))]
         fc_chain = Signal(range(P + 1), name="fc_chain")
         used_chain = Signal(range(P + 1), name="used_chain")
         m.d.sync += [chain_q.eq((ooo == 0) & (count != 0)), fc_chain.eq(free_count + count),
@@ -488,12 +491,13 @@ class MeloEngine(wiring.Component):
 
             with m.State("RUN"):
                 # release the buffered run at e one PSN per cycle, clearing its bits; the test bit
-                # (run_bit) was registered a cycle ahead, the next one is looked up now
+                # (run_bit) was registered a cycle ahead, the next one is looked up now: bit e + 1
+                # of the block is bit e of cur[1:], with no adder on e (at the block's last bit the
+                # run moves on to SCAN, and RUNW registers the next block's bit afresh)
                 off = e[:LB]
-                off1 = Signal(LB)
                 cur = Signal(BB)
                 cleared = Signal(BB)
-                m.d.comb += [cur.eq(Mux(first, bq, wb)), off1.eq(off + 1),
+                m.d.comb += [cur.eq(Mux(first, bq, wb)),
                              cleared.eq(cur & ~(Const(1, BB) << off)[:BB])]
                 with m.If(~rbit):
                     # end of the run inside this block
@@ -502,7 +506,7 @@ class MeloEngine(wiring.Component):
                 with m.Elif(d_can):
                     release(e)
                     m.d.sync += [e.eq(e + 1), ooo.eq(ooo - 1), wb.eq(cleared), first.eq(0),
-                                 rbit.eq(cur.bit_select(off1, 1))]
+                                 rbit.eq(cur[1:].bit_select(off, 1))]
                     with m.If(off == BB - 1):
                         # the run reaches the end of the block: on to the next one
                         m.d.comb += [bits_w.addr.eq(head), bits_w.data.eq(cleared), bits_w.en.eq(1)]
@@ -514,14 +518,10 @@ class MeloEngine(wiring.Component):
                 # the chain test and both sums come from registers (chain_q, fc_chain, used_chain)
                 # computed in the cycle before: an ACK reaches FINISH with count != 0 only from
                 # RUN's end-of-run branch or FINISH itself, which change none of their inputs
-                free_chain = Signal()
                 fc_new = Signal(range(P + 1))
                 used_new = Signal(range(P + 1))
-                cnt_new = Signal(CB)
-                m.d.comb += [free_chain.eq((kind == ACK) & chain_q),
-                             fc_new.eq(Mux(free_chain, fc_chain, free_count)),
-                             used_new.eq(Mux(free_chain, used_chain, used_q)),
-                             cnt_new.eq(Mux(free_chain, 0, count))]
+                m.d.comb += [fc_new.eq(Mux(free_chain, fc_chain, free_count)),
+                             used_new.eq(Mux(free_chain, used_chain, used_q))]
                 with m.If(r_can):
                     with m.If(free_chain):
                         # splice the whole chain onto the free stack: next[tail] = free_head
@@ -529,6 +529,20 @@ class MeloEngine(wiring.Component):
                         m.d.sync += free_head.eq(head)
                         count_up(self.frees, count)
                     finish(kind, e, cnt_new, fc_new, used_new)
+
+        # ---- forwarding into meta_q (slot 1) ------------------------------------------------------
+        # The entry slot 2 writes back is forwarded to a waiting slot 1 of the same connection in
+        # every DECIDE and FINISH cycle, whether or not that cycle writes: what DECIDE writes
+        # depends on registered flags only, and a DECIDE that does not write (a rejected event
+        # aside) always ends in FINISH, which forwards what it writes in each of its cycles and
+        # writes before slot 1 moves on. So the forwarding multiplexer does not wait for the
+        # decision (through d/r back-pressure) that enables the write.
+        in_decide = fsm.ongoing("DECIDE")
+        m.d.comb += [hit.eq(((in_decide & ~f_bad) | fsm.ongoing("FINISH")) & pend & (c == c_in)),
+                     snoop.epsn.eq(Mux(in_decide, Mux(is_open, psn, Mux(f_ack, e_inc, e)), e)),
+                     snoop.head.eq(head), snoop.tail.eq(tail),
+                     snoop.count.eq(Mux(in_decide, Mux(is_open, 0, count), cnt_new)),
+                     snoop.ooo.eq(Mux(in_decide & is_open, 0, ooo))]
 
         # ---- status -----------------------------------------------------------------------------
         with m.If(self.d.valid & self.d.ready):
