@@ -17,13 +17,13 @@ Architecture
   register every two adder levels) give ``s'_k = sum_j P[k, j] s_j`` (requantised to
   ``mid_fmt``), written with the user's beam into one of ``S_BANKS = 4`` ``s'`` buffers
   (registers), so the stage runs ahead of the beam stage by up to three symbols and covers its
-  own latency (:func:`models.beamraster.datapath.pd_latency`: 6 cycles for ``K >= 3``).
+  own latency (:func:`models.beamraster.datapath.pd_latency`: 7 cycles for ``3 <= K <= 8``).
 - **Beam stage** (stream ``x``): for antenna group ``a`` (``L`` lanes) and user ``k`` per cycle,
   each lane computes its twiddle index ``((a L + l) (b_k XOR M/2)) mod M`` with shift-and-add
   (no multiplier), looks the twiddle up in an ``M``-entry table (the whole DFT beam bank),
   multiplies by ``s'_k`` (four registered real products per lane) and accumulates; after ``K``
-  cycles the ``L`` sums are requantised to ``out_fmt`` and leave as one beat. Five register
-  stages (index, twiddle, products, accumulator, output).
+  cycles the ``L`` sums are requantised to ``out_fmt`` and leave as one beat. Six register
+  stages (beam and ``s'`` picked from their buffer, index, twiddle, products, accumulator, output).
 
 Timing. Every block-RAM output is registered before logic, every multiplier output is
 registered before its adder, and adder trees have a register every two levels, so that no
@@ -31,7 +31,7 @@ cycle holds more than one multiplier or two carry chains (for 100 MHz on an ECP5
 
 Throughput and latency. The beam stage bounds throughput: one subcarrier-symbol per
 ``K * M / L`` cycles (the pre-distortion stage needs ``K``). Latency from a symbol's acceptance
-to its first output beat is ``K + pd_latency(K) + 5`` cycles (``K + 11`` for ``K >= 3``). See
+to its first output beat is ``K + pd_latency(K) + 6`` cycles (``K + 13`` for ``3 <= K <= 8``). See
 :class:`models.beamraster.datapath.CycleModel`.
 
 Boards. The default ``M = 64, K = 8, L = 64`` needs 288 multipliers; an ECP5-85F has 156
@@ -65,9 +65,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating
+from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.fixed import requantize
 from models.beamraster.datapath import S_BANKS, PrecoderParams, pd_tree_stages, twiddles
 
 __all__ = ["Precoder", "complex_layout", "S_BANKS"]
@@ -285,15 +284,18 @@ class Precoder(wiring.Component):
         t_re, n_stages = _pipelined_sum(m, [pp[j][0] - pp[j][1] for j in range(K)], "pd_re")
         t_im, _ = _pipelined_sum(m, [pp[j][2] + pp[j][3] for j in range(K)], "pd_im")
         assert n_stages == pd_tree_stages(K)
-        # the row's meta follows: issue -> read -> registered read -> products -> tree stages
+        # the row's meta follows: issue -> read -> registered read -> products -> tree stages ->
+        # requantised sum
         (f_valid, f_last, f_k, f_sb, f_beam), pd_valids = _delay(m, (a_valid, a_last, a_k, a_sb, a_beam),
-                                                                 2 + n_stages, "pd")
-        # last stage: requantise, write s' with the user's beam
+                                                                 3 + n_stages, "pd")
+        # requantise into a register (rounding adder and saturation compares side by side: one
+        # carry chain; the S_BANKS * K buffers it fans out to are spread over the die), then write
+        # s' with the user's beam
         frac1 = p.pd_fmt.frac_bits + p.sym_fmt.frac_bits
-        sp_re = Signal(signed(MW))
-        sp_im = Signal(signed(MW))
-        m.d.comb += [sp_re.eq(requantize(t_re, frac1, p.mid_fmt)),
-                     sp_im.eq(requantize(t_im, frac1, p.mid_fmt))]
+        sp_re = Signal(signed(MW), name="sp_re")
+        sp_im = Signal(signed(MW), name="sp_im")
+        m.d.sync += [sp_re.eq(requantize_parallel(t_re, frac1, p.mid_fmt)),
+                     sp_im.eq(requantize_parallel(t_im, frac1, p.mid_fmt))]
         sb_re = [[Signal(signed(MW), name=f"sb{b}_re{j}") for j in range(K)] for b in range(S_BANKS)]
         sb_im = [[Signal(signed(MW), name=f"sb{b}_im{j}") for j in range(K)] for b in range(S_BANKS)]
         sb_beam = [[Signal(BB, name=f"sb{b}_beam{j}") for j in range(K)] for b in range(S_BANKS)]
@@ -326,11 +328,15 @@ class Precoder(wiring.Component):
             with m.If(done_bank & (rb == b)):
                 m.d.sync += [sready[b].eq(0), sclaim[b].eq(0)]
 
-        # S1: twiddle indices ((a L + l) * (b XOR M/2)) mod M, and s'_k
-        bx = Signal(BB)
-        m.d.comb += bx.eq(_pick([_pick(row, uk) for row in sb_beam], rb) ^ (M // 2))
+        # S0: user uk's beam (XOR M/2) and s'_k picked from buffer rb into registers (a 4 K : 1
+        # multiplexer: in front of the twiddle index it made an 81 MHz cycle on an LFE5U-85F)
+        s_valid, s_first, s_last = Signal(name="bm_s_valid"), Signal(name="bm_s_first"), Signal(name="bm_s_last")
+        bx = Signal(BB, name="bm_bx")
+        s_ag = Signal(range(G), name="bm_ag")
+        s_sr, s_si = Signal(signed(MW), name="bm_sr"), Signal(signed(MW), name="bm_si")
+        # S1: twiddle indices ((a L + l) * (b XOR M/2)) mod M
         base = Signal(BB)
-        m.d.comb += base.eq(_var_mul_mod(ag, bx, int(L).bit_length() - 1, BB) if G > 1 else 0)
+        m.d.comb += base.eq(_var_mul_mod(s_ag, bx, int(L).bit_length() - 1, BB) if G > 1 else 0)
         t_valid, t_first, t_last = Signal(), Signal(), Signal()
         t_sr, t_si = Signal(signed(MW)), Signal(signed(MW))
         t_idx = [Signal(BB, name=f"tidx{l}") for l in range(L)]
@@ -353,9 +359,11 @@ class Precoder(wiring.Component):
         w_last = Signal()                   # the accumulators hold finished sums
         frac2 = p.tw_fmt.frac_bits + p.mid_fmt.frac_bits
         with m.If(adv):
-            m.d.sync += [t_valid.eq(issue), t_first.eq(uk == 0), t_last.eq(uk == K - 1),
-                         t_sr.eq(_pick([_pick(r, uk) for r in sb_re], rb)),
-                         t_si.eq(_pick([_pick(r, uk) for r in sb_im], rb))]
+            m.d.sync += [s_valid.eq(issue), s_first.eq(uk == 0), s_last.eq(uk == K - 1), s_ag.eq(ag),
+                         bx.eq(_pick([_pick(row, uk) for row in sb_beam], rb) ^ (M // 2)),
+                         s_sr.eq(_pick([_pick(r, uk) for r in sb_re], rb)),
+                         s_si.eq(_pick([_pick(r, uk) for r in sb_im], rb))]
+            m.d.sync += [t_valid.eq(s_valid), t_first.eq(s_first), t_last.eq(s_last), t_sr.eq(s_sr), t_si.eq(s_si)]
             m.d.sync += [t_idx[l].eq((base + _mul_mod(bx, l, BB))[:BB]) for l in range(L)]
             m.d.sync += [u_valid.eq(t_valid), u_first.eq(t_first), u_last.eq(t_last), u_sr.eq(t_sr), u_si.eq(t_si)]
             m.d.sync += [u_cr[l].eq(_pick(rom_re, t_idx[l])) for l in range(L)]
@@ -373,14 +381,14 @@ class Precoder(wiring.Component):
                 with m.If(v_valid):
                     m.d.sync += [acc_re[l].eq(nre), acc_im[l].eq(nim)]
                 with m.If(w_last):
-                    m.d.sync += [self.x.payload[l].re.eq(requantize(acc_re[l], frac2, p.out_fmt)),
-                                 self.x.payload[l].im.eq(requantize(acc_im[l], frac2, p.out_fmt))]
+                    m.d.sync += [self.x.payload[l].re.eq(requantize_parallel(acc_re[l], frac2, p.out_fmt)),
+                                 self.x.payload[l].im.eq(requantize_parallel(acc_im[l], frac2, p.out_fmt))]
 
         # ------------------------------------------------------------------ counters
         pd_busy = Signal()
         m.d.comb += pd_busy.eq(a_valid | Cat(*pd_valids).any())
         work = Signal()
-        m.d.comb += work.eq(busy | pd_busy | t_valid | u_valid | v_valid | w_last | self.x.valid
+        m.d.comb += work.eq(busy | pd_busy | s_valid | t_valid | u_valid | v_valid | w_last | self.x.valid
                             | _pick(sready, rb) | (self.s.valid & can_take & ~coef_ok))
         count_saturating(m, ((self.cycles, work), (self.sym_beats, s_fire), (self.coef_beats, c_fire),
                           (self.out_beats, self.x.valid & self.x.ready), (self.issues, issue),

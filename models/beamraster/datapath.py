@@ -55,9 +55,10 @@ __all__ = ["PrecoderParams", "twiddles", "beam_coefficients", "precode_fixed", "
 #: ``s'`` buffers between the two stages: the pre-distortion stage runs up to three symbols ahead
 #: of the beam stage, which covers its pipeline latency while ``3 K M / L >= K + pd_latency``.
 S_BANKS = 4
-#: Cycles from a beam-stage issue to the output register: twiddle index, twiddle, the four real
-#: products of each lane, accumulate, requantise.
-BM_LATENCY = 5
+#: Cycles from a beam-stage issue to the output register: the user's beam and ``s'`` (picked
+#: from their buffer), twiddle index, twiddle, the four real products of each lane, accumulate,
+#: requantise.
+BM_LATENCY = 6
 
 
 def pd_tree_stages(K: int) -> int:
@@ -70,8 +71,9 @@ def pd_tree_stages(K: int) -> int:
 def pd_latency(K: int) -> int:
     """Cycles from a row's issue (its memory read) to the first beam-stage issue that can use
     its ``s'``, for the last row of a symbol: the memory read, a register on the read data, the
-    products, the adder-tree stages, requantise and write."""
-    return 4 + pd_tree_stages(K)
+    products, the adder-tree stages, the requantised sum (a register: 76 MHz on an LFE5U-85F
+    without it) and the write."""
+    return 5 + pd_tree_stages(K)
 
 
 def _pos_int(name: str, v) -> None:
