@@ -211,7 +211,7 @@ def formal_checks(full: bool = False) -> list[dict]:
              doc="AXI4-Lite: hold, one response per request, SLVERR exactly off the map: k-induction"),
         dict(name="all-bmc", build=lambda: LSTMAxiTopFormal(prm), mode="bmc", depth=26,
              doc="every group, m_axis_h hold included: BMC from reset"),
-        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=22,
+        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=23,
              doc="reachable: SLVERR write, SLVERR read, OKAY write while a read waits, a hidden beat waiting"),
     ]
     if full:

@@ -7,15 +7,16 @@ fixed-point rules are in :mod:`models.bbs.lstm`; this block meets them bit for b
 Blocks
 ------
 - **Weight memory + replay.** ``rows/P * k`` CSB words of ``P * B`` lanes, loaded once over the
-  ``wload`` stream, then read in a loop (one word per cycle, a prefetched word waits in the
-  read register) into the SpMxV weight port: every time step replays the whole matrix.
+  ``wload`` stream, then read in a loop (one word per cycle through the block RAM's read and a
+  register on its output, where prefetched words wait) into the SpMxV weight port: every time
+  step replays the whole matrix.
 - **SpMxV** (:class:`hdl.bbs.spmxv.SpMxV`, unchanged): ``P`` PEs x ``B`` banks, double-buffered
   vector memory; latency ``params.bbs.latency``.
 - **Element-wise unit** (:class:`ElementWise`): per output beat of the SpMxV (the four gates of
   ``U = P/4`` units), adds the bias, evaluates PLAN sigmoid/tanh (shifts and adds only),
   updates the cell state (a ``4H/P``-deep memory of ``U`` cells) and produces ``U`` hidden values.
-  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 10
-  (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, cell update,
+  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 11
+  (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, their sum, cell update,
   ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, requantised ``h``): no stage holds more than two
   carry chains or one multiplier, where the 4-stage unit it replaces had bias add, saturation,
   PLAN, two multipliers, the cell requantisation and tanh in a row (29.5 MHz on an LFE5U-85F).
@@ -122,10 +123,10 @@ class ElementWise(wiring.Component):
     ``M + y`` and its requantisation, so the delta mode's clock is not the one measured for the
     plain layer).
 
-    Latency :data:`models.bbs.lstm.EW_LATENCY` (10) from a ``y`` beat to its ``o`` beat, one beat
+    Latency :data:`models.bbs.lstm.EW_LATENCY` (11) from a ``y`` beat to its ``o`` beat, one beat
     per cycle; ``o`` back-pressure stalls every stage. A row group's cell is read as its ``y`` beat
-    enters and written back from stage 6, so the same group of the next step of a sequence must
-    not enter within 6 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
+    enters and written back from stage 7, so the same group of the next step of a sequence must
+    not enter within 7 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
     cycles apart (a step needs all of ``h_{t-1}``).
     """
 
@@ -184,14 +185,15 @@ class ElementWise(wiring.Component):
         #   1 operands (y; bias and previous cell read from memory)
         #   2 gate sums z = sat(y + bias); previous cell (0 at a sequence's first step)
         #   3 |z| and its sign                   4 PLAN sigmoid/tanh from |z|: i, f, g, o
-        #   5 products f*c and i*g               6 c_t = requantise(f*c + i*g), written back
-        #   7 |c_t| and its sign                 8 PLAN tanh(c_t)
-        #   9 o * tanh(c_t)                      10 h = requantise(o * tanh(c_t)) (output register)
+        #   5 products f*c and i*g               6 the exact sum f*c + i*g
+        #   7 c_t = requantise(f*c + i*g), written back
+        #   8 |c_t| and its sign                 9 PLAN tanh(c_t)
+        #  10 o * tanh(c_t)                      11 h = requantise(o * tanh(c_t)) (output register)
         NST = EW_LATENCY - 1
         v = [Signal(name=f"v{i}") for i in range(1, NST + 1)]
         last = [Signal(name=f"last{i}") for i in range(1, NST + 1)]
         first1 = Signal(name="first1")
-        gidx = [Signal(range(G), name=f"g{i}") for i in range(1, 7)]      # row group, stages 1..6
+        gidx = [Signal(range(G), name=f"g{i}") for i in range(1, 8)]      # row group, stages 1..7
         yA = Signal(data.ArrayLayout(signed(gw if self.delta_y_width is None else self.delta_y_width), P))
         z2 = [Signal(signed(gw), name=f"z{r}") for r in range(P)]
         zneg3 = [Signal(name=f"zneg{r}") for r in range(P)]
@@ -200,16 +202,16 @@ class ElementWise(wiring.Component):
         F = A + max(cf, A)
         fc5 = [Signal(signed(aw + cw), name=f"fc{u}") for u in range(U)]
         ig5 = [Signal(signed(2 * aw), name=f"ig{u}") for u in range(U)]
-        c6 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
-        cneg7 = [Signal(name=f"cneg{u}") for u in range(U)]
-        cabs7 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
-        tc8 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
-        otc9 = [Signal(signed(2 * aw), name=f"otc{u}") for u in range(U)]
-        # the previous cell (stages 2..4) and o (stages 5..8) travel beside the pipeline
+        c7 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
+        cneg8 = [Signal(name=f"cneg{u}") for u in range(U)]
+        cabs8 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
+        tc9 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
+        otc10 = [Signal(signed(2 * aw), name=f"otc{u}") for u in range(U)]
+        # the previous cell (stages 2..4) and o (stages 5..9) travel beside the pipeline
         cprev = {i: [Signal(signed(cw), name=f"cprev{i}_{u}") for u in range(U)] for i in range(2, 5)}
-        o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 9)}
+        o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 10)}
 
-        m.d.comb += [cwp.addr.eq(gidx[5]), cwp.data.eq(Cat(*c6)), cwp.en.eq(adv & v[5])]
+        m.d.comb += [cwp.addr.eq(gidx[6]), cwp.data.eq(Cat(*c7)), cwp.en.eq(adv & v[6])]
 
         if self.delta_y_width is None:
             def gate_sum(r, bias_r):
@@ -257,17 +259,20 @@ class ElementWise(wiring.Component):
                 m.d.sync += [cprev[3][u].eq(cprev[2][u]), cprev[4][u].eq(cprev[3][u])]
                 # 5: the two products, alone between registers
                 m.d.sync += [fc5[u].eq(f_ * cprev[4][u]), ig5[u].eq(i_ * g_), o_d[5][u].eq(o_)]
-                # 6: the new cell state (one adder, then requantised beside its saturation tests)
-                acc = (fc5[u] << (F - A - cf)) + (ig5[u] << (F - 2 * A))
-                m.d.sync += [c6[u].eq(requantize_parallel(acc, F, p.cell_fmt)), o_d[6][u].eq(o_d[5][u])]
-                # 7: |c_t|; 8: tanh(c_t)
-                m.d.sync += [cneg7[u].eq(c6[u] < 0), cabs7[u].eq(Mux(c6[u] < 0, -c6[u], c6[u])),
-                             o_d[7][u].eq(o_d[6][u])]
-                m.d.sync += [tc8[u].eq(plan_from_abs(cneg7[u], cabs7[u], cf - 1, A + 1, minus=1 << A)),
+                # 6: the exact sum (one adder); 7: the new cell state, requantised beside its
+                # saturation tests (both in one cycle: 83.9 MHz on an LFE5U-85F)
+                fcig = (fc5[u] << (F - A - cf)) + (ig5[u] << (F - 2 * A))
+                sum6 = Signal(fcig.shape(), name=f"fcig{u}")
+                m.d.sync += [sum6.eq(fcig), o_d[6][u].eq(o_d[5][u])]
+                m.d.sync += [c7[u].eq(requantize_parallel(sum6, F, p.cell_fmt)), o_d[7][u].eq(o_d[6][u])]
+                # 8: |c_t|; 9: tanh(c_t)
+                m.d.sync += [cneg8[u].eq(c7[u] < 0), cabs8[u].eq(Mux(c7[u] < 0, -c7[u], c7[u])),
                              o_d[8][u].eq(o_d[7][u])]
-                # 9: o * tanh(c_t); 10: h requantised into the output register
-                m.d.sync += otc9[u].eq(o_d[8][u] * tc8[u])
-                m.d.sync += self.o.payload.h[u].eq(requantize_parallel(otc9[u], 2 * A, p.vec_fmt))
+                m.d.sync += [tc9[u].eq(plan_from_abs(cneg8[u], cabs8[u], cf - 1, A + 1, minus=1 << A)),
+                             o_d[9][u].eq(o_d[8][u])]
+                # 10: o * tanh(c_t); 11: h requantised into the output register
+                m.d.sync += otc10[u].eq(o_d[9][u] * tc9[u])
+                m.d.sync += self.o.payload.h[u].eq(requantize_parallel(otc10[u], 2 * A, p.vec_fmt))
         return m
 
 
@@ -469,13 +474,17 @@ class LSTMLayer(wiring.Component):
                 m.d.sync += [wl_cnt.eq(0), w_loaded.eq(1)]
         m.d.comb += self.loaded.eq(w_loaded & ew.bias_loaded)
 
+        # two stages that advance together: the block RAM's read (rvalid: its output holds a word)
+        # and a register on its output (wq), so that no logic follows the RAM's clock-to-output
+        # (5.6 ns on an ECP5; the SpMxV uses the word's indices as vector-memory addresses)
         ra = Signal(range(WB))
         rvalid = Signal()
-        ren = ~rvalid | mx.w.ready
-        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), mx.w.valid.eq(rvalid),
-                     mx.w.payload.as_value().eq(wrp.data)]
+        wq_valid = Signal(name="wq_valid")
+        wq = Signal(wwidth, name="wq")
+        ren = ~wq_valid | mx.w.ready
+        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), mx.w.valid.eq(wq_valid), mx.w.payload.as_value().eq(wq)]
         with m.If(ren):
-            m.d.sync += rvalid.eq(self.loaded)
+            m.d.sync += [rvalid.eq(self.loaded), wq_valid.eq(rvalid), wq.eq(wrp.data)]
             with m.If(self.loaded):
                 m.d.sync += ra.eq(Mux(ra == WB - 1, 0, ra + 1))
 

@@ -48,7 +48,7 @@ Assertions, by group (``"group: what failed"``; ``PIPELINE_LATENCY`` is the SpMx
                    or the previous step's vector is still being built; a vector completes only
                    for an accepted ``x`` beat; a weight beat only with a complete vector.
     ``replay``     weight beats reach the SpMxV only once the matrix is loaded, and then every
-                   cycle (the replay register never starves the SpMxV).
+                   cycle (the replay read and register never starve the SpMxV).
     ``recurrence`` ``h_{t-1}`` feeds step ``t``: an ``h`` beat is fed back iff its step is not the
                    last of its sequence, the feedback FIFO never overflows, a hidden beat never
                    uses values that have not left as ``h`` beats, at most one hidden vector is
@@ -75,14 +75,15 @@ Proof status
     ``lockstep``, ``ready``, ``replay``, ``recurrence``, ``counters`` with ``internal``, at
     induction depth 3, on the smallest layer in the fast set and on five more shapes in the full
     set (``U < B`` and ``U > B`` width converters, ``k = 2``, four row groups, ``P = 8``).
-    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 34 cycles
-    on the smallest layer; the full set checks it to depth 42, past the worst case) and ``data``
+    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 36 cycles
+    on the smallest layer; the full set checks it to depth 44, past the worst case) and ``data``
     (it depends on the contents of the weight memory and the FIFO, which the invariants do not
-    describe; depth 20 in the fast set: one step through and its ``h`` fed into the next vector;
-    through the ``U > B`` converter (``P = 8``) to depth 22 in the full set; the solver time
+    describe; depth 22 in the fast set: one step through and its ``h`` fed into the next vector;
+    through the ``U > B`` converter (``P = 8``) to depth 24 in the full set; the solver time
     grows steeply beyond). Delta mode (``delta_budget``, full set): BMC of every group but
-    ``internal``/``data``/``drain`` to depth 24 (first step's ``h`` out; deeper takes minutes
-    per step). The depths are those of the 4-stage element-wise unit plus its 6 added stages.
+    ``internal``/``data``/``drain`` to depth 26 (first step's ``h`` out; deeper takes minutes
+    per step). The depths are those of the 4-stage element-wise unit plus its 7 added stages and
+    the register on the weight memory's output.
 
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
 back-pressure; a step inside a sequence (fed by ``h_{t-1}``) completes its pass.
@@ -139,8 +140,8 @@ def drain_cycles(p: LSTMParams) -> int:
     other sequences overlap with these two): two steady steps of
     :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
     4-stage element-wise unit, BMC to depth 30 on the smallest layer found drains of 21 cycles
-    (a 20-cycle window failed) and none longer, against a bound of 22; the 10-stage unit adds 6
-    cycles to each of the two gaps (bound 34)."""
+    (a 20-cycle window failed) and none longer, against a bound of 22; the 11-stage unit adds 7
+    cycles to each of the two gaps (bound 36)."""
     return 2 * LSTMCycleModel(p).steady_step()
 
 
@@ -173,7 +174,7 @@ def _ew_stages(ew_frag) -> tuple[list, list]:
 def lstm_internals(frag, dut) -> dict:
     """White-box registers of an elaborated :class:`LSTMLayer` (for the ``internal`` group).
 
-    Returns a dict with the layer's own registers (``w_loaded``, ``wl_cnt``, ``ra``, ``rvalid``,
+    Returns a dict with the layer's own registers (``w_loaded``, ``wl_cnt``, ``ra``, ``rvalid``, ``wq_valid``,
     ``in_h``, ``xb``, ``hb``, ``bs``, ``hcnt``, ``pending`` and the width converter's ``sub``
     (``U >= B``) or ``cnt`` (``U < B``)), the element-wise unit's (``bias_loaded``, ``bl_cnt``,
     ``gcnt``, ``scnt``, ``ew_stages`` / ``ew_lasts`` = the stage-valid bits and 'last step' flags
@@ -183,8 +184,8 @@ def lstm_internals(frag, dut) -> dict:
     """
     p = dut.params
     conv = "sub" if p.units >= p.banks else "cnt"
-    out = internals(frag, ("w_loaded", "wl_cnt", "ra", "rvalid", "in_h", "xb", "hb", "bs", "hcnt", "pending", conv),
-                    "LSTMLayer", _WHERE)
+    out = internals(frag, ("w_loaded", "wl_cnt", "ra", "rvalid", "wq_valid", "in_h", "xb", "hb", "bs", "hcnt",
+                           "pending", conv), "LSTMLayer", _WHERE)
     mx_frag, mx = _sub(frag, "spmxv")
     ew_frag, ew = _sub(frag, "ew")
     fifo_frag, fifo = _sub(frag, "fb")
@@ -404,7 +405,8 @@ class LSTMFormal(wiring.Component):
             chk((owed_h == 0) & ~h.valid,
                 "conserve: a result is still in the element-wise unit EW_LATENCY cycles after the last one")
         past_loaded = past(m, self.loaded, "past_loaded")
-        chk(~(past_loaded & h.ready & (cvecs != 0)) | mw_fire,
+        past2_loaded = past(m, past_loaded, "past2_loaded")   # the replay's read and register hold words
+        chk(~(past2_loaded & h.ready & (cvecs != 0)) | mw_fire,
             "conserve: a complete vector waits although the weights are loaded and h flows")
         chk(~(~hidden & x.valid & (cvecs < 2)) | mx_fire,
             "conserve: an offered x beat waits although a vector buffer is free")
@@ -455,7 +457,7 @@ class LSTMFormal(wiring.Component):
 
         # --- replay: the stored matrix is replayed, one word per cycle --------------------------------
         chk(~mw_fire | loaded_all, "replay: a weight beat into the SpMxV before the matrix was loaded")
-        chk(~past_loaded | mx.w.valid, "replay: the SpMxV weight port starved after loading")
+        chk(~past2_loaded | mx.w.valid, "replay: the SpMxV weight port starved after loading")
 
         # --- recurrence: h_{t-1} feeds step t of a sequence, nothing lost -------------------------------
         pdiff = level(pass_done, hstep_done, NS, "pdiff")   # passes done whose h beats have not all left
@@ -523,7 +525,7 @@ class LSTMFormal(wiring.Component):
         pend_vec, cvecs, vecs, steps_in, pdiff = v["pend_vec"], v["cvecs"], v["vecs"], v["steps_in"], v["pdiff"]
         wpos, gpos, vpos, ypos, hpos = v["wpos"], v["gpos"], v["vpos"], v["ypos"], v["hpos"]
         vseq, spos, yseq, hseq, fbv = v["vseq"], v["spos"], v["yseq"], v["hseq"], v["fbv"]
-        past_loaded, loaded_all, h = v["past_loaded"], v["loaded_all"], v["h"]
+        past_loaded, past2_loaded, loaded_all, h = v["past_loaded"], v["past2_loaded"], v["loaded_all"], v["h"]
         mx = v["mx"]
 
         chains = []     # (s, [s, fwd(s), fwd(fwd(s)), ...]) built so far, shared by every fwdn on s
@@ -561,12 +563,14 @@ class LSTMFormal(wiring.Component):
         # loading and replay
         chk(v["wl_n"] == Mux(iv["w_loaded"], WB, iv["wl_cnt"]), "internal: weight beats taken != wl_cnt")
         chk(v["bl_n"] == Mux(iv["bias_loaded"], G, iv["bl_cnt"]), "internal: bias beats taken != bl_cnt")
-        chk(iv["rvalid"] == past_loaded, "internal: replay register valid != loaded a cycle ago")
+        chk(iv["rvalid"] == past_loaded, "internal: replay read valid != loaded a cycle ago")
+        chk(iv["wq_valid"] == past2_loaded, "internal: replay register valid != loaded two cycles ago")
         chk(~past_loaded | self.loaded, "internal: loaded fell")
         chk(loaded_all | ((owed_y == 0) & (owed_h == 0) & (gpos == 0) & (wpos == 0) & (hpos == 0) & (ypos == 0)),
             "internal: work past the vector buffers before the weights and biases were loaded")
-        rpos = gpos * K + wpos + iv["rvalid"]
-        chk(iv["ra"] == Mux(rpos >= WB, rpos - WB, rpos), "internal: replay address != next word")
+        rpos = gpos * K + wpos + iv["rvalid"] + iv["wq_valid"]
+        rpos1 = Mux(rpos >= WB, rpos - WB, rpos)      # rpos < WB + 2 (a matrix of 1 word wraps twice)
+        chk(iv["ra"] == Mux(rpos1 >= WB, rpos1 - WB, rpos1), "internal: replay address != next word")
         # SpMxV
         chk(wpos == mi["j"], "internal: harness group position != SpMxV j")
         chk(gpos == mi["g"], "internal: harness row group != SpMxV g")
@@ -749,12 +753,12 @@ class WrapLSTM(LSTMLayer):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "drop-valid": (DropValidLSTM, "bmc", 19, ("handshake",), "handshake: h.valid fell"),
-    "payload-slip": (PayloadSlipLSTM, "bmc", 19, ("handshake",), "handshake: h.payload changed"),
+    "drop-valid": (DropValidLSTM, "bmc", 20, ("handshake",), "handshake: h.valid fell"),
+    "payload-slip": (PayloadSlipLSTM, "bmc", 20, ("handshake",), "handshake: h.payload changed"),
     "phantom": (PhantomLSTM, "bmc", 4, ("no_phantom",), "no_phantom: an h beat without"),
     "reload": (ReloadLSTM, "bmc", 4, ("ready",), "ready: wload.ready"),
     "skew": (SkewLSTM, "bmc", 10, ("lockstep",), "lockstep: the SpMxV result beat"),
-    "lost-feedback": (LostFeedbackLSTM, "bmc", 21, ("conserve",), "conserve: a hidden beat waits"),
+    "lost-feedback": (LostFeedbackLSTM, "bmc", 22, ("conserve",), "conserve: a hidden beat waits"),
     "wrap": (WrapLSTM, "prove", 2, _PROVE, "counters: steps"),
 }
 
@@ -778,7 +782,7 @@ def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
     Fast set: on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
-    BMC of every group to depth 16, a BMC of ``data`` to depth 20 (one step through, its ``h``
+    BMC of every group to depth 16, a BMC of ``data`` to depth 22 (one step through, its ``h``
     fed back into the next vector), a k-induction proof of every group but ``drain`` and
     ``data``, a cover run and the broken variants. ``full`` adds the proofs on five more shapes,
     the ``drain`` group by BMC past two recurrent steps, ``data`` through the ``U > B``
@@ -788,11 +792,11 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="h1b1k1-bmc", build=lambda: LSTMFormal(prm), mode="bmc", depth=16,
              doc="every property, H=1 B=1 k=1: BMC (weights, vectors, results)"),
-        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=20,
+        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=22,
              doc="data, H=1 B=1 k=1: BMC (one step through, its h fed back)"),
         dict(name="h1b1k1-prove", build=lambda: LSTMFormal(prm, props=_PROVE), mode="prove", depth=3,
              doc="every group but drain/data, H=1 B=1 k=1: k-induction (unbounded)"),
-        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=20,
+        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=22,
              doc="reachable: an h beat, a full step, h back-pressure, a step fed by h_{t-1}"),
     ]
     if full:
@@ -805,10 +809,10 @@ def formal_checks(full: bool = False) -> list[dict]:
                  depth=drain_cycles(prm) + 8,
                  doc=f"drain (nothing owed {drain_cycles(prm)} quiet cycles on), H=1 B=1 k=1: BMC"),
             dict(name="i1h2b1k1p8-data-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 1, 1, 8), props=("data",)),
-                 mode="bmc", depth=22, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
+                 mode="bmc", depth=24, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
             dict(name="h2b2k2-delta-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 2, 2), delta_budget=2,
                                                                     props=_DELTA),
-                 mode="bmc", depth=24, doc="delta mode J=2: every group but internal/data/drain, BMC"),
+                 mode="bmc", depth=26, doc="delta mode J=2: every group but internal/data/drain, BMC"),
         ]
     # (h1b1k1-bmc, h1b1k1-prove and mutant-wrap took 3-4 minutes each while fwdn's expression
     # tree was exponential; with its wires: 37, 21 and 11 s CPU, so they stay in make test)
