@@ -27,6 +27,7 @@ from pathlib import Path
 
 from cosim.designs import resolve
 from cosim.flow.build import Board, _area, _jsonable, _tool, _version, critical_path, family_of, netlist_cells
+from hdl.common.dsp import dsp_target
 from models.errors import CheckFailed, UsageError
 
 __all__ = ["build_board", "board_top_ref"]
@@ -87,9 +88,10 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
         f"{fam.packer.removeprefix('yowasp-')} ...")
     t0 = time.monotonic()
     try:
-        platform.build(top, name=name, build_dir=str(out_dir), do_program=False,
-                       synth_opts=_SYNTH_OPTS[fam.name],
-                       nextpnr_opts=f"--timing-allow-fail --report report.json --seed {seed}")
+        with dsp_target(fam.name):   # registered products in the DSP's output register (hdl.common.dsp)
+            platform.build(top, name=name, build_dir=str(out_dir), do_program=False,
+                           synth_opts=_SYNTH_OPTS[fam.name],
+                           nextpnr_opts=f"--timing-allow-fail --report report.json --seed {seed}")
     except Exception as e:  # the build script failed: show the tool's own last error line
         tail = ""
         for logname in (f"{name}.tim", f"{name}.rpt"):

@@ -377,9 +377,11 @@ def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], 
               log=print, max_minutes: float = 30.0) -> dict:
     """Out-of-context build of one design on ``board``'s part over ``seeds``; the summary dict."""
     from cosim.flow.runner import to_verilog
+    from hdl.common.dsp import dsp_target
 
     fam = family_of(board)
-    verilog, top = to_verilog(design.build(params), design.top), design.top
+    with dsp_target(fam.name):   # registered products in the DSP's output register (hdl.common.dsp)
+        verilog, top = to_verilog(design.build(params), design.top), design.top
     harness_bits = 0
     if not fam.native_ooc:
         verilog, top, harness_bits = ooc_harness(verilog, top)

@@ -320,7 +320,10 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
     t0 = time.monotonic()
     sim = ensure_simulator(sim)
     waves = bool(int(os.environ.get("WAVES", "0") or 0)) if waves is None else waves
+    from hdl.common.dsp import sim_models
+
     verilog_text = to_verilog(design, toplevel)
+    verilog_text += sim_models(verilog_text)   # behavioural models of FPGA primitives it instantiates
     bdir, rebuilt = _build(verilog_text, toplevel, sim, waves)
 
     if test_dir is None:

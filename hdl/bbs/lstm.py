@@ -57,6 +57,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
 from hdl.common.arith import count_saturating, requantize_parallel
+from hdl.common.dsp import registered_mul
 from hdl.common.fixed import requantize
 from models.bbs.lstm import EW_LATENCY, LSTMParams
 from models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
@@ -200,16 +201,18 @@ class ElementWise(wiring.Component):
         zabs3 = [Signal(gw, name=f"zabs{r}") for r in range(P)]
         act = [[Signal(signed(aw), name=f"act{u}_{q}") for q in range(4)] for u in range(U)]
         F = A + max(cf, A)
-        fc5 = [Signal(signed(aw + cw), name=f"fc{u}") for u in range(U)]
-        ig5 = [Signal(signed(2 * aw), name=f"ig{u}") for u in range(U)]
         c7 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
         cneg8 = [Signal(name=f"cneg{u}") for u in range(U)]
         cabs8 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
         tc9 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
-        otc10 = [Signal(signed(2 * aw), name=f"otc{u}") for u in range(U)]
         # the previous cell (stages 2..4) and o (stages 5..9) travel beside the pipeline
         cprev = {i: [Signal(signed(cw), name=f"cprev{i}_{u}") for u in range(U)] for i in range(2, 5)}
         o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 10)}
+        # 5: the two products f*c and i*g; 10: o * tanh(c_t) (registered products, in the DSP block's
+        # output register on an ECP5 build: hdl.common.dsp)
+        fc5 = [registered_mul(m, act[u][1], cprev[4][u], en=adv, name=f"fc{u}") for u in range(U)]
+        ig5 = [registered_mul(m, act[u][0], act[u][2], en=adv, name=f"ig{u}") for u in range(U)]
+        otc10 = [registered_mul(m, o_d[9][u], tc9[u], en=adv, name=f"otc{u}") for u in range(U)]
 
         m.d.comb += [cwp.addr.eq(gidx[6]), cwp.data.eq(Cat(*c7)), cwp.en.eq(adv & v[6])]
 
@@ -254,11 +257,11 @@ class ElementWise(wiring.Component):
                     a_ = plan_from_abs(zneg3[r], zabs3[r], gf, A)
                 m.d.sync += act[r // 4][q].eq(a_)
             for u in range(U):
-                i_, f_, g_, o_ = act[u]
+                o_ = act[u][3]
                 m.d.sync += cprev[2][u].eq(Mux(first1, 0, cold.word_select(u, cw).as_signed()))
                 m.d.sync += [cprev[3][u].eq(cprev[2][u]), cprev[4][u].eq(cprev[3][u])]
-                # 5: the two products, alone between registers
-                m.d.sync += [fc5[u].eq(f_ * cprev[4][u]), ig5[u].eq(i_ * g_), o_d[5][u].eq(o_)]
+                # 5: the two products (above), alone between registers
+                m.d.sync += o_d[5][u].eq(o_)
                 # 6: the exact sum (one adder); 7: the new cell state, requantised beside its
                 # saturation tests (both in one cycle: 83.9 MHz on an LFE5U-85F)
                 fcig = (fc5[u] << (F - A - cf)) + (ig5[u] << (F - 2 * A))
@@ -270,8 +273,7 @@ class ElementWise(wiring.Component):
                              o_d[8][u].eq(o_d[7][u])]
                 m.d.sync += [tc9[u].eq(plan_from_abs(cneg8[u], cabs8[u], cf - 1, A + 1, minus=1 << A)),
                              o_d[9][u].eq(o_d[8][u])]
-                # 10: o * tanh(c_t); 11: h requantised into the output register
-                m.d.sync += otc10[u].eq(o_d[9][u] * tc9[u])
+                # 10: o * tanh(c_t) (above); 11: h requantised into the output register
                 m.d.sync += self.o.payload.h[u].eq(requantize_parallel(otc10[u], 2 * A, p.vec_fmt))
         return m
 

@@ -41,9 +41,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating
+from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.fixed import requantize
+from hdl.common.dsp import registered_mul
 from models.bbs.spmxv import BBSParams
 
 __all__ = ["SpMxV", "weight_layout"]
@@ -164,13 +164,10 @@ class SpMxV(wiring.Component):
         s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
         s1_w = [Signal(signed(p.weight_fmt.width), name=f"s1_w{i}") for i in range(P * B)]
         # stage 2: products
-        # stage 1b (mul_stage only): both multiplier operands registered (the DSP's input registers)
+        # stage 1b (mul_stage only): the products, registered a first time
         sb_valid, sb_first, sb_last = Signal(), Signal(), Signal()
-        sb_w = [Signal(signed(p.weight_fmt.width), name=f"sb_w{i}") for i in range(P * B)]
-        sb_x = [Signal(signed(p.vec_fmt.width), name=f"sb_x{i}") for i in range(P * B)]
         s2_valid, s2_first, s2_last = Signal(), Signal(), Signal()
         pw = p.weight_fmt.width + p.vec_fmt.width
-        s2_prod = [Signal(signed(pw), name=f"s2_prod{i}") for i in range(P * B)]
         # stage 3: per-PE sums
         s3_valid, s3_first, s3_last = Signal(), Signal(), Signal()
         sum_w = pw + max(0, (B - 1).bit_length())
@@ -178,6 +175,14 @@ class SpMxV(wiring.Component):
         acc = [Signal(signed(p.acc_width), name=f"acc{pe}") for pe in range(P)]
         # stage 4 (out_stage only): the accumulated sum waits a cycle in acc, then is requantised
         s4_valid, s4_last = Signal(), Signal()
+
+        # stage 2's products. mul_stage: registered twice, first in the DSP block's output register
+        # on an ECP5 build (hdl.common.dsp), then in the fabric beside the adder tree; otherwise once,
+        # in the fabric (the DSP's register alone leaves its route to the tree in the tree's cycle)
+        s2_prod = [Signal(signed(pw), name=f"s2_prod{i}") for i in range(P * B)]
+        if p.mul_stage:
+            sb_prod = [registered_mul(m, s1_w[i], rports[i].data, en=adv, name=f"sb_prod{i}") for i in range(P * B)]
+            assert all(len(x) == pw for x in sb_prod)
 
         with m.If(adv):
             m.d.sync += [
@@ -188,9 +193,7 @@ class SpMxV(wiring.Component):
             if p.mul_stage:
                 m.d.sync += [sb_valid.eq(s1_valid), sb_first.eq(s1_first), sb_last.eq(s1_last),
                              s2_valid.eq(sb_valid), s2_first.eq(sb_first), s2_last.eq(sb_last)]
-                m.d.sync += [sb_w[i].eq(s1_w[i]) for i in range(P * B)]
-                m.d.sync += [sb_x[i].eq(rports[i].data) for i in range(P * B)]
-                m.d.sync += [s2_prod[i].eq(sb_w[i] * sb_x[i]) for i in range(P * B)]
+                m.d.sync += [s2_prod[i].eq(sb_prod[i]) for i in range(P * B)]
             else:
                 m.d.sync += [s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last)]
                 m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
@@ -206,12 +209,12 @@ class SpMxV(wiring.Component):
                     m.d.sync += acc[pe].eq(new)
                     if not p.out_stage:
                         with m.If(s3_last):
-                            m.d.sync += self.y.payload[pe].eq(requantize(new, p.acc_frac, p.out_fmt))
+                            m.d.sync += self.y.payload[pe].eq(requantize_parallel(new, p.acc_frac, p.out_fmt))
                 if p.out_stage:
                     # acc still holds the finished row here (a next group's first beat overwrites it
                     # in this same cycle, after this read)
                     with m.If(s4_valid & s4_last):
-                        m.d.sync += self.y.payload[pe].eq(requantize(acc[pe], p.acc_frac, p.out_fmt))
+                        m.d.sync += self.y.payload[pe].eq(requantize_parallel(acc[pe], p.acc_frac, p.out_fmt))
 
         # --- performance counters ----------------------------------------------------------
         busy = Signal()

@@ -13,11 +13,11 @@ Architecture
   ``2 * groups * K`` words of ``2 K PW`` bits; the beams in registers.
 - **Pre-distortion stage** (stream ``s``): a symbol beat (``K`` complex symbols) is held while
   the ``K`` rows of its group's ``P`` are read, one per cycle; the read row is registered, ``K``
-  complex multipliers (four registered real products each) and a pipelined adder tree (a
+  complex multipliers (four real products each, registered twice) and a pipelined adder tree (a
   register every two adder levels) give ``s'_k = sum_j P[k, j] s_j`` (requantised to
   ``mid_fmt``), written with the user's beam into one of ``S_BANKS = 4`` ``s'`` buffers
   (registers), so the stage runs ahead of the beam stage by up to three symbols and covers its
-  own latency (:func:`models.beamraster.datapath.pd_latency`: 7 cycles for ``3 <= K <= 8``).
+  own latency (:func:`models.beamraster.datapath.pd_latency`: 8 cycles for ``3 <= K <= 8``).
 - **Beam stage** (stream ``x``): for antenna group ``a`` (``L`` lanes) and user ``k`` per cycle,
   each lane computes its twiddle index ``((a L + l) (b_k XOR M/2)) mod M`` with shift-and-add
   (no multiplier), looks the twiddle up in an ``M``-entry table (the whole DFT beam bank),
@@ -31,7 +31,7 @@ cycle holds more than one multiplier or two carry chains (for 100 MHz on an ECP5
 
 Throughput and latency. The beam stage bounds throughput: one subcarrier-symbol per
 ``K * M / L`` cycles (the pre-distortion stage needs ``K``). Latency from a symbol's acceptance
-to its first output beat is ``K + pd_latency(K) + 6`` cycles (``K + 13`` for ``3 <= K <= 8``). See
+to its first output beat is ``K + pd_latency(K) + 6`` cycles (``K + 14`` for ``3 <= K <= 8``). See
 :class:`models.beamraster.datapath.CycleModel`.
 
 Boards. The default ``M = 64, K = 8, L = 64`` needs 288 multipliers; an ECP5-85F has 156
@@ -67,6 +67,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.arith import tree_sum as _tree_sum
+from hdl.common.dsp import registered_mul
 from models.beamraster.datapath import S_BANKS, PrecoderParams, pd_tree_stages, twiddles
 
 __all__ = ["Precoder", "complex_layout", "S_BANKS"]
@@ -275,19 +276,24 @@ class Precoder(wiring.Component):
         m.d.sync += [coef_q.eq(pr_port.data), q_sym.eq(a_sym)]
         # the 4 K real products, registered
         coef = data.ArrayLayout(complex_layout(PW), K)(coef_q)
-        pp = [[Signal(signed(PW + p.sym_fmt.width), name=f"pd_{n}{j}") for n in ("rr", "ii", "ri", "ir")]
-              for j in range(K)]
-        for j in range(K):
-            m.d.sync += [pp[j][0].eq(coef[j].re * q_sym[j].re), pp[j][1].eq(coef[j].im * q_sym[j].im),
-                         pp[j][2].eq(coef[j].re * q_sym[j].im), pp[j][3].eq(coef[j].im * q_sym[j].re)]
+        # registered twice: in the DSP block's output register on an ECP5 build (hdl.common.dsp),
+        # then in the fabric beside the adder tree (the route from the DSP rows in the tree's first
+        # cycle made a 97 MHz seed on an LFE5U-85F)
+        pp0 = [[registered_mul(m, x, y, en=1, name=f"pd_{n}{j}")
+                for n, x, y in (("rr", coef[j].re, q_sym[j].re), ("ii", coef[j].im, q_sym[j].im),
+                                ("ri", coef[j].re, q_sym[j].im), ("ir", coef[j].im, q_sym[j].re))]
+               for j in range(K)]
+        assert all(len(x) == PW + p.sym_fmt.width for row in pp0 for x in row)
+        pp = [[Signal.like(x, name=f"{x.name}_q") for x in row] for row in pp0]
+        m.d.sync += [q.eq(x) for row, row0 in zip(pp, pp0) for q, x in zip(row, row0)]
         # adder tree (first level: re*re - im*im, re*im + im*re), a register every two levels
         t_re, n_stages = _pipelined_sum(m, [pp[j][0] - pp[j][1] for j in range(K)], "pd_re")
         t_im, _ = _pipelined_sum(m, [pp[j][2] + pp[j][3] for j in range(K)], "pd_im")
         assert n_stages == pd_tree_stages(K)
-        # the row's meta follows: issue -> read -> registered read -> products -> tree stages ->
-        # requantised sum
+        # the row's meta follows: issue -> read -> registered read -> products (twice) -> tree
+        # stages -> requantised sum
         (f_valid, f_last, f_k, f_sb, f_beam), pd_valids = _delay(m, (a_valid, a_last, a_k, a_sb, a_beam),
-                                                                 3 + n_stages, "pd")
+                                                                 4 + n_stages, "pd")
         # requantise into a register (rounding adder and saturation compares side by side: one
         # carry chain; the S_BANKS * K buffers it fans out to are spread over the die), then write
         # s' with the user's beam
@@ -353,7 +359,11 @@ class Precoder(wiring.Component):
         # over the K users; the finished sums are requantised into the output register a cycle later
         vw = TW + MW
         v_valid, v_first, v_last = Signal(), Signal(), Signal()
-        v_pp = [[Signal(signed(vw), name=f"bm_{n}{l}") for n in ("rr", "ii", "ri", "ir")] for l in range(L)]
+        # (in the DSP block's output register on an ECP5 build: hdl.common.dsp)
+        v_pp = [[registered_mul(m, x, y, en=adv, name=f"bm_{n}{l}")
+                 for n, x, y in (("rr", u_cr[l], u_sr), ("ii", u_ci[l], u_si), ("ri", u_cr[l], u_si),
+                                 ("ir", u_ci[l], u_sr))] for l in range(L)]
+        assert all(len(x) == vw for row in v_pp for x in row)
         acc_re = [Signal(signed(p.bm_acc_width), name=f"acc_re{l}") for l in range(L)]
         acc_im = [Signal(signed(p.bm_acc_width), name=f"acc_im{l}") for l in range(L)]
         w_last = Signal()                   # the accumulators hold finished sums
@@ -369,9 +379,6 @@ class Precoder(wiring.Component):
             m.d.sync += [u_cr[l].eq(_pick(rom_re, t_idx[l])) for l in range(L)]
             m.d.sync += [u_ci[l].eq(_pick(rom_im, t_idx[l])) for l in range(L)]
             m.d.sync += [v_valid.eq(u_valid), v_first.eq(u_first), v_last.eq(u_last)]
-            for l in range(L):
-                m.d.sync += [v_pp[l][0].eq(u_cr[l] * u_sr), v_pp[l][1].eq(u_ci[l] * u_si),
-                             v_pp[l][2].eq(u_cr[l] * u_si), v_pp[l][3].eq(u_ci[l] * u_sr)]
             m.d.sync += [w_last.eq(v_valid & v_last), self.x.valid.eq(w_last)]
             for l in range(L):
                 nre = Signal(signed(p.bm_acc_width), name=f"nacc_re{l}")

@@ -218,7 +218,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "mid-frame-swap": (MidFrameSwapPrecoder, "bmc", 8, _BLACKBOX, "swap: a symbol issued with the other frame"),
     "early-release": (EarlyReleasePrecoder, "bmc", 8, _BLACKBOX, "swap: a coefficient beat written into the bank"),
     "extra-beat": (ExtraBeatPrecoder, "bmc", 4, _BLACKBOX, "count: an output beat without a symbol"),
-    "payload-slip": (SlipPrecoder, "bmc", 18, _BLACKBOX, "handshake: x.payload changed"),
+    "payload-slip": (SlipPrecoder, "bmc", 19, _BLACKBOX, "handshake: x.payload changed"),
 }
 
 

@@ -72,8 +72,10 @@ class BBSParams:
         limits the clock otherwise (nextpnr on an LFE5U-85F: 67 MHz without, see docs/boards).
         Results are identical.
     mul_stage : bool
-        Register both multiplier operands (the weight and the vector element read from the bank
-        memory) before the multiply, as the DSP's input registers: one more cycle of latency.
+        Register every product twice: in the DSP block's output register (on an ECP5 build, see
+        :mod:`hdl.common.dsp`) and again in the fabric beside the adder tree, so that neither the
+        multiplier nor the route from the DSP rows shares a cycle with the tree: one more cycle of
+        latency. Results are identical.
     """
 
     rows: int

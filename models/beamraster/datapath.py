@@ -71,9 +71,9 @@ def pd_tree_stages(K: int) -> int:
 def pd_latency(K: int) -> int:
     """Cycles from a row's issue (its memory read) to the first beam-stage issue that can use
     its ``s'``, for the last row of a symbol: the memory read, a register on the read data, the
-    products, the adder-tree stages, the requantised sum (a register: 76 MHz on an LFE5U-85F
-    without it) and the write."""
-    return 5 + pd_tree_stages(K)
+    products (registered twice: the DSP's output register, then the fabric), the adder-tree
+    stages, the requantised sum (a register: 76 MHz on an LFE5U-85F without it) and the write."""
+    return 6 + pd_tree_stages(K)
 
 
 def _pos_int(name: str, v) -> None:

@@ -112,3 +112,20 @@ def test_trained_bbs_lstm_end_to_end_on_digits(tmp_path):
     assert acc_rtl == acc_gold and acc_rtl >= 0.75, (acc_rtl, acc_gold)
     _report(tmp_path, "digits_e2e", {**p.to_dict(), **mt, "acc_rtl": acc_rtl, "acc_golden": acc_gold,
                                      "acc_dense_float_full_test": acc_dense, "n_images": n})
+
+
+def test_lstm_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
+    """The netlist ``hwcosim build`` makes for an ECP5 part (the SpMxV's and the element-wise unit's
+    products in MULT18X18D output registers, simulated with hdl.common.dsp's model) against the
+    golden model, with idle input and a stalled output."""
+    from cosim.flow.runner import to_verilog
+    from hdl.bbs import LSTMLayer
+    from hdl.common.dsp import dsp_target
+
+    P, B, k, H, I = CONFIGS[0]
+    p, wts, xs = _case(P, B, k, H, I, n=2, T=3, seed=11)
+    p = dataclasses.replace(p, mul_stage=True)        # the SpMxV's products in the DSP block's register
+    with dsp_target("ecp5"):
+        assert to_verilog(LSTMLayer(p), "bbs_lstm").count("MULT18X18D #(") == P * B + 3 * p.units
+        res = run_lstm(p, wts, xs, p_idle=0.3, p_stall=0.5, seed=3, test_dir=tmp_path)
+    assert res.metrics["mismatches"] == 0

@@ -1,5 +1,6 @@
 """RTL simulation of the BBS SpMxV engine vs the golden model, every output word compared."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -101,7 +102,7 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
 @pytest.mark.parametrize("stages", [("out_stage",), ("mul_stage",), ("out_stage", "mul_stage")])
 @pytest.mark.parametrize("p_idle,p_stall", [(0.0, 0.0), (0.3, 0.5)])
 def test_pipeline_stages_are_bit_exact_and_one_cycle_each(tmp_path, p_idle, p_stall, stages):
-    """out_stage registers the sum before requantising, mul_stage the multiplier's operands (for the
+    """out_stage registers the sum before requantising, mul_stage the products a second time (for the
     clock): the same words, one cycle of latency each."""
     import dataclasses
 
@@ -120,3 +121,19 @@ def test_pipeline_stages_are_bit_exact_and_one_cycle_each(tmp_path, p_idle, p_st
     assert res.metrics["mismatches"] == 0
     if p_idle == 0.0 and p_stall == 0.0:
         assert res.metrics["cycles"] == CycleModel(p).expected(3) == CycleModel(base).expected(3) + len(stages)
+
+
+def test_spmxv_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
+    """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
+    register, simulated with hdl.common.dsp's model of it) against the golden model, stalls on both
+    streams and the output."""
+    from cosim.flow.runner import to_verilog
+    from hdl.bbs import SpMxV
+    from hdl.common.dsp import dsp_target
+
+    p, m, xs = _case(16, 32, 4, 4, 0.5, n_vec=3, seed=7)
+    p = dataclasses.replace(p, mul_stage=True)        # the products in the DSP block's register
+    with dsp_target("ecp5"):
+        assert to_verilog(SpMxV(p), "bbs_spmxv").count("MULT18X18D #(") == p.pes * p.banks
+        res = run_spmxv(p, m.values, m.indices, xs, p_idle_w=0.3, p_idle_x=0.2, p_stall=0.5, test_dir=tmp_path)
+    assert res.metrics["mismatches"] == 0

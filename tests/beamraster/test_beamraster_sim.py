@@ -109,3 +109,21 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
     p = _params(8, 4, 8)
     with pytest.raises(SimFailure, match=r"1 of \d+ antenna samples differ"):
         run_scenario(p, n_frames=1, seed=2, test_dir=tmp_path)
+
+
+def test_precoder_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
+    """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
+    register, simulated with hdl.common.dsp's model) against the golden model, with idle input
+    and a stalled output."""
+    from cosim.flow.runner import to_verilog
+    from hdl.beamraster import Precoder
+    from hdl.common.dsp import dsp_target
+
+    M, K, L = CONFIGS[1]
+    p = _params(M, K, L)
+    sc = scenario(p, n_frames=2, seed=5)
+    with dsp_target("ecp5"):
+        assert to_verilog(Precoder(p), "beamraster_precoder").count("MULT18X18D #(") == 4 * (K + L)
+        res = run_precoder(p, sc["s_re"], sc["s_im"], sc["beams"], sc["P_re"], sc["P_im"], p_idle_s=0.3,
+                           p_idle_c=0.3, p_stall=0.5, coef_first=False, seed=9, test_dir=tmp_path)
+    assert res.metrics["mismatches"] == 0

@@ -18,8 +18,10 @@ DESIGNS = [
         name="bbs-spmxv", top="bbs_spmxv", build=_spmxv,
         default_params=lambda: BBSParams(rows=128, cols=128, banks=8, k=2, pes=8),
         # for the FPGA: the output register after the accumulator (one cycle of latency) takes the
-        # accumulate -> round -> saturate path from 67 to 98 MHz on the LFE5U-85F (nextpnr)
-        board_params=lambda: BBSParams(rows=128, cols=128, banks=8, k=2, pes=8, out_stage=True),
+        # accumulate -> round -> saturate path from 67 to 98 MHz on the LFE5U-85F (nextpnr); the
+        # products registered twice (mul_stage: the DSP's output register, then the fabric) take the
+        # FF -> DSP -> FF routing out of it (see docs/boards)
+        board_params=lambda: BBSParams(rows=128, cols=128, banks=8, k=2, pes=8, out_stage=True, mul_stage=True),
         # the iCE40UP5K (iCEBreaker): its 8 SB_MAC16 make P x B = 2 x 4 multipliers; same matrix,
         # the same 87.5 % sparsity (k = 4 of 32 per bank); mul_stage bought 0.8 MHz for 200 FFs there
         family_params=(("ice40", lambda: BBSParams(rows=128, cols=128, banks=4, k=4, pes=2, out_stage=True)),),

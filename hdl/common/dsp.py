@@ -1,0 +1,119 @@
+"""Registered multipliers that use the FPGA's DSP output register where the build targets one.
+
+``registered_mul(m, a, b, en=..., name=...)`` is ``out <= a * b`` whenever ``en`` is high (reset
+to 0 with the domain): the same value and the same cycle in every build. What differs is where
+the register lives:
+
+- by default (simulation, formal, Verilog for other tools) it is an ordinary Amaranth register
+  after a ``*``, which Yosys maps to a DSP multiplier and a register in the fabric;
+- inside ``with dsp_target("ecp5"):`` (``hwcosim build`` on an ECP5 part) the product is one
+  ``MULT18X18D`` with its output register enabled (``REG_OUTPUT_CLK = CLK0``, clock enable
+  ``CE0``, synchronous reset ``RST0``). Yosys 0.70's ``synth_ecp5`` never moves a register into
+  the DSP block, so a registered product otherwise costs two trips through the routing between
+  the fabric and the DSP rows (3 ns each on an LFE5U-85F, placed and routed by nextpnr), around
+  the multiplier's 3.9 ns: 88-97 MHz for the BBS and BeamRaster multipliers. With the register
+  in the block, the multiplier ends at the register's setup and its clock-to-output starts the
+  next cycle's route. nextpnr times the cell from its ``MULT18X18D_REGS_OUTPUT`` database entry.
+
+Operands up to 18 bits each, signed or unsigned (``SIGNEDA``/``SIGNEDB``), as Amaranth's
+``*`` defines the product. :data:`ECP5_SIM_MODEL` is a behavioural model of the subset of
+``MULT18X18D`` this module instantiates, appended by :mod:`cosim.flow.runner` to a simulated
+netlist that instantiates the primitive, so the ECP5 variant is simulated against the golden
+models too (Lattice's sysDSP usage guide, FPGA-TN-02205: ``P = A * B`` over the 18-bit operands,
+signedness per ``SIGNEDA``/``SIGNEDB``, output register enabled by its ``CE``, reset by its
+``RST``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from amaranth.hdl import ClockSignal, Instance, ResetSignal, Signal
+
+__all__ = ["registered_mul", "dsp_target", "current_target", "ECP5_SIM_MODEL", "sim_models"]
+
+_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("hwcosim_dsp_target", default=None)
+_FAMILIES = ("ecp5",)
+_W = 18   # MULT18X18D operand width
+
+
+@contextlib.contextmanager
+def dsp_target(family: str | None):
+    """Elaborate (``to_verilog``, ``rtlil.convert``) inside this block for ``family``'s DSP cells
+    (``"ecp5"``); other families and ``None`` keep the generic registered ``*``."""
+    token = _TARGET.set(family if family in _FAMILIES else None)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def current_target() -> str | None:
+    return _TARGET.get()
+
+
+def registered_mul(m, a, b, *, en, name: str, domain: str = "sync") -> Signal:
+    """A register of ``a * b``'s shape loaded with ``a * b`` in every cycle ``en`` is high."""
+    out = Signal((a * b).shape(), name=name)
+    if _TARGET.get() != "ecp5" or len(a) > _W or len(b) > _W or len(out) > 2 * _W:
+        with m.If(en):
+            m.d[domain] += out.eq(a * b)
+        return out
+    sa, sb = a.shape().signed, b.shape().signed
+    ax, bx = Signal(_W, name=f"{name}_a"), Signal(_W, name=f"{name}_b")
+    p = Signal(2 * _W, name=f"{name}_p")
+    m.d.comb += [ax.eq(a), bx.eq(b), out.eq(p[:len(out)])]   # extended per the operand's sign
+    ports = {f"i_A{i}": ax[i] for i in range(_W)}
+    ports.update({f"i_B{i}": bx[i] for i in range(_W)})
+    ports.update({f"o_P{i}": p[i] for i in range(2 * _W)})
+    m.submodules[f"{name}_dsp"] = Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK="NONE", p_REG_INPUTB_CLK="NONE", p_REG_PIPELINE_CLK="NONE",
+        p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0", p_REG_OUTPUT_RST="RST0", p_RESETMODE="SYNC",
+        i_SIGNEDA=int(sa), i_SIGNEDB=int(sb), i_SOURCEA=0, i_SOURCEB=0,
+        i_CLK0=ClockSignal(domain), i_CE0=en, i_RST0=ResetSignal(domain), **ports)
+    return out
+
+
+def _sim_model() -> str:
+    a = ", ".join(f"A{i}" for i in range(_W))
+    b = ", ".join(f"B{i}" for i in range(_W))
+    p = ", ".join(f"P{i}" for i in range(2 * _W))
+    pa = " ".join(f"assign P{i} = out[{i}];" for i in range(2 * _W))
+    return f"""
+// Behavioural model of the MULT18X18D subset instantiated by hdl/common/dsp.py (simulation only;
+// see that module): P = A * B over 18-bit operands, signed per SIGNEDA/SIGNEDB, optionally through
+// the output register (REG_OUTPUT_CLK = "CLK0": clock CLK0, enable CE0, synchronous reset RST0).
+module MULT18X18D #(
+    parameter REG_INPUTA_CLK = "NONE", parameter REG_INPUTB_CLK = "NONE",
+    parameter REG_PIPELINE_CLK = "NONE", parameter REG_OUTPUT_CLK = "NONE",
+    parameter REG_OUTPUT_CE = "CE0", parameter REG_OUTPUT_RST = "RST0", parameter RESETMODE = "SYNC"
+) (
+    input {a},
+    input {b},
+    input SIGNEDA, SIGNEDB, SOURCEA, SOURCEB, CLK0, CE0, RST0,
+    output {p}
+);
+    wire [17:0] a = {{{", ".join(f"A{i}" for i in reversed(range(_W)))}}};
+    wire [17:0] b = {{{", ".join(f"B{i}" for i in reversed(range(_W)))}}};
+    wire signed [18:0] ae = {{SIGNEDA & a[17], a}};
+    wire signed [18:0] be = {{SIGNEDB & b[17], b}};
+    wire signed [37:0] prod = ae * be;
+    reg [35:0] q = 36'd0;
+    always @(posedge CLK0)
+        if (RST0) q <= 36'd0;
+        else if (CE0) q <= prod[35:0];
+    wire [35:0] out = (REG_OUTPUT_CLK == "NONE") ? prod[35:0] : q;
+    {pa}
+endmodule
+"""
+
+
+#: Verilog of the simulation model (see the module docstring)
+ECP5_SIM_MODEL = _sim_model()
+
+
+def sim_models(verilog_text: str) -> str:
+    """The behavioural models a netlist needs for simulation (empty when it instantiates none)."""
+    return ECP5_SIM_MODEL if "MULT18X18D " in verilog_text and "module MULT18X18D" not in verilog_text else ""
