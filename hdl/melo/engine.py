@@ -86,13 +86,13 @@ stalled output holds the FSM (nothing is dropped) and the stall is counted.
 ``cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
 
 Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
-97.5 MHz min / 99.7 median / 104.0 best (49.3 with three cycles per in-order packet before the two
-slots): 48.8 M in-order packets/s. The worst path left (2 of 3 seeds) runs from the FSM state
-through DECIDE's decision to the metadata write enable, the ``hit`` compare and the forwarding
-multiplexer into ``meta_q`` (8 LUT levels, three quarters routing); forwarding the entry DECIDE
-would write whether or not it writes (FINISH rewrites it anyway on the slow path) would take
-the decision off it. The third seed's is the look-ahead lookup ``e[:block_shift] + 1`` through
-the ``block_bits``:1 multiplexer into ``run_bit``.
+105.8 MHz min / 107.7 median / 107.9 best: 52.9 M in-order packets/s at the worst seed. What
+limits it on every seed is the metadata block RAM's 5.8 ns clock-to-output into ``meta_q``
+(no logic between them but the forwarding multiplexer). Before, 97.5 MHz min: the forwarding
+multiplexer waited for DECIDE's write decision (through the ``d``/``r`` back-pressure), which
+the forwarding of what slot 2 writes back (below) removed, and the run-bit look-ahead went
+through an adder on ``e`` (bit ``e + 1`` of the block is now bit ``e`` of ``cur[1:]``); 49.3
+with three cycles per in-order packet before the two slots.
 
 Resources
 ---------
