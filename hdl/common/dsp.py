@@ -31,7 +31,7 @@ import contextvars
 
 from amaranth.hdl import ClockSignal, Instance, ResetSignal, Signal
 
-__all__ = ["registered_mul", "dsp_target", "current_target", "ECP5_SIM_MODEL", "sim_models"]
+__all__ = ["registered_mul", "dsp_target", "ECP5_SIM_MODEL", "sim_models"]
 
 _TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("hwcosim_dsp_target", default=None)
 _FAMILIES = ("ecp5",)
@@ -47,10 +47,6 @@ def dsp_target(family: str | None):
         yield
     finally:
         _TARGET.reset(token)
-
-
-def current_target() -> str | None:
-    return _TARGET.get()
 
 
 def registered_mul(m, a, b, *, en, name: str, domain: str = "sync") -> Signal:
