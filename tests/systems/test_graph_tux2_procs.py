@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -157,6 +158,23 @@ def test_unpicklable_program(ratings):
 
 
 @needs_dev_shm
+def _hang_report(p, psutil) -> str:
+    """What a process tree that did not exit is doing: each process's state, and the parent's Python stacks."""
+    lines = []
+    with contextlib.suppress(psutil.Error):
+        for c in [psutil.Process(p.pid)] + psutil.Process(p.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                lines.append(f"pid {c.pid} {c.status()} {' '.join(c.cmdline())[:160]}")
+    if p.poll() is None:
+        p.send_signal(signal.SIGUSR1)                   # faulthandler in the script dumps every thread
+        time.sleep(1.0)
+        p.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
+        _, err = p.communicate(timeout=10)
+        lines.append(err or "")
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_interrupt_leaves_no_orphans(tmp_path, sig):
     """SIGINT (Ctrl-C) or SIGKILL to the parent mid-run: every worker (and helper) process ends, shm unlinked.
@@ -169,10 +187,16 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
     psutil = pytest.importorskip("psutil")
     script = tmp_path / "long_run.py"
     script.write_text(textwrap.dedent("""
+        import faulthandler
+        import signal
+        import sys
+
         from models.systems.graph.tux2 import TuX2Engine
         from models.systems.graph.tux2_algos import MF, synthetic_ratings
 
         if __name__ == "__main__":
+            print(f"SIGINT handler at start: {signal.getsignal(signal.SIGINT)!r}", file=sys.stderr, flush=True)
+            faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for a stack dump on a hang
             g = synthetic_ratings(200, 100, seed=1)
             TuX2Engine(g, 2).run(MF(), staleness=1, epochs=10 ** 6, batches=4, executor="processes",
                                  record=False)
@@ -193,7 +217,10 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
                     if "/psm_" in m.path}
         assert len(segments) == 2, segments                         # the masters and the graph blocks
         p.send_signal(sig)
-        _, err = p.communicate(timeout=60)      # stderr closes once every worker has exited
+        try:
+            _, err = p.communicate(timeout=60)  # stderr closes once every worker has exited
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit 60 s after signal {sig!r}:\n{_hang_report(p, psutil)}")
     finally:
         if p.poll() is None:
             p.kill()
