@@ -8,7 +8,9 @@ HBM or host memory through an AXI interconnect.
 
 Bursts. Each burst is ``min(remaining, max_burst, beats left before the next 4 KiB boundary)``
 beats long (``ARLEN`` = beats - 1, ``ARSIZE`` = log2 of the bus width in bytes, ``ARBURST`` =
-INCR): no burst crosses a 4 KiB boundary, as AXI4 requires. ``ARVALID`` and the burst's
+INCR): no burst crosses a 4 KiB boundary, as AXI4 requires. The length of the next burst is
+kept in a register (computed at ``start`` and, on each issue, from the one issued), so no
+cycle holds both the burst arithmetic and the address adder. ``ARVALID`` and the burst's
 ``ARADDR``/``ARLEN`` are held until ``ARREADY``; the next burst may be presented in the cycle
 after the handshake, so back-to-back bursts need no idle cycle. At most ``max_outstanding``
 bursts are in flight (address accepted or presented, last beat not yet received). All bursts
@@ -60,14 +62,15 @@ otherwise it would take the next transfer's first beats for stale ones.
 Limits. ``base`` must be aligned to the bus width (its low ``log2(data_width/8)`` bits are
 ignored); ``length`` = 0 reads nothing; ``start`` while ``busy`` is ignored; a transfer may not
 wrap past the top of the address space. Resources: three address-sized registers (next burst,
-next beat, failing beat), the beat and burst counters, a ``min`` of three values; no memory;
-with the watchdog, a ``log2(T)``-bit counter and a stale-burst counter.
+next beat, failing beat), the beat and burst counters, the next burst's length and the beats
+left to the 4 KiB boundary, two ``min`` of three values; no memory; with the watchdog, a
+``log2(T)``-bit counter and a stale-burst counter.
 """
 
 from __future__ import annotations
 
 from amaranth import Module
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Const, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -183,12 +186,14 @@ class AxiReader(wiring.Component):
         stop = Signal()                             # error, abort or timeout seen: issue nothing more
 
         # --- burst length: min(remaining, max_burst, beats to the 4 KiB boundary) ---------------
-        to_4k = Signal(range((4096 >> sz) + 1))
-        m.d.comb += to_4k.eq((4096 - next_addr[:12]) >> sz)
+        # Registered (timing: the 4 KiB arithmetic, two minimums and the address adder were one
+        # cycle): ``r4`` counts the beats from ``next_addr`` to the boundary and ``blen`` always
+        # holds the length of the next burst for the current ``to_issue``/``r4``. On an issue the
+        # next length is computed from this one's (speculatively, in parallel with the address
+        # adder); on ``start`` from ``base`` and ``length``.
+        full = 4096 >> sz
+        r4 = Signal(range(full + 1), init=full)
         blen = Signal(range(max(self.max_burst, 2) + 1))
-        lim = Mux(to_4k < self.max_burst, to_4k, self.max_burst)
-        m.d.comb += blen.eq(Mux(to_issue < lim, to_issue, lim))
-
         # --- R channel state used by the AR side: a failing beat of this transfer ---------------
         # (beats of stale bursts come first, as they were issued first: they are dropped)
         r_fire = self.rvalid & self.rready
@@ -204,8 +209,12 @@ class AxiReader(wiring.Component):
                  & (inflight < self.max_outstanding))
         m.d.comb += [self.arsize.eq(sz), self.arburst.eq(1)]
         with m.If(issue):
+            left, r4_left = Signal.like(to_issue), Signal.like(r4)
+            m.d.comb += [left.eq(to_issue - blen), r4_left.eq(r4 - blen)]
+            r4_next = Mux(r4_left == 0, full, r4_left)
             m.d.sync += [self.arvalid.eq(1), self.araddr.eq(next_addr), self.arlen.eq(blen - 1),
-                         next_addr.eq(next_addr + (blen << sz)), to_issue.eq(to_issue - blen)]
+                         next_addr.eq(next_addr + (blen << sz)), to_issue.eq(left), r4.eq(r4_next),
+                         blen.eq(self.burst_len(left, r4_left, r4_left == 0))]
         with m.Elif(self.arready):
             m.d.sync += self.arvalid.eq(0)
         with m.If(issue & ~retire):
@@ -250,6 +259,21 @@ class AxiReader(wiring.Component):
         with m.If(self.start & ~self.busy & ~self.abort):
             base = Signal(aw)
             m.d.comb += base.eq(self.base & ~(nbytes - 1))
+            r4_base = Signal(range(full))                      # beats to the boundary, 0 for a whole page
+            m.d.comb += r4_base.eq(-base[sz:12])
             m.d.sync += [next_addr.eq(base), rx_addr.eq(base), to_issue.eq(self.length), stop.eq(0),
-                         self.error.eq(0), self.err_addr.eq(0)]
+                         self.error.eq(0), self.err_addr.eq(0), r4.eq(Mux(r4_base == 0, full, r4_base)),
+                         blen.eq(self.burst_len(self.length, r4_base, r4_base == 0))]
         return m
+
+    def burst_len(self, left, r4, r4_full):
+        """The length of a burst: ``min(left, max_burst, beats to the 4 KiB boundary)``, the last
+        being ``r4`` or, when ``r4_full``, a whole page. The comparisons run in parallel on the
+        raw operands (``r4_full`` instead of a multiplexed ``r4``), then two levels of select."""
+        mb, full = self.max_burst, 4096 >> self.size
+        b_lt_mb = Mux(r4_full, full < mb, r4 < mb)          # the boundary is nearer than max_burst
+        a_lt_b = Mux(r4_full, left < full, left < r4)
+        a_lt_mb = left < mb
+        use_b = Mux(r4_full, Const(full), r4)
+        a_lt_c = Mux(b_lt_mb, a_lt_b, a_lt_mb)
+        return Mux(a_lt_c, left, Mux(b_lt_mb, use_b, mb))

@@ -77,7 +77,7 @@ __all__ = ["AxiReaderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_
 PROPERTIES = ("ar_hold", "ar_live", "ar_4k", "outstanding", "conserve", "order", "o_hold", "busy", "error",
               "timeout", "stale", "internal")
 _WHERE = "hdl/common/axi_reader_formal.py"
-_REGS = ("inflight", "stale_n", "to_issue", "next_addr", "rx_addr", "stop", "wd")
+_REGS = ("inflight", "stale_n", "to_issue", "next_addr", "rx_addr", "stop", "wd", "r4", "blen")
 
 
 def formal_params(**kw) -> dict:
@@ -364,6 +364,12 @@ class AxiReaderFormal(wiring.Component):
                 chk(t_rx == t_req, "internal: beats owed with no current burst")
             chk(iv["to_issue"] + req_now == t_len, "internal: to_issue != length - requested")
             chk(iv["next_addr"] == at(req_now), "internal: next_addr != base + requested")
+            to_4k = Signal(range((4096 >> SZ) + 1))
+            m.d.comb += to_4k.eq((4096 - iv["next_addr"][:12]) >> SZ)
+            chk(iv["r4"] == to_4k, "internal: r4 != beats from next_addr to the 4 KiB boundary")
+            lim = Mux(to_4k < MB, to_4k, MB)
+            chk(iv["blen"] == Mux(iv["to_issue"] < lim, iv["to_issue"], lim),
+                "internal: blen != min(to_issue, max_burst, beats to the boundary)")
             chk(iv["rx_addr"] == at(t_rx), "internal: rx_addr != base + received")
             chk(t_rx <= t_req, "internal: more beats received than requested")
             chk(t_out <= t_rx, "internal: more beats delivered than received")
@@ -418,11 +424,8 @@ class ArSlipReader(AxiReader):
 class Cross4kReader(AxiReader):
     """Broken: the burst length ignores the 4 KiB boundary."""
 
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        iv = _iv(m, "blen", "to_issue")
-        m.d.comb += iv["blen"].eq(Mux(iv["to_issue"] < self.max_burst, iv["to_issue"], self.max_burst))
-        return m
+    def burst_len(self, left, r4, r4_full):
+        return Mux(left < self.max_burst, left, self.max_burst)
 
 
 class OverIssueReader(AxiReader):
@@ -464,9 +467,11 @@ class ShortReader(AxiReader):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        iv = _iv(m, "to_issue")
+        iv = _iv(m, "to_issue", "blen")
         with m.If(self.start & ~self.busy & ~self.abort & (self.length > 1)):
-            m.d.sync += iv["to_issue"].eq(self.length - 1)
+            r4 = (-self.base[self.size:12])[:12 - self.size]
+            m.d.sync += [iv["to_issue"].eq(self.length - 1),
+                         iv["blen"].eq(self.burst_len(self.length - 1, r4, r4 == 0))]
         return m
 
 

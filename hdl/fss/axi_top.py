@@ -96,6 +96,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.axi_top import bytes_up
 from hdl.common.arith import count_saturating
 from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name
+from hdl.common.skid import SkidBuffer
 from hdl.fss.gemm import FSSGemm
 from models.fss.gemm import FSSParams
 
@@ -274,9 +275,15 @@ class FSSAxiTop(wiring.Component):
         rc, rgc = Signal(range(max(2, KMAX))), Signal(range(max(2, GMAX)))
         raddr = Signal(range(max(2, BEATS)))
         rtile = Signal(32)
-        radv = ~rd_valid | gemm.w.ready
+        # a skid buffer cuts the engine's weight ready (its stall net) off the replay counters
+        # (reset with the engine: a START or SOFT_RESET leaves no word of the last run in it)
+        wskid = SkidBuffer(len(gemm.w.payload.as_value()))
+        m.submodules.wskid = ResetInserter(eng_rst)(wskid)
+        radv = ~rd_valid | wskid.i.ready
         m.d.comb += [rp.addr.eq(raddr), rp.en.eq(radv & issuing),
-                     gemm.w.valid.eq(rd_valid), gemm.w.payload.as_value().eq(rp.data)]
+                     wskid.i.valid.eq(rd_valid), wskid.i.payload.eq(rp.data),
+                     gemm.w.valid.eq(wskid.o.valid), gemm.w.payload.as_value().eq(wskid.o.payload),
+                     wskid.o.ready.eq(gemm.w.ready)]
         with m.If(radv):
             m.d.sync += rd_valid.eq(issuing)
             with m.If(issuing):

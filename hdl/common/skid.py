@@ -1,0 +1,50 @@
+"""Skid buffer: a stream register stage that cuts the ready path, with no added latency.
+
+:class:`SkidBuffer` sits between a producer and a consumer of a ``valid``/``ready`` stream.
+Its ``i.ready`` is a register (``~full``), so the consumer's ``o.ready`` never reaches the
+producer's logic in the same cycle: that is the point (timing; the enable nets of a long
+pipeline hang off ``ready``). Data is not delayed: while the buffer is empty ``o`` shows ``i``
+combinationally. When the consumer stalls in a cycle that the producer hands over a word, the
+word is kept (``full``); ``i.ready`` falls in the next cycle and ``o`` shows the kept word until
+the consumer takes it.
+
+Order and count: every word accepted on ``i`` leaves on ``o`` exactly once, in order. The
+consumer sees ``o.valid`` in every cycle it did without the buffer (so a design with a fixed
+cycle schedule keeps it) and one word more after a stall at most; the producer sees ``ready``
+one cycle later than it would without the buffer. Resources: one register of the payload
+width, one flag, a ``width``-bit multiplexer.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["SkidBuffer"]
+
+
+class SkidBuffer(wiring.Component):
+    """Zero-latency skid buffer on a ``width``-bit stream (``i`` -> ``o``); ``i.ready`` is
+    registered. ``width`` must be at least 1."""
+
+    def __init__(self, width: int):
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"Skid buffer width must be a positive integer, not {width!r}")
+        self.width = width
+        super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width)),
+                          "full": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        buf = Signal(self.width)
+        m.d.comb += [self.i.ready.eq(~self.full),
+                     self.o.valid.eq(self.full | self.i.valid),
+                     self.o.payload.eq(Mux(self.full, buf, self.i.payload))]
+        with m.If(self.full):
+            with m.If(self.o.ready):
+                m.d.sync += self.full.eq(0)
+        with m.Elif(self.i.valid & ~self.o.ready):
+            m.d.sync += [self.full.eq(1), buf.eq(self.i.payload)]
+        return m
