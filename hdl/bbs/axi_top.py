@@ -387,12 +387,12 @@ class LSTMAxiTop(wiring.Component):
 
         # --- run control: x gated by busy, steps counted on h -----------------------------------
         x_left, steps_left = Signal(32), Signal(32)
-        gate = busy & (x_left != 0)
+        gate = Signal()         # busy & (x_left != 0), kept as a register (timing: the x valid path)
         m.d.comb += [lstm.x.valid.eq(self.s_axis_x_tvalid & gate),
                      lstm.x.payload.as_value().eq(self.s_axis_x_tdata),
                      self.s_axis_x_tready.eq(lstm.x.ready & gate)]
         with m.If(lstm.x.valid & lstm.x.ready):
-            m.d.sync += x_left.eq(x_left - 1)
+            m.d.sync += [x_left.eq(x_left - 1), gate.eq(x_left != 1)]
         hcnt = Signal(range(max(H // U, 2)))
         last = hcnt == H // U - 1
         h_fire = lstm.h.valid & lstm.h.ready
@@ -432,7 +432,7 @@ class LSTMAxiTop(wiring.Component):
                             m.d.sync += err[1].eq(1)
                         with m.Else():
                             n = seq_len * num_seq
-                            m.d.sync += [busy.eq(1), done.eq(0), x_left.eq(n), steps_left.eq(n),
+                            m.d.sync += [busy.eq(1), done.eq(0), x_left.eq(n), steps_left.eq(n), gate.eq(1),
                                          run_cycles.eq(0)]
                 with m.Case(REGS["SEQ_LEN"] >> 2):
                     with m.If(~busy):
@@ -454,7 +454,8 @@ class LSTMAxiTop(wiring.Component):
                 m.d.sync += [mm_resp.eq(rd.error), mm_addr.eq(rd.err_addr)]
         # SOFT_RESET: the run is abandoned (the layer and the loader are cleared above)
         with m.If(soft):
-            m.d.sync += [busy.eq(0), done.eq(0), x_left.eq(0), steps_left.eq(0), hcnt.eq(0), run_cycles.eq(0)]
+            m.d.sync += [busy.eq(0), done.eq(0), x_left.eq(0), steps_left.eq(0), gate.eq(0), hcnt.eq(0),
+                         run_cycles.eq(0)]
 
         regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
                 "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,

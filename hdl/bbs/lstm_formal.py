@@ -248,6 +248,8 @@ class LSTMFormal(wiring.Component):
         frag = Fragment.get(dut, platform)
         m.submodules.dut = frag
         _, mx = _sub(frag, "spmxv")
+        _, ew = _sub(frag, "ew")
+        _, yskid = _sub(frag, "yskid")
         _, fifo = _sub(frag, "fb")
         for name in ("wload", "bload", "x"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(dut, name))
@@ -259,6 +261,7 @@ class LSTMFormal(wiring.Component):
         iv = lstm_internals(frag, dut) if "internal" in chk else None
 
         G, K, S, L, E = p.rows // p.pes, p.k, p.bank_size, p.bbs.latency, EW_LATENCY
+        LS = L + 1      # the SpMxV pipeline and the skid buffer between it and the element-wise unit
         U, B, H, NXB = p.units, p.banks, p.hidden, p.x_beats
         vw = p.vec_fmt.width
         WB = G * K
@@ -274,7 +277,8 @@ class LSTMFormal(wiring.Component):
 
         x_fire, h_fire = fire(x, "x_fire"), fire(h, "h_fire")
         wl_fire, bl_fire = fire(wload, "wl_fire"), fire(bload, "bl_fire")
-        mw_fire, mx_fire, my_fire = fire(mx.w, "mw_fire"), fire(mx.x, "mx_fire"), fire(mx.y, "my_fire")
+        # a SpMxV result beat counts as out when the element-wise unit takes it (past the skid buffer)
+        mw_fire, mx_fire, my_fire = fire(mx.w, "mw_fire"), fire(mx.x, "mx_fire"), fire(ew.y, "my_fire")
 
         # --- environment ------------------------------------------------------------------------
         m.d.comb += Assume(~ResetSignal())
@@ -339,10 +343,10 @@ class LSTMFormal(wiring.Component):
             m.d.sync += c.eq(c + inc - dec)
             return c
 
-        NS = 2 + (L + E) // G + 2                                          # bound on steps in flight
-        owed = level(Mux(x_fire, G, 0), h_fire, 2 * G + L + E, "owed")   # h beats owed to accepted steps
+        NS = 2 + (LS + E) // G + 2                                          # bound on steps in flight
+        owed = level(Mux(x_fire, G, 0), h_fire, 2 * G + LS + E, "owed")   # h beats owed to accepted steps
         owed_vec = level(Mux(x_fire, G, 0), group_done, 2 * G, "owed_vec")  # row groups not yet computed
-        owed_y = level(group_done, my_fire, L, "owed_y")                 # groups in the SpMxV pipeline
+        owed_y = level(group_done, my_fire, LS, "owed_y")                # groups in the SpMxV pipeline + skid
         owed_h = level(my_fire, h_fire, E, "owed_h")                     # results in the element-wise unit
         pend_vec = level(x_fire, vec_done, 1, "pend_vec")                # accepted step, vector being built
         cvecs = level(vec_done, pass_done, 2, "cvecs")                   # complete vectors not yet computed
@@ -377,13 +381,14 @@ class LSTMFormal(wiring.Component):
 
         # --- no_phantom: every output beat is owed to counted inputs ----------------------------------
         chk(~h_fire | (owed != 0), "no_phantom: an h beat without an accepted step owing it")
-        chk(owed <= 2 * G + L + E,
-            "no_phantom: more h beats owed than two vectors plus the SpMxV and element-wise pipelines hold")
+        chk(owed <= 2 * G + LS + E,
+            "no_phantom: more h beats owed than two vectors plus the SpMxV (and skid) and element-wise pipelines "
+            "hold")
         chk(~h_fire | loaded_all, "no_phantom: an h beat before the weights and biases were loaded")
         chk(~h_fire | (owed_h != 0), "no_phantom: an h beat without a SpMxV result in the element-wise unit")
         chk(owed_h <= E, "no_phantom: more results in the element-wise unit than its pipeline stages")
         chk(~my_fire | (owed_y != 0), "no_phantom: a SpMxV result beat without a completed row group")
-        chk(owed_y <= L, "no_phantom: more row groups in the SpMxV than its pipeline stages")
+        chk(owed_y <= LS, "no_phantom: more row groups in the SpMxV than its pipeline stages and skid buffer")
         chk(~mw_fire | (owed_vec != 0), "no_phantom: a weight beat with no accepted step's row group owed")
         chk(owed_vec <= 2 * G, "no_phantom: more row groups owed than two vectors hold")
 
@@ -397,7 +402,7 @@ class LSTMFormal(wiring.Component):
             return q
 
         wquiet = quiet_for(mw_fire | ~mx.y.ready, L, "wquiet")
-        with m.If(wquiet == L):
+        with m.If((wquiet == L) & mx.y.ready):          # (the skid buffer may hold the last beat)
             chk((owed_y == 0) & ~mx.y.valid,
                 "conserve: a row group is still in the SpMxV PIPELINE_LATENCY cycles after the last weight beat")
         yquiet = quiet_for(my_fire | ~h.ready, E, "yquiet")
@@ -406,7 +411,8 @@ class LSTMFormal(wiring.Component):
                 "conserve: a result is still in the element-wise unit EW_LATENCY cycles after the last one")
         past_loaded = past(m, self.loaded, "past_loaded")
         past2_loaded = past(m, past_loaded, "past2_loaded")   # the replay's read and register hold words
-        chk(~(past2_loaded & h.ready & (cvecs != 0)) | mw_fire,
+        past_hrdy = past(m, h.ready, "past_hrdy")   # (the skid buffer's ready is a cycle behind h.ready)
+        chk(~(past2_loaded & h.ready & past_hrdy & (cvecs != 0)) | mw_fire,
             "conserve: a complete vector waits although the weights are loaded and h flows")
         chk(~(~hidden & x.valid & (cvecs < 2)) | mx_fire,
             "conserve: an offered x beat waits although a vector buffer is free")
@@ -582,7 +588,8 @@ class LSTMFormal(wiring.Component):
             "internal: one full buffer that is not the read buffer")
         stages = [mi["s1_valid"] & mi["s1_last"], mi["s2_valid"] & mi["s2_last"],
                   mi["s3_valid"] & mi["s3_last"], mx.y.valid]
-        chk(owed_y == sum(stages), "internal: groups owed != last beats in the SpMxV pipeline")
+        chk(owed_y == sum(stages) + v["yskid"].full,
+            "internal: groups owed != last beats in the SpMxV pipeline and the skid buffer")
         for i, sv in enumerate((mi["s1_valid"], mi["s2_valid"], mi["s3_valid"])):
             with m.If(v["wquiet"] > i):
                 chk(~sv, f"internal: SpMxV stage {i + 1} busy after {i + 1} quiet cycles")
@@ -616,7 +623,7 @@ class LSTMFormal(wiring.Component):
         ny = Signal(range(v["NS"] + 3))     # passes done whose last result beat has not left the SpMxV
         nh = Signal(range(v["NS"] + 3))     # steps whose last result entered the element-wise unit, h not all out
         m.d.sync += [ny.eq(ny + v["pass_done"] - v["ystep_done"]), nh.eq(nh + v["ystep_done"] - v["hstep_done"])]
-        NY, NH = L // G + 1, E // G + 1
+        NY, NH = (L + 1) // G + 1, E // G + 1
         chk((ny <= NY) & (nh <= NH), "internal: too many step boundaries in the pipelines")
         chk(spos == fwdn(yseq, ny, NY), "internal: pass and element-wise sequence positions disagree")
         chk(yseq == fwdn(hseq, nh, NH), "internal: element-wise and output sequence positions disagree")
@@ -625,7 +632,7 @@ class LSTMFormal(wiring.Component):
             return val - G * sum((val >= t * G) for t in range(1, top // G + 1))
 
         chk(ypos == modg(hpos + owed_h, G + E), "internal: results out of the SpMxV != h beats + results in the unit")
-        chk(gpos == modg(ypos + owed_y, G + L), "internal: row groups done != results out + groups in the SpMxV")
+        chk(gpos == modg(ypos + owed_y, G + L + 1), "internal: row groups done != results out + groups in the SpMxV")
         chk(ny == sum((ypos + owed_y >= t * G) for t in range(1, NY + 1)),
             "internal: step boundaries in the SpMxV != groups in it")
         chk(nh == sum((hpos + owed_h >= t * G) for t in range(1, NH + 1)),
