@@ -90,7 +90,10 @@ def register(sub) -> None:
                     "--port talks to a board (pyserial); --sim runs the same host session against the board top's "
                     "RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on a mismatch "
                     "or a board error, 2 on bad input (a missing port, weights that do not fit the build).")
-    r.add_argument("design", help="a design with a board top (bbs-spmxv, bbs-lstm-axi)")
+    from cosim.designs import designs
+
+    with_top = ", ".join(n for n, d in designs().items() if d.board_tops)
+    r.add_argument("design", help=f"a design with a board top ({with_top})")
     r.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyUSB0")
     r.add_argument("--sim", action="store_true", help="no board: run against the RTL through a UART model")
     r.add_argument("--board", default="ulx3s-85f", help="the board the bitstream was built for (its family's "
@@ -100,9 +103,10 @@ def register(sub) -> None:
     r.add_argument("--csb", metavar="PATH", default=None,
                    help="CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape")
     r.add_argument("--vector", metavar="X.npy", default=None, help="vectors, shape (cols,) or (n, cols), floats")
-    r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv) or sequences (bbs-lstm-axi) when no "
-                   "--vector is given (default 4)")
-    r.add_argument("--steps", type=int, default=3, help="bbs-lstm-axi: time steps per sequence (default 3)")
+    r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv), sequences (bbs-lstm-axi) or runs "
+                   "(fss-axi) when no --vector is given (default 4)")
+    r.add_argument("--steps", type=int, default=3,
+                   help="bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run (default 3)")
     r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
     r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
     add_param_args(r)

@@ -40,5 +40,8 @@ DESIGNS = [
                     "hdl/fss/axi_top.py",
         golden="models.fss.gemm:gemm", testbench="cosim.designs.fss.tb_axi",
         formal="hdl.fss.axi_top_formal:formal_checks", register_map="hdl.fss.axi_top:REGISTER_MAP",
+        recheck="cosim.designs.fss.board:recheck",  # hwcosim check of a board run --sim folder
+        # UART host bridge straight onto the AXI ports (hdl/fss/board.py)
+        board_tops=(("uart", "hdl.fss.board:board_top", "cosim.designs.fss.board"),),
         docs=DOCS),
 ]
