@@ -58,6 +58,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.arith import tree_sum as _tree_sum
+from hdl.common.dsp import registered_mul
 from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["FSSGemm", "weight_layout"]
@@ -190,8 +191,11 @@ class FSSGemm(wiring.Component):
         # s3: every slot's operand selected (r_w-way multiplexer) and its output row
         s3_op = regs("s3_op", signed(XW), PR, PC, N)
         s3_w, s3_row = regs("s3_w", signed(W), PR, N), regs("s3_row", unsigned(rbits), PR, N)
-        # s4: products (flip-flop -> multiplier -> flip-flop)
-        s4_prod = regs("s4_p", signed(W + XW), PR, PC, N)
+        # s4: products (flip-flop -> multiplier -> flip-flop; on the ECP5 the product register is
+        # the DSP's own output register, so no route from the multiplier to the fabric is timed
+        # in the same cycle: that route was the critical path of fss-axi at 87 MHz)
+        s4_prod = [[[registered_mul(m, s3_w[a][j], s3_op[a][t][j], en=adv, name=f"s4_p{a}_{t}_{j}")
+                     for j in range(N)] for t in range(PC)] for a in range(PR)]
         s4_row = regs("s4_row", unsigned(rbits), PR, N)
         # s5: per-row masked sums of slot pairs (the adder trees' first level)
         npair = (N + 1) // 2
@@ -238,11 +242,6 @@ class FSSGemm(wiring.Component):
                         else:
                             operand = Array([s2_x[t][k % RW] for k in range(p.region_size)])[idx]
                         m.d.sync += s3_op[a][t][j].eq(operand)
-            # multiply
-            for a in range(PR):
-                for t in range(PC):
-                    for j in range(N):
-                        m.d.sync += s4_prod[a][t][j].eq(s3_w[a][j] * s3_op[a][t][j])
             # per-row masked adder trees: slot pairs, then the rest
             for a in range(PR):
                 for t in range(PC):
