@@ -418,6 +418,7 @@ class LSTMLayer(wiring.Component):
         xb = Signal(range(max(NXB, 2)))
         hb = Signal(range(max(NHB, 2)))
         bs = Signal(16)
+        bs0 = Signal(init=1)        # bs == 0, as a register (timing: the vector write enables hang off it)
         vfire = vx.valid & vx.ready
         xpad = Cat(self.x.payload.as_value(), Const(0, (p.x_pad - p.input_size) * vw))
         # the vector beat: straight to the SpMxV, or (delta mode) through the delta unit
@@ -431,7 +432,7 @@ class LSTMLayer(wiring.Component):
                 with m.If(xb == NXB - 1):
                     m.d.sync += in_h.eq(1)
         with m.Else():
-            with m.If(bs == 0):
+            with m.If(bs0):
                 m.d.comb += [vx.valid.eq(1), vpay.eq(0)]
             with m.Else():
                 if U >= B:
@@ -462,9 +463,10 @@ class LSTMLayer(wiring.Component):
             with m.If(vfire):
                 m.d.sync += hb.eq(Mux(hb == NHB - 1, 0, hb + 1))
                 with m.If(hb == NHB - 1):
-                    m.d.sync += [in_h.eq(0), bs.eq(Mux(bs + 1 >= self.seq_len, 0, bs + 1))]
+                    wrap = bs + 1 >= self.seq_len
+                    m.d.sync += [in_h.eq(0), bs.eq(Mux(wrap, 0, bs + 1)), bs0.eq(wrap)]
         if delta:
-            self._delta_vector(m, mx, dv, vpay, addr=Mux(in_h, NXB + hb, xb), first=bs == 0,
+            self._delta_vector(m, mx, dv, vpay, addr=Mux(in_h, NXB + hb, xb), first=bs0,
                                last=vfire & in_h & (hb == NHB - 1))
 
         # --- counters ----------------------------------------------------------------------------

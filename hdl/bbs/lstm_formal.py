@@ -175,7 +175,7 @@ def lstm_internals(frag, dut) -> dict:
     """White-box registers of an elaborated :class:`LSTMLayer` (for the ``internal`` group).
 
     Returns a dict with the layer's own registers (``w_loaded``, ``wl_cnt``, ``ra``, ``rvalid``, ``wq_valid``,
-    ``in_h``, ``xb``, ``hb``, ``bs``, ``hcnt``, ``pending`` and the width converter's ``sub``
+    ``in_h``, ``xb``, ``hb``, ``bs``, ``bs0``, ``hcnt``, ``pending`` and the width converter's ``sub``
     (``U >= B``) or ``cnt`` (``U < B``)), the element-wise unit's (``bias_loaded``, ``bl_cnt``,
     ``gcnt``, ``scnt``, ``ew_stages`` / ``ew_lasts`` = the stage-valid bits and 'last step' flags
     of stages 1 .. EW_LATENCY - 1, and ``ew`` itself), the SpMxV's (under ``"mx"``, see
@@ -184,7 +184,7 @@ def lstm_internals(frag, dut) -> dict:
     """
     p = dut.params
     conv = "sub" if p.units >= p.banks else "cnt"
-    out = internals(frag, ("w_loaded", "wl_cnt", "ra", "rvalid", "wq_valid", "in_h", "xb", "hb", "bs", "hcnt",
+    out = internals(frag, ("w_loaded", "wl_cnt", "ra", "rvalid", "wq_valid", "in_h", "xb", "hb", "bs", "bs0", "hcnt",
                            "pending", conv), "LSTMLayer", _WHERE)
     mx_frag, mx = _sub(frag, "spmxv")
     ew_frag, ew = _sub(frag, "ew")
@@ -618,6 +618,7 @@ class LSTMFormal(wiring.Component):
         chk(iv["hcnt"] == hpos, "internal: hcnt != h beats of the step")
         # sequence positions: builder bs, element-wise scnt, and the steps between them
         chk(iv["bs"] == vseq, "internal: bs != sequence position of the vector being built")
+        chk(iv["bs0"] == (iv["bs"] == 0), "internal: bs0 != (bs == 0)")
         chk(iv["scnt"] == yseq, "internal: scnt != sequence position of the step entering the element-wise unit")
         chk(vseq == fwdn(spos, cvecs, 2), "internal: vector and pass sequence positions disagree")
         ny = Signal(range(v["NS"] + 3))     # passes done whose last result beat has not left the SpMxV
