@@ -30,7 +30,7 @@ from models.hostlink import (
     status_text,
 )
 
-__all__ = ["Transport", "SerialTransport", "HostLink", "beats_to_words", "words_to_beats", "run_sync",
+__all__ = ["Transport", "SerialTransport", "HostLink", "StreamLink", "beats_to_words", "words_to_beats", "run_sync",
            "MAX_FRAME_WORDS"]
 
 #: stream words per frame (longer transfers are split)
@@ -174,3 +174,79 @@ class HostLink:
 def run_sync(coro):
     """Run a session coroutine to completion outside cocotb (the serial transport never suspends)."""
     return asyncio.run(coro)
+
+
+class StreamLink:
+    """The host side of a :class:`hdl.common.stream_host.StreamHost` board top: its registers by name,
+    and stream transfers that never make the bridge wait on the design.
+
+    :meth:`run` sends every input beat, at most ``IN_FREE`` beats at a time, drains every output
+    FIFO by its ``LEVEL`` between the sends (a stalled design is waiting for exactly that), and once
+    the inputs are in, keeps draining until the design reports ``idle`` (when ``idle`` names a
+    status register) and the FIFOs stay empty.
+
+    Parameters
+    ----------
+    link : HostLink
+    regs : sequence of :class:`hdl.common.axil_regs.Reg`
+        The board top's register map (:func:`hdl.common.stream_host.stream_host_regs`).
+    in_bits, out_bits : sequence of int
+        Payload widths of the input and output streams, in channel order.
+    in_depth : int
+        The input FIFOs' depth (``StreamHost.in_depth``): ``IN_FREE`` equals it when a FIFO is empty.
+    """
+
+    def __init__(self, link: HostLink, regs, in_bits, out_bits, in_depth: int = 64):
+        self.link, self.addr = link, {r.name: r.addr for r in regs}
+        self.in_bits, self.out_bits, self.in_depth = list(in_bits), list(out_bits), in_depth
+
+    async def read(self, name: str) -> int:
+        return await self.link.read_reg(self.addr[name])
+
+    async def write(self, name: str, value: int) -> None:
+        await self.link.write_reg(self.addr[name], value)
+
+    async def drain(self, out: list[list[int]]) -> int:
+        """Take every beat waiting in every output FIFO into ``out[k]``; the number taken."""
+        took = 0
+        for k, bits in enumerate(self.out_bits):
+            n = await self.read(f"LEVEL{k}")
+            if n:
+                out[k] += words_to_beats(await self.link.read_stream(k, n * -(-bits // 32)), bits)
+                took += n
+        return took
+
+    async def run(self, beats: list[list[int]], idle: str | None = "IDLE", max_polls: int = 10_000,
+                  log=None) -> list[list[int]]:
+        """Send ``beats[k]`` on input ``k`` (all inputs interleaved chunk by chunk) and return the beats
+        of every output; :class:`CheckFailed` if the design stops taking or giving (``max_polls``
+        register polls without progress)."""
+        log = log or (lambda *_: None)
+        out: list[list[int]] = [[] for _ in self.out_bits]
+        pos = [0] * len(beats)
+        stuck = 0
+        while any(p < len(b) for p, b in zip(pos, beats, strict=True)):
+            progress = 0
+            for k, b in enumerate(beats):
+                if pos[k] < len(b):
+                    free = await self.read(f"IN_FREE{k}")
+                    n = min(free, len(b) - pos[k])
+                    if n:
+                        await self.link.write_stream(k, beats_to_words(b[pos[k]:pos[k] + n], self.in_bits[k]))
+                        pos[k] += n
+                        progress += n
+            progress += await self.drain(out)
+            log(f"sent {sum(pos)} of {sum(map(len, beats))} beats, received {sum(map(len, out))}")
+            stuck = 0 if progress else stuck + 1
+            if stuck > max_polls:
+                raise CheckFailed(f"the design stopped taking input ({sum(pos)} of {sum(map(len, beats))} beats sent)")
+        quiet = 0
+        for _ in range(max_polls):
+            took = await self.drain(out)
+            free = [await self.read(f"IN_FREE{k}") for k in range(len(beats))]
+            done = (await self.read(idle.upper())) if idle else 1
+            empty = all(f == self.in_depth for f in free)
+            quiet = quiet + 1 if (not took and empty and done) else 0
+            if quiet >= 2:
+                return out
+        raise CheckFailed(f"the design did not go idle after its input ({sum(map(len, out))} beats received)")

@@ -25,7 +25,9 @@ DESIGNS = [
         formal="hdl.melo.engine_formal:formal_checks",
         benches=(("melo_engine", "cosim.designs.melo.engine:bench_melo_engine"),),
         sweep="cosim.designs.melo.sweep:ADAPTER",
-        recheck="cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo
+        recheck="cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo and board run --sim
+        # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/melo/board.py)
+        board_tops=(("uart", "hdl.melo.board:board_top", "cosim.designs.melo.board"),),
         docs=DocsEntry("melo", "MELO loss-recovery engine",
                        "Lu et al., \"Memory Efficient Loss Recovery for Hardware-based Transport in Datacenter\", "
                        "APNet 2017")),
