@@ -29,7 +29,7 @@ word register per input, a word counter per output, the register file.
 from __future__ import annotations
 
 from amaranth import Elaboratable, Module
-from amaranth.hdl import Array, Cat, Mux, ResetInserter, Signal
+from amaranth.hdl import Array, Cat, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -121,7 +121,7 @@ class StreamHost(wiring.Component):
         # inputs: words -> beats -> FIFO -> the design
         for k, name in enumerate(self.inputs):
             port = getattr(core, name)
-            bits = len(port.payload.as_value())
+            bits = len(Value.cast(port.payload))
             nw = self.words(bits)
             f = SyncFIFOBuffered(width=bits, depth=self.in_depth)
             m.submodules[f"in{k}"] = ResetInserter(soft)(f)
@@ -131,7 +131,7 @@ class StreamHost(wiring.Component):
             beat = Cat(wreg[32:], tdata) if nw > 1 else tdata     # least significant word first
             last = wcnt == nw - 1
             m.d.comb += [tready.eq(~last | f.w_rdy), f.w_data.eq(beat), f.w_en.eq(tvalid & last),
-                         port.valid.eq(f.r_rdy), port.payload.as_value().eq(f.r_data), f.r_en.eq(port.ready),
+                         port.valid.eq(f.r_rdy), Value.cast(port.payload).eq(f.r_data), f.r_en.eq(port.ready),
                          getattr(rf, f"r_IN_FREE{k}").eq(self.in_depth - f.level)]
             if nw > 1:
                 with m.If(tvalid & tready):
@@ -142,7 +142,7 @@ class StreamHost(wiring.Component):
         # outputs: the design -> FIFO -> words
         for k, (name, depth) in enumerate(self.outputs):
             port = getattr(core, name)
-            bits = len(port.payload.as_value())
+            bits = len(Value.cast(port.payload))
             nw = self.words(bits)
             f = SyncFIFOBuffered(width=bits, depth=depth)
             m.submodules[f"out{k}"] = ResetInserter(soft)(f)
@@ -151,7 +151,7 @@ class StreamHost(wiring.Component):
             ready = getattr(br, f"s_axis{k}_tready")
             last = wcnt == nw - 1
             words = Array(padded[32 * i:32 * i + 32] for i in range(nw))
-            m.d.comb += [f.w_data.eq(port.payload.as_value()), f.w_en.eq(port.valid), port.ready.eq(f.w_rdy),
+            m.d.comb += [f.w_data.eq(Value.cast(port.payload)), f.w_en.eq(port.valid), port.ready.eq(f.w_rdy),
                          padded.eq(f.r_data), getattr(br, f"s_axis{k}_tvalid").eq(f.r_rdy),
                          getattr(br, f"s_axis{k}_tdata").eq(words[wcnt]),
                          f.r_en.eq(ready & last), getattr(rf, f"r_LEVEL{k}").eq(f.level)]

@@ -22,7 +22,9 @@ DESIGNS = [
         board_params=lambda: PrecoderParams(M=64, K=8, lanes=16, groups=100, sc_per_group=12, symbols_per_frame=14),
         golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
         formal="hdl.beamraster.precoder_formal:formal_checks",
-        recheck="cosim.designs.beamraster.precoder:recheck",
+        recheck="cosim.designs.beamraster.precoder:recheck",  # also the folders of hwcosim board run --sim
+        # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/beamraster/board.py)
+        board_tops=(("uart", "hdl.beamraster.board:board_top", "cosim.designs.beamraster.board"),),
         benches=(("beamraster_realtime", "cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
                  ("beamraster_dsp", "cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
         docs=DocsEntry("beamraster", "BeamRaster MU-MIMO precoder",
