@@ -104,7 +104,8 @@ def register(sub) -> None:
                    help="CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape")
     r.add_argument("--vector", metavar="X.npy", default=None, help="vectors, shape (cols,) or (n, cols), floats")
     r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv), sequences (bbs-lstm-axi), runs "
-                   "(fss-axi) or frames (beamraster-precoder) when no --vector is given (default 4)")
+                   "(fss-axi), frames (beamraster-precoder) or hundreds of operations (kvdirect-pipeline) when "
+                   "no --vector is given (default 4)")
     r.add_argument("--steps", type=int, default=3,
                    help="bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets "
                         "per connection (default 3)")

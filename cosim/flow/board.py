@@ -217,16 +217,19 @@ class StreamLink:
         return took
 
     async def run(self, beats: list[list[int]], idle: str | None = "IDLE", max_polls: int = 10_000,
-                  log=None) -> list[list[int]]:
+                  batch: bool = False, log=None) -> list[list[int]]:
         """Send ``beats[k]`` on input ``k`` (all inputs interleaved chunk by chunk) and return the beats
         of every output; :class:`CheckFailed` if the design stops taking or giving (``max_polls``
-        register polls without progress)."""
+        register polls without progress). ``batch``: each chunk is loaded under CTRL.HOLD and then
+        released, so it enters the design back to back."""
         log = log or (lambda *_: None)
         out: list[list[int]] = [[] for _ in self.out_bits]
         pos = [0] * len(beats)
         stuck = 0
         while any(p < len(b) for p, b in zip(pos, beats, strict=True)):
             progress = 0
+            if batch:
+                await self.write("CTRL", 2)
             for k, b in enumerate(beats):
                 if pos[k] < len(b):
                     free = await self.read(f"IN_FREE{k}")
@@ -235,6 +238,8 @@ class StreamLink:
                         await self.link.write_stream(k, beats_to_words(b[pos[k]:pos[k] + n], self.in_bits[k]))
                         pos[k] += n
                         progress += n
+            if batch:
+                await self.write("CTRL", 0)
             progress += await self.drain(out)
             log(f"sent {sum(pos)} of {sum(map(len, beats))} beats, received {sum(map(len, out))}")
             stuck = 0 if progress else stuck + 1

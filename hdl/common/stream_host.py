@@ -13,14 +13,17 @@ counter outputs (no AXI4-Lite of its own) for :class:`hdl.common.host_bridge.Hos
 - an AXI4-Lite register file (the bridge's master) holds:
 
   ====== ============ ==== =====================================================================
-  0x00   CTRL         W    bit 0 SOFT_RESET: the design, the FIFOs and the word assemblers are reset
+  0x00   CTRL         W    bit 0 SOFT_RESET: the design, the FIFOs and the word assemblers are reset;
+                           bit 1 HOLD: while set, the input FIFOs fill but give the design nothing
   0x04   ID           R    the ``ident`` given (which design the bitstream holds)
   0x08   IN_FREE<k>   R    free beats in input FIFO ``k`` (one register per input, from 0x08)
   ...    LEVEL<k>     R    beats waiting in output FIFO ``k`` (after the inputs)
   ...    <STATUS>     R    each status/counter output named in ``status``, zero-extended
   ====== ============ ==== =====================================================================
 
-A host sends at most ``IN_FREE`` beats, reads ``LEVEL`` and that many beats, and repeats: no
+HOLD lets a host load a batch at link speed and release it to the design back to back (so the
+design's own rate shows in its counters, and a pipeline sees overlapping work as it would at line
+rate). A host sends at most ``IN_FREE`` beats, reads ``LEVEL`` and that many beats, and repeats: no
 command ever waits on the design, whatever the design's rate or stalls (:mod:`cosim.flow.board`'s
 :class:`~cosim.flow.board.StreamLink` does this). Resources: the FIFOs (block RAM where deep), a
 word register per input, a word counter per output, the register file.
@@ -43,7 +46,8 @@ __all__ = ["StreamHost", "StreamBoardTop", "stream_host_regs"]
 
 def stream_host_regs(inputs, outputs, status) -> tuple[Reg, ...]:
     """The register map of a :class:`StreamHost` (names as in the module docstring)."""
-    regs = [Reg("CTRL", 0x00, "w", "bit 0 SOFT_RESET"), Reg("ID", 0x04, "r", "design identifier")]
+    regs = [Reg("CTRL", 0x00, "w", "bit 0 SOFT_RESET, bit 1 HOLD the inputs"),
+            Reg("ID", 0x04, "r", "design identifier")]
     addr = 0x08
     for k, name in enumerate(inputs):
         regs.append(Reg(f"IN_FREE{k}", addr, "r", f"free beats in the input FIFO of {name}"))
@@ -113,9 +117,11 @@ class StreamHost(wiring.Component):
         for name, member in axil_members(8).items():
             mine, its = getattr(br, "m_axil" + name[len("s_axil"):]), getattr(rf, name)
             m.d.comb += its.eq(mine) if member.flow == In else mine.eq(its)
-        soft = Signal()
+        soft, hold = Signal(), Signal()
         m.d.comb += [soft.eq(rf.wr & (rf.widx == 0) & rf.wdata[0]), rf.w_ok.eq(rf.w_writable),
                      rf.r_ID.eq(self.ident)]
+        with m.If(rf.wr & (rf.widx == 0)):
+            m.d.sync += hold.eq(rf.wdata[1] & ~rf.wdata[0])
         m.submodules.core = ResetInserter(soft)(core)
 
         # inputs: words -> beats -> FIFO -> the design
@@ -131,7 +137,8 @@ class StreamHost(wiring.Component):
             beat = Cat(wreg[32:], tdata) if nw > 1 else tdata     # least significant word first
             last = wcnt == nw - 1
             m.d.comb += [tready.eq(~last | f.w_rdy), f.w_data.eq(beat), f.w_en.eq(tvalid & last),
-                         port.valid.eq(f.r_rdy), Value.cast(port.payload).eq(f.r_data), f.r_en.eq(port.ready),
+                         port.valid.eq(f.r_rdy & ~hold), Value.cast(port.payload).eq(f.r_data),
+                         f.r_en.eq(port.ready & ~hold),
                          getattr(rf, f"r_IN_FREE{k}").eq(self.in_depth - f.level)]
             if nw > 1:
                 with m.If(tvalid & tready):

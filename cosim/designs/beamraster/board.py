@@ -44,7 +44,7 @@ async def session(link: HostLink, p: PrecoderParams, s_re, s_im, beams, P_re, P_
     await s.write("CTRL", 1)                                        # SOFT_RESET
     cwords = pack_coef_beats(p, beams, P_re, P_im)
     swords = pack_symbol_beats(p, s_re, s_im)
-    out = await s.run([cwords, swords], idle=None, log=log)
+    out = await s.run([cwords, swords], idle=None, batch=True, log=log)
     counters = {name.upper(): await s.read(name.upper()) for name in STATUS}
     if len(out[0]) % p.ant_groups:
         raise CheckFailed(f"{len(out[0])} output beats are not whole symbols of {p.ant_groups} beats")

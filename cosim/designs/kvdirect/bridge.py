@@ -510,7 +510,13 @@ def save_evidence(run_dir, p: PipelineParams, tr: dict) -> dict:
 
 def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved bridge run (``hwcosim cosim kv``) without simulating: the golden store
-    replayed on the saved requests against the RTL's saved responses and final bucket array."""
+    replayed on the saved requests against the RTL's saved responses and final bucket array. A folder
+    of ``hwcosim board run kvdirect-pipeline --sim`` (responses only) goes to
+    :func:`cosim.designs.kvdirect.board.recheck`."""
+    if "rtl_responses" not in outputs and "rtl" in outputs:
+        from cosim.designs.kvdirect.board import recheck as board_recheck
+
+        return board_recheck(params, arrays, outputs)
     p = PipelineParams.from_dict(params)
     want, gimg, res = transcript_diff(p, arrays["requests"], outputs["rtl_responses"],
                                       np.asarray(outputs["rtl_image"], dtype=np.uint8).tobytes())

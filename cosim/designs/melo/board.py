@@ -53,7 +53,7 @@ async def session(link: HostLink, p: MeloEngineParams, events: np.ndarray, log=N
     if await s.read("FREE_COUNT") != p.pool_blocks:
         raise UsageError(f"the board's pool has {await s.read('FREE_COUNT')} free blocks after reset, these "
                          f"parameters {p.pool_blocks}: rebuild the bitstream with them (hwcosim build --param ...)")
-    out = await s.run([[int(e) for e in events]], idle="IDLE", log=log)
+    out = await s.run([[int(e) for e in events]], idle="IDLE", batch=True, log=log)
     status = {name.upper(): await s.read(name.upper()) for name in STATUS}
     return {"deliv": out[0], "resp": out[1], "counters": status, "bytes_sent": link.bytes_sent,
             "bytes_received": link.bytes_received, "commands": link.commands}
