@@ -509,8 +509,14 @@ class LSTMLayer(wiring.Component):
         rvalid = Signal()
         wq_valid = Signal(name="wq_valid")
         wq = Signal(wwidth, name="wq")
-        ren = ~wq_valid | mx.w.ready
-        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), mx.w.valid.eq(wq_valid), mx.w.payload.as_value().eq(wq)]
+        # and a zero-latency skid buffer into the SpMxV: the read enable (a net to every block RAM
+        # of the matrix) hangs off a register instead of the SpMxV's stall net (the critical path
+        # on one of three seeds at 83 MHz on an LFE5U-85F)
+        m.submodules.wskid = wskid = SkidBuffer(wwidth)
+        ren = ~wq_valid | wskid.i.ready
+        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), wskid.i.valid.eq(wq_valid), wskid.i.payload.eq(wq),
+                     mx.w.valid.eq(wskid.o.valid), mx.w.payload.as_value().eq(wskid.o.payload),
+                     wskid.o.ready.eq(mx.w.ready)]
         with m.If(ren):
             m.d.sync += [rvalid.eq(self.loaded), wq_valid.eq(rvalid), wq.eq(wrp.data)]
             with m.If(self.loaded):

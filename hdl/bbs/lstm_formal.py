@@ -195,6 +195,7 @@ def lstm_internals(frag, dut) -> dict:
     out["ew"] = ew
     out["mx"] = spmxv_internals(mx_frag, mx)
     out["fifo"] = fifo
+    out["wskid"] = _sub(frag, "wskid")[1]
     return out
 
 
@@ -574,9 +575,13 @@ class LSTMFormal(wiring.Component):
         chk(~past_loaded | self.loaded, "internal: loaded fell")
         chk(loaded_all | ((owed_y == 0) & (owed_h == 0) & (gpos == 0) & (wpos == 0) & (hpos == 0) & (ypos == 0)),
             "internal: work past the vector buffers before the weights and biases were loaded")
-        rpos = gpos * K + wpos + iv["rvalid"] + iv["wq_valid"]
-        rpos1 = Mux(rpos >= WB, rpos - WB, rpos)      # rpos < WB + 2 (a matrix of 1 word wraps twice)
-        chk(iv["ra"] == Mux(rpos1 >= WB, rpos1 - WB, rpos1), "internal: replay address != next word")
+        # words read ahead of the SpMxV: the RAM's output, its register and the skid buffer
+        rpos = gpos * K + wpos + iv["rvalid"] + iv["wq_valid"] + iv["wskid"].full
+        rpos1 = Mux(rpos >= WB, rpos - WB, rpos)      # rpos < WB + 3 (a matrix of 1 word wraps three times)
+        rpos2 = Mux(rpos1 >= WB, rpos1 - WB, rpos1)
+        chk(iv["ra"] == Mux(rpos2 >= WB, rpos2 - WB, rpos2), "internal: replay address != next word")
+        with m.If(iv["wskid"].full):
+            chk(iv["wq_valid"], "internal: a word in the weight skid buffer behind an empty replay register")
         # SpMxV
         chk(wpos == mi["j"], "internal: harness group position != SpMxV j")
         chk(gpos == mi["g"], "internal: harness row group != SpMxV g")
