@@ -256,11 +256,11 @@ class AxiReader(wiring.Component):
                     m.d.comb += strobe.eq(1)
                     m.d.sync += [self.error.eq(ERR_TIMEOUT), self.err_addr.eq(rx_addr)]
 
+        # (the start values are computed outside the If: only the final select waits for busy)
+        base = Signal(aw)
+        r4_base = Signal(range(full))                          # beats to the boundary, 0 for a whole page
+        m.d.comb += [base.eq(self.base & ~(nbytes - 1)), r4_base.eq(-base[sz:12])]
         with m.If(self.start & ~self.busy & ~self.abort):
-            base = Signal(aw)
-            m.d.comb += base.eq(self.base & ~(nbytes - 1))
-            r4_base = Signal(range(full))                      # beats to the boundary, 0 for a whole page
-            m.d.comb += r4_base.eq(-base[sz:12])
             m.d.sync += [next_addr.eq(base), rx_addr.eq(base), to_issue.eq(self.length), stop.eq(0),
                          self.error.eq(0), self.err_addr.eq(0), r4.eq(Mux(r4_base == 0, full, r4_base)),
                          blen.eq(self.burst_len(self.length, r4_base, r4_base == 0))]
