@@ -84,12 +84,14 @@ def register(sub) -> None:
     bsub = ap.add_subparsers(dest="board_command", metavar="SUBCOMMAND")
     bsub.required = True
     r = bsub.add_parser(
-        "run", help="load CSB weights, stream vectors, read results and cycle counters, compare with the golden model",
-        description="Load the CSB weights into the board's weight memory, stream each vector, start the engine, read "
-                    "the results and the cycle counters back and compare every result word with the golden model. "
-                    "--port talks to a board (pyserial); --sim runs the same host session against the board top's "
-                    "RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on a mismatch "
-                    "or a board error, 2 on bad input (a missing port, weights that do not fit the build).")
+        "run", help="load weights or state, stream the inputs, read results and counters, compare with the golden "
+                    "model",
+        description="Drive a design's board top over its UART: load what the design holds (CSB or FSS weights, "
+                    "coefficient sets), stream the inputs (vectors, sequences, activations, packets, symbols, "
+                    "key-value operations), read every result and the counters back and compare each word with the "
+                    "golden model. --port talks to a board (pyserial); --sim runs the same host session against the "
+                    "board top's RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on "
+                    "a mismatch or a board error, 2 on bad input (a missing port, inputs that do not fit the build).")
     from cosim.designs import designs
 
     with_top = ", ".join(n for n, d in designs().items() if d.board_tops)
