@@ -176,9 +176,11 @@ class FSSGemm(wiring.Component):
         sf = [None] + [Signal(name=f"s{k}_first") for k in range(1, S + 1)]
 
         def regs(name, shape, *dims):
-            """Nested lists of registers ``name{i}_{j}...`` over ``dims``."""
+            """Nested lists of datapath registers ``name{i}_{j}...`` over ``dims``. They have no reset
+            (``reset_less``): every use is gated by the stage-valid bits, and a reset net to all of
+            them (the AXI top resets the engine at every START) was the critical path of fss-axi."""
             if not dims:
-                return Signal(shape, name=name)
+                return Signal(shape, name=name, reset_less=True)
             sep = "_" if name[-1].isdigit() else ""
             return [regs(f"{name}{sep}{i}", shape, *dims[1:]) for i in range(dims[0])]
 
