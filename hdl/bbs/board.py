@@ -58,13 +58,11 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import SpMxV
 from hdl.common.axil_regs import AxiLiteRegFile, Reg, regs_by_name
-from hdl.common.clocking import board_clock
-from hdl.common.host_bridge import HostBridge, board_pins
+from hdl.common.host_bridge import HostBoardTop, HostBridge
 from hdl.common.uart import UartRx, UartTx
 from models.bbs.spmxv import BBSParams
-from models.hostlink import divisor_for
 
-__all__ = ["SpMxVHost", "SpMxVBoardTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "words_per_beat",
+__all__ = ["SpMxVHost", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "words_per_beat",
            "board_top"]
 
 REGISTER_MAP = (
@@ -304,23 +302,7 @@ class SpMxVHost(wiring.Component):
         return m
 
 
-class SpMxVBoardTop(Elaboratable):
-    """:class:`SpMxVHost` on a board's UART 0 and LEDs (amaranth-boards platform), clocked by the
-    oscillator or, with ``pll`` (:class:`hdl.common.clocking.PllSettings`), by an ECP5 PLL from it;
-    the UART divisor follows the clock."""
-
-    def __init__(self, params: BBSParams, baud: int = 115200, pll=None):
-        self.params, self.baud, self.pll = params, baud, pll
-
-    def elaborate(self, platform):
-        m = Module()
-        self.clock_hz = board_clock(m, platform, self.pll)
-        self.divisor = divisor = divisor_for(self.clock_hz, self.baud)
-        m.submodules.host = host = SpMxVHost(self.params, divisor)
-        board_pins(m, platform, host, 6)
-        return m
-
-
-def board_top(params: BBSParams, baud: int = 115200, pll=None) -> SpMxVBoardTop:
-    """The board top (registered in the design's ``board_tops``)."""
-    return SpMxVBoardTop(params, baud, pll)
+def board_top(params: BBSParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    """The board top (registered in the design's ``board_tops``): :class:`SpMxVHost` on the board's
+    UART 0 and first six LEDs, clocked by the oscillator or an ECP5 PLL."""
+    return HostBoardTop(lambda divisor: SpMxVHost(params, divisor), baud, pll, n_leds=6)

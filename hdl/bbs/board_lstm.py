@@ -22,21 +22,17 @@ flight) is the engine's. The AXI4 read master (``LOAD_MM``) has no memory behind
 
 from __future__ import annotations
 
-from amaranth import Elaboratable, Module
-from amaranth.hdl import Array, Cat, Signal
+from amaranth import Module
+from amaranth.hdl import Cat
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.axi_top import LSTMAxiTop, bytes_up
-from hdl.common.axil_regs import axil_members
-from hdl.common.clocking import board_clock
-from hdl.common.host_bridge import HostBridge, board_pins
-from hdl.common.uart import UartRx, UartTx
+from hdl.common.host_bridge import HostBoardTop, beat_to_link_words, bridge_axil, link_words_to_beat, uart_bridge
 from models.bbs.lstm import LSTMParams
-from models.hostlink import divisor_for
 
-__all__ = ["LSTMHost", "LSTMBoardTop", "board_top", "x_words", "h_words"]
+__all__ = ["LSTMHost", "board_top", "x_words", "h_words"]
 
 CH_WEIGHTS, CH_X, CH_H = 0, 1, 0
 
@@ -70,71 +66,25 @@ class LSTMHost(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        NX, NH = x_words(p), h_words(p)
-        m.submodules.urx = urx = UartRx(self.divisor)
-        m.submodules.utx = utx = UartTx(self.divisor)
-        m.submodules.bridge = br = HostBridge(out_channels=2, in_channels=1, addr_width=8, timeout=self.timeout)
+        br, line_error = uart_bridge(m, self, self.divisor, out_channels=2, in_channels=1, timeout=self.timeout)
         m.submodules.lstm = top = LSTMAxiTop(p, mm_addr_width=32)
-        wiring.connect(m, urx.o, br.rx)
-        wiring.connect(m, br.tx, utx.i)
-        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
-        for name, member in axil_members(8).items():
-            mine = getattr(br, "m_axil" + name[len("s_axil"):])
-            its = getattr(top, name)
-            m.d.comb += its.eq(mine) if member.flow == In else mine.eq(its)
-
+        bridge_axil(m, br, top)
         # weights: words as they are
         m.d.comb += [top.s_axis_w_tdata.eq(br.m_axis0_tdata), top.s_axis_w_tvalid.eq(br.m_axis0_tvalid),
                      br.m_axis0_tready.eq(top.s_axis_w_tready)]
-
         # inputs: NX words -> one s_axis_x beat
-        xreg = Signal(32 * NX)
-        xcnt = Signal(range(max(NX, 2)))
-        xfull = Signal()
-        m.d.comb += [top.s_axis_x_tdata.eq(xreg), top.s_axis_x_tvalid.eq(xfull), br.m_axis1_tready.eq(~xfull)]
-        with m.If(top.s_axis_x_tvalid & top.s_axis_x_tready):
-            m.d.sync += xfull.eq(0)
-        with m.If(br.m_axis1_tvalid & ~xfull):
-            m.d.sync += xreg.eq(Cat(xreg[32:], br.m_axis1_tdata) if NX > 1 else br.m_axis1_tdata)
-            with m.If(xcnt == NX - 1):
-                m.d.sync += [xcnt.eq(0), xfull.eq(1)]
-            with m.Else():
-                m.d.sync += xcnt.eq(xcnt + 1)
-
+        beat, full, take = link_words_to_beat(m, br, CH_X, 32 * x_words(p), "x")
+        m.d.comb += [top.s_axis_x_tdata.eq(beat), top.s_axis_x_tvalid.eq(full),
+                     take.eq(top.s_axis_x_tvalid & top.s_axis_x_tready)]
         # hidden states: one step of beats in a FIFO, each beat out as NH words
-        hw = len(top.m_axis_h_tdata)
-        m.submodules.hfifo = hf = SyncFIFOBuffered(width=hw, depth=max(2, p.hidden // p.units))
+        m.submodules.hfifo = hf = SyncFIFOBuffered(width=len(top.m_axis_h_tdata), depth=max(2, p.hidden // p.units))
         m.d.comb += [hf.w_data.eq(top.m_axis_h_tdata), hf.w_en.eq(top.m_axis_h_tvalid),
                      top.m_axis_h_tready.eq(hf.w_rdy)]
-        hcnt = Signal(range(max(NH, 2)))
-        padded = Signal(32 * NH)
-        m.d.comb += [padded.eq(hf.r_data), br.s_axis0_tvalid.eq(hf.r_rdy),
-                     br.s_axis0_tdata.eq(Array(padded[32 * i:32 * i + 32] for i in range(NH))[hcnt]),
-                     hf.r_en.eq(br.s_axis0_tready & (hcnt == NH - 1))]
-        with m.If(br.s_axis0_tvalid & br.s_axis0_tready):
-            m.d.sync += hcnt.eq(hcnt + 1)
-            with m.If(hcnt == NH - 1):
-                m.d.sync += hcnt.eq(0)
-        m.d.comb += self.leds.eq(Cat(top.m_axis_h_tvalid, top.s_axis_x_tready, top.s_axis_w_tready,
-                                     (urx.frame_errors != 0) | (urx.overruns != 0)))
+        beat_to_link_words(m, br, CH_H, hf, "h")
+        m.d.comb += self.leds.eq(Cat(top.m_axis_h_tvalid, top.s_axis_x_tready, top.s_axis_w_tready, line_error))
         return m
 
 
-class LSTMBoardTop(Elaboratable):
-    """:class:`LSTMHost` on a board's UART 0 and LEDs, clocked by the oscillator or through an ECP5
-    PLL (``pll``, :class:`hdl.common.clocking.PllSettings`); the UART divisor follows the clock."""
-
-    def __init__(self, params: LSTMParams, baud: int = 115200, pll=None):
-        self.params, self.baud, self.pll = params, baud, pll
-
-    def elaborate(self, platform):
-        m = Module()
-        self.clock_hz = board_clock(m, platform, self.pll)
-        self.divisor = divisor = divisor_for(self.clock_hz, self.baud)
-        m.submodules.host = host = LSTMHost(self.params, divisor)
-        board_pins(m, platform, host, 4)
-        return m
-
-
-def board_top(params: LSTMParams, baud: int = 115200, pll=None) -> LSTMBoardTop:
-    return LSTMBoardTop(params, baud, pll)
+def board_top(params: LSTMParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    """The board top (registered in the design's ``board_tops``)."""
+    return HostBoardTop(lambda divisor: LSTMHost(params, divisor), baud, pll)

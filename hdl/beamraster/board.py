@@ -11,7 +11,8 @@ registers (``ID`` = ``"BRST"``).
 from __future__ import annotations
 
 from hdl.beamraster.precoder import Precoder
-from hdl.common.stream_host import StreamBoardTop, StreamHost, stream_host_regs
+from hdl.common.host_bridge import HostBoardTop
+from hdl.common.stream_host import StreamHost, stream_host_regs
 from models.beamraster.datapath import PrecoderParams
 
 __all__ = ["BEAMRASTER_ID", "INPUTS", "OUTPUTS", "STATUS", "precoder_host", "board_top", "register_map"]
@@ -33,5 +34,5 @@ def precoder_host(params: PrecoderParams, divisor: int, timeout: int = 1 << 24) 
                       divisor=divisor, timeout=timeout)
 
 
-def board_top(params: PrecoderParams, baud: int = 115200, pll=None) -> StreamBoardTop:
-    return StreamBoardTop(lambda divisor: precoder_host(params, divisor), baud, pll)
+def board_top(params: PrecoderParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    return HostBoardTop(lambda divisor: precoder_host(params, divisor), baud, pll)

@@ -35,14 +35,15 @@ tlast`` for each output channel ``c`` and ``s_axis<c>_tdata/tvalid/tready`` for 
 
 from __future__ import annotations
 
-from amaranth import Module
+from amaranth import Elaboratable, Module
 from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from models.hostlink import OP, STATUS, SYNC_CMD, SYNC_RESP, crc8
 
-__all__ = ["HostBridge", "crc8_step", "board_pins"]
+__all__ = ["HostBridge", "HostBoardTop", "crc8_step", "board_pins", "uart_bridge", "bridge_axil", "link_words_to_beat",
+           "beat_to_link_words"]
 
 
 def crc8_step(crc, byte):
@@ -297,3 +298,96 @@ def board_pins(m, platform, host, n_leds: int) -> None:
         except Exception:  # a board with fewer LEDs (amaranth raises ResourceError)
             break
         m.d.comb += led.o.eq(host.leds[i])
+
+
+# --- the pieces every board top shares ----------------------------------------------------------
+
+def uart_bridge(m, host, divisor: int, *, out_channels: int, in_channels: int, timeout: int):
+    """UART receiver and transmitter on ``host``'s ``rx``/``tx`` pins, a :class:`HostBridge` between
+    them (``m.submodules.urx``/``utx``/``bridge``). Returns ``(bridge, line_error)``, the latter high
+    once the receiver has seen a framing error or an overrun."""
+    from hdl.common.uart import UartRx, UartTx
+
+    m.submodules.urx = urx = UartRx(divisor)
+    m.submodules.utx = utx = UartTx(divisor)
+    m.submodules.bridge = br = HostBridge(out_channels=out_channels, in_channels=in_channels, addr_width=8,
+                                          timeout=timeout)
+    wiring.connect(m, urx.o, br.rx)
+    wiring.connect(m, br.tx, utx.i)
+    m.d.comb += [urx.rx.eq(host.rx), host.tx.eq(utx.tx)]
+    return br, (urx.frame_errors != 0) | (urx.overruns != 0)
+
+
+def bridge_axil(m, br: HostBridge, target, addr_width: int = 8) -> None:
+    """The bridge's AXI4-Lite master onto ``target``'s flat ``s_axil_*`` slave ports."""
+    from hdl.common.axil_regs import axil_members
+
+    for name, member in axil_members(addr_width).items():
+        mine, its = getattr(br, "m_axil" + name[len("s_axil"):]), getattr(target, name)
+        m.d.comb += its.eq(mine) if member.flow == In else mine.eq(its)
+
+
+def link_words_to_beat(m, br: HostBridge, k: int, bits: int, name: str):
+    """Link words of the bridge's output channel ``k`` gathered into a ``bits``-bit beat (least
+    significant word first; ``ceil(bits / 32)`` words). Returns ``(beat, valid, take)``: ``beat``
+    and ``valid`` hold until the caller drives ``take`` high (the beat is consumed); no word is
+    taken while a beat waits."""
+    nw = -(-bits // 32)
+    reg = Signal(32 * nw, name=f"{name}_words")
+    cnt = Signal(range(max(nw, 2)), name=f"{name}_cnt")
+    full, take = Signal(name=f"{name}_full"), Signal(name=f"{name}_take")
+    tvalid, tdata = getattr(br, f"m_axis{k}_tvalid"), getattr(br, f"m_axis{k}_tdata")
+    m.d.comb += getattr(br, f"m_axis{k}_tready").eq(~full)
+    with m.If(take):
+        m.d.sync += full.eq(0)
+    with m.If(tvalid & ~full):
+        m.d.sync += reg.eq(Cat(reg[32:], tdata) if nw > 1 else tdata)
+        with m.If(cnt == nw - 1):
+            m.d.sync += [cnt.eq(0), full.eq(1)]
+        with m.Else():
+            m.d.sync += cnt.eq(cnt + 1)
+    return reg[:bits], full, take
+
+
+def beat_to_link_words(m, br: HostBridge, k: int, fifo, name: str, clear=None) -> None:
+    """The beats of ``fifo`` (a FIFO with ``r_data``/``r_rdy``/``r_en``) out on the bridge's input
+    channel ``k``, each as ``ceil(width / 32)`` words, least significant first; ``clear`` (optional)
+    restarts at the first word of a beat."""
+    nw = -(-fifo.width // 32)
+    cnt = Signal(range(max(nw, 2)), name=f"{name}_cnt")
+    padded = Signal(32 * nw, name=f"{name}_beat")
+    ready = getattr(br, f"s_axis{k}_tready")
+    last = cnt == nw - 1
+    words = [padded[32 * i:32 * i + 32] for i in range(nw)]
+    word = words[0]
+    for i in range(1, nw):
+        word = Mux(cnt == i, words[i], word)
+    m.d.comb += [padded.eq(fifo.r_data), getattr(br, f"s_axis{k}_tvalid").eq(fifo.r_rdy),
+                 getattr(br, f"s_axis{k}_tdata").eq(word), fifo.r_en.eq(ready & last)]
+    if nw > 1:
+        with m.If(fifo.r_rdy & ready):
+            m.d.sync += cnt.eq(Mux(last, 0, cnt + 1))
+        if clear is not None:
+            with m.If(clear):
+                m.d.sync += cnt.eq(0)
+
+
+class HostBoardTop(Elaboratable):
+    """A board top: the host made by ``make_host(divisor)`` (a component with ``rx``/``tx``/``leds``)
+    on the board's UART 0 and first ``n_leds`` LEDs, clocked by the oscillator or through an ECP5 PLL
+    (``pll``, :class:`hdl.common.clocking.PllSettings`); the UART divisor follows the clock
+    (``clock_hz`` and ``divisor`` are set when elaborated)."""
+
+    def __init__(self, make_host, baud: int = 115200, pll=None, n_leds: int = 4):
+        self.make_host, self.baud, self.pll, self.n_leds = make_host, baud, pll, n_leds
+
+    def elaborate(self, platform):
+        from hdl.common.clocking import board_clock
+        from models.hostlink import divisor_for
+
+        m = Module()
+        self.clock_hz = board_clock(m, platform, self.pll)
+        self.divisor = divisor_for(self.clock_hz, self.baud)
+        m.submodules.host = host = self.make_host(self.divisor)
+        board_pins(m, platform, host, self.n_leds)
+        return m

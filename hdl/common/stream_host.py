@@ -31,17 +31,16 @@ word register per input, a word counter per output, the register file.
 
 from __future__ import annotations
 
-from amaranth import Elaboratable, Module
-from amaranth.hdl import Array, Cat, Mux, ResetInserter, Signal, Value
+from amaranth import Module
+from amaranth.hdl import Cat, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members
-from hdl.common.host_bridge import HostBridge
-from hdl.common.uart import UartRx, UartTx
+from hdl.common.axil_regs import AxiLiteRegFile, Reg
+from hdl.common.host_bridge import beat_to_link_words, bridge_axil, uart_bridge
 
-__all__ = ["StreamHost", "StreamBoardTop", "stream_host_regs"]
+__all__ = ["StreamHost", "stream_host_regs"]
 
 
 def stream_host_regs(inputs, outputs, status) -> tuple[Reg, ...]:
@@ -105,18 +104,10 @@ class StreamHost(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         core = self.core
-        m.submodules.urx = urx = UartRx(self.divisor)
-        m.submodules.utx = utx = UartTx(self.divisor)
-        m.submodules.bridge = br = HostBridge(out_channels=max(1, len(self.inputs)),
-                                              in_channels=max(1, len(self.outputs)), addr_width=8,
-                                              timeout=self.timeout)
+        br, line_error = uart_bridge(m, self, self.divisor, out_channels=max(1, len(self.inputs)),
+                                     in_channels=max(1, len(self.outputs)), timeout=self.timeout)
         m.submodules.regs = rf = AxiLiteRegFile(self.regs, addr_width=8)
-        wiring.connect(m, urx.o, br.rx)
-        wiring.connect(m, br.tx, utx.i)
-        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
-        for name, member in axil_members(8).items():
-            mine, its = getattr(br, "m_axil" + name[len("s_axil"):]), getattr(rf, name)
-            m.d.comb += its.eq(mine) if member.flow == In else mine.eq(its)
+        bridge_axil(m, br, rf)
         soft, hold = Signal(), Signal()
         m.d.comb += [soft.eq(rf.wr & (rf.widx == 0) & rf.wdata[0]), rf.w_ok.eq(rf.w_writable),
                      rf.r_ID.eq(self.ident)]
@@ -149,48 +140,14 @@ class StreamHost(wiring.Component):
         # outputs: the design -> FIFO -> words
         for k, (name, depth) in enumerate(self.outputs):
             port = getattr(core, name)
-            bits = len(Value.cast(port.payload))
-            nw = self.words(bits)
-            f = SyncFIFOBuffered(width=bits, depth=depth)
+            f = SyncFIFOBuffered(width=len(Value.cast(port.payload)), depth=depth)
             m.submodules[f"out{k}"] = ResetInserter(soft)(f)
-            wcnt = Signal(range(max(nw, 2)), name=f"out{k}_cnt")
-            padded = Signal(32 * nw, name=f"out{k}_beat")
-            ready = getattr(br, f"s_axis{k}_tready")
-            last = wcnt == nw - 1
-            words = Array(padded[32 * i:32 * i + 32] for i in range(nw))
             m.d.comb += [f.w_data.eq(Value.cast(port.payload)), f.w_en.eq(port.valid), port.ready.eq(f.w_rdy),
-                         padded.eq(f.r_data), getattr(br, f"s_axis{k}_tvalid").eq(f.r_rdy),
-                         getattr(br, f"s_axis{k}_tdata").eq(words[wcnt]),
-                         f.r_en.eq(ready & last), getattr(rf, f"r_LEVEL{k}").eq(f.level)]
-            if nw > 1:
-                with m.If(f.r_rdy & ready):
-                    m.d.sync += wcnt.eq(Mux(last, 0, wcnt + 1))
-                with m.If(soft):
-                    m.d.sync += wcnt.eq(0)
+                         getattr(rf, f"r_LEVEL{k}").eq(f.level)]
+            beat_to_link_words(m, br, k, f, f"out{k}", clear=soft)
 
         for name in self.status:
             m.d.comb += getattr(rf, f"r_{name.upper()}").eq(getattr(core, name))
         m.d.comb += self.leds.eq(Cat(*(getattr(core, n).valid for n, _ in self.outputs[:2]),
-                                     (urx.frame_errors != 0) | (urx.overruns != 0)))
-        return m
-
-
-
-class StreamBoardTop(Elaboratable):
-    """A :class:`StreamHost` (made by ``make_host(divisor)``) on a board's UART 0 and LEDs, clocked
-    by the oscillator or through an ECP5 PLL (``pll``); the UART divisor follows the clock."""
-
-    def __init__(self, make_host, baud: int = 115200, pll=None):
-        self.make_host, self.baud, self.pll = make_host, baud, pll
-
-    def elaborate(self, platform):
-        from hdl.common.clocking import board_clock
-        from hdl.common.host_bridge import board_pins
-        from models.hostlink import divisor_for
-
-        m = Module()
-        self.clock_hz = board_clock(m, platform, self.pll)
-        self.divisor = divisor_for(self.clock_hz, self.baud)
-        m.submodules.host = host = self.make_host(self.divisor)
-        board_pins(m, platform, host, 4)
+                                     line_error))
         return m

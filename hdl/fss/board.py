@@ -22,21 +22,17 @@ the next tile are taken at once (the bridge requires a word to be taken within a
 
 from __future__ import annotations
 
-from amaranth import Elaboratable, Module
-from amaranth.hdl import Array, Cat, Signal
+from amaranth import Module
+from amaranth.hdl import Cat
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.axil_regs import axil_members
-from hdl.common.clocking import board_clock
-from hdl.common.host_bridge import HostBridge, board_pins
-from hdl.common.uart import UartRx, UartTx
+from hdl.common.host_bridge import HostBoardTop, beat_to_link_words, bridge_axil, link_words_to_beat, uart_bridge
 from hdl.fss.axi_top import FSSAxiTop
 from models.fss.gemm import FSSParams
-from models.hostlink import divisor_for
 
-__all__ = ["FSSHost", "FSSBoardTop", "board_top", "x_words", "y_words", "CH_WEIGHTS", "CH_X", "CH_Y"]
+__all__ = ["FSSHost", "board_top", "x_words", "y_words", "CH_WEIGHTS", "CH_X", "CH_Y"]
 
 CH_WEIGHTS, CH_X, CH_Y = 0, 1, 0
 
@@ -76,71 +72,25 @@ class FSSHost(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.urx = urx = UartRx(self.divisor)
-        m.submodules.utx = utx = UartTx(self.divisor)
-        m.submodules.bridge = br = HostBridge(out_channels=2, in_channels=1, addr_width=8, timeout=self.timeout)
+        br, line_error = uart_bridge(m, self, self.divisor, out_channels=2, in_channels=1, timeout=self.timeout)
         m.submodules.fss = top = FSSAxiTop(p)
-        NX, NY = x_words(top), y_words(top)
-        wiring.connect(m, urx.o, br.rx)
-        wiring.connect(m, br.tx, utx.i)
-        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
-        for name, member in axil_members(8).items():
-            mine = getattr(br, "m_axil" + name[len("s_axil"):])
-            its = getattr(top, name)
-            m.d.comb += its.eq(mine) if member.flow == In else mine.eq(its)
-
+        bridge_axil(m, br, top)
         # weights: words as they are
         m.d.comb += [top.s_axis_w_tdata.eq(br.m_axis0_tdata), top.s_axis_w_tvalid.eq(br.m_axis0_tvalid),
                      br.m_axis0_tready.eq(top.s_axis_w_tready)]
-
-        # activations: NX words -> one s_axis_x beat
-        xreg = Signal(32 * NX)
-        xcnt = Signal(range(max(NX, 2)))
-        xfull = Signal()
-        m.d.comb += [top.s_axis_x_tdata.eq(xreg), top.s_axis_x_tvalid.eq(xfull), br.m_axis1_tready.eq(~xfull)]
-        with m.If(top.s_axis_x_tvalid & top.s_axis_x_tready):
-            m.d.sync += xfull.eq(0)
-        with m.If(br.m_axis1_tvalid & ~xfull):
-            m.d.sync += xreg.eq(Cat(xreg[32:], br.m_axis1_tdata) if NX > 1 else br.m_axis1_tdata)
-            with m.If(xcnt == NX - 1):
-                m.d.sync += [xcnt.eq(0), xfull.eq(1)]
-            with m.Else():
-                m.d.sync += xcnt.eq(xcnt + 1)
-
-        # results: one tile of beats in a FIFO, each beat out as NY words
-        yw = len(top.m_axis_y_tdata)
-        m.submodules.yfifo = yf = SyncFIFOBuffered(width=yw, depth=max(2, p.max_row_groups))
+        # activations: link words -> one s_axis_x beat
+        beat, full, take = link_words_to_beat(m, br, CH_X, len(top.s_axis_x_tdata), "x")
+        m.d.comb += [top.s_axis_x_tdata.eq(beat), top.s_axis_x_tvalid.eq(full),
+                     take.eq(top.s_axis_x_tvalid & top.s_axis_x_tready)]
+        # results: one tile of beats in a FIFO, each beat out as link words
+        m.submodules.yfifo = yf = SyncFIFOBuffered(width=len(top.m_axis_y_tdata), depth=max(2, p.max_row_groups))
         m.d.comb += [yf.w_data.eq(top.m_axis_y_tdata), yf.w_en.eq(top.m_axis_y_tvalid),
                      top.m_axis_y_tready.eq(yf.w_rdy)]
-        ycnt = Signal(range(max(NY, 2)))
-        padded = Signal(32 * NY)
-        m.d.comb += [padded.eq(yf.r_data), br.s_axis0_tvalid.eq(yf.r_rdy),
-                     br.s_axis0_tdata.eq(Array(padded[32 * i:32 * i + 32] for i in range(NY))[ycnt]),
-                     yf.r_en.eq(br.s_axis0_tready & (ycnt == NY - 1))]
-        with m.If(br.s_axis0_tvalid & br.s_axis0_tready):
-            m.d.sync += ycnt.eq(ycnt + 1)
-            with m.If(ycnt == NY - 1):
-                m.d.sync += ycnt.eq(0)
-        m.d.comb += self.leds.eq(Cat(top.m_axis_y_tvalid, top.s_axis_x_tready, top.s_axis_w_tready,
-                                     (urx.frame_errors != 0) | (urx.overruns != 0)))
+        beat_to_link_words(m, br, CH_Y, yf, "y")
+        m.d.comb += self.leds.eq(Cat(top.m_axis_y_tvalid, top.s_axis_x_tready, top.s_axis_w_tready, line_error))
         return m
 
 
-class FSSBoardTop(Elaboratable):
-    """:class:`FSSHost` on a board's UART 0 and LEDs, clocked by the oscillator or through an ECP5
-    PLL (``pll``, :class:`hdl.common.clocking.PllSettings`); the UART divisor follows the clock."""
-
-    def __init__(self, params: FSSParams, baud: int = 115200, pll=None):
-        self.params, self.baud, self.pll = params, baud, pll
-
-    def elaborate(self, platform):
-        m = Module()
-        self.clock_hz = board_clock(m, platform, self.pll)
-        self.divisor = divisor = divisor_for(self.clock_hz, self.baud)
-        m.submodules.host = host = FSSHost(self.params, divisor)
-        board_pins(m, platform, host, 4)
-        return m
-
-
-def board_top(params: FSSParams, baud: int = 115200, pll=None) -> FSSBoardTop:
-    return FSSBoardTop(params, baud, pll)
+def board_top(params: FSSParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    """The board top (registered in the design's ``board_tops``)."""
+    return HostBoardTop(lambda divisor: FSSHost(params, divisor), baud, pll)

@@ -22,7 +22,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.stream_host import StreamBoardTop, StreamHost, stream_host_regs
+from hdl.common.host_bridge import HostBoardTop
+from hdl.common.stream_host import StreamHost, stream_host_regs
 from hdl.kvdirect.pipeline import COUNTERS, REQUEST, RESPONSE, Pipeline
 from models.kvdirect.rtl_model import PipelineParams
 
@@ -97,5 +98,5 @@ def kv_host(params: PipelineParams, divisor: int, timeout: int = 1 << 24) -> Str
                       divisor=divisor, timeout=timeout)
 
 
-def board_top(params: PipelineParams, baud: int = 115200, pll=None) -> StreamBoardTop:
-    return StreamBoardTop(lambda divisor: kv_host(params, divisor), baud, pll)
+def board_top(params: PipelineParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    return HostBoardTop(lambda divisor: kv_host(params, divisor), baud, pll)

@@ -10,7 +10,8 @@ registers (``stream_host_regs``; ``ID`` = ``"MELO"``).
 
 from __future__ import annotations
 
-from hdl.common.stream_host import StreamBoardTop, StreamHost, stream_host_regs
+from hdl.common.host_bridge import HostBoardTop
+from hdl.common.stream_host import StreamHost, stream_host_regs
 from hdl.melo.engine import _COUNTERS, MeloEngine
 from models.melo.engine import MeloEngineParams
 
@@ -34,5 +35,5 @@ def melo_host(params: MeloEngineParams, divisor: int, timeout: int = 1 << 24) ->
                       divisor=divisor, timeout=timeout)
 
 
-def board_top(params: MeloEngineParams, baud: int = 115200, pll=None) -> StreamBoardTop:
-    return StreamBoardTop(lambda divisor: melo_host(params, divisor), baud, pll)
+def board_top(params: MeloEngineParams, baud: int = 115200, pll=None) -> HostBoardTop:
+    return HostBoardTop(lambda divisor: melo_host(params, divisor), baud, pll)
