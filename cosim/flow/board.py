@@ -255,3 +255,15 @@ class StreamLink:
             if quiet >= 2:
                 return out
         raise CheckFailed(f"the design did not go idle after its input ({sum(map(len, out))} beats received)")
+
+
+def board_params(design, args, generated: str):
+    """The parameters of ``hwcosim board run DESIGN``: the design's configuration for the board's
+    family (else its defaults) with ``--param``/``--params`` applied. ``--csb``/``--vector`` belong
+    to bbs-spmxv: for another design they are refused with ``generated`` (what it runs instead)."""
+    from cosim.designs import resolve_params
+
+    if getattr(args, "csb", None) or getattr(args, "vector", None):
+        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this design runs {generated}")
+    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
+    return resolve_params(design, args.param, args.params, base=base)

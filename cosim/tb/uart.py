@@ -88,3 +88,35 @@ class CocotbUartTransport:
                 await with_timeout(self.uart.got.wait(), min(left, 20 * self.uart.bit_ps), "ps")
             except SimTimeoutError:
                 pass
+
+
+async def board_link(dut, cfg: dict, default_timeout: int, period_ns: int = 10):
+    """Clock and reset a board top's core, a :class:`UartModel` on its ``rx``/``tx`` pins (at the
+    ``divisor`` and host ``rate_error`` of ``cfg``) and a :class:`cosim.flow.board.HostLink` over it,
+    whose slack covers the bridge's watchdog (``cfg["timeout"]`` cycles) twice. Returns
+    ``(uart, link)``."""
+    from cosim.flow.board import HostLink
+    from cosim.tb.common import start_clock_and_reset
+
+    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * period_ns * 1000, cfg.get("rate_error", 0.0))
+    await start_clock_and_reset(dut, period_ns=period_ns)
+    link = HostLink(CocotbUartTransport(uart),
+                    slack_s=2 * cfg.get("timeout", default_timeout) * period_ns * 1e-9)
+    return uart, link
+
+
+def finish_board_session(summary: dict, res: dict, uart: UartModel, outputs: dict | None = None, **extra) -> None:
+    """The end of a board-session testbench: ``metrics.json`` (the comparison ``summary`` without its
+    golden words, the bytes and commands on the link, the UART frame errors, ``extra``), the RTL's and
+    golden words in ``outputs.npz`` (``outputs``, when given), then the test fails on a bad stop bit
+    or any problem the comparison found."""
+    from cosim.tb.common import write_metrics, write_outputs
+
+    metrics = {k: v for k, v in summary.items() if k not in ("golden", "ordered")}
+    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
+                   uart_frame_errors=uart.frame_errors, **extra)
+    write_metrics(metrics)
+    if outputs:
+        write_outputs(**outputs)
+    assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
+    assert not summary["problems"], "; ".join(summary["problems"])

@@ -24,12 +24,17 @@ from __future__ import annotations
 
 from amaranth import Module
 from amaranth.hdl import Cat
-from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.axi_top import LSTMAxiTop, bytes_up
-from hdl.common.host_bridge import HostBoardTop, beat_to_link_words, bridge_axil, link_words_to_beat, uart_bridge
+from hdl.common.host_bridge import (
+    HostBoardTop,
+    HostCore,
+    beat_to_link_words,
+    bridge_axil,
+    link_words_to_beat,
+    uart_bridge,
+)
 from models.bbs.lstm import LSTMParams
 
 __all__ = ["LSTMHost", "board_top", "x_words", "h_words"]
@@ -45,23 +50,11 @@ def h_words(p: LSTMParams) -> int:
     return -(-bytes_up(p.units * p.vec_fmt.width) // 32)
 
 
-class LSTMHost(wiring.Component):
-    """:class:`LSTMAxiTop` behind a UART host bridge (see the module docstring).
+class LSTMHost(HostCore):
+    """:class:`LSTMAxiTop` behind a UART host bridge (see the module docstring); ``LSTMHost(params,
+    divisor, timeout)`` (:class:`hdl.common.host_bridge.HostCore`)."""
 
-    Parameters
-    ----------
-    params : LSTMParams
-    divisor : int
-        UART clock cycles per bit.
-    timeout : int
-        The bridge's watchdog on stream words, in cycles.
-    """
-
-    def __init__(self, params: LSTMParams, divisor: int, timeout: int = 1 << 24):
-        if not isinstance(params, LSTMParams):
-            raise TypeError(f"LSTMHost takes a models.bbs.lstm.LSTMParams, not {params!r}")
-        self.params, self.divisor, self.timeout = params, divisor, timeout
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(8)})
+    params_type = LSTMParams
 
     def elaborate(self, platform):
         m = Module()

@@ -391,3 +391,20 @@ class HostBoardTop(Elaboratable):
         m.submodules.host = host = self.make_host(self.divisor)
         board_pins(m, platform, host, self.n_leds)
         return m
+
+
+class HostCore(wiring.Component):
+    """Base of a board top's core: UART pins ``rx``/``tx`` and ``leds``, a parameter set of type
+    ``params_type`` (refused otherwise), the UART ``divisor`` (clock cycles per bit) and the bridge's
+    watchdog ``timeout`` on stream words (cycles). Subclasses build the bridge with
+    :func:`uart_bridge` in ``elaborate``."""
+
+    #: the parameter class the core takes
+    params_type: type = object
+
+    def __init__(self, params, divisor: int, timeout: int = 1 << 24):
+        if not isinstance(params, self.params_type):
+            t = self.params_type
+            raise TypeError(f"{type(self).__name__} takes a {t.__module__}.{t.__qualname__}, not {params!r}")
+        self.params, self.divisor, self.timeout = params, divisor, timeout
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(8)})

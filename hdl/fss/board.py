@@ -24,11 +24,16 @@ from __future__ import annotations
 
 from amaranth import Module
 from amaranth.hdl import Cat
-from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
 
-from hdl.common.host_bridge import HostBoardTop, beat_to_link_words, bridge_axil, link_words_to_beat, uart_bridge
+from hdl.common.host_bridge import (
+    HostBoardTop,
+    HostCore,
+    beat_to_link_words,
+    bridge_axil,
+    link_words_to_beat,
+    uart_bridge,
+)
 from hdl.fss.axi_top import FSSAxiTop
 from models.fss.gemm import FSSParams
 
@@ -51,23 +56,11 @@ def y_words(top: FSSAxiTop) -> int:
     return _words(len(top.m_axis_y_tdata))
 
 
-class FSSHost(wiring.Component):
-    """:class:`FSSAxiTop` behind a UART host bridge (see the module docstring).
+class FSSHost(HostCore):
+    """:class:`FSSAxiTop` behind a UART host bridge (see the module docstring); ``FSSHost(params,
+    divisor, timeout)`` (:class:`hdl.common.host_bridge.HostCore`)."""
 
-    Parameters
-    ----------
-    params : FSSParams
-    divisor : int
-        UART clock cycles per bit.
-    timeout : int
-        The bridge's watchdog on stream words, in cycles.
-    """
-
-    def __init__(self, params: FSSParams, divisor: int, timeout: int = 1 << 24):
-        if not isinstance(params, FSSParams):
-            raise TypeError(f"FSSHost takes a models.fss.gemm.FSSParams, not {params!r}")
-        self.params, self.divisor, self.timeout = params, divisor, timeout
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(8)})
+    params_type = FSSParams
 
     def elaborate(self, platform):
         m = Module()

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, beats_to_words, words_to_beats
+from cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
 from models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden, pack_bias_beats, pack_x_beats, unpack_h_beats
 from models.bbs.spmxv import pack_weight_beats
 from models.errors import CheckFailed, UsageError
@@ -107,14 +107,9 @@ def random_layer(p: LSTMParams, seed: int) -> LSTMWeights:
 
 def cli_inputs(design, args) -> tuple:
     """Random layer weights (seeded) and ``-n`` random sequences of ``--steps`` steps."""
-    from cosim.designs import resolve_params
     from models.fixedpoint import quantize
 
-    if args.csb or args.vector:
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this layer runs random weights and "
-                         f"inputs (--seed, -n sequences, --steps)")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
-    p = resolve_params(design, args.param, args.params, base=base)
+    p = board_params(design, args, "random weights and inputs (--seed, -n sequences, --steps)")
     rng = np.random.default_rng(args.seed + 1)
     xs = quantize(rng.uniform(-1, 1, size=(args.n, args.steps, p.input_size)), p.vec_fmt)
     return p, {"wts": random_layer(p, args.seed), "xs": xs}

@@ -15,9 +15,8 @@ import cocotb
 import numpy as np
 
 from cosim.designs.bbs.board import SIM_TIMEOUT, compare, session
-from cosim.flow.board import HostLink
-from cosim.tb.common import arrays, inputs, start_clock_and_reset, write_metrics, write_outputs
-from cosim.tb.uart import CocotbUartTransport, UartModel
+from cosim.tb.common import arrays, inputs
+from cosim.tb.uart import board_link, finish_board_session
 from models.bbs.spmxv import BBSParams
 
 PERIOD_NS = 10
@@ -28,19 +27,10 @@ async def spmxv_board_session_matches_golden(dut):
     cfg = inputs()
     p = BBSParams.from_dict(cfg["params"])
     a = arrays()
-    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    # slack: the bridge's watchdog (in cycles) twice over
-    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    uart, link = await board_link(dut, cfg, SIM_TIMEOUT, PERIOD_NS)
     res = await session(link, p, a["values"], a["indices"], a["xs"], log=dut._log.info)
     summary = compare(p, a["values"], a["indices"], a["xs"], res)
-    metrics = {k: v for k, v in summary.items() if k != "golden"}
-    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
-                   uart_frame_errors=uart.frame_errors)
-    write_metrics(metrics)
-    write_outputs(rtl=res["y"], golden=summary["golden"])
-    assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
-    assert not summary["problems"], "; ".join(summary["problems"])
+    finish_board_session(summary, res, uart, {"rtl": res["y"], "golden": summary["golden"]})
     assert np.array_equal(res["y"], summary["golden"])
 
 
@@ -55,15 +45,7 @@ async def lstm_board_session_matches_golden(dut):
     p = LSTMParams.from_dict(cfg["params"])
     a = arrays()
     wts = LSTMWeights(a["values"], a["indices"], a["bias"], a["w_float"], a["b_float"])
-    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    uart, link = await board_link(dut, cfg, SIM_TIMEOUT, PERIOD_NS)
     res = await lstm_session(link, p, wts, a["xs"], log=dut._log.info)
     summary = lstm_compare(p, wts, a["xs"], res)
-    metrics = {k: v for k, v in summary.items() if k != "golden"}
-    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
-                   uart_frame_errors=uart.frame_errors)
-    write_metrics(metrics)
-    write_outputs(rtl=res["h"], golden=summary["golden"])
-    assert uart.frame_errors == 0
-    assert not summary["problems"], "; ".join(summary["problems"])
+    finish_board_session(summary, res, uart, {"rtl": res["h"], "golden": summary["golden"]})

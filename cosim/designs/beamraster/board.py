@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink
+from cosim.flow.board import HostLink, StreamLink, board_params
 from models.beamraster.datapath import (
     PrecoderParams,
     pack_coef_beats,
@@ -82,13 +82,7 @@ def compare(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, res: dict) -> dict
 
 def cli_inputs(design, args) -> tuple:
     """A channel-driven scenario (:func:`models.beamraster.datapath.scenario`) of ``-n`` frames (seeded)."""
-    from cosim.designs import resolve_params
-
-    if args.csb or args.vector:
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this precoder runs a generated "
-                         f"channel scenario (--seed, -n frames)")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
-    p = resolve_params(design, args.param, args.params, base=base)
+    p = board_params(design, args, "a generated channel scenario (--seed, -n frames)")
     sc = scenario(p, n_frames=args.n, seed=args.seed)
     return p, {k: sc[k] for k in ("s_re", "s_im", "beams", "P_re", "P_im")}
 

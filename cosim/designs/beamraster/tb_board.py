@@ -13,9 +13,8 @@ from __future__ import annotations
 import cocotb
 
 from cosim.designs.beamraster.board import SIM_TIMEOUT, compare, session
-from cosim.flow.board import HostLink
-from cosim.tb.common import arrays, inputs, start_clock_and_reset, write_metrics, write_outputs
-from cosim.tb.uart import CocotbUartTransport, UartModel
+from cosim.tb.common import arrays, inputs
+from cosim.tb.uart import board_link, finish_board_session
 from models.beamraster.datapath import PrecoderParams
 
 PERIOD_NS = 10
@@ -27,15 +26,7 @@ async def beamraster_board_session_matches_golden(dut):
     p = PrecoderParams.from_dict(cfg["params"])
     a = arrays()
     sets = {k: a[k] for k in ("s_re", "s_im", "beams", "P_re", "P_im")}
-    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    uart, link = await board_link(dut, cfg, SIM_TIMEOUT, PERIOD_NS)
     res = await session(link, p, **sets, log=dut._log.info)
     summary = compare(p, **sets, res=res)
-    metrics = {k: v for k, v in summary.items() if k != "golden"}
-    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
-                   uart_frame_errors=uart.frame_errors)
-    write_metrics(metrics)
-    write_outputs(rtl_re=res["x_re"], rtl_im=res["x_im"])
-    assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
-    assert not summary["problems"], "; ".join(summary["problems"])
+    finish_board_session(summary, res, uart, {"rtl_re": res["x_re"], "rtl_im": res["x_im"]})

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, beats_to_words, words_to_beats
+from cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
 from models.errors import CheckFailed, UsageError
 from models.fss.gemm import FSSParams, gemm, pack_act_beats, unpack_output_beats
 
@@ -155,13 +155,7 @@ def random_layer(p: FSSParams, rows: int, cols: int, seed: int):
 def cli_inputs(design, args) -> tuple:
     """Random weights of a layer of the board's row-group and region shape (seeded; up to 64 x 64
     within the build's maximum) and ``-n`` runs of ``--steps`` column tiles of random activations."""
-    from cosim.designs import resolve_params
-
-    if args.csb or args.vector:
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this engine runs random FSS weights "
-                         f"and activations (--seed, -n runs, --steps column tiles per run)")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
-    p = resolve_params(design, args.param, args.params, base=base)
+    p = board_params(design, args, "random FSS weights and activations (--seed, -n runs, --steps column tiles per run)")
     if args.n < 1 or args.steps < 1:
         raise UsageError("-n (runs) and --steps (column tiles per run) must be at least 1")
     rows = max(p.rows_per_group, min(p.max_rows, 64) // p.rows_per_group * p.rows_per_group)

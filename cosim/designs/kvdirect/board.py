@@ -12,7 +12,7 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink
+from cosim.flow.board import HostLink, StreamLink, board_params
 from models.errors import CheckFailed, UsageError
 from models.kvdirect.rtl_model import PipelineParams, golden_run, pack_request, pack_response, unpack_request
 
@@ -88,14 +88,9 @@ def compare(p: PipelineParams, requests, res: dict) -> dict:
 
 def cli_inputs(design, args) -> tuple:
     """A seeded Zipf (0.99) operation stream of ``-n`` hundred operations over 64 keys."""
-    from cosim.designs import resolve_params
     from models.kvdirect.rtl_model import make_stream
 
-    if args.csb or args.vector:
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this pipeline runs a generated "
-                         f"operation stream (--seed, -n hundreds of operations)")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
-    p = resolve_params(design, args.param, args.params, base=base)
+    p = board_params(design, args, "a generated operation stream (--seed, -n hundreds of operations)")
     reqs = make_stream(100 * args.n, 64, "zipf", args.seed)
     return p, {"requests": np.array([pack_request(r) for r in reqs], dtype=object)}
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import cocotb
 
 from cosim.designs.kvdirect.board import SIM_TIMEOUT, compare, session
-from cosim.flow.board import HostLink
 from cosim.flow.runs import as_words
-from cosim.tb.common import arrays, inputs, start_clock_and_reset, write_metrics, write_outputs
-from cosim.tb.uart import CocotbUartTransport, UartModel
+from cosim.tb.common import arrays, inputs
+from cosim.tb.uart import board_link, finish_board_session
 from models.kvdirect.rtl_model import PipelineParams
 
 PERIOD_NS = 10
@@ -28,15 +27,8 @@ async def kvdirect_board_session_matches_golden(dut):
     cfg = inputs()
     p = PipelineParams.from_dict(cfg["params"])
     requests = [int(w) for w in arrays()["requests"]]
-    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    uart, link = await board_link(dut, cfg, SIM_TIMEOUT, PERIOD_NS)
     res = await session(link, p, requests, log=dut._log.info)
     summary = compare(p, requests, res)
-    metrics = {k: v for k, v in summary.items() if k not in ("golden", "ordered")}
-    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
-                   uart_frame_errors=uart.frame_errors)
-    write_metrics(metrics)
-    write_outputs(rtl=as_words(summary["ordered"]), golden=as_words(summary["golden"]))
-    assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
-    assert not summary["problems"], "; ".join(summary["problems"])
+    finish_board_session(summary, res, uart,
+                         {"rtl": as_words(summary["ordered"]), "golden": as_words(summary["golden"])})

@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink
+from cosim.flow.board import HostLink, StreamLink, board_params
 from models.errors import CheckFailed, UsageError
 from models.melo.engine import MeloEngineParams
 
@@ -110,13 +110,7 @@ def traffic(p: MeloEngineParams, packets_per_conn: int, seed: int) -> np.ndarray
 
 def cli_inputs(design, args) -> tuple:
     """Lossy traffic of ``--steps`` packets per connection over the board's connections (seeded)."""
-    from cosim.designs import resolve_params
-
-    if args.csb or args.vector:
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this engine runs generated lossy "
-                         f"traffic (--seed, --steps packets per connection)")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
-    p = resolve_params(design, args.param, args.params, base=base)
+    p = board_params(design, args, "generated lossy traffic (--seed, --steps packets per connection)")
     return p, {"events": traffic(p, args.steps, args.seed)}
 
 

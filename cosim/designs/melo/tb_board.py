@@ -13,9 +13,8 @@ from __future__ import annotations
 import cocotb
 
 from cosim.designs.melo.board import SIM_TIMEOUT, compare, session
-from cosim.flow.board import HostLink
-from cosim.tb.common import arrays, inputs, start_clock_and_reset, write_metrics
-from cosim.tb.uart import CocotbUartTransport, UartModel
+from cosim.tb.common import arrays, inputs
+from cosim.tb.uart import board_link, finish_board_session
 from models.melo.engine import MeloEngineParams
 
 PERIOD_NS = 10
@@ -26,15 +25,7 @@ async def melo_board_session_matches_golden(dut):
     cfg = inputs()
     p = MeloEngineParams(**cfg["params"])
     events = [int(e) for e in arrays()["events"]]
-    uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * PERIOD_NS * 1000, cfg.get("rate_error", 0.0))
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    link = HostLink(CocotbUartTransport(uart), slack_s=2 * cfg.get("timeout", SIM_TIMEOUT) * PERIOD_NS * 1e-9)
+    uart, link = await board_link(dut, cfg, SIM_TIMEOUT, PERIOD_NS)
     res = await session(link, p, events, log=dut._log.info)
     summary = compare(p, events, res)
-    metrics = dict(summary)
-    metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],
-                   uart_frame_errors=uart.frame_errors,
-                   transcript={"events": events, "deliv": res["deliv"], "resp": res["resp"]})
-    write_metrics(metrics)
-    assert uart.frame_errors == 0, f"{uart.frame_errors} bytes from the board had a low stop bit"
-    assert not summary["problems"], "; ".join(summary["problems"])
+    finish_board_session(summary, res, uart, transcript={"events": events, "deliv": res["deliv"], "resp": res["resp"]})
