@@ -13,7 +13,7 @@ from models.kvdirect.rtl_model import PipelineParams, golden_run, make_stream, p
 P = PipelineParams(memory_bytes=8192, entries=16, rs_slots=64)
 
 
-def _reqs(n=300, seed=4):
+def _reqs(n=120, seed=4):
     return [pack_request(r) for r in make_stream(n, 24, "zipf", seed)]
 
 
