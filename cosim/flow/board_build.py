@@ -72,7 +72,10 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
                          f"(ulx3s-85f, ecpix5-85, icebreaker) or use --ooc")
     top_name, ref = board_top_ref(design)[:2]
     platform = resolve(board.platform)()
-    top = resolve(ref)(params, baud, pll) if pll is not None else resolve(ref)(params, baud)
+    try:   # the board top checks the parameters it is given (a design core's own limits)
+        top = resolve(ref)(params, baud, pll) if pll is not None else resolve(ref)(params, baud)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"{design.name} board top: {e}") from None
     clock_mhz = pll.fout_mhz if pll is not None else board.clock_mhz
     fam = family_of(board)
     out_dir.mkdir(parents=True, exist_ok=True)

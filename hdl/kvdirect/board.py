@@ -93,10 +93,11 @@ class KVBoardCore(wiring.Component):
         return m
 
 
-def kv_host(params: PipelineParams, divisor: int, timeout: int = 1 << 24) -> StreamHost:
-    return StreamHost(KVBoardCore(params), inputs=INPUTS, outputs=OUTPUTS, status=STATUS, ident=KVD_ID,
+def kv_host(params: PipelineParams, divisor: int, timeout: int = 1 << 24, core: KVBoardCore | None = None):
+    return StreamHost(core or KVBoardCore(params), inputs=INPUTS, outputs=OUTPUTS, status=STATUS, ident=KVD_ID,
                       divisor=divisor, timeout=timeout)
 
 
 def board_top(params: PipelineParams, baud: int = 115200, pll=None) -> HostBoardTop:
-    return HostBoardTop(lambda divisor: kv_host(params, divisor), baud, pll)
+    core = KVBoardCore(params)      # checks the parameters now, not when the platform elaborates
+    return HostBoardTop(lambda divisor: kv_host(params, divisor, core=core), baud, pll)
