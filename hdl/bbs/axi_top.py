@@ -109,8 +109,9 @@ Faults and the state they leave (every case is exercised in ``tests/bbs/test_bbs
   LOAD_MM fetch is stopped and its bursts in flight are drained (``mm_busy`` until then; a new
   LOAD_MM meanwhile is refused with ERROR bit 4). SEQ_LEN, NUM_SEQ, WADDR, ERROR and MM_ERR_*
   keep their values (LOAD_CYCLES too, unless a LOAD_MM was abandoned: then 0); ERROR bit 6
-  records that work was abandoned. Recovery: reset
-  the stream DMA channels with the block (words still in flight on ``s_axis_w`` would start a
+  records that work was abandoned. (The layer's own registers are cleared in the cycle after the
+  command, from a register; in that cycle its outputs read as cleared and ``m_axis_h`` is idle.)
+  Recovery: reset the stream DMA channels with the block (words still in flight on ``s_axis_w`` would start a
   new load), wait for ``mm_busy`` = 0, reload (stream or LOAD_MM), START.
 - **Hardware reset** (``rst``, synchronous, active high; the AXI peers are reset with it): every
   register as at power-up (ERROR = 0: the fault cannot be reported), weights unloaded.
@@ -272,7 +273,11 @@ class LSTMAxiTop(wiring.Component):
         connect_axil(m, self, axil)
         lstm = LSTMLayer(p)
         lstm_rst = Signal()                     # clears the layer: SOFT_RESET, LOAD_MM, read error
-        m.submodules.lstm = ResetInserter(lstm_rst)(lstm)
+        # the clear reaches the layer a cycle later, from a register (timing: its reset net reaches
+        # every register of the layer); in that cycle the layer's outputs are masked as if cleared
+        clearing = Signal()
+        m.d.sync += clearing.eq(lstm_rst)
+        m.submodules.lstm = ResetInserter(clearing)(lstm)
         m.submodules.reader = rd = AxiReader(**self._reader_args)
         U, H = p.units, p.hidden
         WB, BB = p.bbs.weight_beats, p.rows // p.pes
@@ -368,12 +373,12 @@ class LSTMAxiTop(wiring.Component):
                 m.d.sync += wcnt.eq(wcnt + 1)
         with m.If(clear_w):
             m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0)]
-        partial = ~lstm.loaded & ((beats != 0) | (wcnt != 0) | held)
+        partial = ~(lstm.loaded & ~clearing) & ((beats != 0) | (wcnt != 0) | held)
         loading = mm_mode | partial
         # loaded: every word is in and a LOAD_MM fetch has ended (its read master is idle), so
         # no late read error or timeout of that fetch can clear the layer under a run
         loaded = Signal()
-        m.d.comb += loaded.eq(lstm.loaded & ~mm_mode)
+        m.d.comb += loaded.eq(lstm.loaded & ~clearing & ~mm_mode)
 
         # --- LOAD_MM timing ---------------------------------------------------------------------
         with m.If(load_timing):
@@ -396,8 +401,9 @@ class LSTMAxiTop(wiring.Component):
         hcnt = Signal(range(max(H // U, 2)))
         last = hcnt == H // U - 1
         h_fire = lstm.h.valid & lstm.h.ready
-        m.d.comb += [self.m_axis_h_tvalid.eq(lstm.h.valid), self.m_axis_h_tdata.eq(lstm.h.payload.as_value()),
-                     self.m_axis_h_tlast.eq(last), lstm.h.ready.eq(self.m_axis_h_tready)]
+        m.d.comb += [self.m_axis_h_tvalid.eq(lstm.h.valid & ~clearing),
+                     self.m_axis_h_tdata.eq(lstm.h.payload.as_value()),
+                     self.m_axis_h_tlast.eq(last), lstm.h.ready.eq(self.m_axis_h_tready & ~clearing)]
         with m.If(h_fire):
             m.d.sync += hcnt.eq(Mux(last, 0, hcnt + 1))
             with m.If(last):
@@ -459,8 +465,9 @@ class LSTMAxiTop(wiring.Component):
 
         regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
                 "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,
-                "CYCLES": lstm.cycles, "MAC_BEATS": lstm.mac_beats, "STEPS": lstm.steps,
-                "STALL_OUT": lstm.stall_out, "RUN_CYCLES": run_cycles,
+                **{name: Mux(clearing, 0, getattr(lstm, name.lower()))
+                   for name in ("CYCLES", "MAC_BEATS", "STEPS", "STALL_OUT")},
+                "RUN_CYCLES": run_cycles,
                 "CONFIG": p.pes | p.banks << 8 | p.k << 16,
                 "WADDR_LO": waddr[:32], "WADDR_HI": waddr[32:], "MM_ERR_RESP": mm_resp,
                 "MM_ERR_ADDR_LO": mm_addr[:32], "MM_ERR_ADDR_HI": mm_addr[32:],
