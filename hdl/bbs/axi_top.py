@@ -135,6 +135,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.lstm import LSTMLayer
 from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
 from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
+from hdl.common.skid import RegisterSlice
 from models.bbs.lstm import LSTMParams
 
 __all__ = ["LSTMAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
@@ -317,23 +318,29 @@ class LSTMAxiTop(wiring.Component):
                      rd.base.eq(waddr[:AW]), rd.length.eq(self.load_beats), rd.start.eq(kick), rd.abort.eq(soft)]
         m.d.sync += kick.eq(load_ok)
 
+        # --- the read data through a register slice (the read master's valid comes from the R
+        # channel and its own state in the same cycle; the loader's wide enables follow it) -------
+        rs = RegisterSlice(DW)
+        m.submodules.rslice = ResetInserter(clear_w)(rs)
+        wiring.connect(m, rd.o, rs.i)
+
         # --- word splitter: DW-bit beats -> 32-bit words, one per cycle --------------------------
         R = DW // 32
         mm_valid, mm_word, mm_ready = Signal(), Signal(32), Signal()
         if R == 1:
-            m.d.comb += [mm_valid.eq(rd.o.valid), mm_word.eq(rd.o.payload), rd.o.ready.eq(mm_ready)]
-            split_empty = 1
+            m.d.comb += [mm_valid.eq(rs.o.valid), mm_word.eq(rs.o.payload), rs.o.ready.eq(mm_ready)]
+            split_empty = ~rs.o.valid
         else:
             sbuf, scnt = Signal(DW), Signal(range(R + 1))
             m.d.comb += [mm_valid.eq(scnt != 0), mm_word.eq(sbuf[:32]),
-                         rd.o.ready.eq((scnt == 0) | ((scnt == 1) & mm_ready))]
+                         rs.o.ready.eq((scnt == 0) | ((scnt == 1) & mm_ready))]
             with m.If(mm_valid & mm_ready):
                 m.d.sync += [sbuf.eq(sbuf >> 32), scnt.eq(scnt - 1)]
-            with m.If(rd.o.valid & rd.o.ready):
-                m.d.sync += [sbuf.eq(rd.o.payload), scnt.eq(R)]
+            with m.If(rs.o.valid & rs.o.ready):
+                m.d.sync += [sbuf.eq(rs.o.payload), scnt.eq(R)]
             with m.If(clear_w):
                 m.d.sync += scnt.eq(0)
-            split_empty = scnt == 0
+            split_empty = (scnt == 0) & ~rs.o.valid
         with m.If(load_ok):
             m.d.sync += mm_mode.eq(1)
         with m.Elif(mm_mode & ~kick & ~rd.busy & split_empty):

@@ -22,7 +22,7 @@ from amaranth.hdl import Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer"]
+__all__ = ["SkidBuffer", "RegisterSlice"]
 
 
 class SkidBuffer(wiring.Component):
@@ -47,4 +47,24 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += self.full.eq(0)
         with m.Elif(self.i.valid & ~self.o.ready):
             m.d.sync += [self.full.eq(1), buf.eq(self.i.payload)]
+        return m
+
+
+class RegisterSlice(wiring.Component):
+    """One register stage on a ``width``-bit stream: ``o.valid`` and ``o.payload`` come from
+    registers (so no logic of the producer's reaches the consumer in the same cycle), ``i.ready``
+    is ``~o.valid | o.ready`` (full throughput). One cycle of latency; order and count as the
+    input. ``width`` must be at least 1."""
+
+    def __init__(self, width: int):
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"Register slice width must be a positive integer, not {width!r}")
+        self.width = width
+        super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.i.ready):
+            m.d.sync += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload)]
         return m
