@@ -352,14 +352,20 @@ class LSTMAxiTop(wiring.Component):
         wcnt = Signal(range(NS + 1))
         beats = Signal(range(WB + BB + 1))          # wide beats handed over so far
         held = Signal()                             # a wide beat waits for the layer
-        in_w = beats < WB                           # the held beat is a weight beat
+        # comparisons of the beat count kept as registers (timing: they gate the deserialiser's
+        # wide enables): beats < WB, beats + 1 < WB, beats == WB + BB - 1, beats == WB + BB
+        in_w, in_w1 = Signal(init=1), Signal(init=WB > 1)
+        at_last, at_end = Signal(init=WB + BB == 1), Signal()
+
+        def track(n):
+            """The flags for a beat count of ``n`` (a value the count takes next)."""
+            return [in_w.eq(n < WB), in_w1.eq(n + 1 < WB), at_last.eq(n == WB + BB - 1), at_end.eq(n == WB + BB)]
         m.d.comb += [lstm.wload.valid.eq(held & in_w), lstm.wload.payload.as_value().eq(shreg[32 * (NS - NW):]),
                      lstm.bload.valid.eq(held & ~in_w), lstm.bload.payload.as_value().eq(shreg[32 * (NS - NB):])]
         handover = (lstm.wload.valid & lstm.wload.ready) | (lstm.bload.valid & lstm.bload.ready)
         # a word accepted while the held beat leaves belongs to the next beat
-        beats_next = Mux(handover, beats + 1, beats)
-        nwords = Mux(beats_next < WB, NW, NB)
-        all_in = beats_next == WB + BB
+        nwords = Mux(Mux(handover, in_w1, in_w), NW, NB)       # of the beat after this cycle's handover
+        all_in = Mux(handover, at_last, at_end)
         des_ready = ~held | handover
         src_valid = Mux(mm_mode, mm_valid, self.s_axis_w_tvalid)
         src_word = Mux(mm_mode, mm_word, self.s_axis_w_tdata)
@@ -368,7 +374,7 @@ class LSTMAxiTop(wiring.Component):
         wide = Signal(32 * NS)
         m.d.comb += wide.eq(Cat(shreg[32:], src_word))
         with m.If(handover):
-            m.d.sync += [held.eq(0), beats.eq(beats + 1)]
+            m.d.sync += [held.eq(0), beats.eq(beats + 1), *track(beats + 1)]
         with m.If(w_fire & all_in):
             with m.If(~mm_mode):                    # MM: unused words of the last bus beat
                 m.d.sync += err[2].eq(1)
@@ -379,7 +385,7 @@ class LSTMAxiTop(wiring.Component):
             with m.Else():
                 m.d.sync += wcnt.eq(wcnt + 1)
         with m.If(clear_w):
-            m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0)]
+            m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0), *track(0)]
         partial = ~(lstm.loaded & ~clearing) & ((beats != 0) | (wcnt != 0) | held)
         loading = mm_mode | partial
         # loaded: every word is in and a LOAD_MM fetch has ended (its read master is idle), so
