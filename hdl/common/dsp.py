@@ -1,14 +1,14 @@
 """Registered multipliers that use the FPGA's DSP output register where the build targets one.
 
-``registered_mul(m, a, b, en=..., name=...)`` is ``out <= a * b`` whenever ``en`` is high (reset
-to 0 with the domain): the same value and the same cycle in every build. What differs is where
+``registered_mul(m, a, b, en=..., name=...)`` is ``out <= a * b`` whenever ``en`` is high (no
+reset: a datapath register): the same value and the same cycle in every build. What differs is where
 the register lives:
 
 - by default (simulation, formal, Verilog for other tools) it is an ordinary Amaranth register
   after a ``*``, which Yosys maps to a DSP multiplier and a register in the fabric;
 - inside ``with dsp_target("ecp5"):`` (``hwcosim build`` on an ECP5 part) the product is one
   ``MULT18X18D`` with its output register enabled (``REG_OUTPUT_CLK = CLK0``, clock enable
-  ``CE0``, synchronous reset ``RST0``). Yosys 0.70's ``synth_ecp5`` never moves a register into
+  ``CE0``; its synchronous reset ``RST0`` tied low). Yosys 0.70's ``synth_ecp5`` never moves a register into
   the DSP block, so a registered product otherwise costs two trips through the routing between
   the fabric and the DSP rows (3 ns each on an LFE5U-85F, placed and routed by nextpnr), around
   the multiplier's 3.9 ns: 88-97 MHz for the BBS and BeamRaster multipliers. With the register
@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from amaranth.hdl import ClockSignal, Instance, ResetSignal, Signal
+from amaranth.hdl import ClockSignal, Instance, Signal
 
 __all__ = ["registered_mul", "dsp_target", "ECP5_SIM_MODEL", "sim_models"]
 
@@ -50,8 +50,13 @@ def dsp_target(family: str | None):
 
 
 def registered_mul(m, a, b, *, en, name: str, domain: str = "sync") -> Signal:
-    """A register of ``a * b``'s shape loaded with ``a * b`` in every cycle ``en`` is high."""
-    out = Signal((a * b).shape(), name=name)
+    """A register of ``a * b``'s shape loaded with ``a * b`` in every cycle ``en`` is high.
+
+    The register has no reset (``reset_less``; the DSP block's ``RST0`` is tied low): a product is
+    datapath, used only under its stage's valid bit, and a board's clock domain may have no reset
+    at all (the oscillator's, on a board without a reset button); the fabric version behaves the
+    same, so the RTL simulation and the ECP5 netlist agree after any reset."""
+    out = Signal((a * b).shape(), name=name, reset_less=True)
     if _TARGET.get() != "ecp5" or len(a) > _W or len(b) > _W or len(out) > 2 * _W:
         with m.If(en):
             m.d[domain] += out.eq(a * b)
@@ -68,7 +73,7 @@ def registered_mul(m, a, b, *, en, name: str, domain: str = "sync") -> Signal:
         p_REG_INPUTA_CLK="NONE", p_REG_INPUTB_CLK="NONE", p_REG_PIPELINE_CLK="NONE",
         p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0", p_REG_OUTPUT_RST="RST0", p_RESETMODE="SYNC",
         i_SIGNEDA=int(sa), i_SIGNEDB=int(sb), i_SOURCEA=0, i_SOURCEB=0,
-        i_CLK0=ClockSignal(domain), i_CE0=en, i_RST0=ResetSignal(domain), **ports)
+        i_CLK0=ClockSignal(domain), i_CE0=en, i_RST0=0, **ports)
     return out
 
 

@@ -1,0 +1,33 @@
+"""Every registered board top elaborates for its board as ``hwcosim build DESIGN --board ulx3s-85f``
+makes it: the board configuration, the platform's own clock domain (the oscillator's, which has no
+reset on the ULX3S) and the ECP5 DSP mapping (:func:`hdl.common.dsp.dsp_target`). A design block
+that needs a reset the board's domain does not have, or a board top that no longer fits its
+design's ports, fails here in seconds instead of after synthesis."""
+
+import pytest
+
+from cosim.designs import designs, resolve
+from cosim.flow.board_build import board_top_ref
+
+WITH_TOPS = sorted(n for n, d in designs().items() if d.board_tops)
+
+
+def test_every_design_but_the_csr_baseline_has_a_board_top():
+    assert set(designs()) - set(WITH_TOPS) <= {"bbs-lstm", "fss-gemm", "bbs-csr"}
+    assert len(WITH_TOPS) >= 6
+
+
+@pytest.mark.parametrize("name", WITH_TOPS)
+def test_board_top_elaborates_on_the_ulx3s(name):
+    pytest.importorskip("amaranth_boards")
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+    from hdl.common.dsp import dsp_target
+
+    d = designs()[name]
+    top = resolve(board_top_ref(d)[1])(d.board_config("ecp5") or d.default_params())
+    with dsp_target("ecp5"):
+        plan = ULX3S_85F_Platform().prepare(top, name="top")
+    rtlil = plan.files["top.il"]
+    assert "MULT18X18D" in rtlil or name in ("melo-engine", "kvdirect-pipeline")
+    assert top.divisor == 25_000_000 // 115200 or abs(top.divisor - 25e6 / 115200) < 1
