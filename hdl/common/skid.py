@@ -38,7 +38,7 @@ class SkidBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        buf = Signal(self.width)
+        buf = Signal(self.width, reset_less=True)    # datapath: only ``full`` needs a reset
         m.d.comb += [self.i.ready.eq(~self.full),
                      self.o.valid.eq(self.full | self.i.valid),
                      self.o.payload.eq(Mux(self.full, buf, self.i.payload))]
