@@ -208,9 +208,10 @@ class AxiReader(wiring.Component):
         issue = (can_present & ~stop & ~self.abort & ~first_err & (to_issue != 0)
                  & (inflight < self.max_outstanding))
         m.d.comb += [self.arsize.eq(sz), self.arburst.eq(1)]
+        # (the next values are computed outside the If: only the final select waits for issue)
+        left, r4_left = Signal.like(to_issue), Signal.like(r4)
+        m.d.comb += [left.eq(to_issue - blen), r4_left.eq(r4 - blen)]
         with m.If(issue):
-            left, r4_left = Signal.like(to_issue), Signal.like(r4)
-            m.d.comb += [left.eq(to_issue - blen), r4_left.eq(r4 - blen)]
             r4_next = Mux(r4_left == 0, full, r4_left)
             m.d.sync += [self.arvalid.eq(1), self.araddr.eq(next_addr), self.arlen.eq(blen - 1),
                          next_addr.eq(next_addr + (blen << sz)), to_issue.eq(left), r4.eq(r4_next),
