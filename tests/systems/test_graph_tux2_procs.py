@@ -202,7 +202,10 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
                                  record=False)
     """))
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, env=env, text=True)
+    # Ctrl-C as in a terminal: SIGINT at its default disposition in the child (a pytest-xdist worker
+    # can have it ignored, and a child inherits that: the run then rightly ignores the signal)
+    p = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, env=env, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         proc = psutil.Process(p.pid)
         deadline = time.monotonic() + 60
