@@ -393,11 +393,14 @@ class LSTMLayer(wiring.Component):
         # a zero-latency skid buffer: the SpMxV's y.ready is a register, so the element-wise
         # unit's stall net (h.ready -> its advance) does not reach the SpMxV's and the weight
         # replay's enables in the same cycle (the critical path at 82-91 MHz on an LFE5U-85F)
-        m.submodules.yskid = yskid = SkidBuffer(len(mx.y.payload.as_value()))
-        m.d.comb += [yskid.i.valid.eq(mx.y.valid), yskid.i.payload.eq(mx.y.payload.as_value()),
-                     mx.y.ready.eq(yskid.i.ready),
-                     ew.y.valid.eq(yskid.o.valid), ew.y.payload.as_value().eq(yskid.o.payload),
-                     yskid.o.ready.eq(ew.y.ready)]
+        if p.skid:
+            m.submodules.yskid = yskid = SkidBuffer(len(mx.y.payload.as_value()))
+            m.d.comb += [yskid.i.valid.eq(mx.y.valid), yskid.i.payload.eq(mx.y.payload.as_value()),
+                         mx.y.ready.eq(yskid.i.ready),
+                         ew.y.valid.eq(yskid.o.valid), ew.y.payload.as_value().eq(yskid.o.payload),
+                         yskid.o.ready.eq(ew.y.ready)]
+        else:
+            wiring.connect(m, mx.y, ew.y)
 
         if delta:
             dv = self._delta_replay(m, mx, ew)
@@ -512,11 +515,16 @@ class LSTMLayer(wiring.Component):
         # and a zero-latency skid buffer into the SpMxV: the read enable (a net to every block RAM
         # of the matrix) hangs off a register instead of the SpMxV's stall net (the critical path
         # on one of three seeds at 83 MHz on an LFE5U-85F)
-        m.submodules.wskid = wskid = SkidBuffer(wwidth)
-        ren = ~wq_valid | wskid.i.ready
-        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren), wskid.i.valid.eq(wq_valid), wskid.i.payload.eq(wq),
-                     mx.w.valid.eq(wskid.o.valid), mx.w.payload.as_value().eq(wskid.o.payload),
-                     wskid.o.ready.eq(mx.w.ready)]
+        if self.params.skid:
+            m.submodules.wskid = wskid = SkidBuffer(wwidth)
+            ren = ~wq_valid | wskid.i.ready
+            m.d.comb += [wskid.i.valid.eq(wq_valid), wskid.i.payload.eq(wq),
+                         mx.w.valid.eq(wskid.o.valid), mx.w.payload.as_value().eq(wskid.o.payload),
+                         wskid.o.ready.eq(mx.w.ready)]
+        else:
+            ren = ~wq_valid | mx.w.ready
+            m.d.comb += [mx.w.valid.eq(wq_valid), mx.w.payload.as_value().eq(wq)]
+        m.d.comb += [wrp.addr.eq(ra), wrp.en.eq(ren)]
         with m.If(ren):
             m.d.sync += [rvalid.eq(self.loaded), wq_valid.eq(rvalid), wq.eq(wrp.data)]
             with m.If(self.loaded):

@@ -94,6 +94,8 @@ broken variants (:data:`MUTANTS`) that must fail for the intended reason.
 
 from __future__ import annotations
 
+import dataclasses
+
 from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal, signed
 from amaranth.lib import wiring
@@ -195,7 +197,7 @@ def lstm_internals(frag, dut) -> dict:
     out["ew"] = ew
     out["mx"] = spmxv_internals(mx_frag, mx)
     out["fifo"] = fifo
-    out["wskid"] = _sub(frag, "wskid")[1]
+    out["wskid"] = _sub(frag, "wskid")[1] if p.skid else None
     return out
 
 
@@ -250,7 +252,7 @@ class LSTMFormal(wiring.Component):
         m.submodules.dut = frag
         _, mx = _sub(frag, "spmxv")
         _, ew = _sub(frag, "ew")
-        _, yskid = _sub(frag, "yskid")
+        yskid = _sub(frag, "yskid")[1] if p.skid else None
         _, fifo = _sub(frag, "fb")
         for name in ("wload", "bload", "x"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(dut, name))
@@ -262,7 +264,7 @@ class LSTMFormal(wiring.Component):
         iv = lstm_internals(frag, dut) if "internal" in chk else None
 
         G, K, S, L, E = p.rows // p.pes, p.k, p.bank_size, p.bbs.latency, EW_LATENCY
-        LS = L + 1      # the SpMxV pipeline and the skid buffer between it and the element-wise unit
+        LS = L + int(p.skid)    # the SpMxV pipeline (and the skid buffer between it and the element-wise unit)
         U, B, H, NXB = p.units, p.banks, p.hidden, p.x_beats
         vw = p.vec_fmt.width
         WB = G * K
@@ -576,12 +578,14 @@ class LSTMFormal(wiring.Component):
         chk(loaded_all | ((owed_y == 0) & (owed_h == 0) & (gpos == 0) & (wpos == 0) & (hpos == 0) & (ypos == 0)),
             "internal: work past the vector buffers before the weights and biases were loaded")
         # words read ahead of the SpMxV: the RAM's output, its register and the skid buffer
-        rpos = gpos * K + wpos + iv["rvalid"] + iv["wq_valid"] + iv["wskid"].full
+        wskid = iv["wskid"]
+        rpos = gpos * K + wpos + iv["rvalid"] + iv["wq_valid"] + (wskid.full if wskid is not None else 0)
         rpos1 = Mux(rpos >= WB, rpos - WB, rpos)      # rpos < WB + 3 (a matrix of 1 word wraps three times)
         rpos2 = Mux(rpos1 >= WB, rpos1 - WB, rpos1)
         chk(iv["ra"] == Mux(rpos2 >= WB, rpos2 - WB, rpos2), "internal: replay address != next word")
-        with m.If(iv["wskid"].full):
-            chk(iv["wq_valid"], "internal: a word in the weight skid buffer behind an empty replay register")
+        if wskid is not None:
+            with m.If(wskid.full):
+                chk(iv["wq_valid"], "internal: a word in the weight skid buffer behind an empty replay register")
         # SpMxV
         chk(wpos == mi["j"], "internal: harness group position != SpMxV j")
         chk(gpos == mi["g"], "internal: harness row group != SpMxV g")
@@ -593,7 +597,7 @@ class LSTMFormal(wiring.Component):
             "internal: one full buffer that is not the read buffer")
         stages = [mi["s1_valid"] & mi["s1_last"], mi["s2_valid"] & mi["s2_last"],
                   mi["s3_valid"] & mi["s3_last"], mx.y.valid]
-        chk(owed_y == sum(stages) + v["yskid"].full,
+        chk(owed_y == sum(stages) + (v["yskid"].full if v["yskid"] is not None else 0),
             "internal: groups owed != last beats in the SpMxV pipeline and the skid buffer")
         for i, sv in enumerate((mi["s1_valid"], mi["s2_valid"], mi["s3_valid"])):
             with m.If(v["wquiet"] > i):
@@ -629,7 +633,8 @@ class LSTMFormal(wiring.Component):
         ny = Signal(range(v["NS"] + 3))     # passes done whose last result beat has not left the SpMxV
         nh = Signal(range(v["NS"] + 3))     # steps whose last result entered the element-wise unit, h not all out
         m.d.sync += [ny.eq(ny + v["pass_done"] - v["ystep_done"]), nh.eq(nh + v["ystep_done"] - v["hstep_done"])]
-        NY, NH = (L + 1) // G + 1, E // G + 1
+        LS = v["LS"]
+        NY, NH = LS // G + 1, E // G + 1
         chk((ny <= NY) & (nh <= NH), "internal: too many step boundaries in the pipelines")
         chk(spos == fwdn(yseq, ny, NY), "internal: pass and element-wise sequence positions disagree")
         chk(yseq == fwdn(hseq, nh, NH), "internal: element-wise and output sequence positions disagree")
@@ -638,7 +643,7 @@ class LSTMFormal(wiring.Component):
             return val - G * sum((val >= t * G) for t in range(1, top // G + 1))
 
         chk(ypos == modg(hpos + owed_h, G + E), "internal: results out of the SpMxV != h beats + results in the unit")
-        chk(gpos == modg(ypos + owed_y, G + L + 1), "internal: row groups done != results out + groups in the SpMxV")
+        chk(gpos == modg(ypos + owed_y, G + LS), "internal: row groups done != results out + groups in the SpMxV")
         chk(ny == sum((ypos + owed_y >= t * G) for t in range(1, NY + 1)),
             "internal: step boundaries in the SpMxV != groups in it")
         chk(nh == sum((hpos + owed_h >= t * G) for t in range(1, NH + 1)),
@@ -818,6 +823,11 @@ def formal_checks(full: bool = False) -> list[dict]:
             out.append(dict(name=f"{_tag(shape)}-prove", build=lambda sp=sp: LSTMFormal(sp, props=_PROVE),
                             mode="prove", depth=3, doc=f"every group but drain/data, {what}: k-induction"))
         out += [
+            dict(name="h1b1k1-skid-prove", build=lambda: LSTMFormal(dataclasses.replace(prm, skid=True), props=_PROVE),
+                 mode="prove", depth=3, doc="every group but drain/data, with the skid buffers: k-induction"),
+            dict(name="h1b1k1-skid-data-bmc", build=lambda: LSTMFormal(dataclasses.replace(prm, skid=True),
+                                                                       props=("data",)),
+                 mode="bmc", depth=22, doc="data with the skid buffers: BMC (one step through the pipeline)"),
             dict(name="h1b1k1-drain-bmc", build=lambda: LSTMFormal(prm, props=("drain",)), mode="bmc",
                  depth=drain_cycles(prm) + 8,
                  doc=f"drain (nothing owed {drain_cycles(prm)} quiet cycles on), H=1 B=1 k=1: BMC"),

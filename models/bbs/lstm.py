@@ -94,6 +94,10 @@ class LSTMParams:
     out_stage, mul_stage : bool
         The SpMxV's optional pipeline registers (see :class:`models.bbs.spmxv.BBSParams`): one
         more cycle of latency each, for the clock; identical results.
+    skid : bool
+        Zero-latency skid buffers between the SpMxV and the element-wise unit and into the SpMxV's
+        weight port (registered ready: the stall net stops at them), for the clock; identical
+        results and cycles.
     """
 
     input_size: int
@@ -108,6 +112,7 @@ class LSTMParams:
     act_frac: int = 10
     out_stage: bool = False
     mul_stage: bool = False
+    skid: bool = False
 
     def __post_init__(self):
         for name in ("input_size", "hidden", "banks", "k", "pes", "act_frac"):
@@ -180,7 +185,8 @@ class LSTMParams:
         return {"input_size": self.input_size, "hidden": self.hidden, "banks": self.banks, "k": self.k,
                 "pes": self.pes, "weight_fmt": self.weight_fmt.to_dict(), "vec_fmt": self.vec_fmt.to_dict(),
                 "gate_fmt": self.gate_fmt.to_dict(), "cell_fmt": self.cell_fmt.to_dict(),
-                "act_frac": self.act_frac, "out_stage": bool(self.out_stage), "mul_stage": bool(self.mul_stage)}
+                "act_frac": self.act_frac, "out_stage": bool(self.out_stage), "mul_stage": bool(self.mul_stage),
+                "skid": bool(self.skid)}
 
     @classmethod
     def from_dict(cls, d: dict) -> LSTMParams:
@@ -188,7 +194,8 @@ class LSTMParams:
                    k=int(d["k"]), pes=int(d["pes"]), weight_fmt=Q.from_dict(d["weight_fmt"]),
                    vec_fmt=Q.from_dict(d["vec_fmt"]), gate_fmt=Q.from_dict(d["gate_fmt"]),
                    cell_fmt=Q.from_dict(d["cell_fmt"]), act_frac=int(d["act_frac"]),
-                   out_stage=bool(d.get("out_stage", False)), mul_stage=bool(d.get("mul_stage", False)))
+                   out_stage=bool(d.get("out_stage", False)), mul_stage=bool(d.get("mul_stage", False)),
+                   skid=bool(d.get("skid", False)))
 
 
 # -- activations -----------------------------------------------------------------------------

@@ -124,8 +124,23 @@ def test_lstm_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
 
     P, B, k, H, I = CONFIGS[0]
     p, wts, xs = _case(P, B, k, H, I, n=2, T=3, seed=11)
-    p = dataclasses.replace(p, mul_stage=True)        # the SpMxV's products in the DSP block's register
+    # the SpMxV's products in the DSP block's register; the skid buffers of the board configuration
+    p = dataclasses.replace(p, mul_stage=True, skid=True)
     with dsp_target("ecp5"):
         assert to_verilog(LSTMLayer(p), "bbs_lstm").count("MULT18X18D #(") == P * B + 3 * p.units
         res = run_lstm(p, wts, xs, p_idle=0.3, p_stall=0.5, seed=3, test_dir=tmp_path)
     assert res.metrics["mismatches"] == 0
+
+
+@pytest.mark.parametrize("p_idle,p_stall", [(0.0, 0.0), (0.4, 0.6)])
+def test_lstm_skid_buffers_change_no_word_and_no_cycle(tmp_path, p_idle, p_stall):
+    """The board configuration's skid buffers (``skid``): the same words; with free-flowing streams
+    the cycle model's count exactly; under idle input and a stalled output, still every word."""
+    P, B, k, H, I = CONFIGS[1]
+    p0, wts, xs = _case(P, B, k, H, I, n=2, T=3, seed=5)
+    p = dataclasses.replace(p0, skid=True)
+    res = run_lstm(p, wts, xs, p_idle=p_idle, p_stall=p_stall, seed=9, test_dir=tmp_path)
+    mt = res.metrics
+    assert mt["mismatches"] == 0
+    if not p_stall:
+        assert mt["cycles"] == LSTMCycleModel(p0).expected(2, 3), mt

@@ -33,7 +33,7 @@ DESIGNS = [
         # the SpMxV's output register on the board: 65.6 -> 83.9 MHz (nextpnr, LFE5U-85F speed 6,
         # seed 1) for one cycle more per step; the cycle model follows p.bbs.latency
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
-                                      mul_stage=True),
+                                      mul_stage=True, skid=True),
         # the iCE40UP5K: P = 4 PEs of one bank (4 SB_MAC16) + the element-wise unit's 3 = 7 of 8;
         # H = 32 (3,558 of 5,280 logic cells with the scan harness, 14 of 30 EBR; 33.3 MHz)
         family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
@@ -58,7 +58,7 @@ DESIGNS = [
         # the same board configuration as bbs-lstm (the SpMxV's output register): the AXI top
         # wraps that layer, so without it the FPGA build measured the slower layer (28.9 MHz)
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
-                                      mul_stage=True),
+                                      mul_stage=True, skid=True),
         # the iCE40UP5K: bbs-lstm's iCE40 configuration (4,898 of 5,280 logic cells with the scan
         # harness, 8 of 8 SB_MAC16; 15.3 MHz, the AXI read master's address arithmetic)
         family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
