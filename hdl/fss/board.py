@@ -37,23 +37,9 @@ from hdl.common.host_bridge import (
 from hdl.fss.axi_top import FSSAxiTop
 from models.fss.gemm import FSSParams
 
-__all__ = ["FSSHost", "board_top", "x_words", "y_words", "CH_WEIGHTS", "CH_X", "CH_Y"]
+__all__ = ["FSSHost", "board_top", "CH_WEIGHTS", "CH_X", "CH_Y"]
 
 CH_WEIGHTS, CH_X, CH_Y = 0, 1, 0
-
-
-def _words(bits: int) -> int:
-    return -(-bits // 32)
-
-
-def x_words(top: FSSAxiTop) -> int:
-    """Link words per activation beat."""
-    return _words(len(top.s_axis_x_tdata))
-
-
-def y_words(top: FSSAxiTop) -> int:
-    """Link words per result beat."""
-    return _words(len(top.m_axis_y_tdata))
 
 
 class FSSHost(HostCore):
