@@ -295,6 +295,12 @@ class LSTMAxiTop(wiring.Component):
         load_cycles, load_timing = Signal(32), Signal()
         mm_mode, kick = Signal(), Signal()      # LOAD_MM owns the loader / start the reader
         m.d.comb += lstm.seq_len.eq(seq_len)
+        # SEQ_LEN x NUM_SEQ, registered: the START write takes the run's step count from a register,
+        # not through a multiplier (that was the critical path of bbs-lstm-axi at 85 MHz). Both only
+        # change while idle, and the register file takes a write at most every other cycle, so the
+        # product is up to date by the START that uses it.
+        n_steps = Signal(32)
+        m.d.sync += n_steps.eq(seq_len * num_seq)
 
         # --- AXI4-Lite write decode (the commands, used below) ---------------------------------
         wr = axil.wr
@@ -450,8 +456,7 @@ class LSTMAxiTop(wiring.Component):
                         with m.Elif((seq_len == 0) | (num_seq == 0)):
                             m.d.sync += err[1].eq(1)
                         with m.Else():
-                            n = seq_len * num_seq
-                            m.d.sync += [busy.eq(1), done.eq(0), x_left.eq(n), steps_left.eq(n), gate.eq(1),
+                            m.d.sync += [busy.eq(1), done.eq(0), x_left.eq(n_steps), steps_left.eq(n_steps), gate.eq(1),
                                          run_cycles.eq(0)]
                 with m.Case(REGS["SEQ_LEN"] >> 2):
                     with m.If(~busy):

@@ -25,7 +25,8 @@ signal), so nothing is lost and ``y.payload`` stays stable while it waits.
 
 Resources. ``P * B`` multipliers of ``W x XW`` bits (DSPs), ``P * B`` memories of
 ``2**(I+1) x XW`` bits, ``P`` adder trees of ``B`` inputs and ``P`` accumulators of
-``acc_width`` bits.
+``acc_width`` bits; a write register (enable, address, one vector beat) in front of the
+memories, ``B`` bypass registers and ``P * B`` hit flags behind them.
 
 Counters (saturating at 2**32 - 1): ``cycles`` counts cycles in which the engine holds work
 (a loaded vector, a vector being loaded, a beat in the pipeline or an output waiting);
@@ -124,12 +125,20 @@ class SpMxV(wiring.Component):
 
         x_fire = self.x.valid & self.x.ready
         m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
+        # The write is registered: every memory's write enable, address and data come from
+        # flip-flops (the enable fans out to all P * B memories; computed from the x handshake it
+        # was a critical path of bbs-lstm, 96.9 MHz). A vector still counts as complete in the cycle
+        # after its last beat, as before, when that beat is only being written: a read of it in that
+        # cycle is bypassed. Each read port's hit is a register (its address compared with the write
+        # register as it reads) and a multiplexer after the port picks the written element, so the
+        # read data sees it as it did when the write was a cycle earlier.
+        wq_en = Signal()
+        wq_addr = Signal(len(Cat(wr_cnt, wr_sel)))
+        wq_data = [Signal(signed(p.vec_fmt.width), name=f"wq_x{b}", reset_less=True) for b in range(B)]
+        m.d.sync += [wq_en.eq(x_fire), wq_addr.eq(Cat(wr_cnt, wr_sel))]
+        m.d.sync += [wq_data[b].eq(self.x.payload[b]) for b in range(B)]
         for b, wp in wports:
-            m.d.comb += [
-                wp.addr.eq(Cat(wr_cnt, wr_sel)),
-                wp.data.eq(self.x.payload[b]),
-                wp.en.eq(x_fire),
-            ]
+            m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data[b]), wp.en.eq(wq_en)]
         with m.If(x_fire):
             with m.If(wr_cnt == S - 1):
                 m.d.sync += [wr_cnt.eq(0), wr_sel.eq(~wr_sel), full.bit_select(wr_sel, 1).eq(1)]
@@ -146,8 +155,15 @@ class SpMxV(wiring.Component):
         m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
 
         lanes = self.w.payload
+        hit = [Signal(name=f"vbyp_hit{i}") for i in range(P * B)]
+        byp = [Signal(signed(p.vec_fmt.width), name=f"vbyp_x{b}", reset_less=True) for b in range(B)]
+        rdata = []
         for i, rp in enumerate(rports):
             m.d.comb += [rp.addr.eq(Cat(lanes[i].index, rd_sel)), rp.en.eq(adv)]
+            rdata.append(Mux(hit[i], byp[i % B], rp.data))
+        with m.If(adv):     # the ports hold their data while the pipeline holds: so does the bypass
+            m.d.sync += [hit[i].eq(wq_en & (wq_addr == rp.addr)) for i, rp in enumerate(rports)]
+            m.d.sync += [byp[b].eq(wq_data[b]) for b in range(B)]
 
         k_last = (j == self.k_run - 1) if self.runtime_k else (j == K - 1)
         with m.If(w_fire):
@@ -181,7 +197,7 @@ class SpMxV(wiring.Component):
         # in the fabric (the DSP's register alone leaves its route to the tree in the tree's cycle)
         s2_prod = [Signal(signed(pw), name=f"s2_prod{i}") for i in range(P * B)]
         if p.mul_stage:
-            sb_prod = [registered_mul(m, s1_w[i], rports[i].data, en=adv, name=f"sb_prod{i}") for i in range(P * B)]
+            sb_prod = [registered_mul(m, s1_w[i], rdata[i], en=adv, name=f"sb_prod{i}") for i in range(P * B)]
             assert all(len(x) == pw for x in sb_prod)
 
         with m.If(adv):
@@ -196,7 +212,7 @@ class SpMxV(wiring.Component):
                 m.d.sync += [s2_prod[i].eq(sb_prod[i]) for i in range(P * B)]
             else:
                 m.d.sync += [s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last)]
-                m.d.sync += [s2_prod[i].eq(s1_w[i] * rports[i].data) for i in range(P * B)]
+                m.d.sync += [s2_prod[i].eq(s1_w[i] * rdata[i]) for i in range(P * B)]
             m.d.sync += [s3_sum[pe].eq(_tree_sum(s2_prod[pe * B:(pe + 1) * B])) for pe in range(P)]
             if p.out_stage:
                 m.d.sync += [s4_valid.eq(s3_valid), s4_last.eq(s3_last), self.y.valid.eq(s4_valid & s4_last)]

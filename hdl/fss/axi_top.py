@@ -74,7 +74,7 @@ high) also resets the size registers to their reset values and clears ERROR.
 
 Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
-weight store reads one beat ahead, so with free-flowing streams and activations waiting at
+weight store reads ahead (block RAM read, then an output register), so with free-flowing streams and activations waiting at
 START, ``RUN_CYCLES == CYCLES ==`` :meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``.
 The engine is held in reset in the START cycle (it is empty then), which is what clears its
 counters per run.
@@ -270,7 +270,7 @@ class FSSAxiTop(wiring.Component):
         def restart_load():
             m.d.sync += [wcnt.eq(0), lc.eq(0), lg.eq(0), waddr.eq(0), w_words.eq(0), loaded.eq(0)]
 
-        # --- weight replay: the store read one beat ahead of the engine ------------------------
+        # --- weight replay: the store read ahead of the engine ----------------------------------
         issuing, rd_valid = Signal(), Signal()
         rc, rgc = Signal(range(max(2, KMAX))), Signal(range(max(2, GMAX)))
         raddr = Signal(range(max(2, BEATS)))
@@ -279,11 +279,19 @@ class FSSAxiTop(wiring.Component):
         # (reset with the engine: a START or SOFT_RESET leaves no word of the last run in it)
         wskid = SkidBuffer(len(gemm.w.payload.as_value()))
         m.submodules.wskid = ResetInserter(eng_rst)(wskid)
-        radv = ~rd_valid | wskid.i.ready
+        # the store's read data is registered (rq) before the skid buffer: a block RAM output
+        # drives only flip-flops (its clock-to-out into the engine's first stage was a critical
+        # path of fss-axi); the replay reads two beats ahead of the engine
+        rq_valid = Signal()
+        rq_data = Signal(len(rp.data), reset_less=True)
+        rq_adv = ~rq_valid | wskid.i.ready
+        radv = ~rd_valid | rq_adv
         m.d.comb += [rp.addr.eq(raddr), rp.en.eq(radv & issuing),
-                     wskid.i.valid.eq(rd_valid), wskid.i.payload.eq(rp.data),
+                     wskid.i.valid.eq(rq_valid), wskid.i.payload.eq(rq_data),
                      gemm.w.valid.eq(wskid.o.valid), gemm.w.payload.as_value().eq(wskid.o.payload),
                      wskid.o.ready.eq(gemm.w.ready)]
+        with m.If(rq_adv):
+            m.d.sync += [rq_valid.eq(rd_valid), rq_data.eq(rp.data)]
         with m.If(radv):
             m.d.sync += rd_valid.eq(issuing)
             with m.If(issuing):
@@ -374,13 +382,13 @@ class FSSAxiTop(wiring.Component):
         # --- START: the run's counters and sequencers (after the blocks above: it wins) ----------
         with m.If(start):
             m.d.sync += [busy.eq(1), done.eq(0), run_cycles.eq(0), out_beats.eq(0),
-                         issuing.eq(1), rd_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
+                         issuing.eq(1), rd_valid.eq(0), rq_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
                          x_more.eq(1), xc.eq(0), xtile.eq(0), yg.eq(0), ytile.eq(0)]
 
         # --- SOFT_RESET: last, so it overrides everything but ERROR, the sizes and AXI4-Lite ------
         with m.If(soft):
             restart_load()
             m.d.sync += [busy.eq(0), done.eq(0), run_cycles.eq(0), out_beats.eq(0), shreg.eq(0),
-                         issuing.eq(0), rd_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
+                         issuing.eq(0), rd_valid.eq(0), rq_valid.eq(0), rc.eq(0), rgc.eq(0), raddr.eq(0), rtile.eq(0),
                          x_more.eq(0), xc.eq(0), xtile.eq(0), yg.eq(0), ytile.eq(0)]
         return m

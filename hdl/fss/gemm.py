@@ -37,8 +37,10 @@ Resources. ``PR * PC * N`` multipliers of ``W x XW`` bits (DSPs); ``r_w * PC`` m
 ``2 * 2**ceil(log2(max_cols / r_w))`` x ``XW`` bits (shared by all PE rows: the activation
 storage does not grow with ``PR``); ``PR * PC * N`` operand multiplexers of ``r_w`` inputs;
 ``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits;
-pipeline registers for the operands, products and partial sums. When ``r_w`` is a power of two
-the operand multiplexer is ``r_w``-way on the index's low bits, otherwise ``r_h * r_w``-way.
+pipeline registers for the operands, products and partial sums; a write register (enable,
+address and one activation beat) in front of the buffer and a bypass register behind it.
+When ``r_w`` is a power of two the operand multiplexer is ``r_w``-way on the index's low bits,
+otherwise ``r_h * r_w``-way.
 
 Configuration. ``cfg_k_regions`` (= cols / r_w) and ``cfg_row_groups`` (= rows / (r_h PR)) set
 the layer shape at run time; hold them stable while the engine holds work.
@@ -128,6 +130,18 @@ class FSSGemm(wiring.Component):
         wr_cnt = Signal(range(max(2, KMAX)))
         x_fire = self.x.valid & self.x.ready
         m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
+        # The write is registered: the memories' write enable, address and data come straight from
+        # flip-flops (the enable fans out to every bank; computed from the x handshake it was the
+        # critical path of fss-axi, 78 MHz). A tile still counts as loaded in the cycle after its
+        # last beat, as before, when that beat is only being written; a read of it in that cycle
+        # (only possible when a tile is one region column) is bypassed: the hit is a register
+        # (the read address and the write register compared a cycle earlier) and a multiplexer
+        # after each bank picks the written word. (A transparent read port does the same with
+        # one comparator on the read path, shared by every bank: 89.9 MHz on fss-axi.)
+        wq_en = Signal()
+        wq_addr = Signal(abits + 1)
+        m.d.sync += [wq_en.eq(x_fire), wq_addr.eq(Cat(wr_cnt[:abits], wr_sel))]
+        hit = Signal()
         rd = [[None] * RW for _ in range(PC)]  # rd[t][b]: read data of bank (b, t)
         rports = []
         for t in range(PC):
@@ -135,10 +149,12 @@ class FSSGemm(wiring.Component):
                 mem = Memory(shape=signed(p.act_fmt.width), depth=2 << abits, init=[])
                 m.submodules[f"abuf_{t}_{b}"] = mem
                 wp, rp = mem.write_port(), mem.read_port()
-                m.d.comb += [wp.addr.eq(Cat(wr_cnt[:abits], wr_sel)), wp.data.eq(self.x.payload[t * RW + b]),
-                             wp.en.eq(x_fire)]
-                rd[t][b] = rp.data
-                rports.append(rp)
+                wq_data = Signal(signed(p.act_fmt.width), name=f"wq_x{t}_{b}", reset_less=True)
+                byp_data = Signal(signed(p.act_fmt.width), name=f"byp_x{t}_{b}", reset_less=True)
+                m.d.sync += wq_data.eq(self.x.payload[t * RW + b])
+                m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data), wp.en.eq(wq_en)]
+                rd[t][b] = Mux(hit, byp_data, rp.data)
+                rports.append((rp, wq_data, byp_data))
         with m.If(x_fire):
             with m.If(wr_cnt == kr - 1):
                 m.d.sync += [wr_cnt.eq(0), wr_sel.eq(~wr_sel), full.bit_select(wr_sel, 1).eq(1)]
@@ -152,8 +168,12 @@ class FSSGemm(wiring.Component):
         g = Signal(range(max(2, GMAX)))
         w_fire = self.w.valid & self.w.ready
         m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
-        for rp in rports:
-            m.d.comb += [rp.addr.eq(Cat(c[:abits], rd_sel)), rp.en.eq(adv)]
+        raddr = Cat(c[:abits], rd_sel)
+        for rp, wq_data, byp_data in rports:
+            m.d.comb += [rp.addr.eq(raddr), rp.en.eq(adv)]
+        with m.If(adv):    # the read ports hold their data while the pipeline holds: so does the bypass
+            m.d.sync += hit.eq(wq_en & (wq_addr == raddr))
+            m.d.sync += [byp_data.eq(wq_data) for _, wq_data, byp_data in rports]
         with m.If(w_fire):
             with m.If(c == kr - 1):
                 m.d.sync += c.eq(0)
