@@ -169,7 +169,7 @@ class FSSGemm(wiring.Component):
         w_fire = self.w.valid & self.w.ready
         m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
         raddr = Cat(c[:abits], rd_sel)
-        for rp, wq_data, byp_data in rports:
+        for rp, _, _ in rports:
             m.d.comb += [rp.addr.eq(raddr), rp.en.eq(adv)]
         with m.If(adv):    # the read ports hold their data while the pipeline holds: so does the bypass
             m.d.sync += hit.eq(wq_en & (wq_addr == raddr))
