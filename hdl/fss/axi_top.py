@@ -75,8 +75,8 @@ high) also resets the size registers to their reset values and clears ERROR.
 Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
 weight store reads ahead (block RAM read, then an output register), so with free-flowing
-streams and activations waiting at START, ``RUN_CYCLES == CYCLES ==`` :meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``.
-The engine is held in reset in the START cycle (it is empty then), which is what clears its
+streams and activations waiting at START, ``RUN_CYCLES == CYCLES ==``
+:meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``. The engine is held in reset in the START cycle (it is empty then), which is what clears its
 counters per run.
 
 Resources beyond the engine: the weight store, ``max_row_groups * max_k_regions`` words of
