@@ -76,8 +76,8 @@ Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper a
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
 weight store reads ahead (block RAM read, then an output register), so with free-flowing
 streams and activations waiting at START, ``RUN_CYCLES == CYCLES ==``
-:meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``. The engine is held in reset in the START cycle (it is empty then), which is what clears its
-counters per run.
+:meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``. The engine is held in reset
+in the START cycle (it is empty then), which is what clears its counters per run.
 
 Resources beyond the engine: the weight store, ``max_row_groups * max_k_regions`` words of
 ``PR * N * (W + I)`` bits (block RAM: for the default ``fss-axi`` build, 1,024 x 192 bits), a
