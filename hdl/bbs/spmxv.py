@@ -26,7 +26,7 @@ signal), so nothing is lost and ``y.payload`` stays stable while it waits.
 Resources. ``P * B`` multipliers of ``W x XW`` bits (DSPs), ``P * B`` memories of
 ``2**(I+1) x XW`` bits, ``P`` adder trees of ``B`` inputs and ``P`` accumulators of
 ``acc_width`` bits; a write register (enable, address, one vector beat) in front of the
-memories, ``B`` bypass registers and ``P * B`` hit flags behind them.
+memories, a bypass register and a hit flag behind each memory.
 
 Counters (saturating at 2**32 - 1): ``cycles`` counts cycles in which the engine holds work
 (a loaded vector, a vector being loaded, a beat in the pipeline or an output waiting);
@@ -156,14 +156,21 @@ class SpMxV(wiring.Component):
 
         lanes = self.w.payload
         hit = [Signal(name=f"vbyp_hit{i}") for i in range(P * B)]
-        byp = [Signal(signed(p.vec_fmt.width), name=f"vbyp_x{b}", reset_less=True) for b in range(B)]
+        # one bypass register per port, beside its multiplexer (one per bank, shared by the P
+        # memories of a bank, was routed across the chip to the multipliers: 98 MHz on bbs-lstm)
+        byp = [Signal(signed(p.vec_fmt.width), name=f"vbyp_x{i}", reset_less=True) for i in range(P * B)]
         rdata = []
         for i, rp in enumerate(rports):
             m.d.comb += [rp.addr.eq(Cat(lanes[i].index, rd_sel)), rp.en.eq(adv)]
-            rdata.append(Mux(hit[i], byp[i % B], rp.data))
+            rdata.append(Mux(hit[i], byp[i], rp.data))
+        # (each takes the written word only when its own port hits: registers with the same input
+        # and enable would be merged back into one by synthesis)
         with m.If(adv):     # the ports hold their data while the pipeline holds: so does the bypass
-            m.d.sync += [hit[i].eq(wq_en & (wq_addr == rp.addr)) for i, rp in enumerate(rports)]
-            m.d.sync += [byp[b].eq(wq_data[b]) for b in range(B)]
+            for i, rp in enumerate(rports):
+                hit_now = wq_en & (wq_addr == rp.addr)
+                m.d.sync += hit[i].eq(hit_now)
+                with m.If(hit_now):
+                    m.d.sync += byp[i].eq(wq_data[i % B])
 
         k_last = (j == self.k_run - 1) if self.runtime_k else (j == K - 1)
         with m.If(w_fire):
