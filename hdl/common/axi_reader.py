@@ -211,11 +211,13 @@ class AxiReader(wiring.Component):
         # (the next values are computed outside the If: only the final select waits for issue)
         left, r4_left = Signal.like(to_issue), Signal.like(r4)
         m.d.comb += [left.eq(to_issue - blen), r4_left.eq(r4 - blen)]
+        r4_wrap = Signal()                          # this burst ends at the boundary: r4_left == 0
+        m.d.comb += r4_wrap.eq(r4 == blen)
         with m.If(issue):
-            r4_next = Mux(r4_left == 0, full, r4_left)
+            r4_next = Mux(r4_wrap, full, r4_left)
             m.d.sync += [self.arvalid.eq(1), self.araddr.eq(next_addr), self.arlen.eq(blen - 1),
                          next_addr.eq(next_addr + (blen << sz)), to_issue.eq(left), r4.eq(r4_next),
-                         blen.eq(self.burst_len(left, r4_left, r4_left == 0))]
+                         blen.eq(self.next_burst_len(to_issue, r4, blen, left, r4_left, r4_wrap))]
         with m.Elif(self.arready):
             m.d.sync += self.arvalid.eq(0)
         with m.If(issue & ~retire):
@@ -266,6 +268,22 @@ class AxiReader(wiring.Component):
                          self.error.eq(0), self.err_addr.eq(0), r4.eq(Mux(r4_base == 0, full, r4_base)),
                          blen.eq(self.burst_len(self.length, r4_base, r4_base == 0))]
         return m
+
+    def next_burst_len(self, to_issue, r4, blen, left, r4_left, r4_wrap):
+        """:meth:`burst_len` of ``(left, r4_left, r4_wrap)`` (what is left after the burst of
+        ``blen`` beats being issued), with every comparison made on the registers themselves
+        rather than on the differences: as ``blen <= to_issue`` and ``blen <= r4``,
+        ``left < r4_left`` iff ``to_issue < r4``, ``left < x`` iff ``to_issue < x + blen`` and
+        ``r4_left < mb`` iff ``r4 < mb + blen`` (``blen`` is a few bits wide). The subtractions
+        run beside the comparisons and feed only the final select: one carry chain on the path
+        from ``blen`` back to ``blen``, where there were two in series (97 MHz on bbs-lstm-axi)."""
+        mb, full = self.max_burst, 4096 >> self.size
+        b_lt_mb = Mux(r4_wrap, full < mb, r4 < blen + mb)
+        a_lt_b = Mux(r4_wrap, to_issue < blen + full, to_issue < r4)
+        a_lt_mb = to_issue < blen + mb
+        use_b = Mux(r4_wrap, Const(full), r4_left)
+        a_lt_c = Mux(b_lt_mb, a_lt_b, a_lt_mb)
+        return Mux(a_lt_c, left, Mux(b_lt_mb, use_b, mb))
 
     def burst_len(self, left, r4, r4_full):
         """The length of a burst: ``min(left, max_burst, beats to the 4 KiB boundary)``, the last

@@ -427,6 +427,9 @@ class Cross4kReader(AxiReader):
     def burst_len(self, left, r4, r4_full):
         return Mux(left < self.max_burst, left, self.max_burst)
 
+    def next_burst_len(self, to_issue, r4, blen, left, r4_left, r4_wrap):
+        return self.burst_len(left, r4_left, r4_wrap)
+
 
 class OverIssueReader(AxiReader):
     """Broken: one more burst in flight than ``max_outstanding``."""
