@@ -135,6 +135,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.lstm import LSTMLayer
 from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
 from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
+from hdl.common.dsp import registered_mul
 from hdl.common.skid import RegisterSlice
 from models.bbs.lstm import LSTMParams
 
@@ -296,11 +297,12 @@ class LSTMAxiTop(wiring.Component):
         mm_mode, kick = Signal(), Signal()      # LOAD_MM owns the loader / start the reader
         m.d.comb += lstm.seq_len.eq(seq_len)
         # SEQ_LEN x NUM_SEQ, registered: the START write takes the run's step count from a register,
-        # not through a multiplier (that was the critical path of bbs-lstm-axi at 85 MHz). Both only
-        # change while idle, and the register file takes a write at most every other cycle, so the
-        # product is up to date by the START that uses it.
-        n_steps = Signal(32)
-        m.d.sync += n_steps.eq(seq_len * num_seq)
+        # not through a multiplier (that was the critical path of bbs-lstm-axi at 85 MHz), and the
+        # register is the multiplier's own output register on an ECP5 (hdl.common.dsp: a fabric
+        # register behind the DSP block left 92 MHz). Both only change while idle, and the register
+        # file takes a write at most every other cycle, so the product is up to date by the START
+        # that uses it.
+        n_steps = registered_mul(m, seq_len, num_seq, en=1, name="n_steps")
 
         # --- AXI4-Lite write decode (the commands, used below) ---------------------------------
         wr = axil.wr

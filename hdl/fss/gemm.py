@@ -38,7 +38,7 @@ Resources. ``PR * PC * N`` multipliers of ``W x XW`` bits (DSPs); ``r_w * PC`` m
 storage does not grow with ``PR``); ``PR * PC * N`` operand multiplexers of ``r_w`` inputs;
 ``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits;
 pipeline registers for the operands, products and partial sums; a write register (enable,
-address and one activation beat) in front of the buffer and a bypass register behind it.
+address and one activation beat) in front of the buffer and two bypass registers behind it.
 When ``r_w`` is a power of two the operand multiplexer is ``r_w``-way on the index's low bits,
 otherwise ``r_h * r_w``-way.
 
@@ -134,10 +134,12 @@ class FSSGemm(wiring.Component):
         # flip-flops (the enable fans out to every bank; computed from the x handshake it was the
         # critical path of fss-axi, 78 MHz). A tile still counts as loaded in the cycle after its
         # last beat, as before, when that beat is only being written; a read of it in that cycle
-        # (only possible when a tile is one region column) is bypassed: the hit is a register
-        # (the read address and the write register compared a cycle earlier) and a multiplexer
-        # after each bank picks the written word. (A transparent read port does the same with
-        # one comparator on the read path, shared by every bank: 89.9 MHz on fss-axi.)
+        # (only possible when a tile is one region column) is bypassed: the hit and the written
+        # word are registered beside the read and travel with its data into stage 2, where a
+        # multiplexer in front of the operand select picks the word (so a block RAM's output
+        # still drives only a flip-flop: a multiplexer right after it cost fss-gemm 97 MHz). A
+        # transparent read port does the same with one comparator on the read path, shared by
+        # every bank (89.9 MHz on fss-axi).
         wq_en = Signal()
         wq_addr = Signal(abits + 1)
         m.d.sync += [wq_en.eq(x_fire), wq_addr.eq(Cat(wr_cnt[:abits], wr_sel))]
@@ -153,7 +155,7 @@ class FSSGemm(wiring.Component):
                 byp_data = Signal(signed(p.act_fmt.width), name=f"byp_x{t}_{b}", reset_less=True)
                 m.d.sync += wq_data.eq(self.x.payload[t * RW + b])
                 m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data), wp.en.eq(wq_en)]
-                rd[t][b] = Mux(hit, byp_data, rp.data)
+                rd[t][b] = rp.data
                 rports.append((rp, wq_data, byp_data))
         with m.If(x_fire):
             with m.If(wr_cnt == kr - 1):
@@ -210,6 +212,11 @@ class FSSGemm(wiring.Component):
         # s2: the buffer's read data registered (a block RAM output drives one flip-flop each)
         s2_x = regs("s2_x", signed(XW), PC, RW)
         s2_w, s2_i = regs("s2_w", signed(W), PR, N), regs("s2_i", unsigned(ibits), PR, N)
+        # ... and the bypassed word of a read that hit the buffer's pending write (see above)
+        s2_byp = regs("s2_byp", signed(XW), PC, RW)
+        s2_hit = Signal(name="s2_bypass_hit")
+        byp = [[rports[t * RW + b][2] for b in range(RW)] for t in range(PC)]
+        x2 = [[Mux(s2_hit, s2_byp[t][b], s2_x[t][b]) for b in range(RW)] for t in range(PC)]
         # s3: every slot's operand selected (r_w-way multiplexer) and its output row
         s3_op = regs("s3_op", signed(XW), PR, PC, N)
         s3_w, s3_row = regs("s3_w", signed(W), PR, N), regs("s3_row", unsigned(rbits), PR, N)
@@ -242,7 +249,8 @@ class FSSGemm(wiring.Component):
                         m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
             for t in range(PC):
                 for b in range(RW):
-                    m.d.sync += s2_x[t][b].eq(rd[t][b])
+                    m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp[t][b])]
+            m.d.sync += s2_hit.eq(hit)
             # operand select (r_w-way multiplexer per slot) and output row
             for a in range(PR):
                 for j in range(N):
@@ -256,13 +264,13 @@ class FSSGemm(wiring.Component):
                                                     if RH > 1 else 0)
                     for t in range(PC):
                         if p.dense:
-                            operand = s2_x[t][j % RW]
+                            operand = x2[t][j % RW]
                         elif RW & (RW - 1) == 0 and RW > 1:   # idx % r_w is the low index bits
-                            operand = Array(s2_x[t])[idx[:(RW - 1).bit_length()]]
+                            operand = Array(x2[t])[idx[:(RW - 1).bit_length()]]
                         elif RW == 1:
-                            operand = s2_x[t][0]
+                            operand = x2[t][0]
                         else:
-                            operand = Array([s2_x[t][k % RW] for k in range(p.region_size)])[idx]
+                            operand = Array([x2[t][k % RW] for k in range(p.region_size)])[idx]
                         m.d.sync += s3_op[a][t][j].eq(operand)
             # per-row masked adder trees: slot pairs, then the rest
             for a in range(PR):
