@@ -59,9 +59,9 @@ DESIGNS = [
         # wraps that layer, so without it the FPGA build measured the slower layer (28.9 MHz)
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
                                       mul_stage=True, skid=True),
-        # the iCE40UP5K: bbs-lstm's iCE40 configuration (4,898 of 5,280 logic cells with the scan
-        # harness, 8 of 8 SB_MAC16; 15.3 MHz, the AXI read master's address arithmetic)
-        family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
+        # no iCE40 configuration: bbs-lstm's (I = 8, H = 32, P = 4, one bank) fitted the iCE40UP5K
+        # with the AXI top at 4,898 of 5,280 logic cells, and no longer does since the SpMxV's
+        # registered vector write (5,458; 5,374 with H = 16, 5,554 without out_stage)
         # UART host bridge straight onto the AXI ports (hdl/bbs/board_lstm.py)
         board_tops=(("uart", "hdl.bbs.board_lstm:board_top", "cosim.designs.bbs.board_lstm"),)),
     Design(
