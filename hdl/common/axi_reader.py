@@ -278,21 +278,20 @@ class AxiReader(wiring.Component):
         run beside the comparisons and feed only the final select: one carry chain on the path
         from ``blen`` back to ``blen``, where there were two in series (97 MHz on bbs-lstm-axi)."""
         mb, full = self.max_burst, 4096 >> self.size
-        b_lt_mb = Mux(r4_wrap, full < mb, r4 < blen + mb)
-        a_lt_b = Mux(r4_wrap, to_issue < blen + full, to_issue < r4)
-        a_lt_mb = to_issue < blen + mb
-        use_b = Mux(r4_wrap, Const(full), r4_left)
-        a_lt_c = Mux(b_lt_mb, a_lt_b, a_lt_mb)
-        return Mux(a_lt_c, left, Mux(b_lt_mb, use_b, mb))
+        return self._min3(left, a_lt_b=Mux(r4_wrap, to_issue < blen + full, to_issue < r4),
+                          a_lt_mb=to_issue < blen + mb, b=Mux(r4_wrap, Const(full), r4_left),
+                          b_lt_mb=Mux(r4_wrap, full < mb, r4 < blen + mb))
+
+    def _min3(self, a, *, a_lt_b, a_lt_mb, b, b_lt_mb):
+        """``min(a, b, max_burst)`` from the three comparisons, two levels of select."""
+        mb = self.max_burst
+        return Mux(Mux(b_lt_mb, a_lt_b, a_lt_mb), a, Mux(b_lt_mb, b, mb))
 
     def burst_len(self, left, r4, r4_full):
         """The length of a burst: ``min(left, max_burst, beats to the 4 KiB boundary)``, the last
         being ``r4`` or, when ``r4_full``, a whole page. The comparisons run in parallel on the
         raw operands (``r4_full`` instead of a multiplexed ``r4``), then two levels of select."""
         mb, full = self.max_burst, 4096 >> self.size
-        b_lt_mb = Mux(r4_full, full < mb, r4 < mb)          # the boundary is nearer than max_burst
-        a_lt_b = Mux(r4_full, left < full, left < r4)
-        a_lt_mb = left < mb
-        use_b = Mux(r4_full, Const(full), r4)
-        a_lt_c = Mux(b_lt_mb, a_lt_b, a_lt_mb)
-        return Mux(a_lt_c, left, Mux(b_lt_mb, use_b, mb))
+        return self._min3(left, a_lt_b=Mux(r4_full, left < full, left < r4), a_lt_mb=left < mb,
+                          b=Mux(r4_full, Const(full), r4),
+                          b_lt_mb=Mux(r4_full, full < mb, r4 < mb))   # the boundary is nearer than max_burst

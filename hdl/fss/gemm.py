@@ -142,21 +142,21 @@ class FSSGemm(wiring.Component):
         # every bank (89.9 MHz on fss-axi).
         wq_en = Signal()
         wq_addr = Signal(abits + 1)
-        m.d.sync += [wq_en.eq(x_fire), wq_addr.eq(Cat(wr_cnt[:abits], wr_sel))]
+        xa = p.act_fmt.width
+        wq_x = Signal(len(self.x.payload.as_value()), name="wq_x", reset_less=True)   # the beat being written
+        byp_x = Signal(len(wq_x), name="byp_x", reset_less=True)                     # it, as a read hit it
+        m.d.sync += [wq_en.eq(x_fire), wq_addr.eq(Cat(wr_cnt[:abits], wr_sel)), wq_x.eq(self.x.payload.as_value())]
         hit = Signal()
         rd = [[None] * RW for _ in range(PC)]  # rd[t][b]: read data of bank (b, t)
         rports = []
         for t in range(PC):
             for b in range(RW):
-                mem = Memory(shape=signed(p.act_fmt.width), depth=2 << abits, init=[])
+                mem = Memory(shape=signed(xa), depth=2 << abits, init=[])
                 m.submodules[f"abuf_{t}_{b}"] = mem
                 wp, rp = mem.write_port(), mem.read_port()
-                wq_data = Signal(signed(p.act_fmt.width), name=f"wq_x{t}_{b}", reset_less=True)
-                byp_data = Signal(signed(p.act_fmt.width), name=f"byp_x{t}_{b}", reset_less=True)
-                m.d.sync += wq_data.eq(self.x.payload[t * RW + b])
-                m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data), wp.en.eq(wq_en)]
+                m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_x.word_select(t * RW + b, xa)), wp.en.eq(wq_en)]
                 rd[t][b] = rp.data
-                rports.append((rp, wq_data, byp_data))
+                rports.append(rp)
         with m.If(x_fire):
             with m.If(wr_cnt == kr - 1):
                 m.d.sync += [wr_cnt.eq(0), wr_sel.eq(~wr_sel), full.bit_select(wr_sel, 1).eq(1)]
@@ -171,11 +171,10 @@ class FSSGemm(wiring.Component):
         w_fire = self.w.valid & self.w.ready
         m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
         raddr = Cat(c[:abits], rd_sel)
-        for rp, _, _ in rports:
+        for rp in rports:
             m.d.comb += [rp.addr.eq(raddr), rp.en.eq(adv)]
         with m.If(adv):    # the read ports hold their data while the pipeline holds: so does the bypass
-            m.d.sync += hit.eq(wq_en & (wq_addr == raddr))
-            m.d.sync += [byp_data.eq(wq_data) for _, wq_data, byp_data in rports]
+            m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
         with m.If(w_fire):
             with m.If(c == kr - 1):
                 m.d.sync += c.eq(0)
@@ -215,7 +214,6 @@ class FSSGemm(wiring.Component):
         # ... and the bypassed word of a read that hit the buffer's pending write (see above)
         s2_byp = regs("s2_byp", signed(XW), PC, RW)
         s2_hit = Signal(name="s2_bypass_hit")
-        byp = [[rports[t * RW + b][2] for b in range(RW)] for t in range(PC)]
         x2 = [[Mux(s2_hit, s2_byp[t][b], s2_x[t][b]) for b in range(RW)] for t in range(PC)]
         # s3: every slot's operand selected (r_w-way multiplexer) and its output row
         s3_op = regs("s3_op", signed(XW), PR, PC, N)
@@ -249,7 +247,7 @@ class FSSGemm(wiring.Component):
                         m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
             for t in range(PC):
                 for b in range(RW):
-                    m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp[t][b])]
+                    m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp_x.word_select(t * RW + b, XW))]
             m.d.sync += s2_hit.eq(hit)
             # operand select (r_w-way multiplexer per slot) and output row
             for a in range(PR):
