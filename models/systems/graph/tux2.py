@@ -404,7 +404,7 @@ class TuX2Engine:
 
     def run(self, program: MEGAProgram, *, staleness: int = 0, epochs: int = 10, batches: int = 1,
             record: bool = True, executor: str = "simulated", time_scale: float = 1.0,
-            start_method: str | None = None, client=None) -> TuX2Result:
+            start_method: str | None = None, client=None, straggler: int | None = None) -> TuX2Result:
         """Run ``epochs * batches`` clocks per worker under SSP with bound ``staleness``.
 
         Parameters
@@ -439,6 +439,10 @@ class TuX2Engine:
         client : distributed.Client, optional
             The ``dask`` executor's cluster (at least ``workers`` Dask workers); default a
             ``LocalCluster`` of ``workers`` processes for the run.
+        straggler : int, optional
+            ``processes`` and ``dask`` executors: hold this worker at every clock until every other worker has
+            finished or is blocked at the staleness gate (the slowest straggler the bound allows,
+            whatever the host's scheduling).
 
         Raises
         ------
@@ -460,14 +464,17 @@ class TuX2Engine:
         master = program.init(self.g, np.random.default_rng(self.seed))
         for k in ("a", "b", "g", "e"):
             master.setdefault(k, {})
+        if straggler is not None and executor not in ("processes", "dask"):
+            raise ValueError(f"straggler is an option of the processes and dask executors, not of {executor!r}")
         if executor == "processes":
             from .tux2_procs import run_processes
 
-            return run_processes(self, program, master, s, epochs * batches, batches, record, start_method)
+            return run_processes(self, program, master, s, epochs * batches, batches, record, start_method,
+                                 straggler=straggler)
         if executor == "dask":
             from .tux2_dask import run_dask
 
-            return run_dask(self, program, master, s, epochs * batches, batches, record, client)
+            return run_dask(self, program, master, s, epochs * batches, batches, record, client, straggler=straggler)
         fn = self._simulate if executor == "simulated" else self._threads
         return fn(program, master, s, epochs * batches, batches, record, time_scale)
 

@@ -36,9 +36,10 @@ __all__ = ["SSPServer", "run_dask"]
 class SSPServer:
     """The masters, clocks and SSP gate of a Dask TuX2 run (created as a Dask actor)."""
 
-    def __init__(self, master: dict, W: int, C: int, s: int, record: bool):
+    def __init__(self, master: dict, W: int, C: int, s: int, record: bool, straggler: int | None = None):
         self.master = {k: {n: np.array(v, copy=True) for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
-        self.W, self.C, self.s, self.record = W, C, s, record
+        self.W, self.C, self.s, self.record, self.straggler = W, C, s, record, straggler
+        self.waiting = np.zeros(W, np.int64)      # c + 1 while worker w waits at the gate of clock c
         self.clocks = np.zeros(W, np.int64)
         self.started = np.zeros(W, np.int64)
         self.min_clock = np.full((W, C), -1, np.int64)
@@ -78,7 +79,14 @@ class SSPServer:
         cv = self._cond()
         async with cv:
             tw = time.perf_counter()
-            await cv.wait_for(lambda: int(self.clocks.min()) >= c - self.s or self.failed)
+            def gate():
+                return int(self.clocks.min()) >= c - self.s or self.failed
+
+            if not gate():
+                self.waiting[w] = c + 1
+                cv.notify_all()
+                await cv.wait_for(gate)
+                self.waiting[w] = 0
             self._check()
             t = time.perf_counter()
             lo = int(self.clocks.min())
@@ -91,7 +99,14 @@ class SSPServer:
             out.update({("g", n): np.array(m, copy=True) for n, m in self.master["g"].items()})
             self.started[w] = c + 1
             cv.notify_all()
+            if w == self.straggler:               # held until every other worker is done or blocked
+                await cv.wait_for(lambda: all(o == w or self.clocks[o] == self.C or self._blocked(o)
+                                              for o in range(self.W)) or self.failed)
+                self._check()
             return out
+
+    def _blocked(self, o: int) -> bool:
+        return bool(self.waiting[o]) and int(self.clocks.min()) < self.waiting[o] - 1 - self.s
 
     async def push(self, w: int, c: int, ua: np.ndarray, ub: np.ndarray, deltas: dict, sel: np.ndarray,
                    edges: dict) -> None:
@@ -164,20 +179,24 @@ def _dask_worker_body(w: int, server, engine, program, view: dict, s: int, C: in
     return time.process_time() - cpu0
 
 
-def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record: bool, client=None):
+def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record: bool, client=None,
+             straggler: int | None = None):
     """Run ``C`` clocks on every worker of ``engine`` as Dask tasks; see the module docstring.
 
     ``client``: a ``distributed.Client`` whose cluster has at least ``engine.workers`` workers
     (each TuX2 worker is pinned to its own); default a ``LocalCluster`` of ``engine.workers``
     worker processes with one thread each, started and closed for this run. Returns a
     :class:`~models.systems.graph.tux2.TuX2Result` (``trace`` as the processes executor's:
-    ``min_clock``, ``start``, ``end``, ``wait``, ``cpu_s``, ``startup_s``).
+    ``min_clock``, ``start``, ``end``, ``wait``, ``cpu_s``, ``startup_s``). ``straggler``: as the
+    processes executor's (:func:`~models.systems.graph.tux2_procs.run_processes`).
     """
     from distributed import Client, LocalCluster
 
     from .tux2 import TuX2Result
 
     W = engine.workers
+    if straggler is not None and not (isinstance(straggler, int) and 0 <= straggler < W):
+        raise ValueError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
     t_launch = time.time()          # the start is stamped on the actor's host: wall clock, not perf_counter
     own = client is None
     cluster = None
@@ -190,7 +209,7 @@ def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record
         if len(addrs) < W:
             raise ValueError(f"the Dask cluster has {len(addrs)} workers, fewer than the {W} TuX2 workers")
         master = {k: {n: np.asarray(v) for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
-        server = client.submit(SSPServer, master, W, C, s, record, actor=True, workers=[addrs[0]]).result()
+        server = client.submit(SSPServer, master, W, C, s, record, straggler, actor=True, workers=[addrs[0]]).result()
         view = {k: {n: v.copy() for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
         futs = [client.submit(_dask_worker, w, server, engine, program, view, s, C, batches, workers=[addrs[w]],
                               allow_other_workers=False, pure=False, key=f"tux2-worker-{w}-{time.time_ns()}")

@@ -86,7 +86,7 @@ def _layout(master: dict, W: int, C: int) -> tuple[list, int]:
             items.append(((k, n), v.shape, v.dtype.str))
     items += [(("clocks",), (W,), "<i8"), (("started",), (W,), "<i8"), (("ctrl",), (2,), "<i8"), (("t0",), (1,), "<f8"),
               (("min_clock",), (W, C), "<i8"), (("times",), (W, C, 3), "<f8"), (("cpu",), (W,), "<f8"),
-              (("wsetup",), (W, 3), "<f8")]
+              (("wsetup",), (W, 3), "<f8"), (("waiting",), (W,), "<i8"), (("done",), (W,), "<i8")]
     out, off = [], 0
     for key, shape, dt in items:
         out.append((key, shape, dt, off))
@@ -219,6 +219,11 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
     s, C, batches = spec["staleness"], spec["clocks"], spec["batches"]
     clocks, started, ctrl, t0a = V["clocks"], V["started"], V["ctrl"], V["t0"]
     min_clock, times = V["min_clock"][w], V["times"][w]
+    waiting, done, straggler, W = V["waiting"], V["done"], spec["straggler"], len(clocks)
+
+    def blocked(o: int) -> bool:
+        """Worker ``o`` is waiting at a gate it cannot pass yet."""
+        return bool(waiting[o]) and clocks.min() < waiting[o] - 1 - s
     master = {k: V[k] for k in ("a", "b", "g")}
     state = {"e": V["e"]}                            # this worker's edges only are written
     view = {k: {n: v.copy() for n, v in master[k].items()} for k in ("a", "b", "g")}
@@ -233,7 +238,14 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
         cpu0 = time.process_time()
         for c in range(C):
             tw = perf()
-            cond.wait_for(lambda c=c: clocks.min() >= c - s or ctrl[_ABORT])
+            def gate(c=c):
+                return clocks.min() >= c - s or ctrl[_ABORT]
+
+            if not gate():
+                waiting[w] = c + 1                   # blocked at the gate of clock c (for a held straggler)
+                cond.notify_all()
+                cond.wait_for(gate)
+                waiting[w] = 0
             if ctrl[_ABORT]:
                 return
             t = perf()
@@ -255,6 +267,10 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
             started[w] = c + 1
             if s == 0:
                 cond.notify_all()
+            if w == straggler:
+                cond.wait_for(lambda: all(o == w or done[o] or blocked(o) for o in range(W)) or ctrl[_ABORT])
+                if ctrl[_ABORT]:
+                    return
             cond.release()
             try:
                 eng._compute(prog, state, view, w, c, batches)
@@ -278,6 +294,8 @@ def _worker_body(w: int, spec: dict, V: dict, cond, conn) -> None:
             if int(clocks.min()) > before:
                 conn.send_bytes(b"P")
         V["cpu"][w] = time.process_time() - cpu0
+        done[w] = 1
+        cond.notify_all()
     conn.send_bytes(b"D")
 
 
@@ -330,7 +348,8 @@ def _shutdown(procs, cond, V) -> None:
 
 
 def run_processes(engine, program, master: dict, s: int, C: int, batches: int, record: bool,
-                  start_method: str | None = None, share_graph: bool = True, probe_memory: bool = False):
+                  start_method: str | None = None, share_graph: bool = True, probe_memory: bool = False,
+                  straggler: int | None = None):
     """Run ``C`` clocks on every worker of ``engine`` as OS processes; see the module docstring.
 
     Returns a :class:`~models.systems.graph.tux2.TuX2Result` whose ``trace`` holds, per worker and
@@ -347,10 +366,16 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     holds the parts of the start-up: the graph block copy, launch to ready, and per worker when it
     entered (process started, arguments unpickled), had its engine (graph attached) and had built
     its mini-batches, in seconds after the launch.
+
+    ``straggler``: hold that worker at every clock, after it has read its inputs, until every other
+    worker has finished or is blocked at the staleness gate: the slowest straggler the bound allows,
+    independent of the host's scheduling (the others run exactly ``s`` clocks ahead of it).
     """
     from .tux2 import TuX2Result
 
     W = engine.workers
+    if straggler is not None and not (isinstance(straggler, int) and 0 <= straggler < W):
+        raise ValueError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
     method = start_method or default_start_method()
     if method not in mp.get_all_start_methods():
         raise ValueError(f"Unknown start method {method!r}; choose one of {', '.join(mp.get_all_start_methods())}")
@@ -390,14 +415,14 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
         for k in ("a", "b", "g", "e"):
             for n, v in master[k].items():
                 V[k][n][...] = v
-        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu", "wsetup"):
+        for key in ("clocks", "started", "ctrl", "t0", "min_clock", "times", "cpu", "wsetup", "waiting", "done"):
             V[key][...] = 0
         V["min_clock"][...] = -1
         cond = ctx.Condition()
         reader, writer = ctx.Pipe(duplex=False)
         errq = ctx.SimpleQueue()
         spec = {"shm": shm.name, "layout": layout, "engine": sent, "program": program, "staleness": s,
-                "clocks": C, "batches": batches, "graph": gspec}
+                "clocks": C, "batches": batches, "graph": gspec, "straggler": straggler}
         for w in range(W):
             p = ctx.Process(target=_worker, args=(w, spec, cond, writer, errq), name=f"tux2-worker-{w}", daemon=True)
             p.start()
