@@ -10,19 +10,24 @@ from amaranth.hdl import Cat, Const, Mux, Value, signed
 
 from models.fixedpoint import Q
 
-__all__ = ["requantize", "saturate"]
+__all__ = ["requantize", "round_to", "saturate"]
 
 
 def requantize(value: Value, src_frac: int, fmt: Q) -> Value:
     """A signed ``fmt.width``-bit expression of ``value`` (signed, ``src_frac`` fraction bits)."""
+    return saturate(round_to(value, src_frac, fmt), fmt)
+
+
+def round_to(value: Value, src_frac: int, fmt: Q) -> Value:
+    """``value`` (``src_frac`` fraction bits) rounded to ``fmt``'s fraction bits, not yet clipped:
+    the first half of :func:`requantize` (``requantize == saturate(round_to(...))``), for a
+    pipeline that registers the rounding adder's sum before the clip."""
     shift = src_frac - fmt.frac_bits
     if shift > 0:
-        rounded = (value + (1 << (shift - 1))) >> shift
-    elif shift < 0:
-        rounded = value << (-shift)
-    else:
-        rounded = value
-    return saturate(rounded, fmt)
+        return (value + (1 << (shift - 1))) >> shift
+    if shift < 0:
+        return value << (-shift)
+    return value
 
 
 def saturate(value: Value, fmt: Q) -> Value:

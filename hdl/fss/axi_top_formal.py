@@ -25,13 +25,13 @@ Assertions, by group (see :mod:`hdl.common.axil_formal` for the first five)
 
 The AXI4-Lite groups are proved by k-induction (the slave's state is a few registers; the
 size-write rule reads the top's ``busy`` register, found by name). ``y_hold`` holds through
-the engine's output register, but the top resets the engine at START, so its induction would
+the engine's output queue, but the top resets the engine at START, so its induction would
 need the engine's pipeline invariants (those of :mod:`hdl.fss.gemm_formal`) plus "no result
 in flight while idle": it is checked by BMC from reset, to the depth where a result beat
 waits under back-pressure (see the cover).
 
 Covers: a refused (SLVERR) size write, a SLVERR read, an OKAY write while a read waits, a
-result beat waiting for ``TREADY`` (about 13 cycles from reset with the engine's 8-cycle
+result beat waiting for ``TREADY`` (about 14 cycles from reset with the engine's 9-cycle
 pipeline, so the fast BMC depth of 20 checks ``y_hold`` on real result beats).
 """
 
@@ -189,11 +189,11 @@ class DropYTop(FSSAxiTop):
 
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
-#: (the bounds that reach a result beat grew by 4 with the engine's 8-cycle pipeline)
+#: (the bounds that reach a result beat grew with the engine's pipeline: 9 cycles now)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
     "okay-read": (OkayReadTop, "bmc", 4, AXIL_GROUPS, "resp: RRESP differs"),
     "double-b": (DoubleBTop, "bmc", 5, AXIL_GROUPS, "b_count: BVALID differs"),
-    "drop-y": (DropYTop, "bmc", 16, ("y_hold",), "y_hold: m_axis_y TVALID fell"),
+    "drop-y": (DropYTop, "bmc", 17, ("y_hold",), "y_hold: m_axis_y TVALID fell"),
 }
 
 

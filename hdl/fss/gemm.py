@@ -18,27 +18,34 @@ conflicts, no stalls) and its output row ``idx // r_w``; per-row masked adder tr
 its ``PR * r_h * PC`` requantised results leave as one output beat. In the dense configuration
 (``n == r_h * r_w``) slot ``j`` is position ``j``: no index bits, no multiplexers, no masks.
 
-Throughput and latency. One weight beat per cycle while the output is not back-pressured and
-an activation tile is loaded: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal
-for ``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile
-``tau + 1`` (``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat
-to its row group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 8 cycles, one register
-stage each: buffer read, buffer data (a block RAM output drives only a flip-flop), operand select,
-multiply (flip-flop -> multiplier -> flip-flop), the adder trees' first level (slot pairs), the
-rest of the trees, accumulate, requantise (:func:`hdl.common.arith.requantize_parallel`: one carry
-chain) into the output register. Every path is at most one of those steps, for the clock (the
-4-stage version closed at 51 MHz on an LFE5U-85F, its critical path block RAM read -> operand
-multiplexer -> multiplier).
+Throughput and latency. One weight beat per cycle while an activation tile is loaded and the
+output queue has room: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal for
+``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile ``tau + 1``
+(``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat to its row
+group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 9 cycles when the output queue is
+empty, one register stage each: buffer read, buffer data (a block RAM output drives only a
+flip-flop), operand select, multiply (flip-flop -> multiplier -> flip-flop), the adder trees' first
+level (slot pairs), the rest of the trees, accumulate, round (one carry chain), clip (a bit test,
+:func:`hdl.common.fixed.saturate`) into the output queue. Every path is at most one of those
+steps, for the clock (the 4-stage version closed at 51 MHz on an LFE5U-85F, its critical path
+block RAM read -> operand multiplexer -> multiplier).
 
-Back-pressure. The pipeline advances as a whole (``adv``): while the output register holds a
-beat that ``y.ready`` refuses, every stage and the buffer read hold, so ``y.payload`` is stable.
+Back-pressure. The pipeline never stalls: every stage register loads every cycle and the
+stage-valid bits say which hold a beat. Results wait in an output queue of ``out_depth`` beats
+(distributed RAM, default 16); ``y`` is its head. A weight beat is taken only while fewer than
+``out_depth`` row groups are owed (last beat taken, result not yet left), so the queue never
+overflows; ``w.ready`` is two flip-flops (tile loaded, queue room) and no output handshake
+reaches the stage registers (the global stall enable this replaced limited fss-gemm to 86 MHz).
+With ``out_depth > PIPELINE_LATENCY``, an output that is always ready never holds a weight beat
+back, even with one region column per tile (a result every cycle).
 
 Resources. ``PR * PC * N`` multipliers of ``W x XW`` bits (DSPs); ``r_w * PC`` memories of
 ``2 * 2**ceil(log2(max_cols / r_w))`` x ``XW`` bits (shared by all PE rows: the activation
 storage does not grow with ``PR``); ``PR * PC * N`` operand multiplexers of ``r_w`` inputs;
 ``PR * PC * r_h`` masked adder trees of ``N`` inputs and accumulators of ``acc_width`` bits;
 pipeline registers for the operands, products and partial sums; a write register (enable,
-address and one activation beat) in front of the buffer and two bypass registers behind it.
+address and one activation beat) in front of the buffer and two bypass registers behind it; the
+output queue (``out_depth`` x ``PR * r_h * PC * OW`` bits).
 When ``r_w`` is a power of two the operand multiplexer is ``r_w``-way on the index's low bits,
 otherwise ``r_h * r_w``-way.
 
@@ -58,16 +65,20 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating, requantize_parallel
+from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
 from hdl.common.dsp import registered_mul
+from hdl.common.fixed import round_to, saturate
 from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
-__all__ = ["FSSGemm", "weight_layout"]
+__all__ = ["FSSGemm", "OUT_DEPTH", "weight_layout"]
 
 COUNTER_BITS = 32
-#: pipeline stages between the accepted weight beat and the output register
+#: pipeline stages between the accepted weight beat and the output queue's write
 STAGES = PIPELINE_LATENCY - 1
+#: result beats the output queue holds (default): at least PIPELINE_LATENCY + 1, so that one
+#: region column per tile (a result beat every cycle) never waits for a slot
+OUT_DEPTH = 16
 
 
 def weight_layout(p: FSSParams) -> data.ArrayLayout:
@@ -85,6 +96,8 @@ class FSSGemm(wiring.Component):
     ----------
     params : FSSParams
         Region shape, nonzeros per region, PE array, maximum layer shape, fixed-point formats.
+    out_depth : int
+        Result beats the output queue holds (a power of two; default :data:`OUT_DEPTH`).
 
     Attributes
     ----------
@@ -100,10 +113,13 @@ class FSSGemm(wiring.Component):
         Performance counters.
     """
 
-    def __init__(self, params: FSSParams):
+    def __init__(self, params: FSSParams, out_depth: int = OUT_DEPTH):
         if not isinstance(params, FSSParams):
             raise TypeError(f"FSSGemm takes a models.fss.gemm.FSSParams, not {params!r}")
+        if not (isinstance(out_depth, int) and out_depth >= 1 and out_depth & (out_depth - 1) == 0):
+            raise ValueError(f"out_depth must be a power of two >= 1, not {out_depth!r}")
         self.params = p = params
+        self.out_depth = out_depth
         super().__init__({
             "w": In(stream.Signature(weight_layout(p))),
             "x": In(stream.Signature(data.ArrayLayout(signed(p.act_fmt.width), p.r_w * p.pe_cols))),
@@ -163,18 +179,22 @@ class FSSGemm(wiring.Component):
             with m.Else():
                 m.d.sync += wr_cnt.eq(wr_cnt + 1)
 
-        # --- sequencing: region column c, row group g; the pipeline advances as a whole -------
-        adv = Signal()
-        m.d.comb += adv.eq(~self.y.valid | self.y.ready)
+        # --- sequencing: region column c, row group g; the pipeline never stalls ---------------
+        # A weight beat is taken while its tile is loaded and the output queue has a slot for
+        # every row group in flight (``room``): both are flip-flops, so no output handshake
+        # reaches the pipeline's registers (a global stall enable from y.ready limited fss-gemm
+        # and fss-axi to 86 and 73 MHz, 9-12 ns of routing to every stage register).
+        D = self.out_depth
+        room = Signal(init=1)
         c = Signal(range(max(2, KMAX)))
         g = Signal(range(max(2, GMAX)))
         w_fire = self.w.valid & self.w.ready
-        m.d.comb += self.w.ready.eq(adv & full.bit_select(rd_sel, 1))
+        loaded = full.bit_select(rd_sel, 1)
+        m.d.comb += self.w.ready.eq(loaded & room)
         raddr = Cat(c[:abits], rd_sel)
         for rp in rports:
-            m.d.comb += [rp.addr.eq(raddr), rp.en.eq(adv)]
-        with m.If(adv):    # the read ports hold their data while the pipeline holds: so does the bypass
-            m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
+            m.d.comb += rp.addr.eq(raddr)
+        m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
         with m.If(w_fire):
             with m.If(c == kr - 1):
                 m.d.sync += c.eq(0)
@@ -221,7 +241,7 @@ class FSSGemm(wiring.Component):
         # s4: products (flip-flop -> multiplier -> flip-flop; on the ECP5 the product register is
         # the DSP's own output register, so no route from the multiplier to the fabric is timed
         # in the same cycle: that route was the critical path of fss-axi at 87 MHz)
-        s4_prod = [[[registered_mul(m, s3_w[a][j], s3_op[a][t][j], en=adv, name=f"s4_p{a}_{t}_{j}")
+        s4_prod = [[[registered_mul(m, s3_w[a][j], s3_op[a][t][j], en=1, name=f"s4_p{a}_{t}_{j}")
                      for j in range(N)] for t in range(PC)] for a in range(PR)]
         s4_row = regs("s4_row", unsigned(rbits), PR, N)
         # s5: per-row masked sums of slot pairs (the adder trees' first level)
@@ -231,75 +251,102 @@ class FSSGemm(wiring.Component):
         nmax_row = min(N, RW)
         sum_w = W + XW + max(1, (nmax_row - 1).bit_length())
         s6_sum = regs("s6_s", signed(sum_w), PR, PC, RH)
-        # s7: accumulators; the requantisation of a finished group goes to the output register
+        # s7: accumulators
         acc = regs("acc", signed(p.acc_width), PR, PC, RH)
+        # s8: the accumulators rounded to the output format (the clip follows, into the queue)
+        s8_r = [[[Signal.like(round_to(acc[a][t][i], p.acc_frac, p.out_fmt), name=f"s8_r{a}_{t}_{i}",
+                              reset_less=True) for i in range(RH)] for t in range(PC)] for a in range(PR)]
 
-        with m.If(adv):
-            m.d.sync += [sv[1].eq(w_fire), sf[1].eq(c == 0), sl[1].eq(c == kr - 1)]
-            for k in range(2, S + 1):
-                m.d.sync += [sv[k].eq(sv[k - 1]), sf[k].eq(sf[k - 1]), sl[k].eq(sl[k - 1])]
-            m.d.sync += self.y.valid.eq(sv[S] & sl[S])
-            for a in range(PR):
-                for j in range(N):
-                    m.d.sync += [s1_w[a][j].eq(lanes[a * N + j].value), s2_w[a][j].eq(s1_w[a][j]),
-                                 s3_w[a][j].eq(s2_w[a][j]), s4_row[a][j].eq(s3_row[a][j])]
-                    if p.index_bits:
-                        m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
-            for t in range(PC):
-                for b in range(RW):
-                    m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp_x.word_select(t * RW + b, XW))]
-            m.d.sync += s2_hit.eq(hit)
-            # operand select (r_w-way multiplexer per slot) and output row
-            for a in range(PR):
-                for j in range(N):
-                    idx = s2_i[a][j]
+        # every stage register loads every cycle: validity travels in the stage-valid bits
+        m.d.sync += [sv[1].eq(w_fire), sf[1].eq(c == 0), sl[1].eq(c == kr - 1)]
+        for k in range(2, S + 1):
+            m.d.sync += [sv[k].eq(sv[k - 1]), sf[k].eq(sf[k - 1]), sl[k].eq(sl[k - 1])]
+        for a in range(PR):
+            for j in range(N):
+                m.d.sync += [s1_w[a][j].eq(lanes[a * N + j].value), s2_w[a][j].eq(s1_w[a][j]),
+                             s3_w[a][j].eq(s2_w[a][j]), s4_row[a][j].eq(s3_row[a][j])]
+                if p.index_bits:
+                    m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
+        for t in range(PC):
+            for b in range(RW):
+                m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp_x.word_select(t * RW + b, XW))]
+        m.d.sync += s2_hit.eq(hit)
+        # operand select (r_w-way multiplexer per slot) and output row
+        for a in range(PR):
+            for j in range(N):
+                idx = s2_i[a][j]
+                if p.dense:
+                    m.d.sync += s3_row[a][j].eq(j // RW)
+                else:
+                    # idx // r_w as a sum of comparisons (no constant table: Icarus leaves a
+                    # case-statement lookup at X until its input first changes)
+                    m.d.sync += s3_row[a][j].eq(_tree_sum([idx >= i * RW for i in range(1, RH)])
+                                                if RH > 1 else 0)
+                for t in range(PC):
                     if p.dense:
-                        m.d.sync += s3_row[a][j].eq(j // RW)
+                        operand = x2[t][j % RW]
+                    elif RW & (RW - 1) == 0 and RW > 1:   # idx % r_w is the low index bits
+                        operand = Array(x2[t])[idx[:(RW - 1).bit_length()]]
+                    elif RW == 1:
+                        operand = x2[t][0]
                     else:
-                        # idx // r_w as a sum of comparisons (no constant table: Icarus leaves a
-                        # case-statement lookup at X until its input first changes)
-                        m.d.sync += s3_row[a][j].eq(_tree_sum([idx >= i * RW for i in range(1, RH)])
-                                                    if RH > 1 else 0)
-                    for t in range(PC):
-                        if p.dense:
-                            operand = x2[t][j % RW]
-                        elif RW & (RW - 1) == 0 and RW > 1:   # idx % r_w is the low index bits
-                            operand = Array(x2[t])[idx[:(RW - 1).bit_length()]]
-                        elif RW == 1:
-                            operand = x2[t][0]
-                        else:
-                            operand = Array([x2[t][k % RW] for k in range(p.region_size)])[idx]
-                        m.d.sync += s3_op[a][t][j].eq(operand)
-            # per-row masked adder trees: slot pairs, then the rest
-            for a in range(PR):
-                for t in range(PC):
-                    for i in range(RH):
-                        if p.dense:
-                            terms = [s4_prod[a][t][j] if j // RW == i else 0 for j in range(N)]
-                        elif RH == 1:
-                            terms = list(s4_prod[a][t])
-                        else:
-                            terms = [Mux(s4_row[a][j] == i, s4_prod[a][t][j], 0) for j in range(N)]
-                        for q in range(npair):
-                            pair = [v for v in terms[2 * q:2 * q + 2] if not isinstance(v, int)]
-                            m.d.sync += s5_part[a][t][i][q].eq(_tree_sum(pair) if pair else 0)
-                        m.d.sync += s6_sum[a][t][i].eq(_tree_sum(list(s5_part[a][t][i])))
-            # accumulate; a finished group's sums are requantised into the output register in the
-            # next cycle (acc holds them; the next group's first beat overwrites acc only after)
-            for a in range(PR):
-                for t in range(PC):
-                    for i in range(RH):
-                        lane = (a * RH + i) * PC + t
-                        with m.If(sv[S - 1]):
-                            m.d.sync += acc[a][t][i].eq(s6_sum[a][t][i] + Mux(sf[S - 1], 0, acc[a][t][i]))
-                        with m.If(sv[S] & sl[S]):
-                            m.d.sync += self.y.payload[lane].eq(requantize_parallel(acc[a][t][i], p.acc_frac,
-                                                                                    p.out_fmt))
+                        operand = Array([x2[t][k % RW] for k in range(p.region_size)])[idx]
+                    m.d.sync += s3_op[a][t][j].eq(operand)
+        # per-row masked adder trees: slot pairs, then the rest
+        for a in range(PR):
+            for t in range(PC):
+                for i in range(RH):
+                    if p.dense:
+                        terms = [s4_prod[a][t][j] if j // RW == i else 0 for j in range(N)]
+                    elif RH == 1:
+                        terms = list(s4_prod[a][t])
+                    else:
+                        terms = [Mux(s4_row[a][j] == i, s4_prod[a][t][j], 0) for j in range(N)]
+                    for q in range(npair):
+                        pair = [v for v in terms[2 * q:2 * q + 2] if not isinstance(v, int)]
+                        m.d.sync += s5_part[a][t][i][q].eq(_tree_sum(pair) if pair else 0)
+                    m.d.sync += s6_sum[a][t][i].eq(_tree_sum(list(s5_part[a][t][i])))
+        # accumulate; a finished group's sums are rounded in the next cycle (acc holds them; the
+        # next group's first beat overwrites acc only after) and clipped into the output queue
+        for a in range(PR):
+            for t in range(PC):
+                for i in range(RH):
+                    with m.If(sv[6]):
+                        m.d.sync += acc[a][t][i].eq(s6_sum[a][t][i] + Mux(sf[6], 0, acc[a][t][i]))
+                    m.d.sync += s8_r[a][t][i].eq(round_to(acc[a][t][i], p.acc_frac, p.out_fmt))
+
+        # --- output queue: D result beats --------------------------------------------------------
+        # ``owed`` counts the row groups whose last weight beat was taken and whose result has not
+        # left; a weight beat is taken only while owed < D (``room``), so the queue never overflows
+        # and, with D > PIPELINE_LATENCY, a result every cycle never waits for a slot.
+        qbits = max(1, (D - 1).bit_length())
+        oq = Memory(shape=len(self.y.payload.as_value()), depth=D, init=[])
+        m.submodules.out_queue = oq
+        oq_w, oq_r = oq.write_port(), oq.read_port(domain="comb")
+        oq_we = Signal(name="oq_we")
+        oq_head = Signal(qbits, name="oq_head")          # next slot to read
+        oq_tail = Signal(qbits, name="oq_tail")          # next slot to write
+        oq_level = Signal(range(D + 1), name="oq_level")
+        owed = Signal(range(D + 1), name="oq_owed")
+        y_fire = self.y.valid & self.y.ready
+        m.d.comb += oq_we.eq(sv[S] & sl[S])
+        m.d.comb += [oq_w.en.eq(oq_we), oq_w.addr.eq(oq_tail if D > 1 else 0),
+                     oq_w.data.eq(Cat(*[saturate(s8_r[a][t][i], p.out_fmt)
+                                        for a in range(PR) for i in range(RH) for t in range(PC)])),
+                     oq_r.addr.eq(oq_head if D > 1 else 0),
+                     self.y.valid.eq(oq_level != 0), self.y.payload.eq(oq_r.data)]
+        with m.If(oq_we):
+            m.d.sync += oq_tail.eq(oq_tail + 1)
+        with m.If(y_fire):
+            m.d.sync += oq_head.eq(oq_head + 1)
+        m.d.sync += oq_level.eq(oq_level + oq_we - y_fire)
+        owed_next = owed + (w_fire & (c == kr - 1)) - y_fire
+        m.d.sync += [owed.eq(owed_next), room.eq(owed_next < D)]
 
         # --- performance counters ------------------------------------------------------------
         busy = Signal()
         m.d.comb += busy.eq(full.any() | (wr_cnt != 0) | x_fire | Cat(*sv[1:]).any() | self.y.valid)
         count_saturating(m, ((self.cycles, busy), (self.mac_beats, w_fire),
                           (self.stall_out, self.y.valid & ~self.y.ready),
-                          (self.starve_w, adv & full.bit_select(rd_sel, 1) & ~self.w.valid)))
+                          (self.starve_w, loaded & room & ~self.w.valid)))
         return m

@@ -12,22 +12,27 @@ Assertions, by group
     ``handshake`` ``y`` holds ``valid`` and ``payload`` while ``valid & ~ready``.
     ``count``     the golden model's rule: one ``y`` beat per (tile, row group), i.e. per
                   ``cfg_k_regions`` accepted ``w`` beats. A ``y`` beat only while a completed
-                  row group is owed; never more groups in flight than pipeline stages; after
-                  ``PIPELINE_LATENCY`` quiet cycles (no ``w`` beat, ``y.ready`` high) nothing is
-                  owed.
+                  row group is owed; never more groups owed than output queue slots (the queue
+                  never overflows); after ``PIPELINE_LATENCY + out_depth`` quiet cycles (no ``w``
+                  beat, ``y.ready`` high) nothing is owed.
     ``lockstep``  FSS global regularity: every PE row consumes one region per cycle and every PE
                   finishes its row group in the same cycle. The results of all ``PR * PC`` PEs
-                  leave together in one beat, exactly ``PIPELINE_LATENCY`` cycles after the
-                  group's last ``w`` beat when the output flows (and at no other time): the same
-                  cycle count for every PE and every region.
+                  enter the output queue together in one beat, exactly ``PIPELINE_LATENCY - 1``
+                  cycles after the group's last ``w`` beat whatever the output does (the pipeline
+                  never stalls), and at no other time; an empty queue shows the beat on ``y`` in
+                  the next cycle (``PIPELINE_LATENCY`` after the last ``w`` beat).
     ``tiles``     a ``w`` beat is taken only while a complete activation tile
                   (``cfg_k_regions`` ``x`` beats) is loaded; at most two tiles are held and
                   ``x.ready`` is low while both are.
     ``internal``  white-box invariants (harness counters equal the engine's ``c``, ``g``,
-                  ``wr_cnt`` and ``full``; stage-valid bits agree with the beats) that make the
-                  groups above k-inductive.
+                  ``wr_cnt``, ``full`` and its owed count and queue level; stage-valid bits agree
+                  with the beats) that make the groups above k-inductive.
 
-Covers: a ``y`` beat; two tiles held; a ``y`` beat waiting under back-pressure.
+The engine is built with a 2-beat output queue (``out_depth=2``, below ``PIPELINE_LATENCY``, so
+the room check also throttles the weight stream and is exercised).
+
+Covers: a ``y`` beat; two tiles held; a ``y`` beat waiting under back-pressure; a weight beat
+held back by a full output queue.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 __all__ = ["GemmFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "stage_valids"]
 
 PROPERTIES = ("handshake", "count", "lockstep", "tiles", "internal")
+#: the output queue of the engine under proof
+OUT_DEPTH = 2
 _WHERE = "hdl/fss/gemm_formal.py"
 
 
@@ -87,14 +94,14 @@ class GemmFormal(wiring.Component):
         Property groups to assert (:data:`PROPERTIES`; default all).
     """
 
-    def __init__(self, params: FSSParams, dut_class: type = FSSGemm, props=None):
+    def __init__(self, params: FSSParams, dut_class: type = FSSGemm, props=None, out_depth: int = OUT_DEPTH):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
             raise ValueError(f"unknown FSS GEMM properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
-        self.dut = dut_class(params)
+        self.dut = dut_class(params, out_depth)
         members = self.dut.signature.members
         super().__init__({n: members[n] for n in ("w", "x", "y", "cfg_k_regions", "cfg_row_groups")})
 
@@ -137,25 +144,28 @@ class GemmFormal(wiring.Component):
         m.d.comb += group_done.eq(w_fire & (wpos == kr - 1))
         with m.If(w_fire):
             m.d.sync += wpos.eq(Mux(wpos == kr - 1, 0, wpos + 1))
-        owed = Signal(range(L + 2))
+        D = self.dut.out_depth
+        owed = Signal(range(D + 2))
         m.d.sync += owed.eq(owed + group_done - y_fire)
         chk(~y_fire | (owed != 0), "count: a y beat without a completed row group")
-        chk(owed <= L, "count: more row groups in flight than pipeline stages")
-        quiet = Signal(range(L + 1))
+        chk(owed <= D, "count: more row groups owed than output queue slots")
+        QUIET = L + D
+        quiet = Signal(range(QUIET + 1))
         with m.If(w_fire | ~y.ready):
             m.d.sync += quiet.eq(0)
-        with m.Elif(quiet != L):
+        with m.Elif(quiet != QUIET):
             m.d.sync += quiet.eq(quiet + 1)
-        with m.If(quiet == L):
+        with m.If(quiet == QUIET):
             chk((owed == 0) & ~y.valid, "count: the drained engine owes a y beat")
 
-        # --- lockstep: all PEs finish a row group together, L cycles after its last beat --------
-        rdy_hist = Signal(L)
+        # --- lockstep: all PEs finish a row group together, L - 1 cycles after its last beat ----
+        oqi = internals(frag, ("oq_we", "oq_level", "oq_owed", "oq_head", "oq_tail"), "FSSGemm", _WHERE)
         done_hist = Signal(L)
-        m.d.sync += [rdy_hist.eq((rdy_hist << 1) | y.ready), done_hist.eq((done_hist << 1) | group_done)]
-        with m.If(rdy_hist.all()):
-            chk(y.valid == done_hist[L - 1],
-                "lockstep: the result beat is not exactly PIPELINE_LATENCY cycles after its group's last w beat")
+        m.d.sync += done_hist.eq((done_hist << 1) | group_done)
+        chk(oqi["oq_we"] == done_hist[L - 2],
+            "lockstep: the result beat is not queued exactly PIPELINE_LATENCY - 1 cycles after its group's last w beat")
+        with m.If(past(m, oqi["oq_level"] == 0, "past_q_empty") & past(m, oqi["oq_we"], "past_q_we") & has_past):
+            chk(y.valid, "lockstep: a result queued into the empty queue is not on y in the next cycle")
 
         # --- tiles ------------------------------------------------------------------------------
         xpos = Signal(range(max(2, KMAX)))
@@ -185,31 +195,41 @@ class GemmFormal(wiring.Component):
         chk(~((full == 1) | (full == 2)) | (full.bit_select(rd, 1) & (wr != rd)),
             "internal: one full buffer that is not the read buffer")
         lasts = internals(frag, [f"s{k}_last" for k in range(1, STAGES + 1)], "FSSGemm", _WHERE)
-        stages = [sv[k - 1] & lasts[f"s{k}_last"] for k in range(1, STAGES + 1)] + [y.valid]
-        chk(owed == sum(stages), "internal: groups owed != last beats in the pipeline")
+        stages = [sv[k - 1] & lasts[f"s{k}_last"] for k in range(1, STAGES + 1)]
+        chk(owed == sum(stages) + oqi["oq_level"], "internal: groups owed != last beats in the pipeline + queued")
+        chk(owed == oqi["oq_owed"], "internal: harness owed count != the engine's")
+        chk(y.valid == (oqi["oq_level"] != 0), "internal: y.valid != queue not empty")
+        if D > 1:
+            qb = (D - 1).bit_length()
+            chk((oqi["oq_tail"] - oqi["oq_head"])[:qb] == oqi["oq_level"][:qb],
+                "internal: queue pointers disagree with its level")
         for k in range(STAGES):
             with m.If(quiet > k):
                 chk(~sv[k], f"internal: stage {k + 1} busy after {k + 1} quiet cycles")
-        for k in range(L):
-            with m.If(rdy_hist[:k + 1].all()):
-                chk(stages[k] == done_hist[k], f"internal: stage {k + 1} out of step with the w beats")
+        for k in range(STAGES):
+            chk(stages[k] == done_hist[k], f"internal: stage {k + 1} out of step with the w beats")
+        for j in range(1, D + 1):   # the queue drains once the pipeline is empty
+            with m.If(quiet >= STAGES + j):
+                chk(oqi["oq_level"] <= D - j, f"internal: {D - j + 1}+ results queued after {STAGES + j} quiet cycles")
 
-        m.d.comb += [Cover(y_fire), Cover(tiles == 2), Cover(y.valid & ~y.ready & has_past)]
+        room = internals(frag, ("room",), "FSSGemm", _WHERE)["room"]
+        m.d.comb += [Cover(y_fire), Cover(tiles == 2), Cover(y.valid & ~y.ready & has_past),
+                     Cover(w.valid & (tiles != 0) & ~room)]
         return m
 
 
 # --- deliberately broken variants ---------------------------------------------------------------
 
 class SkewGemm(FSSGemm):
-    """Broken: the result beat is raised from the stage before the last, a cycle early, when the output register is
-    empty and an activation beat arrives (the result no longer leaves after the fixed latency)."""
+    """Broken: when an activation beat arrives, a finished row group is queued from the stage before
+    the last, a cycle early (the result no longer leaves after the fixed latency)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        name = f"s{STAGES - 1}_last"
-        frag_sig = internals(m, (name,), "FSSGemm", _WHERE)
-        with m.If(frag_sig[name] & ~self.y.valid & self.x.valid):
-            m.d.sync += self.y.valid.eq(1)
+        k = STAGES - 1
+        sig = internals(m, (f"s{k}_valid", f"s{k}_last", "oq_we"), "FSSGemm", _WHERE)
+        with m.If(self.x.valid):
+            m.d.comb += sig["oq_we"].eq(sig[f"s{k}_valid"] & sig[f"s{k}_last"])
         return m
 
 
@@ -218,8 +238,8 @@ class DropValidGemm(FSSGemm):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        with m.If(self.y.valid & ~self.y.ready & self.x.valid):
-            m.d.sync += self.y.valid.eq(0)
+        with m.If(~self.y.ready & self.x.valid):
+            m.d.comb += self.y.valid.eq(0)
         return m
 
 
@@ -228,18 +248,29 @@ class NoTileGemm(FSSGemm):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        m.d.comb += self.w.ready.eq(~self.y.valid | self.y.ready)
+        m.d.comb += self.w.ready.eq(internals(m, ("room",), "FSSGemm", _WHERE)["room"])
+        return m
+
+
+class NoRoomGemm(FSSGemm):
+    """Broken: weight beats are taken whether or not the output queue has a slot for their group."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        i = internals(m, ("full", "rd_sel"), "FSSGemm", _WHERE)
+        m.d.comb += self.w.ready.eq(i["full"].bit_select(i["rd_sel"], 1))
         return m
 
 
 _BLACKBOX = ("handshake", "count", "lockstep", "tiles")
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
-#: (drop-valid needs depth 14: the first result beat is at least PIPELINE_LATENCY + 3 cycles in)
+#: (drop-valid needs depth 16: the first result beat is at least PIPELINE_LATENCY + 3 cycles in)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "skew": (SkewGemm, "bmc", 10, ("lockstep",), "lockstep: the result beat"),
-    "drop-valid": (DropValidGemm, "bmc", 14, _BLACKBOX, "handshake: y.valid fell"),
+    "skew": (SkewGemm, "bmc", 12, ("lockstep",), "lockstep: the result beat"),
+    "drop-valid": (DropValidGemm, "bmc", 16, ("handshake",), "handshake: y.valid fell"),
     "no-tile": (NoTileGemm, "bmc", 6, _BLACKBOX, "tiles: a w beat taken without"),
+    "no-room": (NoRoomGemm, "bmc", 8, ("count",), "count: more row groups owed than output queue slots"),
 }
 
 
@@ -254,7 +285,7 @@ def formal_checks(full: bool = False) -> list[dict]:
         dict(name="r2x2n2-bmc", build=lambda: GemmFormal(prm), mode="bmc", depth=16,
              doc="every property: BMC"),
         dict(name="r2x2n2-cover", build=lambda: GemmFormal(prm), mode="cover", depth=12,
-             doc="reachable: a y beat, two tiles held, a y beat waiting"),
+             doc="reachable: a y beat, two tiles held, a y beat waiting, a w beat held by a full queue"),
     ]
     if full:
         prm2 = formal_params(region=(2, 4), n=3, pe_rows=1, pe_cols=2, max_rows=4, max_cols=8)

@@ -63,11 +63,13 @@ __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_de
            "pack_weight_beats", "pack_act_beats", "unpack_output_beats", "pad_layer", "CycleModel",
            "HBM", "U280_HBM", "WEIGHT_MODES", "layer_performance"]
 
-#: Cycles from a weight beat's acceptance to its row group's output ``valid`` (RTL pipeline, one
-#: register stage each): buffer read, buffer data, operand select, multiply, adder trees' first
-#: level (slot pairs), the rest of the trees, accumulate, requantise into the output register.
-#: (4 before the stages were split for the clock: 51 -> >100 MHz on an LFE5U-85F, nextpnr.)
-PIPELINE_LATENCY = 8
+#: Cycles from a weight beat's acceptance to its row group's output ``valid`` when the output
+#: queue is empty (RTL pipeline, one register stage each): buffer read, buffer data (a block RAM
+#: output drives only a flip-flop), operand select, multiply, adder trees' first level (slot pairs),
+#: the rest of the trees, accumulate, round, clip into the output queue. (4 before the stages were
+#: split for the clock: 51 MHz on an LFE5U-85F, nextpnr; 8 before the rounding and the clip were
+#: split and the output register became a queue, so that the pipeline never stalls.)
+PIPELINE_LATENCY = 9
 
 
 def _pos_int(v, name: str) -> int:

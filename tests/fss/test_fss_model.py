@@ -118,7 +118,7 @@ def test_cycle_model():
     p = FSSParams(region=(2, 8), n=4, pe_rows=2, pe_cols=2, max_rows=64, max_cols=64)
     cm = CycleModel(p)
     assert cm.ideal(32, 64, 6) == 3 * 8 * 8
-    assert cm.expected(32, 64, 6) == 8 + 3 * 64 + 8  # first tile load + compute + the 8-cycle pipeline
+    assert cm.expected(32, 64, 6) == 8 + 3 * 64 + 9  # first tile load + compute + the 9-cycle pipeline
     # ideal = nonzero MACs / multipliers exactly
     assert cm.macs(32, 64, 6) == cm.ideal(32, 64, 6) * p.multipliers
     dense = FSSParams(region=(1, 4), n=4, pe_rows=2, pe_cols=2, max_rows=64, max_cols=64)
