@@ -31,7 +31,7 @@ import contextvars
 
 from amaranth.hdl import ClockSignal, Instance, Signal
 
-__all__ = ["registered_mul", "dsp_target", "ECP5_SIM_MODEL", "sim_models"]
+__all__ = ["registered_mul", "register_copies", "dsp_target", "ECP5_SIM_MODEL", "ECP5_FF_SIM_MODEL", "sim_models"]
 
 _TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("hwcosim_dsp_target", default=None)
 _FAMILIES = ("ecp5",)
@@ -115,6 +115,63 @@ endmodule
 ECP5_SIM_MODEL = _sim_model()
 
 
+def register_copies(m, d, copies: int, *, name: str, domain: str = "sync") -> list:
+    """``copies`` one-bit registers all loaded with ``d`` every cycle (no reset, no enable).
+
+    A control bit that selects a wide datapath (a bypass hit in front of a few hundred multiplexer
+    inputs) reaches every one of them from one flip-flop, and on an LFE5U-85F the route of that
+    net, not the logic, sets the clock (8-9 ns of the FSS engine's 10 ns). Identical registers
+    would be merged back into one by Yosys (``opt_merge`` merges flip-flops with equal inputs,
+    whatever ``keep`` attribute their wires carry), so:
+
+    - by default (simulation, formal, Verilog for other tools) the copies are one register,
+      named ``name`` and returned ``copies`` times;
+    - inside ``with dsp_target("ecp5"):`` each copy is its own ``TRELLIS_FF`` cell (clock enable
+      and set/reset unused), which Yosys leaves alone (``opt_merge`` touches only its internal cell
+      types) and nextpnr places beside the logic it drives.
+
+    Both behave alike cycle for cycle; :data:`ECP5_FF_SIM_MODEL` simulates the second."""
+    if copies < 1:
+        raise ValueError(f"copies={copies}: give at least one")
+    if _TARGET.get() != "ecp5":
+        q = Signal(name=name, reset_less=True)
+        m.d[domain] += q.eq(d)
+        return [q] * copies
+    src = Signal(name=f"{name}_d")
+    m.d.comb += src.eq(d)
+    out = []
+    for i in range(copies):
+        q = Signal(name=f"{name}{i}")
+        m.submodules[f"{name}{i}_ff"] = Instance(
+            "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
+            p_SRMODE="LSR_OVER_CE", p_REGSET="RESET",
+            i_CLK=ClockSignal(domain), i_LSR=0, i_CE=1, i_DI=src, i_M=0, o_Q=q)
+        out.append(q)
+    return out
+
+
+#: Behavioural model of the ``TRELLIS_FF`` subset :func:`register_copies` instantiates
+#: (simulation only): a D flip-flop, clock enable and set/reset unused, starting at 0.
+ECP5_FF_SIM_MODEL = """
+// Behavioural model of the TRELLIS_FF subset instantiated by hdl/common/dsp.py (simulation only):
+// Q <= DI at every rising CLK edge (CEMUX = "1"), LSR tied low by the instantiation, Q starts at 0.
+module TRELLIS_FF #(
+    parameter GSR = "DISABLED", parameter CEMUX = "1", parameter CLKMUX = "CLK", parameter LSRMUX = "LSR",
+    parameter SRMODE = "LSR_OVER_CE", parameter REGSET = "RESET"
+) (input CLK, LSR, CE, DI, M, output reg Q);
+    initial Q = 1'b0;
+    always @(posedge CLK)
+        if (LSR) Q <= 1'b0;
+        else Q <= DI;
+endmodule
+"""
+
+
 def sim_models(verilog_text: str) -> str:
     """The behavioural models a netlist needs for simulation (empty when it instantiates none)."""
-    return ECP5_SIM_MODEL if "MULT18X18D " in verilog_text and "module MULT18X18D" not in verilog_text else ""
+    out = ""
+    if "MULT18X18D " in verilog_text and "module MULT18X18D" not in verilog_text:
+        out += ECP5_SIM_MODEL
+    if "TRELLIS_FF " in verilog_text and "module TRELLIS_FF" not in verilog_text:
+        out += ECP5_FF_SIM_MODEL
+    return out

@@ -76,8 +76,11 @@ Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper a
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
 weight store reads ahead (block RAM read, then an output register), so with free-flowing
 streams and activations waiting at START, ``RUN_CYCLES == CYCLES ==``
-:meth:`models.fss.gemm.CycleModel.expected` and ``STARVE_W == 0``. The engine is held in reset
-in the START cycle (it is empty then), which is what clears its counters per run.
+``CycleModel(p, weight_lead=WEIGHT_LEAD).expected(...)`` (:class:`models.fss.gemm.CycleModel`)
+and ``STARVE_W == 0``: the first weight beat reaches the engine in its cycle ``WEIGHT_LEAD`` (2),
+which a tile of two or more region columns hides and a one-column tile waits for (one cycle).
+The engine is held in reset in the START cycle (it is empty then), which is what clears its
+counters per run.
 
 Resources beyond the engine: the weight store, ``max_row_groups * max_k_regions`` words of
 ``PR * N * (W + I)`` bits (block RAM: for the default ``fss-axi`` build, 1,024 x 192 bits), a
@@ -100,7 +103,8 @@ from hdl.common.skid import SkidBuffer
 from hdl.fss.gemm import FSSGemm
 from models.fss.gemm import FSSParams
 
-__all__ = ["FSSAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words", "words_per_beat"]
+__all__ = ["FSSAxiTop", "WEIGHT_LEAD", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words",
+           "words_per_beat"]
 
 #: The AXI4-Lite register map (details of every bit in the module docstring).
 REGISTER_MAP = (
@@ -131,6 +135,8 @@ STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16}
 #: ERROR bits
 ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "BUSY": 8, "BAD_ADDRESS": 16}
 FSS_ID = 0x46535331  # "FSS1"
+#: the engine cycle in which the weight replay offers its first beat of a run (see above)
+WEIGHT_LEAD = 2
 
 
 def words_per_beat(p: FSSParams) -> int:

@@ -67,7 +67,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.common.arith import count_saturating
 from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.dsp import registered_mul
+from hdl.common.dsp import register_copies, registered_mul
 from hdl.common.fixed import round_to, saturate
 from models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
@@ -233,8 +233,10 @@ class FSSGemm(wiring.Component):
         s2_w, s2_i = regs("s2_w", signed(W), PR, N), regs("s2_i", unsigned(ibits), PR, N)
         # ... and the bypassed word of a read that hit the buffer's pending write (see above)
         s2_byp = regs("s2_byp", signed(XW), PC, RW)
-        s2_hit = Signal(name="s2_bypass_hit")
-        x2 = [[Mux(s2_hit, s2_byp[t][b], s2_x[t][b]) for b in range(RW)] for t in range(PC)]
+        # (one copy of the hit per bank on the ECP5: the single flip-flop's route to the ~500
+        # multiplexers it drives was 8-9 ns of fss-gemm's and fss-axi's critical path)
+        s2_hit = register_copies(m, hit, PC * RW, name="s2_bypass_hit")
+        x2 = [[Mux(s2_hit[t * RW + b], s2_byp[t][b], s2_x[t][b]) for b in range(RW)] for t in range(PC)]
         # s3: every slot's operand selected (r_w-way multiplexer) and its output row
         s3_op = regs("s3_op", signed(XW), PR, PC, N)
         s3_w, s3_row = regs("s3_w", signed(W), PR, N), regs("s3_row", unsigned(rbits), PR, N)
@@ -270,7 +272,6 @@ class FSSGemm(wiring.Component):
         for t in range(PC):
             for b in range(RW):
                 m.d.sync += [s2_x[t][b].eq(rd[t][b]), s2_byp[t][b].eq(byp_x.word_select(t * RW + b, XW))]
-        m.d.sync += s2_hit.eq(hit)
         # operand select (r_w-way multiplexer per slot) and output row
         for a in range(PR):
             for j in range(N):

@@ -398,9 +398,16 @@ class CycleModel:
     ``nonzero MACs / multipliers``. Expected RTL count with streams that never stall: the first
     tile's activation load (``k_regions`` beats; later loads overlap compute in the double
     buffer because ``k_regions <= row_groups * k_regions``) plus the pipeline latency.
+
+    ``weight_lead`` is the cycle in which the first weight beat is offered (0: waiting at the
+    start, as in the engine's own tests); compute starts when both the first tile and that beat
+    are there, so the first term is ``max(k_regions, weight_lead)``. The AXI top's weight replay
+    offers its first beat in cycle :data:`hdl.fss.axi_top.WEIGHT_LEAD` (2: block RAM read, output
+    register), hidden behind any tile of two or more region columns.
     """
 
     p: FSSParams
+    weight_lead: int = 0
 
     def _dims(self, rows: int, cols: int, t: int) -> tuple[int, int, int]:
         self.p.check_shape(rows, cols)
@@ -417,7 +424,7 @@ class CycleModel:
 
     def expected(self, rows: int, cols: int, t: int) -> int:
         tiles, g, k = self._dims(rows, cols, t)
-        return k + (tiles - 1) * max(g * k, k) + g * k + self.p.latency
+        return max(k, self.weight_lead) + (tiles - 1) * max(g * k, k) + g * k + self.p.latency
 
     def macs(self, rows: int, cols: int, t: int) -> int:
         """Stored-weight multiply-accumulates (nonzero slots x activation columns)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hdl.fss.axi_top import WEIGHT_LEAD
 from models.fss.gemm import CycleModel, FSSParams, pack_weight_beats
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -92,7 +93,7 @@ def test_axi_fss_golden(tmp_path, name, p_in, p_out):
     p, mt = _run(name, "axi_fss_golden", tmp_path, p_pause_in=p_in, p_pause_out=p_out, seed=3)
     rows, cols, ts = JOBS[name]
     assert mt["mismatches"] == 0 and mt["err_start_unloaded"] == 1 and len(mt["runs"]) == len(ts)
-    model = CycleModel(p)
+    model = CycleModel(p, weight_lead=WEIGHT_LEAD)
     for r, t in zip(mt["runs"], ts):
         assert r["words_compared"] == rows * t and r["mac_beats"] == model.weight_beats(rows, cols, t)
         if p_in == p_out == 0:
@@ -156,10 +157,12 @@ def test_axi_fss_on_icarus(tmp_path):
 @pytest.mark.sim
 def test_axi_fss_ecp5_dsp_netlist(tmp_path):
     """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
-    register, simulated with hdl.common.dsp's model of it): SOFT_RESET / rst in the middle of a load
+    register, a bypass-hit flip-flop per buffer bank in a TRELLIS_FF, simulated with hdl.common.dsp's
+    models of both): SOFT_RESET / rst in the middle of a load
     and of a run, under idle and back-pressure, then a full load and run bit-exact (neither the DSP
     registers nor the reset-less datapath registers are cleared by the engine's reset; the valid
-    pipeline that is cleared must keep their stale words out)."""
+    pipeline that is cleared must keep their stale words out); then a one-region-column layer, whose
+    tiles are read in the cycle after their last activation beat is written (the bypass)."""
     testcase = "axi_fss_resets"
     from cosim.flow.runner import to_verilog
     from hdl.common.dsp import dsp_target
@@ -167,6 +170,16 @@ def test_axi_fss_ecp5_dsp_netlist(tmp_path):
 
     p = ENGINES["A"]
     with dsp_target("ecp5"):
-        assert to_verilog(FSSAxiTop(p), "fss_axi").count("MULT18X18D #(") == p.pe_rows * p.pe_cols * p.n
+        v = to_verilog(FSSAxiTop(p), "fss_axi")
+        assert v.count("MULT18X18D #(") == p.pe_rows * p.pe_cols * p.n
+        assert v.count("TRELLIS_FF #(") == p.pe_cols * p.r_w   # a bypass-hit copy per buffer bank
         _, mt = _run("A", testcase, tmp_path, p_pause_in=0.3, p_pause_out=0.3, seed=5)
-    assert mt["mismatches"] == 0
+        assert mt["mismatches"] == 0
+        # one region column and one row group: each tile is read in the cycle after its activation
+        # beat is written, through the bypass-hit copies (a copy stuck at 0 fails this run)
+        from cosim.designs.fss.gemm import run_gemm_axi
+
+        m, x = _case(p, p.rows_per_group, p.r_w, 12, seed=11)
+        mt = run_gemm_axi(p, m.values, m.indices, [x[:, :8], x[:, 8:]], testcase="axi_fss_golden",
+                          test_dir=tmp_path / "one_column").metrics
+    assert mt["mismatches"] == 0 and sum(r["words_compared"] for r in mt["runs"]) == p.rows_per_group * 12, mt

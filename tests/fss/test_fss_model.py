@@ -119,6 +119,11 @@ def test_cycle_model():
     cm = CycleModel(p)
     assert cm.ideal(32, 64, 6) == 3 * 8 * 8
     assert cm.expected(32, 64, 6) == 8 + 3 * 64 + 9  # first tile load + compute + the 9-cycle pipeline
+    # a first weight beat two cycles late (the AXI top's replay) hides behind a tile load of 2+ beats
+    lead = CycleModel(p, weight_lead=2)
+    assert lead.expected(32, 64, 6) == cm.expected(32, 64, 6)
+    assert lead.expected(32, 16, 6) == cm.expected(32, 16, 6)
+    assert lead.expected(32, 8, 6) == cm.expected(32, 8, 6) + 1 == 2 + 2 * 8 + 8 + 9
     # ideal = nonzero MACs / multipliers exactly
     assert cm.macs(32, 64, 6) == cm.ideal(32, 64, 6) * p.multipliers
     dense = FSSParams(region=(1, 4), n=4, pe_rows=2, pe_cols=2, max_rows=64, max_cols=64)
