@@ -116,36 +116,38 @@ ECP5_SIM_MODEL = _sim_model()
 
 
 def register_copies(m, d, copies: int, *, name: str, domain: str = "sync") -> list:
-    """``copies`` one-bit registers all loaded with ``d`` every cycle (no reset, no enable).
+    """``copies`` registers of ``d``'s shape, all loaded with ``d`` every cycle (no reset, no enable).
 
-    A control bit that selects a wide datapath (a bypass hit in front of a few hundred multiplexer
-    inputs) reaches every one of them from one flip-flop, and on an LFE5U-85F the route of that
-    net, not the logic, sets the clock (8-9 ns of the FSS engine's 10 ns). Identical registers
-    would be merged back into one by Yosys (``opt_merge`` merges flip-flops with equal inputs,
-    whatever ``keep`` attribute their wires carry), so:
+    A value that drives many cells from one register - a bypass hit selecting a few hundred
+    multiplexer inputs, a weight feeding a row of DSP blocks - reaches them over one long net,
+    and on an LFE5U-85F that route, not the logic, can set the clock (8-9 ns of the FSS
+    engine's 10 ns). Identical registers would be merged back into one by Yosys (``opt_merge``
+    merges flip-flops with equal inputs, whatever ``keep`` attribute their wires carry), so:
 
     - by default (simulation, formal, Verilog for other tools) the copies are one register,
       named ``name`` and returned ``copies`` times;
-    - inside ``with dsp_target("ecp5"):`` each copy is its own ``TRELLIS_FF`` cell (clock enable
-      and set/reset unused), which Yosys leaves alone (``opt_merge`` touches only its internal cell
-      types) and nextpnr places beside the logic it drives.
+    - inside ``with dsp_target("ecp5"):`` each bit of each copy is its own ``TRELLIS_FF`` cell
+      (clock enable and set/reset unused), which Yosys leaves alone (``opt_merge`` touches only
+      its internal cell types) and nextpnr places near the cells it drives.
 
     Both behave alike cycle for cycle; :data:`ECP5_FF_SIM_MODEL` simulates the second."""
     if copies < 1:
         raise ValueError(f"copies={copies}: give at least one")
+    shape = d.shape()
     if _TARGET.get() != "ecp5":
-        q = Signal(name=name, reset_less=True)
+        q = Signal(shape, name=name, reset_less=True)
         m.d[domain] += q.eq(d)
         return [q] * copies
-    src = Signal(name=f"{name}_d")
+    src = Signal(shape, name=f"{name}_d")
     m.d.comb += src.eq(d)
     out = []
     for i in range(copies):
-        q = Signal(name=f"{name}{i}")
-        m.submodules[f"{name}{i}_ff"] = Instance(
-            "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
-            p_SRMODE="LSR_OVER_CE", p_REGSET="RESET",
-            i_CLK=ClockSignal(domain), i_LSR=0, i_CE=1, i_DI=src, i_M=0, o_Q=q)
+        q = Signal(shape, name=f"{name}_c{i}")
+        for b in range(len(q)):
+            m.submodules[f"{name}_c{i}_ff{b}"] = Instance(
+                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
+                p_SRMODE="LSR_OVER_CE", p_REGSET="RESET",
+                i_CLK=ClockSignal(domain), i_LSR=0, i_CE=1, i_DI=src[b], i_M=0, o_Q=q[b])
         out.append(q)
     return out
 

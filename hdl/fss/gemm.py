@@ -239,11 +239,14 @@ class FSSGemm(wiring.Component):
         x2 = [[Mux(s2_hit[t * RW + b], s2_byp[t][b], s2_x[t][b]) for b in range(RW)] for t in range(PC)]
         # s3: every slot's operand selected (r_w-way multiplexer) and its output row
         s3_op = regs("s3_op", signed(XW), PR, PC, N)
-        s3_w, s3_row = regs("s3_w", signed(W), PR, N), regs("s3_row", unsigned(rbits), PR, N)
+        s3_row = regs("s3_row", unsigned(rbits), PR, N)
+        # the slot's weight, one copy per PE column on the ECP5 (a register driving the four
+        # multipliers of a PE row was a 6.9 ns route on fss-axi): s3_w[a][j][t]
+        s3_w = [[register_copies(m, s2_w[a][j], PC, name=f"s3_w{a}_{j}") for j in range(N)] for a in range(PR)]
         # s4: products (flip-flop -> multiplier -> flip-flop; on the ECP5 the product register is
         # the DSP's own output register, so no route from the multiplier to the fabric is timed
         # in the same cycle: that route was the critical path of fss-axi at 87 MHz)
-        s4_prod = [[[registered_mul(m, s3_w[a][j], s3_op[a][t][j], en=1, name=f"s4_p{a}_{t}_{j}")
+        s4_prod = [[[registered_mul(m, s3_w[a][j][t], s3_op[a][t][j], en=1, name=f"s4_p{a}_{t}_{j}")
                      for j in range(N)] for t in range(PC)] for a in range(PR)]
         s4_row = regs("s4_row", unsigned(rbits), PR, N)
         # s5: per-row masked sums of slot pairs (the adder trees' first level)
@@ -266,7 +269,7 @@ class FSSGemm(wiring.Component):
         for a in range(PR):
             for j in range(N):
                 m.d.sync += [s1_w[a][j].eq(lanes[a * N + j].value), s2_w[a][j].eq(s1_w[a][j]),
-                             s3_w[a][j].eq(s2_w[a][j]), s4_row[a][j].eq(s3_row[a][j])]
+                             s4_row[a][j].eq(s3_row[a][j])]
                 if p.index_bits:
                     m.d.sync += [s1_i[a][j].eq(lanes[a * N + j].index), s2_i[a][j].eq(s1_i[a][j])]
         for t in range(PC):

@@ -157,7 +157,7 @@ def test_axi_fss_on_icarus(tmp_path):
 @pytest.mark.sim
 def test_axi_fss_ecp5_dsp_netlist(tmp_path):
     """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
-    register, a bypass-hit flip-flop per buffer bank in a TRELLIS_FF, simulated with hdl.common.dsp's
+    register, bypass-hit and weight copies in TRELLIS_FF cells, simulated with hdl.common.dsp's
     models of both): SOFT_RESET / rst in the middle of a load
     and of a run, under idle and back-pressure, then a full load and run bit-exact (neither the DSP
     registers nor the reset-less datapath registers are cleared by the engine's reset; the valid
@@ -172,7 +172,8 @@ def test_axi_fss_ecp5_dsp_netlist(tmp_path):
     with dsp_target("ecp5"):
         v = to_verilog(FSSAxiTop(p), "fss_axi")
         assert v.count("MULT18X18D #(") == p.pe_rows * p.pe_cols * p.n
-        assert v.count("TRELLIS_FF #(") == p.pe_cols * p.r_w   # a bypass-hit copy per buffer bank
+        # a bypass-hit copy per buffer bank, a weight copy per multiplier
+        assert v.count("TRELLIS_FF #(") == p.pe_cols * p.r_w + p.multipliers * p.weight_fmt.width
         _, mt = _run("A", testcase, tmp_path, p_pause_in=0.3, p_pause_out=0.3, seed=5)
         assert mt["mismatches"] == 0
         # one region column and one row group: each tile is read in the cycle after its activation
