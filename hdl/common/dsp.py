@@ -127,8 +127,10 @@ def register_copies(m, d, copies: int, *, name: str, domain: str = "sync") -> li
     - by default (simulation, formal, Verilog for other tools) the copies are one register,
       named ``name`` and returned ``copies`` times;
     - inside ``with dsp_target("ecp5"):`` each bit of each copy is its own ``TRELLIS_FF`` cell
-      (clock enable and set/reset unused), which Yosys leaves alone (``opt_merge`` touches only
-      its internal cell types) and nextpnr places near the cells it drives.
+      (``LSR`` tied low, ``CE`` and ``M`` left open as Yosys's own flip-flop mapping leaves them:
+      nextpnr's packer routes a flip-flop's data through ``M`` when no LUT in its slice drives it,
+      and refuses an ``M`` tied to a constant), which Yosys leaves alone (``opt_merge`` touches
+      only its internal cell types) and nextpnr places near the cells it drives.
 
     Both behave alike cycle for cycle; :data:`ECP5_FF_SIM_MODEL` simulates the second."""
     if copies < 1:
@@ -147,7 +149,7 @@ def register_copies(m, d, copies: int, *, name: str, domain: str = "sync") -> li
             m.submodules[f"{name}_c{i}_ff{b}"] = Instance(
                 "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
                 p_SRMODE="LSR_OVER_CE", p_REGSET="RESET",
-                i_CLK=ClockSignal(domain), i_LSR=0, i_CE=1, i_DI=src[b], i_M=0, o_Q=q[b])
+                i_CLK=ClockSignal(domain), i_LSR=0, i_DI=src[b], o_Q=q[b])
         out.append(q)
     return out
 

@@ -195,15 +195,25 @@ class FSSGemm(wiring.Component):
         for rp in rports:
             m.d.comb += rp.addr.eq(raddr)
         m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
+        # c == kr - 1 and g == rg - 1 as flip-flops, loaded with the comparison of the value c and
+        # g take next (the subtractions from the configuration and the comparators fed the output
+        # queue's room flag through the owed count: fss-axi's critical path at 91.9 MHz). The
+        # configuration is stable while a tile is held, and no beat can be taken in the cycle
+        # after reset (no tile is loaded), so the flags are exact whenever they are used.
+        c_last, g_last = Signal(name="c_last"), Signal(name="g_last")
+        c_next, g_next = Signal.like(c), Signal.like(g)
+        m.d.comb += [c_next.eq(c), g_next.eq(g)]
         with m.If(w_fire):
-            with m.If(c == kr - 1):
-                m.d.sync += c.eq(0)
-                with m.If(g == rg - 1):
-                    m.d.sync += [g.eq(0), rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
+            with m.If(c_last):
+                m.d.comb += c_next.eq(0)
+                with m.If(g_last):
+                    m.d.comb += g_next.eq(0)
+                    m.d.sync += [rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
                 with m.Else():
-                    m.d.sync += g.eq(g + 1)
+                    m.d.comb += g_next.eq(g + 1)
             with m.Else():
-                m.d.sync += c.eq(c + 1)
+                m.d.comb += c_next.eq(c + 1)
+        m.d.sync += [c.eq(c_next), g.eq(g_next), c_last.eq(c_next == kr - 1), g_last.eq(g_next == rg - 1)]
 
         lanes = self.w.payload
         W, XW = p.weight_fmt.width, p.act_fmt.width
@@ -263,7 +273,7 @@ class FSSGemm(wiring.Component):
                               reset_less=True) for i in range(RH)] for t in range(PC)] for a in range(PR)]
 
         # every stage register loads every cycle: validity travels in the stage-valid bits
-        m.d.sync += [sv[1].eq(w_fire), sf[1].eq(c == 0), sl[1].eq(c == kr - 1)]
+        m.d.sync += [sv[1].eq(w_fire), sf[1].eq(c == 0), sl[1].eq(c_last)]
         for k in range(2, S + 1):
             m.d.sync += [sv[k].eq(sv[k - 1]), sf[k].eq(sf[k - 1]), sl[k].eq(sl[k - 1])]
         for a in range(PR):
@@ -344,7 +354,7 @@ class FSSGemm(wiring.Component):
         with m.If(y_fire):
             m.d.sync += oq_head.eq(oq_head + 1)
         m.d.sync += oq_level.eq(oq_level + oq_we - y_fire)
-        owed_next = owed + (w_fire & (c == kr - 1)) - y_fire
+        owed_next = owed + (w_fire & c_last) - y_fire
         m.d.sync += [owed.eq(owed_next), room.eq(owed_next < D)]
 
         # --- performance counters ------------------------------------------------------------

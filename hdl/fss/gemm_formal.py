@@ -189,6 +189,10 @@ class GemmFormal(wiring.Component):
         chk(wpos == iv["c"], "internal: harness region column != c")
         chk(gpos == iv["g"], "internal: harness row group != g")
         chk(xpos == iv["wr_cnt"], "internal: harness tile position != wr_cnt")
+        lf = internals(frag, ("c_last", "g_last"), "FSSGemm", _WHERE)
+        with m.If(has_past):
+            chk(lf["c_last"] == (iv["c"] == kr - 1), "internal: c_last != (c == k_regions - 1)")
+            chk(lf["g_last"] == (iv["g"] == rg - 1), "internal: g_last != (g == row_groups - 1)")
         chk(tiles == full[0] + full[1], "internal: tiles held != full buffers")
         chk((full != 0) | (wr == rd), "internal: empty buffers but wr_sel != rd_sel")
         chk((full != 3) | (wr == rd), "internal: both buffers full but wr_sel != rd_sel")
