@@ -10,6 +10,9 @@ from cosim.designs import add_param_args, designs, get_design, resolve_params
 from models.errors import CheckFailed, UsageError
 from models.tables import emit, show
 
+#: nextpnr's routers (as cosim.flow.build.ROUTERS; kept here so the command line parses without the flow)
+ROUTERS = ("router1", "router2")
+
 __all__ = ["register"]
 
 
@@ -82,6 +85,8 @@ def cmd_build(args) -> int:
             raise UsageError(f"no design registers a configuration for {board.family}; give one with --param")
     if args.clock is not None and not args.clock > 0:
         raise UsageError(f"--clock {args.clock:g}: give a clock in MHz above 0")
+    if not args.max_minutes > 0:
+        raise UsageError(f"--max-minutes {args.max_minutes:g}: give a time limit in minutes above 0")
     if not args.ooc:
         return _build_board(args, chosen, board)
     if args.clock is None:
@@ -98,7 +103,7 @@ def cmd_build(args) -> int:
         for d, p in plans:
             try:
                 res = build_ooc(d, p, board, args.clock, seeds, st / d.name, log=con.print,
-                                max_minutes=args.max_minutes)
+                                max_minutes=args.max_minutes, router=args.router)
             except CheckFailed as e:
                 if len(plans) == 1:
                     raise
@@ -168,7 +173,8 @@ def _build_board(args, chosen, board) -> int:
     results = []
     try:
         for d, p in plans:
-            res = build_board(d, p, board, st / d.name, baud=args.baud, seed=args.seed, log=con.print, pll=pll)
+            res = build_board(d, p, board, st / d.name, baud=args.baud, seed=args.seed, log=con.print, pll=pll,
+                              router=args.router, max_minutes=args.max_minutes)
             (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
             results.append(res)
         commit(st, out)
@@ -274,7 +280,9 @@ def register(sub) -> None:
     ap.add_argument("-o", "--output", default=None, help="output folder (default build/pnr)")
     ap.add_argument("--timing-allow-fail", action="store_true", help="exit 0 even when timing is not met")
     ap.add_argument("--max-minutes", type=float, default=30.0,
-                    help="give up on a place-and-route run after this long (default 30)")
+                    help="give up on a place-and-route run (a whole board build) after this long (default 30)")
+    ap.add_argument("--router", choices=ROUTERS, default=ROUTERS[0],
+                    help="nextpnr's router (default router1; router2 resolves congested designs faster)")
     ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
     ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")
     add_param_args(ap)

@@ -21,12 +21,25 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cosim.designs import resolve
-from cosim.flow.build import Board, _area, _jsonable, _tool, _version, critical_path, family_of, netlist_cells
+from cosim.flow.build import (
+    ROUTERS,
+    Board,
+    _area,
+    _jsonable,
+    _router_state,
+    _tool,
+    _version,
+    critical_path,
+    family_of,
+    netlist_cells,
+    run_limited,
+)
 from hdl.common.dsp import dsp_target
 from models.errors import CheckFailed, UsageError
 
@@ -89,8 +102,14 @@ def _abc_lut_mapping(platform) -> None:
 
 
 def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200, seed: int = 1,
-                log=print, pll=None) -> dict:
-    """Bitstream of ``design``'s board top on ``board``; the summary (Fmax, area, bitstream path)."""
+                log=print, pll=None, router: str = "router1", max_minutes: float = 30.0) -> dict:
+    """Bitstream of ``design``'s board top on ``board``; the summary (Fmax, area, bitstream path).
+
+    The platform's build script (Yosys, nextpnr, the packer) runs under a time limit of
+    ``max_minutes``; ``router`` is nextpnr's router (``router2`` converges on congested designs
+    where ``router1`` can wander for an hour)."""
+    if router not in ROUTERS:
+        raise UsageError(f"router {router!r}: choose one of {', '.join(ROUTERS)}")
     if not board.platform:
         raise UsageError(f"{board.name} is a bare part, not a board: a bitstream needs a board "
                          f"(ulx3s-85f, ecpix5-85, icebreaker) or use --ooc")
@@ -117,9 +136,18 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
     t0 = time.monotonic()
     try:
         with dsp_target(fam.name):   # registered products in the DSP's output register (hdl.common.dsp)
-            platform.build(top, name=name, build_dir=str(out_dir), do_program=False,
-                           synth_opts=_SYNTH_OPTS[fam.name],
-                           nextpnr_opts=f"--timing-allow-fail --report report.json --seed {seed}")
+            plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
+                                  synth_opts=_SYNTH_OPTS[fam.name],
+                                  nextpnr_opts=f"--timing-allow-fail --report report.json --seed {seed}"
+                                               f" --router {router}")
+        plan.extract(str(out_dir))
+        run_limited(["sh", f"{plan.script}.sh"], out_dir, max_minutes)
+    except subprocess.TimeoutExpired:
+        tim = out_dir / f"{name}.tim"   # nextpnr's log
+        state = _router_state(tim.read_text(errors="replace")) if tim.exists() else "synthesis not finished"
+        raise CheckFailed(f"board build of {design.name} on {board.name} did not finish within {max_minutes:g} "
+                          f"minutes ({state}); raise --max-minutes, try --router router2 or shrink the design "
+                          f"(logs in {out_dir})") from None
     except Exception as e:  # the build script failed: show the tool's own last error line
         tail = ""
         for logname in (f"{name}.tim", f"{name}.rpt"):
@@ -154,7 +182,7 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
     params_dict = params.to_dict() if hasattr(params, "to_dict") else {}
     return {"design": design.name, "top": name, "board_top": top_name, "board": board.name, "family": fam.name,
             "part": board.device, "speed": board.speed, "package": board.package, "mode": "board",
-            "target_mhz": round(clock_mhz, 6), "baud": baud, "seeds": [seed],
+            "target_mhz": round(clock_mhz, 6), "baud": baud, "seeds": [seed], "router": router,
             "pll": pll.to_dict() if pll is not None else None,
             "fmax_mhz": {c: {"min": v, "median": v, "per_seed": [v]} for c, v in fmax.items()},
             "worst_fmax_mhz": worst, "slack_ns": round(1e3 / clock_mhz - 1e3 / worst, 3) if worst else None,

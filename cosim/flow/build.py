@@ -31,11 +31,13 @@ netlist serves all seeds (only placement and routing vary).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,7 +48,7 @@ from pathlib import Path
 from models.errors import CheckFailed, UsageError
 
 __all__ = ["Board", "BOARDS", "Family", "FAMILIES", "get_board", "synthesise", "synth_ecp5", "place_and_route",
-           "build_ooc", "summary_row", "summary_columns", "ooc_harness", "FLOW_VERSION"]
+           "build_ooc", "summary_row", "summary_columns", "ooc_harness", "run_limited", "ROUTERS", "FLOW_VERSION"]
 
 FLOW_VERSION = 2
 
@@ -289,6 +291,27 @@ def _overflow(log_text: str) -> str | None:
     return None
 
 
+#: nextpnr's routers (``--router``): router1 is its default; router2 resolves congestion faster
+ROUTERS = ("router1", "router2")
+
+
+def run_limited(args: list[str], cwd: Path, minutes: float) -> None:
+    """Run ``args`` in ``cwd`` with its output discarded, in a session of its own, and kill that whole
+    session (a build script's tools too, not only the shell) after ``minutes``: raises
+    ``subprocess.TimeoutExpired`` then, ``subprocess.CalledProcessError`` on a non-zero exit."""
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        rc = proc.wait(timeout=minutes * 60)
+    except BaseException:   # the time limit, or Ctrl-C: no tool is left running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if rc:
+        raise subprocess.CalledProcessError(rc, args)
+
+
 def _router_state(log_text: str) -> str:
     """The last router progress line of a nextpnr log: iteration and overused wires."""
     rows = [ln for ln in log_text.splitlines() if ln.startswith("Info:") and ln.count("|") >= 4]
@@ -321,7 +344,7 @@ def critical_path(rep: dict) -> tuple[list, dict]:
 
 
 def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, workdir: Path,
-                    ooc: bool = True, max_minutes: float = 30.0) -> dict:
+                    ooc: bool = True, max_minutes: float = 30.0, router: str = "router1") -> dict:
     """nextpnr on ``netlist`` for ``board``'s part (out of context); returns Fmax per clock and
     utilisation. On a family without nextpnr's out-of-context mode the netlist is expected to be
     the scan harness (:func:`ooc_harness`), its four pins placed by nextpnr."""
@@ -331,7 +354,7 @@ def place_and_route(netlist: Path, board: Board, clock_mhz: float, seed: int, wo
     shutil.copyfile(netlist, workdir / "netlist.json")  # YoWASP tools see only their working directory
     args = [nextpnr, *fam.device_args(board), "--json", "netlist.json",
             "--freq", f"{clock_mhz:g}", "--report", "report.json", "--seed", str(seed), "--timing-allow-fail",
-            "--log", "nextpnr.log", "-q"]
+            "--log", "nextpnr.log", "-q", "--router", router]
     if ooc:
         args.append("--out-of-context" if fam.native_ooc else "--pcf-allow-unconstrained")
     t0 = time.monotonic()
@@ -374,7 +397,7 @@ def _area(util: dict, family: Family | None = None) -> dict:
 
 
 def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], out_dir: Path,
-              log=print, max_minutes: float = 30.0) -> dict:
+              log=print, max_minutes: float = 30.0, router: str = "router1") -> dict:
     """Out-of-context build of one design on ``board``'s part over ``seeds``; the summary dict."""
     from cosim.flow.runner import to_verilog
     from hdl.common.dsp import dsp_target
@@ -390,7 +413,8 @@ def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], 
     runs = []
     for s in seeds:
         log(f"placing and routing {design.name} on {board.part_text}, seed {s} ...")
-        runs.append(place_and_route(net, board, clock_mhz, s, out_dir / f"seed{s}", max_minutes=max_minutes))
+        runs.append(place_and_route(net, board, clock_mhz, s, out_dir / f"seed{s}", max_minutes=max_minutes,
+                                    router=router))
     clocks = sorted({c for r in runs for c in r["fmax_mhz"]})
     fmax = {c: {"min": min(r["fmax_mhz"].get(c, 0.0) for r in runs),
                 "median": statistics.median(r["fmax_mhz"].get(c, 0.0) for r in runs),
@@ -401,7 +425,7 @@ def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], 
         "design": design.name, "top": design.top, "board": board.name, "family": fam.name, "part": board.device,
         "speed": board.speed, "package": board.package,
         "mode": "out-of-context" if fam.native_ooc else "out-of-context (scan harness)",
-        "target_mhz": clock_mhz, "seeds": seeds,
+        "target_mhz": clock_mhz, "seeds": seeds, "router": router,
         "fmax_mhz": fmax, "worst_fmax_mhz": round(worst, 2),
         "slack_ns": round(1e3 / clock_mhz - 1e3 / worst, 3) if worst > 0 else None,
         "timing_met": worst >= clock_mhz, "area": _area(runs[0]["utilization"], fam),

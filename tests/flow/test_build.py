@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,7 @@ def test_small_design_out_of_context_end_to_end(tmp_path, capsys):
     assert "timing not met at 100 MHz" in capsys.readouterr().err
     res = json.loads((out / "bbs-spmxv" / "build.json").read_text())
     assert res["part"] == "LFE5U-85F" and res["speed"] == 6 and res["mode"] == "out-of-context"
+    assert res["router"] == "router1"
     assert 20 < res["worst_fmax_mhz"] < 400 and res["area"]["LUT4"] > 100 and res["area"]["DSP"] == 4
     assert res["area"]["LUT4_available"] == 83640 and res["area"]["DSP_available"] == 156
     seed1 = out / "bbs-spmxv" / "seed1"
@@ -95,6 +97,9 @@ def test_board_config_per_family():
     (["build", "bbs-spmxv", "--board", "ice40up5k-sg48"], "bare part"),
     (["build", "melo-engine", "--ooc", "--seeds", "a,b"], "--seeds"),
     (["build", "melo-engine", "--ooc", "--clock", "0"], "--clock"),
+    (["build", "melo-engine", "--ooc", "--router", "router3"], "--router"),
+    (["build", "melo-engine", "--ooc", "--max-minutes", "0"], "--max-minutes"),
+    (["build", "melo-engine", "--board", "ulx3s-85f", "--max-minutes", "-1"], "--max-minutes"),
     (["build"], "give a design"),
     (["build", "melo-engine"], "--ooc"),
 ])
@@ -132,7 +137,7 @@ def test_all_on_the_ice40_builds_the_designs_with_an_ice40_configuration(tmp_pat
 
     seen = {}
 
-    def fake(design, params, board, clock, seeds, out, log=print, max_minutes=30.0):
+    def fake(design, params, board, clock, seeds, out, log=print, max_minutes=30.0, router="router1"):
         seen[design.name] = params
         return {"design": design.name, "family": "ice40", "part": board.device, "target_mhz": clock,
                 "fmax_mhz": {"clk": {"min": 50.0, "median": 50.0}}, "worst_fmax_mhz": 50.0, "slack_ns": 1.0,
@@ -146,3 +151,41 @@ def test_all_on_the_ice40_builds_the_designs_with_an_ice40_configuration(tmp_pat
     assert all(seen[n] == designs()[n].board_config("ice40") for n in fitting)
     summary = json.loads((out / "build.json").read_text())
     assert {r["design"] for r in summary["not_built"]} == set(designs()) - fitting
+
+
+def test_run_limited_kills_the_whole_session(tmp_path):
+    """A build script's tools run under the shell: the time limit kills them too, not only the shell."""
+    import os
+    import subprocess
+    import time
+
+    script = "sleep 60 & echo $! > pid; wait"
+    t0 = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        build.run_limited(["sh", "-c", script], tmp_path, 0.02)
+    assert time.monotonic() - t0 < 20
+    pid = int((tmp_path / "pid").read_text())
+    for _ in range(50):   # gone, or a zombie waiting for init to reap it
+        status = Path(f"/proc/{pid}/status")
+        if not status.exists() or "\tZ" in status.read_text().split("State:")[1].splitlines()[0]:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"the script's child {pid} outlived the time limit")
+    with pytest.raises(subprocess.CalledProcessError):
+        build.run_limited(["sh", "-c", "exit 3"], tmp_path, 1)
+    build.run_limited(["sh", "-c", "exit 0"], tmp_path, 1)
+
+
+def test_board_build_time_limit_is_one_line(tmp_path):
+    """--max-minutes bounds a whole board build: when it runs out, one line says where the tools were."""
+    from cosim.designs import get_design
+    from cosim.flow.board_build import build_board
+    from models.errors import CheckFailed
+
+    d = get_design("melo-engine")
+    with pytest.raises(CheckFailed, match=r"did not finish within 0.02 minutes \((synthesis not finished|"
+                                          r"placement not finished|router iteration)"):
+        build_board(d, d.default_params(), build.get_board("ulx3s-85f"), tmp_path / "b", max_minutes=0.02,
+                    log=lambda *a: None)
