@@ -195,25 +195,28 @@ class FSSGemm(wiring.Component):
         for rp in rports:
             m.d.comb += rp.addr.eq(raddr)
         m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
-        # c == kr - 1 and g == rg - 1 as flip-flops, loaded with the comparison of the value c and
-        # g take next (the subtractions from the configuration and the comparators fed the output
-        # queue's room flag through the owed count: fss-axi's critical path at 91.9 MHz). The
-        # configuration is stable while a tile is held, and no beat can be taken in the cycle
-        # after reset (no tile is loaded), so the flags are exact whenever they are used.
+        # c == kr - 1 and g == rg - 1 as flip-flops (the subtractions from the configuration and
+        # the comparators fed the output queue's room flag through the owed count: fss-axi's
+        # critical path at 91.9 MHz). Each is loaded with one of two comparisons made beside the
+        # beat's handshake - the flag for the value c (g) takes if a beat is taken, and for the value
+        # it keeps - so the handshake only selects between them (one LUT after the w_fire net, whose
+        # fan-out is the long route). The configuration is stable while a tile is held, and no beat
+        # can be taken in the cycle after reset (no tile is loaded), so the flags are exact
+        # whenever they are used.
         c_last, g_last = Signal(name="c_last"), Signal(name="g_last")
-        c_next, g_next = Signal.like(c), Signal.like(g)
-        m.d.comb += [c_next.eq(c), g_next.eq(g)]
+        c_last_step = Mux(c_last, kr == 1, c + 2 == kr)      # c_last after a beat: c -> 0 or c + 1
+        g_last_step = Mux(g_last, rg == 1, g + 2 == rg)      # g_last after a row group's last beat
+        m.d.sync += [c_last.eq(Mux(w_fire, c_last_step, c == kr - 1)),
+                     g_last.eq(Mux(w_fire & c_last, g_last_step, g == rg - 1))]
         with m.If(w_fire):
             with m.If(c_last):
-                m.d.comb += c_next.eq(0)
+                m.d.sync += c.eq(0)
                 with m.If(g_last):
-                    m.d.comb += g_next.eq(0)
-                    m.d.sync += [rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
+                    m.d.sync += [g.eq(0), rd_sel.eq(~rd_sel), full.bit_select(rd_sel, 1).eq(0)]
                 with m.Else():
-                    m.d.comb += g_next.eq(g + 1)
+                    m.d.sync += g.eq(g + 1)
             with m.Else():
-                m.d.comb += c_next.eq(c + 1)
-        m.d.sync += [c.eq(c_next), g.eq(g_next), c_last.eq(c_next == kr - 1), g_last.eq(g_next == rg - 1)]
+                m.d.sync += c.eq(c + 1)
 
         lanes = self.w.payload
         W, XW = p.weight_fmt.width, p.act_fmt.width

@@ -190,6 +190,9 @@ class GemmFormal(wiring.Component):
         chk(gpos == iv["g"], "internal: harness row group != g")
         chk(xpos == iv["wr_cnt"], "internal: harness tile position != wr_cnt")
         lf = internals(frag, ("c_last", "g_last"), "FSSGemm", _WHERE)
+        # (the flags hold from the second cycle: in the first, nothing is loaded, so no beat is taken)
+        chk(has_past | (iv["full"] == 0), "internal: an activation tile loaded in the first cycle")
+        chk((iv["c"] < kr) & (iv["g"] < rg), "internal: c or g beyond the configured shape")
         with m.If(has_past):
             chk(lf["c_last"] == (iv["c"] == kr - 1), "internal: c_last != (c == k_regions - 1)")
             chk(lf["g_last"] == (iv["g"] == rg - 1), "internal: g_last != (g == row_groups - 1)")
