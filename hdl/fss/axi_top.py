@@ -221,10 +221,14 @@ class FSSAxiTop(wiring.Component):
         rg = Signal(range(GMAX + 1), init=GMAX)
         kr = Signal(range(KMAX + 1), init=KMAX)
         tiles = Signal(32, init=1)
-        # TILES - 1, registered (the tile counters compare with it: no subtractor on their paths);
-        # TILES only changes while idle, at least a cycle before the START that uses it
+        # TILES - 1, K_REGIONS - 1 and ROW_GROUPS - 1 as registers written with the sizes (the counters
+        # compare with them: no subtractor on their paths; K_REGIONS - 1 -> the replay's column
+        # compare -> its enables was fss-axi's critical path at 97.8 MHz). Written in the same cycle
+        # as the size, so a START in the very next cycle already sees them (a copy registered from
+        # the size a cycle later did not: the formal cover of a result beat found the stale run)
         tiles_m1 = Signal(32, init=0)
-        m.d.sync += tiles_m1.eq(tiles - 1)
+        kr_m1 = Signal(range(max(2, KMAX)), init=KMAX - 1)
+        rg_m1 = Signal(range(max(2, GMAX)), init=GMAX - 1)
         busy, done, loaded = Signal(name="busy"), Signal(name="done"), Signal(name="loaded")
         err = Signal(5)
         run_cycles, out_beats = Signal(32), Signal(32)
@@ -264,9 +268,9 @@ class FSSAxiTop(wiring.Component):
             m.d.sync += [shreg.eq(wide), w_words.eq(w_words + 1), wcnt.eq(Mux(beat_done, 0, wcnt + 1))]
             with m.If(beat_done):
                 m.d.sync += waddr.eq(waddr + 1)
-                with m.If(lc == kr - 1):
+                with m.If(lc == kr_m1):
                     m.d.sync += lc.eq(0)
-                    with m.If(lg == rg - 1):
+                    with m.If(lg == rg_m1):
                         m.d.sync += [lg.eq(0), loaded.eq(1)]
                     with m.Else():
                         m.d.sync += lg.eq(lg + 1)
@@ -301,9 +305,9 @@ class FSSAxiTop(wiring.Component):
         with m.If(radv):
             m.d.sync += rd_valid.eq(issuing)
             with m.If(issuing):
-                with m.If(rc == kr - 1):
+                with m.If(rc == kr_m1):
                     m.d.sync += rc.eq(0)
-                    with m.If(rgc == rg - 1):
+                    with m.If(rgc == rg_m1):
                         m.d.sync += [rgc.eq(0), raddr.eq(0), rtile.eq(rtile + 1)]
                         with m.If(rtile == tiles_m1):
                             m.d.sync += issuing.eq(0)
@@ -320,7 +324,7 @@ class FSSAxiTop(wiring.Component):
                      gemm.x.payload.as_value().eq(self.s_axis_x_tdata),
                      self.s_axis_x_tready.eq(gemm.x.ready & x_more)]
         with m.If(x_fire):
-            with m.If(xc == kr - 1):
+            with m.If(xc == kr_m1):
                 m.d.sync += [xc.eq(0), xtile.eq(xtile + 1)]
                 with m.If(xtile == tiles_m1):
                     m.d.sync += x_more.eq(0)
@@ -330,7 +334,7 @@ class FSSAxiTop(wiring.Component):
         # --- results: ROW_GROUPS beats per tile (tlast), the run ends with the last one ---------
         yg, ytile = Signal(range(max(2, GMAX))), Signal(32)
         y_fire = gemm.y.valid & gemm.y.ready
-        ylast = yg == rg - 1
+        ylast = yg == rg_m1
         m.d.comb += [self.m_axis_y_tvalid.eq(gemm.y.valid), self.m_axis_y_tdata.eq(gemm.y.payload.as_value()),
                      self.m_axis_y_tlast.eq(ylast), gemm.y.ready.eq(self.m_axis_y_tready)]
         with m.If(y_fire):
@@ -346,14 +350,14 @@ class FSSAxiTop(wiring.Component):
         bresp_ok = Signal()                     # the response depends on the data and the state
         m.d.comb += axil.w_ok.eq(bresp_ok)
 
-        def size_write(reg, lo_ok, hi_ok, restarts):
+        def size_write(reg, minus_one, lo_ok, hi_ok, restarts):
             with m.If(busy):
                 m.d.sync += err[3].eq(1)
             with m.Elif(~(lo_ok & hi_ok)):
                 m.d.sync += err[1].eq(1)
             with m.Else():
                 m.d.comb += bresp_ok.eq(1)
-                m.d.sync += reg.eq(wdata)
+                m.d.sync += [reg.eq(wdata), minus_one.eq(wdata - 1)]
                 if restarts:
                     restart_load()
 
@@ -368,11 +372,11 @@ class FSSAxiTop(wiring.Component):
                     with m.If(cmd_load & ~busy):
                         restart_load()
                 with m.Case(REGS["ROW_GROUPS"] >> 2):
-                    size_write(rg, wdata != 0, wdata <= GMAX, True)
+                    size_write(rg, rg_m1, wdata != 0, wdata <= GMAX, True)
                 with m.Case(REGS["K_REGIONS"] >> 2):
-                    size_write(kr, wdata != 0, wdata <= KMAX, True)
+                    size_write(kr, kr_m1, wdata != 0, wdata <= KMAX, True)
                 with m.Case(REGS["TILES"] >> 2):
-                    size_write(tiles, wdata != 0, 1, False)
+                    size_write(tiles, tiles_m1, wdata != 0, 1, False)
                 with m.Default():
                     m.d.sync += err[4].eq(1)
 
