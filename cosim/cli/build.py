@@ -247,11 +247,12 @@ def plot_results(summary: dict, path: Path) -> Path:
 
 
 def plan_params(d, args, board=None):
-    """A design's parameters for a build: its board configuration (else its defaults), then
+    """A design's parameters for a build: its board configuration (for a bitstream, its board top's:
+    ``Design.board_top_params``; else its defaults), then
     ``--params FILE``, then ``--param`` (:mod:`models.precedence`; ``hwcosim board run`` resolves the
     same way, so a bitstream and the host session agree). Before, any ``--param`` silently replaced
     the whole board configuration by the design's defaults."""
-    base = d.board_config(board.family if board is not None else "ecp5")
+    base = d.board_config(board.family if board is not None else "ecp5", top=not getattr(args, "ooc", True))
     return resolve_params(d, args.param, args.params, base=base)
 
 

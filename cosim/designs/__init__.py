@@ -104,6 +104,10 @@ class Design:
         Configurations for other FPGA families (``("ice40", lambda: ...)`` for the iCE40UP5K),
         used by ``hwcosim build --board`` on a part of that family; a family not listed falls
         back to ``board_params`` (or the defaults) and may not fit.
+    board_top_params : callable, optional
+        Parameters of the ECP5 board top (the bitstream and ``hwcosim board run``) when they
+        differ from ``board_params``, which stays the out-of-context reference: a core that fits
+        the part alone but whose board top does not route (the BeamRaster precoder at 16 lanes).
     """
 
     name: str
@@ -125,12 +129,16 @@ class Design:
     recheck: str = ""
     board_params: Callable[[], Any] | None = None
     family_params: tuple = ()
+    board_top_params: Callable[[], Any] | None = None
 
-    def board_config(self, family: str = "ecp5") -> Any:
-        """The parameters registered for a board of ``family`` (None: the defaults)."""
+    def board_config(self, family: str = "ecp5", top: bool = False) -> Any:
+        """The parameters registered for a board of ``family`` (None: the defaults); ``top``: for
+        its board top (a bitstream, a board session) rather than the core out of context."""
         for fam, fn in self.family_params:
             if fam == family:
                 return fn()
+        if top and self.board_top_params and family == "ecp5":
+            return self.board_top_params()
         return self.board_params() if self.board_params else None
 
     @property

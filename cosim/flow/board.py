@@ -265,5 +265,5 @@ def board_params(design, args, generated: str):
 
     if getattr(args, "csb", None) or getattr(args, "vector", None):
         raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this design runs {generated}")
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
+    base = design.board_config(getattr(args, "family", "ecp5"), top=True) or design.default_params()
     return resolve_params(design, args.param, args.params, base=base)

@@ -153,7 +153,8 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
         for logname in (f"{name}.tim", f"{name}.rpt"):
             f = out_dir / logname
             if f.exists():
-                errs = [ln.strip() for ln in f.read_text(errors="replace").splitlines() if "ERROR" in ln.upper()]
+                errs = [ln.strip() for ln in f.read_text(errors="replace").splitlines()
+                        if ln.lstrip().upper().startswith("ERROR")]   # not a signal named *_errors
                 if errs:
                     tail = errs[-1]
                     break

@@ -89,6 +89,18 @@ def test_board_config_per_family():
     assert d.board_config("ice40").pes * d.board_config("ice40").banks <= 8  # the UP5K's SB_MAC16s
     lstm = get_design("bbs-lstm-axi")
     assert lstm.board_config("ecp5").out_stage  # the AXI top is built with the layer's board configuration
+    # the BeamRaster core is measured at 16 lanes out of context; its board top (a bitstream, a board
+    # session) at 8, the configuration that routes on the ULX3S-85F
+    br = get_design("beamraster-precoder")
+    assert br.board_config("ecp5").lanes == 16 and br.board_config("ecp5", top=True).lanes == 8
+    assert lstm.board_config("ecp5", top=True) == lstm.board_config("ecp5")
+    from argparse import Namespace
+
+    from cosim.cli.build import plan_params
+
+    ooc, board = (Namespace(ooc=o, param=None, params=None) for o in (True, False))
+    assert plan_params(br, ooc, build.get_board("lfe5u-85f-6")).lanes == 16
+    assert plan_params(br, board, build.get_board("ulx3s-85f")).lanes == 8
 
 
 @pytest.mark.parametrize("argv,needle", [

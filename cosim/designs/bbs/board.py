@@ -90,7 +90,7 @@ def cli_inputs(design, args) -> tuple:
     from models.fixedpoint import quantize
     from pruning.formats import csb as csbfmt
 
-    base = design.board_config(getattr(args, "family", "ecp5")) or design.default_params()
+    base = design.board_config(getattr(args, "family", "ecp5"), top=True) or design.default_params()
     if args.csb:
         m = csbfmt.load(args.csb)
         from models.precedence import layered

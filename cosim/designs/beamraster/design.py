@@ -20,6 +20,12 @@ DESIGNS = [
         # on the LFE5U-85F (156 MULT18X18D) the 64 antennas share 16 lanes of multipliers over 4 cycles
         # per subcarrier (the default 64 lanes need 284 multipliers, 182% of the part)
         board_params=lambda: PrecoderParams(M=64, K=8, lanes=16, groups=100, sc_per_group=12, symbols_per_frame=14),
+        # its board top (the precoder behind the stream host and the UART bridge) shares 8 lanes over 8
+        # cycles: at 16 lanes the 96 multipliers and 60 block RAMs of the top fit the ULX3S-85F but did
+        # not route (nextpnr router1 and router2 stalled at 4,000-9,000 overused wires); at 8 lanes it
+        # routes in minutes (docs/boards/bitstreams.json)
+        board_top_params=lambda: PrecoderParams(M=64, K=8, lanes=8, groups=100, sc_per_group=12,
+                                                symbols_per_frame=14),
         golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
         formal="hdl.beamraster.precoder_formal:formal_checks",
         recheck="cosim.designs.beamraster.precoder:recheck",  # also the folders of hwcosim board run --sim
