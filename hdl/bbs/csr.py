@@ -22,7 +22,7 @@ of the whole vector (``M`` memories of ``2 * cols`` words, double-buffered: vect
 loads, ``L`` elements per beat, while vector ``n`` computes). The BBS engine needs ``P * B``
 memories of ``2 * cols / B`` words for the same multipliers: ``B`` times less vector storage.
 
-Pipeline: vector read (1), multiply (1), accumulate + requantise + result-memory write (1),
+Pipeline: vector read (1), multiply (1), accumulate (1), requantise + result-memory write (1),
 then a double-buffered result memory (``2 * rows / M`` words per PE) from which ``rows / M``
 output beats leave while the next product computes. The compute pipeline never stalls; the
 weight port waits only for a loaded vector and for a free result buffer, so output
@@ -158,17 +158,29 @@ class CSRSpMxV(wiring.Component):
             fresh = Signal(init=1, name=f"fresh{pe}")
             row = Signal(range(max(G, 2)), name=f"row{pe}")
             new = Signal(signed(p.acc_width), name=f"acc_next{pe}")
+            # stage 4: the row's sum (held in acc until the PE's next entry) requantised into the
+            # result memory (accumulate, requantise and write in one cycle closed at 84.6 MHz with 16
+            # PEs on an LFE5U-85F: two carry chains in series)
+            s4_we = Signal(name=f"s4_we{pe}")
+            s4_addr = Signal(len(Cat(row, psel)), name=f"s4_addr{pe}")
+            m.d.sync += [s4_we.eq(s2_lv & s2_last), s4_addr.eq(Cat(row, psel))]
             m.d.comb += [new.eq(s2_prod + Mux(fresh, 0, acc)),
-                         rwp.addr.eq(Cat(row, psel)), rwp.data.eq(requantize(new, p.acc_frac, p.out_fmt)),
-                         rwp.en.eq(s2_lv & s2_last)]
+                         rwp.addr.eq(s4_addr), rwp.data.eq(requantize(acc, p.acc_frac, p.out_fmt)),
+                         rwp.en.eq(s4_we)]
             with m.If(s2_lv):
                 m.d.sync += [acc.eq(new), fresh.eq(s2_last)]
                 with m.If(s2_last):
                     m.d.sync += row.eq(Mux(row == G - 1, 0, row + 1))
             m.d.comb += [rrp.addr.eq(Cat(ocnt, osel)), rrp.en.eq(ren), self.y.payload[pe].eq(rrp.data)]
 
+        # a product's result buffer is full once its last row is written, a cycle after its last
+        # entry accumulates (stage 4); the rows of the next product already go to the other buffer
+        s4_end, s4_sel = Signal(), Signal()
+        m.d.sync += [s4_end.eq(s2_v & s2_end), s4_sel.eq(psel)]
         with m.If(s2_v & s2_end):
-            m.d.sync += [psel.eq(~psel), res_full.bit_select(psel, 1).eq(1)]
+            m.d.sync += psel.eq(~psel)
+        with m.If(s4_end):
+            m.d.sync += res_full.bit_select(s4_sel, 1).eq(1)
         with m.If(ren):
             m.d.sync += self.y.valid.eq(res_full.bit_select(osel, 1))
             with m.If(res_full.bit_select(osel, 1)):

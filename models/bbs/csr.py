@@ -44,8 +44,8 @@ __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "s
            "cycles_from_mask"]
 
 #: Cycles from the final weight beat's acceptance to the first output beat's ``valid``:
-#: vector read, multiply, accumulate/requantise into the result memory, result-memory read.
-PIPELINE_LATENCY = 4
+#: vector read, multiply, accumulate, requantise into the result memory, result-memory read.
+PIPELINE_LATENCY = 5
 
 
 # Largest shapes the generator accepts (as for BBSParams): a typo is refused, not elaborated for hours.
