@@ -45,6 +45,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.bbs.spmxv import COUNTER_BITS, _tree_sum
+from hdl.common.dsp import registered_mul
 from hdl.common.fixed import requantize
 from models.bbs.csr import CSRParams
 
@@ -150,9 +151,11 @@ class CSRSpMxV(wiring.Component):
             m.d.sync += [s1_w.eq(ln.value), s1_l.eq(ln.col[:lbits] if lbits else 0),
                          s1_last.eq(ln.last), s1_lv.eq(w_fire & ln.valid)]
             xe = vrp.data.word_select(s1_l, XW).as_signed() if L > 1 else vrp.data.as_signed()
-            s2_prod = Signal(signed(p.weight_fmt.width + XW), name=f"s2_prod{pe}")
+            # the product register is the DSP's own output register on an ECP5 (hdl.common.dsp): the
+            # lane select -> multiplier -> fabric register was the critical path, 87-89 MHz
+            s2_prod = registered_mul(m, s1_w, xe, en=1, name=f"s2_prod{pe}")
             s2_last, s2_lv = Signal(name=f"s2_last{pe}"), Signal(name=f"s2_lv{pe}")
-            m.d.sync += [s2_prod.eq(s1_w * xe), s2_last.eq(s1_last), s2_lv.eq(s1_lv)]
+            m.d.sync += [s2_last.eq(s1_last), s2_lv.eq(s1_lv)]
             # stage 3: accumulate; a row's last entry writes its result
             acc = Signal(signed(p.acc_width), name=f"acc{pe}")
             fresh = Signal(init=1, name=f"fresh{pe}")
