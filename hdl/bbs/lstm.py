@@ -44,7 +44,7 @@ stall a cycle later through a register and the element-wise unit's stall net nev
 SpMxV and replay enables in the same cycle (without it that net was the critical path, 82-91 MHz
 on an LFE5U-85F). The cycle schedule is unchanged.
 
-Counters (saturating 32 bit): ``cycles`` (cycles with a step accepted and not finished),
+Counters (saturating 32 bit): ``cycles`` (cycles with a step accepted and not finished, counted a cycle late),
 ``mac_beats`` (weight beats consumed), ``steps`` (hidden vectors produced), ``stall_out``
 (``h`` refused).
 """
@@ -479,12 +479,17 @@ class LSTMLayer(wiring.Component):
         with m.If(h_fire):
             m.d.sync += hcnt.eq(Mux(hcnt == H // U - 1, 0, hcnt + 1))
         m.d.comb += step_done.eq(h_fire & (hcnt == H // U - 1))
+        # the busy-cycle count from x_fire and step_done a cycle late: the same total, one cycle
+        # later (x.ready comes from the SpMxV's vector buffers through the vector builder; into the
+        # 32-bit counters it was bbs-lstm-axi's critical path on one seed at 92.5 MHz)
+        xq, sq = Signal(name="x_fire_q"), Signal(name="step_done_q")
+        m.d.sync += [xq.eq(x_fire), sq.eq(step_done)]
         pending = Signal(32)
-        with m.If(x_fire & ~step_done):
+        with m.If(xq & ~sq):
             m.d.sync += pending.eq(pending + 1)
-        with m.Elif(step_done & ~x_fire):
+        with m.Elif(sq & ~xq):
             m.d.sync += pending.eq(pending - 1)
-        _counter(m, self.cycles, (pending != 0) | x_fire)
+        _counter(m, self.cycles, (pending != 0) | xq)
         _counter(m, self.mac_beats, mx.w.valid & mx.w.ready)
         _counter(m, self.steps, step_done)
         _counter(m, self.stall_out, self.h.valid & ~self.h.ready)

@@ -177,7 +177,8 @@ def lstm_internals(frag, dut) -> dict:
     """White-box registers of an elaborated :class:`LSTMLayer` (for the ``internal`` group).
 
     Returns a dict with the layer's own registers (``w_loaded``, ``wl_cnt``, ``ra``, ``rvalid``, ``wq_valid``,
-    ``in_h``, ``xb``, ``hb``, ``bs``, ``bs0``, ``hcnt``, ``pending`` and the width converter's ``sub``
+    ``in_h``, ``xb``, ``hb``, ``bs``, ``bs0``, ``hcnt``, ``pending``, ``x_fire_q``, ``step_done_q`` and the
+    width converter's ``sub``
     (``U >= B``) or ``cnt`` (``U < B``)), the element-wise unit's (``bias_loaded``, ``bl_cnt``,
     ``gcnt``, ``scnt``, ``ew_stages`` / ``ew_lasts`` = the stage-valid bits and 'last step' flags
     of stages 1 .. EW_LATENCY - 1, and ``ew`` itself), the SpMxV's (under ``"mx"``, see
@@ -187,7 +188,7 @@ def lstm_internals(frag, dut) -> dict:
     p = dut.params
     conv = "sub" if p.units >= p.banks else "cnt"
     out = internals(frag, ("w_loaded", "wl_cnt", "ra", "rvalid", "wq_valid", "in_h", "xb", "hb", "bs", "bs0", "hcnt",
-                           "pending", conv), "LSTMLayer", _WHERE)
+                           "pending", "x_fire_q", "step_done_q", conv), "LSTMLayer", _WHERE)
     mx_frag, mx = _sub(frag, "spmxv")
     ew_frag, ew = _sub(frag, "ew")
     fifo_frag, fifo = _sub(frag, "fb")
@@ -354,6 +355,10 @@ class LSTMFormal(wiring.Component):
         pend_vec = level(x_fire, vec_done, 1, "pend_vec")                # accepted step, vector being built
         cvecs = level(vec_done, pass_done, 2, "cvecs")                   # complete vectors not yet computed
         steps_in = level(x_fire, hstep_done, NS, "steps_in")             # steps accepted, not out
+        # the layer counts its busy cycles from x_fire and the step's end a cycle late (timing)
+        x_fire_q, hstep_done_q = Signal(name="h_x_fire_q"), Signal(name="h_step_done_q")
+        steps_in_q = Signal.like(steps_in, name="steps_in_q")
+        m.d.sync += [x_fire_q.eq(x_fire), hstep_done_q.eq(hstep_done), steps_in_q.eq(steps_in)]
         vecs = Signal(range(5))
         m.d.comb += vecs.eq(pend_vec + cvecs)
         hidden = Signal()                                                # the builder is in a hidden part
@@ -502,7 +507,7 @@ class LSTMFormal(wiring.Component):
 
         # --- counters -------------------------------------------------------------------------------
         for name, cond in (("mac_beats", mw_fire), ("steps", hstep_done), ("stall_out", h.valid & ~h.ready),
-                           ("cycles", (steps_in != 0) | x_fire)):
+                           ("cycles", (steps_in_q != 0) | x_fire_q)):
             ctr = getattr(dut, name)
             mine = Signal(COUNTER_BITS, name=f"my_{name}")
             with m.If(cond & (mine != _MAX)):
@@ -623,7 +628,9 @@ class LSTMFormal(wiring.Component):
             chk((vpos == NXB + iv["hb"]) & (iv["xb"] == 0) & (iv["hb"] < p.h_beats),
                 "internal: vector position != x_beats + hb")
         chk(~pend_vec | ~full.bit_select(wr, 1), "internal: the vector being built has no free buffer")
-        chk(iv["pending"] == steps_in, "internal: pending != steps in flight")
+        chk(iv["pending"] == v["steps_in_q"], "internal: pending != steps in flight a cycle ago")
+        chk((iv["x_fire_q"] == v["x_fire_q"]) & (iv["step_done_q"] == v["hstep_done_q"]),
+            "internal: the layer's delayed x_fire / step end != the harness's")
         chk(iv["hcnt"] == hpos, "internal: hcnt != h beats of the step")
         # sequence positions: builder bs, element-wise scnt, and the steps between them
         chk(iv["bs"] == vseq, "internal: bs != sequence position of the vector being built")

@@ -77,7 +77,7 @@ __all__ = ["AxiReaderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_
 PROPERTIES = ("ar_hold", "ar_live", "ar_4k", "outstanding", "conserve", "order", "o_hold", "busy", "error",
               "timeout", "stale", "internal")
 _WHERE = "hdl/common/axi_reader_formal.py"
-_REGS = ("inflight", "stale_n", "to_issue", "next_addr", "rx_addr", "stop", "wd", "r4", "blen")
+_REGS = ("inflight", "stale_n", "to_issue", "to_issue_nz", "next_addr", "rx_addr", "stop", "wd", "r4", "blen")
 
 
 def formal_params(**kw) -> dict:
@@ -133,6 +133,8 @@ class AxiReaderFormal(wiring.Component):
                 m.d.comb += getattr(self, name).eq(getattr(dut, name))
         chk = Props(m, PROPERTIES, self.props, "AxiReader")
         iv = internals(frag, _REGS, "AxiReader", _WHERE) if "internal" in chk else None
+        if iv is not None:
+            chk(iv["to_issue_nz"] == (iv["to_issue"] != 0), "internal: to_issue_nz != (to_issue != 0)")
 
         m.d.comb += Assume(~ResetSignal())
         has_past = Signal()
