@@ -355,26 +355,29 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += mm_mode.eq(0)
 
         # --- weight/bias deserialiser: 32-bit words -> wide beats, one word per cycle -------------
+        # Two registers: the shift register collects a beat's words; a complete beat moves to the
+        # output register, which the layer takes (wload / bload). The shift register's enables
+        # depend on flip-flops only (it takes a word unless it holds a complete beat that cannot
+        # move), never on the layer's ready: with one register, bias_loaded -> the handover -> the
+        # enables of its 384 flip-flops was bbs-lstm-axi's critical path on one seed (94.9 MHz).
+        # A beat moves in the cycle after its last word while the next beat's first word shifts in,
+        # so words still flow at one per cycle.
         NS = max(NW, NB)
         shreg = Signal(32 * NS)                     # words shift in from the top: first word ends lowest
+        obuf = Signal(32 * NS)                      # the complete beat offered to the layer
         wcnt = Signal(range(NS + 1))
+        cbeats = Signal(range(WB + BB + 1))         # wide beats complete in the shift register so far
         beats = Signal(range(WB + BB + 1))          # wide beats handed over so far
-        held = Signal()                             # a wide beat waits for the layer
-        # comparisons of the beat count kept as registers (timing: they gate the deserialiser's
-        # wide enables): beats < WB, beats + 1 < WB, beats == WB + BB - 1, beats == WB + BB
-        in_w, in_w1 = Signal(init=1), Signal(init=WB > 1)
-        at_last, at_end = Signal(init=WB + BB == 1), Signal()
-
-        def track(n):
-            """The flags for a beat count of ``n`` (a value the count takes next)."""
-            return [in_w.eq(n < WB), in_w1.eq(n + 1 < WB), at_last.eq(n == WB + BB - 1), at_end.eq(n == WB + BB)]
-        m.d.comb += [lstm.wload.valid.eq(held & in_w), lstm.wload.payload.as_value().eq(shreg[32 * (NS - NW):]),
-                     lstm.bload.valid.eq(held & ~in_w), lstm.bload.payload.as_value().eq(shreg[32 * (NS - NB):])]
+        sh_full, ob_valid = Signal(), Signal()      # a complete beat in the shift / output register
+        # comparisons of the beat counts kept as registers: cbeats < WB, cbeats == WB + BB (collector);
+        # beats < WB (the output register's beat)
+        c_in_w, c_at_end, in_w = Signal(init=1), Signal(init=WB + BB == 0), Signal(init=1)
+        m.d.comb += [lstm.wload.valid.eq(ob_valid & in_w), lstm.wload.payload.as_value().eq(obuf[32 * (NS - NW):]),
+                     lstm.bload.valid.eq(ob_valid & ~in_w), lstm.bload.payload.as_value().eq(obuf[32 * (NS - NB):])]
         handover = (lstm.wload.valid & lstm.wload.ready) | (lstm.bload.valid & lstm.bload.ready)
-        # a word accepted while the held beat leaves belongs to the next beat
-        nwords = Mux(Mux(handover, in_w1, in_w), NW, NB)       # of the beat after this cycle's handover
-        all_in = Mux(handover, at_last, at_end)
-        des_ready = ~held | handover
+        move = sh_full & ~ob_valid
+        nwords = Mux(c_in_w, NW, NB)                # of the beat being collected
+        des_ready = ~sh_full | ~ob_valid
         src_valid = Mux(mm_mode, mm_valid, self.s_axis_w_tvalid)
         src_word = Mux(mm_mode, mm_word, self.s_axis_w_tdata)
         m.d.comb += [self.s_axis_w_tready.eq(des_ready & ~mm_mode), mm_ready.eq(des_ready & mm_mode)]
@@ -382,19 +385,23 @@ class LSTMAxiTop(wiring.Component):
         wide = Signal(32 * NS)
         m.d.comb += wide.eq(Cat(shreg[32:], src_word))
         with m.If(handover):
-            m.d.sync += [held.eq(0), beats.eq(beats + 1), *track(beats + 1)]
-        with m.If(w_fire & all_in):
+            m.d.sync += [ob_valid.eq(0), beats.eq(beats + 1), in_w.eq(beats + 1 < WB)]
+        with m.If(move):
+            m.d.sync += [obuf.eq(shreg), ob_valid.eq(1), sh_full.eq(0)]
+        with m.If(w_fire & c_at_end):
             with m.If(~mm_mode):                    # MM: unused words of the last bus beat
                 m.d.sync += err[2].eq(1)
         with m.Elif(w_fire):
             m.d.sync += shreg.eq(wide)
             with m.If(wcnt == nwords - 1):
-                m.d.sync += [wcnt.eq(0), held.eq(1)]
+                m.d.sync += [wcnt.eq(0), sh_full.eq(1), cbeats.eq(cbeats + 1),
+                             c_in_w.eq(cbeats + 1 < WB), c_at_end.eq(cbeats + 1 == WB + BB)]
             with m.Else():
                 m.d.sync += wcnt.eq(wcnt + 1)
         with m.If(clear_w):
-            m.d.sync += [wcnt.eq(0), beats.eq(0), held.eq(0), done.eq(0), *track(0)]
-        partial = ~(lstm.loaded & ~clearing) & ((beats != 0) | (wcnt != 0) | held)
+            m.d.sync += [wcnt.eq(0), beats.eq(0), cbeats.eq(0), sh_full.eq(0), ob_valid.eq(0), done.eq(0),
+                         c_in_w.eq(1), c_at_end.eq(WB + BB == 0), in_w.eq(1)]
+        partial = ~(lstm.loaded & ~clearing) & ((cbeats != 0) | (wcnt != 0) | sh_full | ob_valid)
         loading = mm_mode | partial
         # loaded: every word is in and a LOAD_MM fetch has ended (its read master is idle), so
         # no late read error or timeout of that fetch can clear the layer under a run
