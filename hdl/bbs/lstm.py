@@ -394,7 +394,7 @@ class LSTMLayer(wiring.Component):
         # unit's stall net (h.ready -> its advance) does not reach the SpMxV's and the weight
         # replay's enables in the same cycle (the critical path at 82-91 MHz on an LFE5U-85F)
         if p.skid:
-            m.submodules.yskid = yskid = SkidBuffer(len(mx.y.payload.as_value()))
+            m.submodules.yskid = yskid = SkidBuffer(len(mx.y.payload.as_value()), eager=True)
             m.d.comb += [yskid.i.valid.eq(mx.y.valid), yskid.i.payload.eq(mx.y.payload.as_value()),
                          mx.y.ready.eq(yskid.i.ready),
                          ew.y.valid.eq(yskid.o.valid), ew.y.payload.as_value().eq(yskid.o.payload),
@@ -521,7 +521,7 @@ class LSTMLayer(wiring.Component):
         # of the matrix) hangs off a register instead of the SpMxV's stall net (the critical path
         # on one of three seeds at 83 MHz on an LFE5U-85F)
         if self.params.skid:
-            m.submodules.wskid = wskid = SkidBuffer(wwidth)
+            m.submodules.wskid = wskid = SkidBuffer(wwidth, eager=True)
             ren = ~wq_valid | wskid.i.ready
             m.d.comb += [wskid.i.valid.eq(wq_valid), wskid.i.payload.eq(wq),
                          mx.w.valid.eq(wskid.o.valid), mx.w.payload.as_value().eq(wskid.o.payload),

@@ -17,9 +17,10 @@ def test_bad_width(width):
         SkidBuffer(width)
 
 
+@pytest.mark.parametrize("eager", [False, True])
 @pytest.mark.parametrize("p_in,p_out", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.4, 0.4), (0.8, 0.2)])
-def test_random_stalls_keep_order(p_in, p_out):
-    dut = SkidBuffer(16)
+def test_random_stalls_keep_order(p_in, p_out, eager):
+    dut = SkidBuffer(16, eager=eager)
     rng = random.Random(hash((p_in, p_out)) & 0xFFFF)
     words = [rng.randrange(1 << 16) for _ in range(300)]
     got, log = [], []
