@@ -7,11 +7,9 @@ from pathlib import Path
 
 from cosim.cli.util import out_dir
 from cosim.designs import add_param_args, designs, get_design, resolve_params
+from cosim.flow.build import ROUTERS
 from models.errors import CheckFailed, UsageError
 from models.tables import emit, show
-
-#: nextpnr's routers (as cosim.flow.build.ROUTERS; kept here so the command line parses without the flow)
-ROUTERS = ("router1", "router2")
 
 __all__ = ["register"]
 

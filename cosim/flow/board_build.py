@@ -28,7 +28,6 @@ from pathlib import Path
 
 from cosim.designs import resolve
 from cosim.flow.build import (
-    ROUTERS,
     Board,
     _area,
     _jsonable,
@@ -108,8 +107,6 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
     The platform's build script (Yosys, nextpnr, the packer) runs under a time limit of
     ``max_minutes``; ``router`` is nextpnr's router (``router2`` converges on congested designs
     where ``router1`` can wander for an hour)."""
-    if router not in ROUTERS:
-        raise UsageError(f"router {router!r}: choose one of {', '.join(ROUTERS)}")
     if not board.platform:
         raise UsageError(f"{board.name} is a bare part, not a board: a bitstream needs a board "
                          f"(ulx3s-85f, ecpix5-85, icebreaker) or use --ooc")
