@@ -33,10 +33,10 @@ the loader"; it is checked by BMC from reset, deep enough for hidden beats under
 back-pressure (see the covers).
 
 Covers: a SLVERR write and a SLVERR read answered; an OKAY write answered while a read waits
-for RREADY; a hidden beat waiting for ``TREADY`` (23 cycles from reset: two weight words, the
+for RREADY; a hidden beat waiting for ``TREADY`` (25 cycles from reset: two weight words, the
 deserialiser's move to its output register, SEQ_LEN, NUM_SEQ, START, one input, the layer's
-latency; 21 with the single-register deserialiser), so the fast BMC depth of 26 checks ``h_hold``
-on real hidden beats.
+latency; 23 with the 11-stage element-wise unit, 21 with the single-register deserialiser), so
+the fast BMC depth of 28 checks ``h_hold`` on real hidden beats.
 """
 
 from __future__ import annotations
@@ -210,9 +210,9 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="axil-prove", build=lambda: LSTMAxiTopFormal(prm, props=AXIL_GROUPS), mode="prove", depth=2,
              doc="AXI4-Lite: hold, one response per request, SLVERR exactly off the map: k-induction"),
-        dict(name="all-bmc", build=lambda: LSTMAxiTopFormal(prm), mode="bmc", depth=26,
+        dict(name="all-bmc", build=lambda: LSTMAxiTopFormal(prm), mode="bmc", depth=28,
              doc="every group, m_axis_h hold included: BMC from reset"),
-        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=24,
+        dict(name="cover", build=lambda: LSTMAxiTopFormal(prm), mode="cover", depth=26,
              doc="reachable: SLVERR write, SLVERR read, OKAY write while a read waits, a hidden beat waiting"),
     ]
     if full:

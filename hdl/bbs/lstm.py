@@ -15,11 +15,12 @@ Blocks
 - **Element-wise unit** (:class:`ElementWise`): per output beat of the SpMxV (the four gates of
   ``U = P/4`` units), adds the bias, evaluates PLAN sigmoid/tanh (shifts and adds only),
   updates the cell state (a ``4H/P``-deep memory of ``U`` cells) and produces ``U`` hidden values.
-  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 11
-  (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, their sum, cell update,
-  ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, requantised ``h``): no stage holds more than two
-  carry chains or one multiplier, where the 4-stage unit it replaces had bias add, saturation,
-  PLAN, two multipliers, the cell requantisation and tanh in a row (29.5 MHz on an LFE5U-85F).
+  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 13
+  (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, their sum, the cell
+  update rounded then clipped, ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, ``h`` rounded then
+  clipped): no stage holds more than two carry chains or one multiplier, where the 4-stage unit
+  it replaces had bias add, saturation, PLAN, two multipliers, the cell requantisation and tanh
+  in a row (29.5 MHz on an LFE5U-85F).
 - **Vector builder.** Writes the next step's vector into the SpMxV's idle vector buffer as
   ``x_pad/B`` input beats (taken from the ``x`` stream, one beat per time step) followed by
   ``H/B`` hidden beats: zeros at the first step of a sequence, otherwise ``h_{t-1}`` taken from
@@ -63,7 +64,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
 from hdl.common.arith import count_saturating, requantize_parallel
 from hdl.common.dsp import registered_mul
-from hdl.common.fixed import requantize
+from hdl.common.fixed import requantize, round_to, saturate
 from hdl.common.skid import SkidBuffer
 from models.bbs.lstm import EW_LATENCY, LSTMParams
 from models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
@@ -141,10 +142,10 @@ class ElementWise(wiring.Component):
     ``M + y`` and its requantisation, so the delta mode's clock is not the one measured for the
     plain layer).
 
-    Latency :data:`models.bbs.lstm.EW_LATENCY` (11) from a ``y`` beat to its ``o`` beat, one beat
+    Latency :data:`models.bbs.lstm.EW_LATENCY` (13) from a ``y`` beat to its ``o`` beat, one beat
     per cycle; ``o`` back-pressure stalls every stage. A row group's cell is read as its ``y`` beat
-    enters and written back from stage 7, so the same group of the next step of a sequence must
-    not enter within 7 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
+    enters and written back from stage 8, so the same group of the next step of a sequence must
+    not enter within 8 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
     cycles apart (a step needs all of ``h_{t-1}``).
     """
 
@@ -204,34 +205,38 @@ class ElementWise(wiring.Component):
         #   2 gate sums z = sat(y + bias); previous cell (0 at a sequence's first step)
         #   3 |z| and its sign                   4 PLAN sigmoid/tanh from |z|: i, f, g, o
         #   5 products f*c and i*g               6 the exact sum f*c + i*g
-        #   7 c_t = requantise(f*c + i*g), written back
-        #   8 |c_t| and its sign                 9 PLAN tanh(c_t)
-        #  10 o * tanh(c_t)                      11 h = requantise(o * tanh(c_t)) (output register)
+        #   7 f*c + i*g rounded (one adder)      8 c_t = the rounded sum clipped (a bit test), written back
+        #   9 |c_t| and its sign                10 PLAN tanh(c_t)
+        #  11 o * tanh(c_t)                     12 the product rounded (one adder, from the DSP)
+        #  13 h = the rounded product clipped (output register)
+        # Rounding and clipping were one stage each for c_t and h (requantize_parallel: a carry
+        # chain beside two comparators and a multiplexer); the routes from the DSP output and from
+        # the sum's register in front of that chain limited the LFE5U-85F build (97.1 MHz).
         NST = EW_LATENCY - 1
         v = [Signal(name=f"v{i}") for i in range(1, NST + 1)]
         last = [Signal(name=f"last{i}") for i in range(1, NST + 1)]
         first1 = Signal(name="first1")
-        gidx = [Signal(range(G), name=f"g{i}") for i in range(1, 8)]      # row group, stages 1..7
+        gidx = [Signal(range(G), name=f"g{i}") for i in range(1, 9)]      # row group, stages 1..8
         yA = Signal(data.ArrayLayout(signed(gw if self.delta_y_width is None else self.delta_y_width), P))
         z2 = [Signal(signed(gw), name=f"z{r}") for r in range(P)]
         zneg3 = [Signal(name=f"zneg{r}") for r in range(P)]
         zabs3 = [Signal(gw, name=f"zabs{r}") for r in range(P)]
         act = [[Signal(signed(aw), name=f"act{u}_{q}") for q in range(4)] for u in range(U)]
         F = A + max(cf, A)
-        c7 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
-        cneg8 = [Signal(name=f"cneg{u}") for u in range(U)]
-        cabs8 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
-        tc9 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
-        # the previous cell (stages 2..4) and o (stages 5..9) travel beside the pipeline
+        c8 = [Signal(signed(cw), name=f"cnew{u}") for u in range(U)]
+        cneg9 = [Signal(name=f"cneg{u}") for u in range(U)]
+        cabs9 = [Signal(cw, name=f"cabs{u}") for u in range(U)]
+        tc10 = [Signal(signed(aw), name=f"tanhc{u}") for u in range(U)]
+        # the previous cell (stages 2..4) and o (stages 5..10) travel beside the pipeline
         cprev = {i: [Signal(signed(cw), name=f"cprev{i}_{u}") for u in range(U)] for i in range(2, 5)}
-        o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 10)}
-        # 5: the two products f*c and i*g; 10: o * tanh(c_t) (registered products, in the DSP block's
+        o_d = {i: [Signal(signed(aw), name=f"o{i}_{u}") for u in range(U)] for i in range(5, 11)}
+        # 5: the two products f*c and i*g; 11: o * tanh(c_t) (registered products, in the DSP block's
         # output register on an ECP5 build: hdl.common.dsp)
         fc5 = [registered_mul(m, act[u][1], cprev[4][u], en=adv, name=f"fc{u}") for u in range(U)]
         ig5 = [registered_mul(m, act[u][0], act[u][2], en=adv, name=f"ig{u}") for u in range(U)]
-        otc10 = [registered_mul(m, o_d[9][u], tc9[u], en=adv, name=f"otc{u}") for u in range(U)]
+        otc11 = [registered_mul(m, o_d[10][u], tc10[u], en=adv, name=f"otc{u}") for u in range(U)]
 
-        m.d.comb += [cwp.addr.eq(gidx[6]), cwp.data.eq(Cat(*c7)), cwp.en.eq(adv & v[6])]
+        m.d.comb += [cwp.addr.eq(gidx[7]), cwp.data.eq(Cat(*c8)), cwp.en.eq(adv & v[7])]
 
         if self.delta_y_width is None:
             def gate_sum(r, bias_r):
@@ -279,19 +284,23 @@ class ElementWise(wiring.Component):
                 m.d.sync += [cprev[3][u].eq(cprev[2][u]), cprev[4][u].eq(cprev[3][u])]
                 # 5: the two products (above), alone between registers
                 m.d.sync += o_d[5][u].eq(o_)
-                # 6: the exact sum (one adder); 7: the new cell state, requantised beside its
-                # saturation tests (both in one cycle: 83.9 MHz on an LFE5U-85F)
+                # 6: the exact sum (one adder); 7: rounded (one adder); 8: clipped, the new cell state
                 fcig = (fc5[u] << (F - A - cf)) + (ig5[u] << (F - 2 * A))
                 sum6 = Signal(fcig.shape(), name=f"fcig{u}")
                 m.d.sync += [sum6.eq(fcig), o_d[6][u].eq(o_d[5][u])]
-                m.d.sync += [c7[u].eq(requantize_parallel(sum6, F, p.cell_fmt)), o_d[7][u].eq(o_d[6][u])]
-                # 8: |c_t|; 9: tanh(c_t)
-                m.d.sync += [cneg8[u].eq(c7[u] < 0), cabs8[u].eq(Mux(c7[u] < 0, -c7[u], c7[u])),
-                             o_d[8][u].eq(o_d[7][u])]
-                m.d.sync += [tc9[u].eq(plan_from_abs(cneg8[u], cabs8[u], cf - 1, A + 1, minus=1 << A)),
+                rc = round_to(sum6, F, p.cell_fmt)
+                rc7 = Signal(rc.shape(), name=f"cround{u}")
+                m.d.sync += [rc7.eq(rc), o_d[7][u].eq(o_d[6][u])]
+                m.d.sync += [c8[u].eq(saturate(rc7, p.cell_fmt)), o_d[8][u].eq(o_d[7][u])]
+                # 9: |c_t|; 10: tanh(c_t)
+                m.d.sync += [cneg9[u].eq(c8[u] < 0), cabs9[u].eq(Mux(c8[u] < 0, -c8[u], c8[u])),
                              o_d[9][u].eq(o_d[8][u])]
-                # 10: o * tanh(c_t) (above); 11: h requantised into the output register
-                m.d.sync += self.o.payload.h[u].eq(requantize_parallel(otc10[u], 2 * A, p.vec_fmt))
+                m.d.sync += [tc10[u].eq(plan_from_abs(cneg9[u], cabs9[u], cf - 1, A + 1, minus=1 << A)),
+                             o_d[10][u].eq(o_d[9][u])]
+                # 11: o * tanh(c_t) (above); 12: rounded; 13: h clipped into the output register
+                rh = round_to(otc11[u], 2 * A, p.vec_fmt)
+                rh12 = Signal(rh.shape(), name=f"hround{u}")
+                m.d.sync += [rh12.eq(rh), self.o.payload.h[u].eq(saturate(rh12, p.vec_fmt))]
         return m
 
 

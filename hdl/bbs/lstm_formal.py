@@ -75,14 +75,14 @@ Proof status
     ``lockstep``, ``ready``, ``replay``, ``recurrence``, ``counters`` with ``internal``, at
     induction depth 3, on the smallest layer in the fast set and on five more shapes in the full
     set (``U < B`` and ``U > B`` width converters, ``k = 2``, four row groups, ``P = 8``).
-    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 36 cycles
-    on the smallest layer; the full set checks it to depth 44, past the worst case) and ``data``
+    BMC only: ``drain`` (its window spans two recurrent steps, :func:`drain_cycles` = 40 cycles
+    on the smallest layer; the full set checks it to depth 48, past the worst case) and ``data``
     (it depends on the contents of the weight memory and the FIFO, which the invariants do not
-    describe; depth 22 in the fast set: one step through and its ``h`` fed into the next vector;
-    through the ``U > B`` converter (``P = 8``) to depth 24 in the full set; the solver time
+    describe; depth 24 in the fast set: one step through and its ``h`` fed into the next vector;
+    through the ``U > B`` converter (``P = 8``) to depth 26 in the full set; the solver time
     grows steeply beyond). Delta mode (``delta_budget``, full set): BMC of every group but
-    ``internal``/``data``/``drain`` to depth 26 (first step's ``h`` out; deeper takes minutes
-    per step). The depths are those of the 4-stage element-wise unit plus its 7 added stages and
+    ``internal``/``data``/``drain`` to depth 28 (first step's ``h`` out; deeper takes minutes
+    per step). The depths are those of the 4-stage element-wise unit plus its 9 added stages and
     the register on the weight memory's output.
 
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
@@ -142,8 +142,8 @@ def drain_cycles(p: LSTMParams) -> int:
     other sequences overlap with these two): two steady steps of
     :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
     4-stage element-wise unit, BMC to depth 30 on the smallest layer found drains of 21 cycles
-    (a 20-cycle window failed) and none longer, against a bound of 22; the 11-stage unit adds 7
-    cycles to each of the two gaps (bound 36)."""
+    (a 20-cycle window failed) and none longer, against a bound of 22; the 13-stage unit adds 9
+    cycles to each of the two gaps (bound 40)."""
     return 2 * LSTMCycleModel(p).steady_step()
 
 
@@ -778,12 +778,12 @@ class WrapLSTM(LSTMLayer):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "drop-valid": (DropValidLSTM, "bmc", 20, ("handshake",), "handshake: h.valid fell"),
-    "payload-slip": (PayloadSlipLSTM, "bmc", 20, ("handshake",), "handshake: h.payload changed"),
+    "drop-valid": (DropValidLSTM, "bmc", 22, ("handshake",), "handshake: h.valid fell"),
+    "payload-slip": (PayloadSlipLSTM, "bmc", 22, ("handshake",), "handshake: h.payload changed"),
     "phantom": (PhantomLSTM, "bmc", 4, ("no_phantom",), "no_phantom: an h beat without"),
     "reload": (ReloadLSTM, "bmc", 4, ("ready",), "ready: wload.ready"),
     "skew": (SkewLSTM, "bmc", 10, ("lockstep",), "lockstep: the SpMxV result beat"),
-    "lost-feedback": (LostFeedbackLSTM, "bmc", 22, ("conserve",), "conserve: a hidden beat waits"),
+    "lost-feedback": (LostFeedbackLSTM, "bmc", 24, ("conserve",), "conserve: a hidden beat waits"),
     "wrap": (WrapLSTM, "prove", 2, _PROVE, "counters: steps"),
 }
 
@@ -807,7 +807,7 @@ def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
 
     Fast set: on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a
-    BMC of every group to depth 16, a BMC of ``data`` to depth 22 (one step through, its ``h``
+    BMC of every group to depth 16, a BMC of ``data`` to depth 24 (one step through, its ``h``
     fed back into the next vector), a k-induction proof of every group but ``drain`` and
     ``data``, a cover run and the broken variants. ``full`` adds the proofs on five more shapes,
     the ``drain`` group by BMC past two recurrent steps, ``data`` through the ``U > B``
@@ -817,11 +817,11 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="h1b1k1-bmc", build=lambda: LSTMFormal(prm), mode="bmc", depth=16,
              doc="every property, H=1 B=1 k=1: BMC (weights, vectors, results)"),
-        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=22,
+        dict(name="h1b1k1-data-bmc", build=lambda: LSTMFormal(prm, props=("data",)), mode="bmc", depth=24,
              doc="data, H=1 B=1 k=1: BMC (one step through, its h fed back)"),
         dict(name="h1b1k1-prove", build=lambda: LSTMFormal(prm, props=_PROVE), mode="prove", depth=3,
              doc="every group but drain/data, H=1 B=1 k=1: k-induction (unbounded)"),
-        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=22,
+        dict(name="h1b1k1-cover", build=lambda: LSTMFormal(prm, props=("handshake",)), mode="cover", depth=24,
              doc="reachable: an h beat, a full step, h back-pressure, a step fed by h_{t-1}"),
     ]
     if full:
@@ -834,15 +834,15 @@ def formal_checks(full: bool = False) -> list[dict]:
                  mode="prove", depth=3, doc="every group but drain/data, with the skid buffers: k-induction"),
             dict(name="h1b1k1-skid-data-bmc", build=lambda: LSTMFormal(dataclasses.replace(prm, skid=True),
                                                                        props=("data",)),
-                 mode="bmc", depth=22, doc="data with the skid buffers: BMC (one step through the pipeline)"),
+                 mode="bmc", depth=24, doc="data with the skid buffers: BMC (one step through the pipeline)"),
             dict(name="h1b1k1-drain-bmc", build=lambda: LSTMFormal(prm, props=("drain",)), mode="bmc",
                  depth=drain_cycles(prm) + 8,
                  doc=f"drain (nothing owed {drain_cycles(prm)} quiet cycles on), H=1 B=1 k=1: BMC"),
             dict(name="i1h2b1k1p8-data-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 1, 1, 8), props=("data",)),
-                 mode="bmc", depth=24, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
+                 mode="bmc", depth=26, doc="data through the U > B converter (P=8, H=2, B=1): BMC"),
             dict(name="h2b2k2-delta-bmc", build=lambda: LSTMFormal(formal_params(1, 2, 2, 2), delta_budget=2,
                                                                     props=_DELTA),
-                 mode="bmc", depth=26, doc="delta mode J=2: every group but internal/data/drain, BMC"),
+                 mode="bmc", depth=28, doc="delta mode J=2: every group but internal/data/drain, BMC"),
         ]
     # (h1b1k1-bmc, h1b1k1-prove and mutant-wrap took 3-4 minutes each while fwdn's expression
     # tree was exponential; with its wires: 37, 21 and 11 s CPU, so they stay in make test)

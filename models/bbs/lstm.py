@@ -56,11 +56,13 @@ __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm",
 
 #: Pipeline depth of the RTL element-wise unit (:class:`hdl.bbs.lstm.ElementWise`), from a SpMxV
 #: result beat's acceptance to its ``h`` beat's ``valid``: operands, gate sums, ``|z|``, PLAN
-#: activations, products ``f*c`` and ``i*g``, their sum, ``c_t``, ``|c_t|``, ``tanh(c_t)``,
-#: ``o * tanh(c_t)``, requantised ``h``. At most two carry chains or one multiplier per stage
-#: (it was 4 stages, with the whole gate-to-cell path in one of them: 29.5 MHz on an LFE5U-85F;
-#: 10 stages, with the sum and the cell's requantisation in one: 83.9 MHz).
-EW_LATENCY = 11
+#: activations, products ``f*c`` and ``i*g``, their sum, the sum rounded, ``c_t`` (clipped),
+#: ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, the product rounded, ``h`` (clipped). At most two
+#: carry chains or one multiplier per stage (it was 4 stages, with the whole gate-to-cell path in
+#: one of them: 29.5 MHz on an LFE5U-85F; 10 stages, with the sum and the cell's requantisation in
+#: one: 83.9 MHz; 11 stages, rounding and clipping in one stage for ``c_t`` and for ``h``: 97.1 MHz
+#: on one seed of the AXI top, the route from the DSP output into the rounding adder).
+EW_LATENCY = 13
 #: Idle weight-port cycles between step t's last weight beat and step t+1's first (RTL, no
 #: stalls, ``U <= B``) with the default SpMxV (:data:`models.bbs.spmxv.PIPELINE_LATENCY`):
 #: SpMxV pipeline + element-wise unit (:data:`EW_LATENCY`) + feedback FIFO (2,

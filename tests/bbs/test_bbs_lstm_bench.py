@@ -27,7 +27,7 @@ def test_pe_bank_table_arithmetic():
         assert r["gops_effective_gops"] == pytest.approx(_eff_gops(256, 256, r["step_cycles"]))
         assert r["gops_sparse_gops"] == pytest.approx(r["gops_effective_gops"] * k / S)
     r16 = rows[-1]
-    assert (r16["k"], r16["step_ideal"], r16["step_cycles"]) == (4, 256, 273)   # the 93.8 % point
+    assert (r16["k"], r16["step_ideal"], r16["step_cycles"]) == (4, 256, 275)   # the 93.1 % point
     assert r16["utilisation"] >= 0.9
 
 

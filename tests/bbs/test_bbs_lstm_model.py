@@ -115,9 +115,9 @@ def test_cycle_model_and_gops():
     p = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
     m = LSTMCycleModel(p)
     assert m.step_ideal == 64 and m.ideal(2, 8) == 1024
-    # head (S - x_beats + 1), SpMxV (4) and element-wise (11) pipelines after the last beat, the beats
-    assert m.expected(1, 1) == 9 - 1 + 1 + 4 + 11 + 64
-    assert m.step_gap() == STEP_GAP == 4 + 11 + 2 and m.seq_tail() == SEQ_TAIL == 4 + 11 == EW_LATENCY + 4
+    # head (S - x_beats + 1), SpMxV (4) and element-wise (13) pipelines after the last beat, the beats
+    assert m.expected(1, 1) == 9 - 1 + 1 + 4 + 13 + 64
+    assert m.step_gap() == STEP_GAP == 4 + 13 + 2 and m.seq_tail() == SEQ_TAIL == 4 + 13 == EW_LATENCY + 4
     # the next sequence adds its steps and gaps only: its first vector loads during the last step
     assert m.expected(2, 8) - m.expected(1, 8) == 8 * 64 + 7 * m.step_gap()
     g = gops(p, 200.0, 64)

@@ -6,7 +6,7 @@ accuracy of the RTL-run model.
 ``quick``, ``bbs_lstm_resources.json`` / ``bbs_lstm_resources.md`` (Yosys, UltraScale+ and
 Arria 10 fabric, (P, B) up to 16 x 16). The cycle model (:class:`models.bbs.lstm.LSTMCycleModel`)
 is exact against the RTL on the configurations of ``tests/bbs/test_bbs_lstm_sim.py`` and on the
-(P, B) = 16 x 16 RTL runs of :func:`rtl_16x16` (H = 256: 273 cycles per step, 93.8%);
+(P, B) = 16 x 16 RTL runs of :func:`rtl_16x16` (H = 256: 275 cycles per step, 93.1%);
 the (P, B) tables and the 1024-hidden figures use it. The CSR baseline figures come from
 :func:`models.bbs.csr.cycles_from_mask` on the physical matrix, the same PE assignment as the
 CSR RTL (:func:`cosim.designs.bbs.csr.csr_vs_bbs_rtl` measures it).
@@ -312,11 +312,11 @@ def rtl_16x16(out_dir=None, sim=None) -> dict:
     """(P, B) = 16 x 16 in RTL (256 multipliers), two layers at 87.5% target sparsity:
 
     - ``h256``: H = I = 256, k = 4 of 32 per bank: a step is 1024/16 * 4 = 256 weight beats +
-      the 17-cycle recurrence drain (:data:`models.bbs.lstm.STEP_GAP`) = 273 cycles, 93.8%
+      the 19-cycle recurrence drain (:data:`models.bbs.lstm.STEP_GAP`) = 275 cycles, 93.1%
       multiplier utilisation per step (266 cycles, 96.2%, with the earlier 4-stage
-      element-wise unit, 272 with the 10-stage one);
+      element-wise unit, 272 with the 10-stage one, 273 with the 11-stage one);
     - ``h64``: the digits-sized H = 64, I = 8 (padded to 16), k = 1 of 5 (80% sparsity, the
-      nearest the bank allows): 16 beats + 17 = 33 cycles, 48% per step; the drain dominates
+      nearest the bank allows): 16 beats + 19 = 35 cycles, 46% per step; the drain dominates
       so small a layer (2 sequences of 3 steps).
 
     Slow to build: bench only, not ``make test``."""
