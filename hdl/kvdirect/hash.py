@@ -7,14 +7,20 @@ a constant XOR a parity of a fixed subset of the 64 key bits. :func:`crc_matrix`
 subsets and the constant from ``zlib.crc32`` itself (no hand-written table), and
 :func:`crc32_key` builds the XOR network.
 
-:class:`KeyHash` pipelines the hash in three register stages, advancing when ``en`` is high:
+:class:`KeyHash` pipelines the hash in :data:`HASH_STAGES` (5) register stages, advancing when
+``en`` is high; each 32x32 constant multiplication keeps the low 32 bits only, so it is three
+16x16 products (``aL*cL`` whole, ``aH*cL`` and ``aL*cH`` mod 2^16) and one sum:
 
-- stage 1: the CRC XOR network (32 parity trees of about 32 inputs: ~6 LUT levels);
-- stage 2: ``x ^= x >> 16; x *= 0x85EBCA6B`` (one 32x32 multiplier, low 32 bits kept);
-- stage 3: ``x ^= x >> 13; x *= 0xC2B2AE35``; the output ``h = x ^ (x >> 16)`` is combinational.
+- stage 1: the CRC XOR network (32 parity trees of about 32 inputs: ~3 LUT levels);
+- stage 2: ``a = x ^ (x >> 16)`` into the three products of ``a * 0x85EBCA6B`` (DSP output registers);
+- stage 3: their sum ``x = aL*cL + ((aH*cL + aL*cH) << 16)`` mod 2^32 (two 16-bit adders);
+- stage 4: ``b = x ^ (x >> 13)`` into the three products of ``b * 0xC2B2AE35``;
+- stage 5: their sum; the output ``h = x ^ (x >> 16)`` is combinational.
 
-Latency 3 enabled cycles, throughput one key per cycle. Resources: ~1,000 XOR inputs in LUTs, two
-32x32 constant multipliers (DSPs), ~100 flip-flops per stage plus whatever the caller carries.
+Latency 5 enabled cycles, throughput one key per cycle. Resources: ~1,000 XOR inputs in LUTs,
+six 16x16 multipliers (DSPs), ~100 flip-flops per stage plus whatever the caller carries. (The
+first version had three stages, each multiplication whole in one: a DSP's combinational delay
+and a 32-bit carry chain in one cycle.)
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ import functools
 import zlib
 
 from amaranth import Module
-from amaranth.hdl import Signal
+from amaranth.hdl import Cat, Const, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["crc_matrix", "crc32_key", "KeyHash", "FMIX_C1", "FMIX_C2"]
+from hdl.common.dsp import registered_mul
+from models.kvdirect.rtl_model import HASH_STAGES
+
+__all__ = ["crc_matrix", "crc32_key", "KeyHash", "FMIX_C1", "FMIX_C2", "HASH_STAGES"]
 
 FMIX_C1 = 0x85EBCA6B
 FMIX_C2 = 0xC2B2AE35
@@ -62,8 +71,22 @@ def crc32_key(m: Module, key, key_bytes: int = 8):
     return out
 
 
+def _mul_low32(m: Module, x, c: int, *, en, name: str):
+    """``(x * c) mod 2**32`` over two stages: the three 16x16 partial products that reach the low
+    32 bits, each in a registered multiplier, then their sum (a register). Returns the sum."""
+    xl, xh = x[:16], x[16:32]
+    cl, ch = c & 0xFFFF, c >> 16
+    ll = registered_mul(m, xl, Const(cl, 16), en=en, name=f"{name}_ll")
+    hl = registered_mul(m, xh, Const(cl, 16), en=en, name=f"{name}_hl")
+    lh = registered_mul(m, xl, Const(ch, 16), en=en, name=f"{name}_lh")
+    out = Signal(32, name=name)
+    with m.If(en):
+        m.d.sync += out.eq(Cat(ll[:16], (ll[16:32] + hl[:16] + lh[:16])[:16]))
+    return out
+
+
 class KeyHash(wiring.Component):
-    """Three-stage pipelined ``fmix32(CRC-32(key || 8))`` (see the module docstring).
+    """:data:`HASH_STAGES`-stage pipelined ``fmix32(CRC-32(key || 8))`` (see the module docstring).
 
     Attributes
     ----------
@@ -72,7 +95,7 @@ class KeyHash(wiring.Component):
     key : In(64)
         Key entering stage 1 when ``en``.
     h : Out(32)
-        Hash of the key that entered three enabled cycles ago.
+        Hash of the key that entered :data:`HASH_STAGES` enabled cycles ago.
     """
 
     def __init__(self):
@@ -81,11 +104,14 @@ class KeyHash(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         c = crc32_key(m, self.key)
-        x1, x2, x3 = Signal(32), Signal(32), Signal(32)
-        a = Signal(32)
-        b = Signal(32)
-        m.d.comb += [a.eq(x1 ^ (x1 >> 16)), b.eq(x2 ^ (x2 >> 13))]
+        x1 = Signal(32, name="hx1")
         with m.If(self.en):
-            m.d.sync += [x1.eq(c), x2.eq((a * FMIX_C1)[:32]), x3.eq((b * FMIX_C2)[:32])]
+            m.d.sync += x1.eq(c)
+        a = Signal(32, name="ha")
+        m.d.comb += a.eq(x1 ^ (x1 >> 16))
+        x2 = _mul_low32(m, a, FMIX_C1, en=self.en, name="hx2")
+        b = Signal(32, name="hb")
+        m.d.comb += b.eq(x2 ^ (x2 >> 13))
+        x3 = _mul_low32(m, b, FMIX_C2, en=self.en, name="hx3")
         m.d.comb += self.h.eq(x3 ^ (x3 >> 16))
         return m

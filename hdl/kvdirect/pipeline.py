@@ -9,77 +9,90 @@ chaining: a PUT that finds no room in the key's bucket answers FULL).
 
 Blocks, in the order a request meets them::
 
-    i --> decode + hash (3 stages) --> tail read --> dispatch --> reservation station --+--> memory engine --> mem_req
-                                                                   ^  (chains, tails)  |       ^ writes first
-                                                                   |                   v       |
+    i --> decode + hash (5 stages) --> dispatch --> reservation station --+--> memory engine --> mem_req
+                                                     ^  (chains)          |       ^ writes first
+                                                     |                    v       |
     o <-- response FIFO <------ execute (4 stages, one op/cycle) <-- mem_rsp (any order, by id)
                                    | forward the new bucket to the next op of the chain
 
-- **Decode + hash.** The 156-bit request is registered with its key's
-  ``fmix32(CRC-32(key || 8))`` (:mod:`hdl.kvdirect.hash`); the bucket index is the top
-  ``log2(n_buckets)`` bits. A fourth stage registers the bucket index while the tail table
-  (a block RAM with a registered read) is read for it; a dispatch in the cycle of that read is
-  bypassed. The four stages advance together; ``i.ready`` drops only when the reservation
-  station has no free entry.
-- **Reservation station.** ``entries`` op slots (request, bucket, next pointer) and a table of
-  ``rs_slots`` chain tails indexed by the low bits of the bucket index. The dependency unit is
-  the *bucket*, not the key: two keys in one bucket read-modify-write the same 64 B line, so
-  they must be ordered (the model's ``hash & 0x3FF`` OoO slot would miss that dependency
-  between different keys of one bucket; we key the table on the bucket). An op whose slot has
-  a live tail is appended to that chain and waits; otherwise it is a chain head and asks for
-  its bucket. Different buckets sharing a slot are a false dependency: serialised, never
-  forwarded. Free entries come from a free list (a FIFO of entry numbers, all of them at
-  reset), so allocation needs no priority encoder over the ``entries`` live bits.
+- **Decode + hash.** The 156-bit request travels beside its key's ``fmix32(CRC-32(key || 8))``
+  (:mod:`hdl.kvdirect.hash`, :data:`models.kvdirect.rtl_model.HASH_STAGES` = 5 stages); the
+  bucket index is the top ``log2(n_buckets)`` bits. The dispatch stage registers the bucket index
+  and the op's chain match (below). The :data:`models.kvdirect.rtl_model.FRONT_STAGES` (6)
+  stages advance together; ``i.ready`` drops only when the reservation station has no free entry.
+- **Reservation station.** ``entries`` op slots (request, bucket, next pointer and the next op's
+  bucket). Chains are kept per *slot*, the low ``log2(rs_slots)`` bits of the bucket index. The
+  dependency unit is the *bucket*, not the key: two keys in one bucket read-modify-write the same
+  64 B line, so they must be ordered (the model's ``hash & 0x3FF`` OoO slot would miss that
+  dependency between different keys of one bucket). An op whose slot has a live chain tail is
+  appended to that chain and waits; otherwise it is a chain head and asks for its bucket.
+  Different buckets sharing a slot are a false dependency: serialised, never forwarded. The tail
+  is found by comparison, as the op enters the dispatch stage: a live entry on the op's slot with
+  no successor (at most one: a chain's entries retire in order, the tail last), corrected for
+  the dispatch and the retirement of that same cycle and for retirements while the op waits.
+  (The first version kept a table of each slot's latest entry in a block RAM; its read, then
+  the 64-way multiplexers that checked the entry was still live and on the slot, then the
+  next-pointer enables were one path: 13 ns of routing.) Free entries come from a free list (a
+  FIFO of entry numbers, all of them at reset; its head is held in a register, with its one-hot
+  decode), so allocation needs no priority encoder over the ``entries`` live bits and starts
+  from flip-flops. The successor of an executing op is read from its entry's registers as the
+  op moves from x2 to x3 and updated with an op appended to it meanwhile.
 - **Execute.** Four register stages, one op entering per cycle, no stall: x1 holds the request
-  (read from the request store as the op issues) and the 512-bit bucket; stage A compares the
-  key with the 7 inline-KV starts (slot boundaries with type 1 and a bitmap start bit); stage
-  B picks the first match, the old value, the first run of 4 free slots once the old copy is
-  cleared, the status and whether the op writes; stage C is the 64-bit atomic ALU; at x4 the
-  new bucket is composed exactly as the golden store lays it out and the op retires (response,
-  write-back, successor). An op issues only while the response and write-back FIFOs have room
-  for every op in the stages (credits), so retirement never waits. If the retiring op's
-  successor in the chain is on the same bucket and ``forward_en`` is high, the successor
-  issues next, on the new bucket, with no memory access (the paper's forwarding; one
-  write-back when the chain drains): a forwarded chain runs at one op per 4 cycles. Otherwise
-  the bucket is written back (if any op of the run changed it) and the successor, if any, asks
-  for its own read. An op that finds the retiring op as its slot's tail in that very cycle is
-  not chained to it: it heads a new chain and reads its bucket after the write-back.
+  (read from the request store, a LUT RAM, as the op issues) and the 512-bit bucket; stage A
+  compares the key with the 7 inline-KV starts (slot boundaries with type 1 and a bitmap start
+  bit); stage B picks the first match, the old value, the first run of 4 free slots once the old
+  copy is cleared, the status and whether the op writes, and beside them compares each KV's
+  value with the operand (for min and max); stage C is the 64-bit atomic ALU (one adder and
+  bitwise terms selected by decoded bits: no carry chain drives a multiplexer) and,
+  beside it, the new bucket but for the ALU's value (the PUT's KV inserted, the old copy or the
+  old value's bytes cleared); at x4 the ALU's value is ORed in at the matched KV, giving the new
+  bucket exactly as the golden store lays it out, and the op retires (response, write-back,
+  successor). An op issues only while the response and write-back FIFOs have room for every op
+  in the stages (credits, counted in two registers, with the "room" flags registered), so
+  retirement never waits. If the retiring
+  op's successor in the chain is on the same bucket and ``forward_en`` is high, the successor
+  issues next, on the new bucket, with no memory access (the paper's forwarding; one write-back
+  when the chain drains): a forwarded chain runs at one op per 4 cycles. Otherwise the bucket
+  is written back (if any op of the run changed it) and the successor, if any, asks for its own
+  read. An op that finds the retiring op as its slot's tail in that very cycle is not chained
+  to it: it heads a new chain and reads its bucket after the write-back.
 - **Memory engine.** One ordered request stream (reads and whole-line writes) with write-backs
   served before reads, so a read never passes a write to the same line (the PCIe rule that a
   read does not pass a posted write); at most ``max_reads`` reads are in flight (the DMA tags
   the host link grants, at most ``entries``); read responses carry the entry id and may
-  return in any order. A request offered on ``mem_req`` is held (valid and payload) until
-  ``mem_req.ready``, as on an AXI address channel.
+  return in any order. The read-request FIFOs carry each entry's line address with its number.
+  A request offered on ``mem_req`` is held (valid and payload) until ``mem_req.ready``, as on
+  an AXI address channel.
 
 Throughput: one op per cycle at the execute stage (with response and write-back FIFOs of at
 least 6; the default is 8); memory-bound at ``min(max_reads, entries) / round_trip`` chain
 heads per cycle; a same-bucket chain runs at one op per 4 cycles with forwarding and one op per
 round trip without (:func:`models.kvdirect.rtl_model.predict_ops_per_cycle`,
-:func:`models.kvdirect.cycles.simulate_cycles`). Latency of an op that heads its chain: 3
-(hash) + 1 (tail read) + 1 (dispatch) + queueing + memory round trip + 4 (execute) + 1
-(response FIFO) cycles.
+:func:`models.kvdirect.cycles.simulate_cycles`). Latency of an op that heads its chain: 5
+(hash) + 1 (dispatch) + queueing + memory round trip + 4 (execute) + 1 (response FIFO) cycles
+(:data:`models.kvdirect.rtl_model.PIPE_CYCLES`).
 
 Timing (the reason for the stages): the single-cycle execute of the first version closed at
 26.8 MHz on an LFE5U-85F (speed 6, nextpnr, out of context); its critical path ran from the
 executing entry number through the request store's asynchronous read, the key comparators,
 the priority multiplexers and the ALU back into the bucket register (51 steps, 31 ns of it
-routing). This version closes at 46.7 MHz (1 seed; 10,405 LUT4, 6 DP16KD): its critical
-path starts at the tail table's block RAM read (5.8 ns clock-to-out: the read is not
-registered in the RAM's output register) and runs through the chain test (``live`` and
-bucket of the tail entry, 64-way multiplexers) to the ``chained`` counter and next-pointer
-enables (23 steps, 13 ns routing). Registering the tail read (one more stage, a two-cycle
-bypass) is the next step (``docs/boards/results.json`` holds the measured figures).
+routing). The 4-stage execute closed at 46.7 MHz (1 seed; 10,405 LUT4, 6 DP16KD), limited by
+the tail table above, the new bucket composed whole at x4 and forwarded into x1, and the
+memory engine's 64-way multiplexer of entry buckets behind the FIFO heads; this version
+removes all three and splits the hash's multiplications (``docs/boards/results.json`` holds
+the measured figures).
 
-Resources: ``entries x 156`` bits of request store (registered read), ``rs_slots x
-log2(entries)`` bits of tail table (registered read: one block RAM), the free list,
-``entries x (bucket bits + log2(entries) + 3)`` flip-flops, four 512-bit stage registers, the
-execute logic (7 x 64-bit key comparators, a 64-bit ALU, 512-bit multiplexers), two 32x32
-multipliers for the hash, and the FIFOs.
+Resources: ``entries x 156`` bits of request store (LUT RAM), the free list (LUT RAM),
+``entries x (2 x bucket bits + log2(entries) + 3)`` flip-flops, ``entries`` slot and bucket
+comparators, three 512-bit stage registers and the 512-bit new bucket, the execute logic
+(7 x 64-bit key comparators, a 64-bit ALU, 512-bit multiplexers), six 16x16 multipliers for the
+hash, and the FIFOs.
 
 Counters (saturating, 32 bits): ``cycles`` (cycles with work in the block), ``ops_in``,
 ``ops_out``, ``mem_reads``, ``mem_writes``, ``forwarded`` (ops executed on a forwarded bucket),
 ``chained`` (ops that found their slot busy), ``stall_full`` (cycles a hashed op waited for a
-free entry).
+free entry). Each counts its event one cycle late (the event is registered first), so a count
+read while the block works trails by a cycle; once it is idle the totals are exact.
 """
 
 from __future__ import annotations
@@ -91,10 +104,12 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.common.arith import count_saturating
+from hdl.common.dsp import register_copies
 from models.kvdirect.rtl_model import (
     ATOMIC,
     DELETE,
     ERROR,
+    FRONT_STAGES,
     FULL,
     GET,
     LINE_ADDR_BITS,
@@ -179,7 +194,8 @@ class Pipeline(wiring.Component):
         1: same-bucket ops execute back to back on the forwarded bucket; 0: each op of a chain
         waits for its own memory round trip (the paper's "stalled" baseline).
     max_reads : In(range(entries + 1))
-        Reads allowed in flight (DMA tags); 0 stops all reads.
+        Reads allowed in flight (DMA tags); 0 stops all reads. Configuration: a change takes
+        effect one cycle later.
     cycles, ops_in, ops_out, mem_reads, mem_writes, forwarded, chained, stall_full : Out(32)
     """
 
@@ -270,49 +286,73 @@ class Pipeline(wiring.Component):
         return mf, ff, old, status, existed, wr, kind, use_old
 
     @staticmethod
-    def _stage_alu(m: Module, func, old, opnd):
-        """Stage C: the 64-bit atomic ALU (``func_id`` 0..7) on the old value."""
+    def _stage_alu_select(m: Module, func, bucket, opnd):
+        """Stage B, for the ALU of stage C: the operation (``func_id`` 0..7) as select bits, and
+        the signed comparison ``value < operand`` of each of the 7 KV starts' value field (beside
+        the match; stage C picks the first match's), so no 64-bit carry chain of stage C drives
+        a 64-bit multiplexer and none of stage B drives more than a flip-flop."""
+        lt = Signal(len(_STARTS), name="xb_alu_lt")
+        for s in _STARTS:
+            lo = 8 * (5 * s + 10)
+            m.d.comb += lt[s].eq(bucket[lo:lo + 64].as_signed() < opnd.as_signed())
+        f = func[:3]
+        sel = {"lt": lt}
+        for n, code in (("add", 0), ("sub", 1), ("min", 2), ("max", 3), ("and", 4), ("or", 5), ("xor", 6),
+                        ("swap", 7)):
+            sel[n] = Signal(name=f"xb_alu_{n}")
+            m.d.comb += sel[n].eq(f == code)
+        return sel
+
+    @staticmethod
+    def _stage_alu(m: Module, sel, mf, old, opnd):
+        """Stage C: the 64-bit atomic ALU (``func_id`` 0..7) on the old value, from the select
+        bits of :meth:`_stage_alu_select` and the first match ``mf``: one adder (``sub`` inverts
+        the operand and carries in) beside the bitwise terms, ORed (at most one term is
+        selected). ``max`` keeps the old value unless ``old < operand`` (equal values are equal)."""
+        lt = Signal(name="xc_alu_lt")
+        m.d.comb += lt.eq((sel["lt"] & mf).any())
+        keep_old = Signal(name="xc_alu_keep_old")
+        take_opnd = Signal(name="xc_alu_take_opnd")
+        m.d.comb += [keep_old.eq((sel["min"] & lt) | (sel["max"] & ~lt)),
+                     take_opnd.eq((sel["min"] & ~lt) | (sel["max"] & lt) | sel["swap"])]
+        addsub = Signal(64, name="xc_addsub")
+        m.d.comb += addsub.eq(old + Mux(sel["sub"], ~opnd, opnd) + sel["sub"])
         new_val = Signal(64, name="xc_new_value")
-        so, sp = old.as_signed(), opnd.as_signed()
-        with m.Switch(func[:3]):
-            with m.Case(0):
-                m.d.comb += new_val.eq(old + opnd)
-            with m.Case(1):
-                m.d.comb += new_val.eq(old - opnd)
-            with m.Case(2):
-                m.d.comb += new_val.eq(Mux(so < sp, old, opnd))
-            with m.Case(3):
-                m.d.comb += new_val.eq(Mux(so > sp, old, opnd))
-            with m.Case(4):
-                m.d.comb += new_val.eq(old & opnd)
-            with m.Case(5):
-                m.d.comb += new_val.eq(old | opnd)
-            with m.Case(6):
-                m.d.comb += new_val.eq(old ^ opnd)
-            with m.Case(7):
-                m.d.comb += new_val.eq(opnd)
+        m.d.comb += new_val.eq(Mux(sel["add"] | sel["sub"], addsub, 0) | Mux(sel["and"], old & opnd, 0)
+                               | Mux(sel["or"], old | opnd, 0) | Mux(sel["xor"], old ^ opnd, 0)
+                               | Mux(keep_old, old, 0) | Mux(take_opnd, opnd, 0))
         return new_val
 
     @staticmethod
-    def _stage_compose(m: Module, req, bucket, mf, ff, kind, new_val):
-        """Stage D (combinational, at retirement): the new 512-bit bucket."""
+    def _stage_base(m: Module, req, bucket, mf, ff, kind):
+        """Stage C: the new 512-bit bucket but for the atomic's new value (which the ALU computes
+        in the same stage): unchanged, the PUT's KV inserted at ``ff`` and the old copy at ``mf``
+        cleared, cleared (DELETE), or the old value's bytes cleared (ATOMIC)."""
         masks = [_kv_masks(s) for s in _STARTS]
         clr = _or_each([Mux(mf[s], Const(masks[s]["clear"], 512), 0) for s in _STARTS])
         pairs = list(zip(_STARTS, masks, strict=True))
         ins = _or_each([Mux(ff[s], Const(mk["header"], 512) | (req.key << mk["key_lo"])
                             | (req.operand << mk["val_lo"]), 0) for s, mk in pairs])
         vmask = _or_each([Mux(mf[s], Const(_bits(mk["val_lo"], 64), 512), 0) for s, mk in pairs])
-        vins = _or_each([Mux(mf[s], new_val << mk["val_lo"], 0) for s, mk in pairs])
-        new = Signal(512, name="xd_new_bucket")
+        base = Signal(512, name="xc_base_bucket")
         with m.Switch(kind):
             with m.Case(0):
-                m.d.comb += new.eq(bucket)
+                m.d.comb += base.eq(bucket)
             with m.Case(1):
-                m.d.comb += new.eq((bucket & ~clr) | ins)
+                m.d.comb += base.eq((bucket & ~clr) | ins)
             with m.Case(2):
-                m.d.comb += new.eq(bucket & ~clr)
+                m.d.comb += base.eq(bucket & ~clr)
             with m.Case(3):
-                m.d.comb += new.eq((bucket & ~vmask) | vins)
+                m.d.comb += base.eq(bucket & ~vmask)
+        return base
+
+    @staticmethod
+    def _stage_insert(m: Module, base, vsel, new_val):
+        """Stage D (combinational, at retirement): the new bucket, ``base`` with the atomic's new
+        value ORed in at the matched KV (``vsel``: one-hot, zero unless the op is an ATOMIC); a
+        bucket bit takes at most three terms."""
+        new = Signal(512, name="xd_new_bucket")
+        m.d.comb += new.eq(base | _or_each([Mux(vsel[s], new_val << _kv_masks(s)["val_lo"], 0) for s in _STARTS]))
         return new
 
     def elaborate(self, platform):
@@ -320,110 +360,157 @@ class Pipeline(wiring.Component):
         m = Module()
         N, E = p.entries, p.entry_bits
         BB = max(1, p.bucket_bits)
-        SB = p.slot_bits
+        SB = min(BB, p.slot_bits) if p.slot_bits else 0
+        F = FRONT_STAGES
 
-        def slot_of(b):
-            return b[:min(len(b), SB)] if SB else Const(0, 1)
+        def slot_eq(a, b):
+            return a[:SB] == b[:SB] if SB else Const(1, 1)
 
-        # --- decode + hash: four stages advancing together -----------------------------------
-        # stages 1..3: the key hash; stage 4 registers the bucket index and reads the tail table
+        def hi_eq(a, b):
+            return a[SB:BB] == b[SB:BB] if BB > SB and p.bucket_bits else Const(1, 1)
+
+        def onehot(e):
+            return Const(1, N) << e
+
+        # --- decode + hash: FRONT_STAGES stages advancing together --------------------------
+        # stages 1..HASH_STAGES: the key hash; the last stage (dispatch) registers the bucket
+        # index and which reservation-station entries its op chains behind
         m.submodules.hash = kh = KeyHash()
-        s_valid = [Signal(name=f"h{k}_valid") for k in (1, 2, 3, 4)]
-        s_req = [Signal(REQUEST, name=f"h{k}_req") for k in (1, 2, 3, 4)]
+        s_valid = [Signal(name=f"h{k}_valid") for k in range(1, F + 1)]
+        s_req = [Signal(REQUEST, name=f"h{k}_req") for k in range(1, F + 1)]
         disp_fire = Signal()
         adv = Signal()
-        m.d.comb += [adv.eq(~s_valid[3] | disp_fire), self.i.ready.eq(adv),
+        m.d.comb += [adv.eq(~s_valid[-1] | disp_fire), self.i.ready.eq(adv),
                      kh.en.eq(adv), kh.key.eq(self.i.payload.key)]
-        h_bkt = Signal(BB, name="h3_bucket")
+        h_bkt = Signal(BB, name="h_bucket")
         m.d.comb += h_bkt.eq(kh.h[32 - p.bucket_bits:] if p.bucket_bits else 0)
-        d_req = s_req[3]
+        d_req = s_req[-1]
         d_bkt = Signal(BB, name="d_bucket")
         with m.If(adv):
             m.d.sync += [s_valid[0].eq(self.i.valid), s_req[0].eq(self.i.payload)]
-            m.d.sync += [s_valid[k].eq(s_valid[k - 1]) for k in (1, 2, 3)]
-            m.d.sync += [s_req[k].eq(s_req[k - 1]) for k in (1, 2, 3)]
+            m.d.sync += [s_valid[k].eq(s_valid[k - 1]) for k in range(1, F)]
+            m.d.sync += [s_req[k].eq(s_req[k - 1]) for k in range(1, F)]
             m.d.sync += d_bkt.eq(h_bkt)
 
         # --- reservation station state -----------------------------------------------------
         live = Signal(N)
         has_next = Signal(N)
         nxt = Array(Signal(E, name=f"next{k}") for k in range(N))
+        nxt_bkt = Array(Signal(BB, name=f"next_bucket{k}") for k in range(N))
         same_next = Signal(N)                  # the successor is on the same bucket (not just slot)
-        ebkt = Array(Signal(BB, name=f"bucket{k}") for k in range(N))
-        m.submodules.req_store = req_store = Memory(shape=REQUEST, depth=N, init=[])
-        rs_w = req_store.write_port()
-        rs_r = req_store.read_port(domain="sync")
-        # the tail table is read as the op enters stage 4 (a block RAM with a registered read)
-        m.submodules.tails = tails = Memory(shape=E, depth=p.rs_slots, init=[])
-        tl_w = tails.write_port()
-        tl_r = tails.read_port(domain="sync")
+        ebkt = [Signal(BB, name=f"bucket{k}") for k in range(N)]
+        ebkt_a = Array(ebkt)
+        # the request store: LUT RAM read into the x1 register as an op issues (``ram_style``:
+        # Yosys would otherwise merge that register into a block RAM's read, and the block RAM's
+        # 5.8 ns clock-to-out then starts the key comparison of stage A: 66.1 MHz). Three memories
+        # (control fields, key, operand), each addressed through its own multiplexer from its own
+        # copy of x4's successor register: one read address fanned out to all 156 bits' RAM cells
+        # was a 3.3 ns route behind a 4.1 ns one (94.5 MHz).
+        rs_parts = ((0, 28), (28, 92), (92, REQUEST.size))
+        rs_mem = []
+        for k, (lo, hi) in enumerate(rs_parts):
+            mem = Memory(shape=hi - lo, depth=N, init=[], attrs={"ram_style": "distributed"})
+            m.submodules[f"req_store{k}"] = mem
+            rs_mem.append((mem.write_port(), mem.read_port(domain="comb"), lo, hi))
         # free entries, in the order they were freed (all of them at reset)
         m.submodules.free_list = free_list = Memory(shape=E, depth=N, init=list(range(N)))
         fl_w = free_list.write_port()
         fl_r = free_list.read_port(domain="comb")
         fl_head, fl_tail = Signal(E, name="fl_head"), Signal(E, name="fl_tail")
+        fl_head1 = Signal(E, name="fl_head_next", init=1 % N)   # fl_head + 1
         fl_count = Signal(range(N + 1), name="fl_count", init=N)
+        has_free = Signal(name="fl_nonempty", init=1)    # fl_count != 0, registered
+        # the free list's head entry, registered (while the list is not empty), so allocation
+        # starts from a flip-flop, not from the LUT RAM's read
+        e_new = Signal(E, name="e_new", init=0)
+        e_new_oh = Signal(N, name="e_new_onehot", init=1)      # onehot(e_new), registered
 
-        m.submodules.dq = dq = fifo.SyncFIFO(width=E, depth=N)      # new chain heads to read
-        m.submodules.xq = xq = fifo.SyncFIFO(width=E, depth=N)      # chain successors to read
+        # read-request FIFOs carry the entry and its bucket (the line address)
+        m.submodules.dq = dq = fifo.SyncFIFO(width=E + BB, depth=N)   # new chain heads to read
+        m.submodules.xq = xq = fifo.SyncFIFO(width=E + BB, depth=N)   # chain successors to read
         m.submodules.wf = wf = fifo.SyncFIFO(width=BB + 512, depth=p.write_fifo_depth)
         m.submodules.rf = rf = fifo.SyncFIFO(width=RESPONSE.size, depth=p.resp_fifo_depth)
 
         # execute pipeline registers: x1 (issued: request and bucket), x2, x3, x4 (retires)
         xv = [Signal(name=f"x{k}_valid") for k in (1, 2, 3, 4)]
         xe = [Signal(E, name=f"x{k}_e") for k in (1, 2, 3, 4)]
-        xb = [Signal(512, name=f"x{k}_bucket") for k in (1, 2, 3, 4)]
+        xb = [Signal(512, name=f"x{k}_bucket") for k in (1, 2, 3)]
         xd = [Signal(name=f"x{k}_dirty") for k in (1, 2, 3, 4)]
-        xr = [rs_r.data] + [Signal(REQUEST, name=f"x{k}_req") for k in (2, 3, 4)]
+        xr = [Signal(REQUEST, name=f"x{k}_req") for k in (1, 2, 3, 4)]
 
-        # --- dispatch: allocate an entry, chain or issue --------------------------------------
-        has_free = fl_count != 0
-        e_new = Signal(E, name="e_new")
-        m.d.comb += [fl_r.addr.eq(fl_head), e_new.eq(fl_r.data)]
-        slot = slot_of(d_bkt)
-        # the tail read a cycle ago misses the dispatch of that cycle: bypass it
-        byp, byp_e = Signal(name="d_tail_bypass"), Signal(E, name="d_tail_bypass_e")
-        with m.If(adv):
-            m.d.sync += [byp.eq(disp_fire & (slot_of(d_bkt) == slot_of(h_bkt))), byp_e.eq(e_new)]
-        m.d.comb += [tl_r.addr.eq(slot_of(h_bkt)), tl_r.en.eq(adv)]
-        t = Signal(E, name="d_tail")
-        busy = Signal(name="d_busy")
-        d_same = Signal(name="d_same")
-        # The op retiring this cycle (x4) takes no new successor: an op that finds it as its
-        # slot's tail becomes a chain head and reads its bucket after the retiring op's write-back.
-        m.d.comb += [t.eq(Mux(byp, byp_e, tl_r.data)),
-                     busy.eq(live.bit_select(t, 1) & (slot_of(ebkt[t]) == slot) & ~(xv[3] & (xe[3] == t))),
-                     d_same.eq(ebkt[t] == d_bkt),
-                     disp_fire.eq(s_valid[3] & has_free)]
-        m.d.comb += [rs_w.addr.eq(e_new), rs_w.data.eq(d_req), rs_w.en.eq(disp_fire),
-                     tl_w.addr.eq(slot), tl_w.data.eq(e_new), tl_w.en.eq(disp_fire),
-                     dq.w_data.eq(e_new), dq.w_en.eq(disp_fire & ~busy)]
-        m.d.comb += [fl_w.addr.eq(fl_tail), fl_w.data.eq(xe[3]), fl_w.en.eq(xv[3])]
-        m.d.sync += [fl_head.eq(fl_head + disp_fire), fl_tail.eq(fl_tail + xv[3]),
-                     fl_count.eq(fl_count + xv[3] - disp_fire)]
+        # --- dispatch: allocate an entry, chain or head a chain -------------------------------
+        # The entries an op may chain behind are found by comparison (a CAM over the entries),
+        # as the op enters the dispatch stage: a live entry on the op's slot with no successor
+        # is its slot's chain tail (at most one: entries of a chain retire in order, the tail
+        # last). ``cand`` (one-hot or zero) holds it while the op waits in the dispatch stage.
+        cand_q = Signal(N, name="d_cand_q")
+        cand = Signal(N, name="d_cand")        # cand_q, by a name a broken variant can override
+        m.d.comb += cand.eq(cand_q)
+        samec = Signal(N, name="d_same_bucket")
+        m.d.comb += disp_fire.eq(s_valid[-1] & has_free)
         set_live = Signal(N)
         set_next = Signal(N)
+        clr_live = Signal(N, name="x4_onehot")
+        chain = Signal(N, name="d_chain")
+        busy = Signal(name="d_busy")
+        # The op retiring this cycle (x4) takes no new successor: an op that finds it as its
+        # slot's tail becomes a chain head and reads its bucket after the retiring op's write-back.
+        m.d.comb += [chain.eq(cand & ~clr_live), busy.eq(chain.any())]
+        # onehot(x4's entry) if x4 holds an op, registered as the op moves from x3
+        m.d.sync += clr_live.eq(Mux(xv[2], onehot(xe[2]), 0))
         with m.If(disp_fire):
-            m.d.comb += set_live.eq(Const(1, N) << e_new)
-            m.d.sync += ebkt[e_new].eq(d_bkt)
-            with m.If(busy):
-                m.d.comb += set_next.eq(Const(1, N) << t)
-                m.d.sync += [nxt[t].eq(e_new), same_next.bit_select(t, 1).eq(d_same)]
+            m.d.comb += [set_live.eq(e_new_oh), set_next.eq(chain)]
+        # the next op's match, against the state after this cycle's dispatch and retirement
+        byp = Signal(name="d_bypass")          # this cycle's dispatch is on the next op's slot
+        m.d.comb += byp.eq(disp_fire & slot_eq(d_bkt, h_bkt))
+        with m.If(adv):
+            for k in range(N):
+                tail_k = live[k] & ~has_next[k] & ~set_next[k] & ~clr_live[k] & slot_eq(ebkt[k], h_bkt)
+                m.d.sync += [cand_q[k].eq(tail_k | (set_live[k] & byp)),
+                             samec[k].eq(Mux(set_live[k], hi_eq(d_bkt, h_bkt), hi_eq(ebkt[k], h_bkt)))]
+        with m.Else():
+            m.d.sync += cand_q.eq(cand & ~clr_live)
+        for wp, _, lo, hi in rs_mem:
+            m.d.comb += [wp.addr.eq(e_new), wp.data.eq(d_req.as_value()[lo:hi]), wp.en.eq(disp_fire)]
+        m.d.comb += [
+                     dq.w_data.eq(Cat(e_new, d_bkt)), dq.w_en.eq(disp_fire & ~busy)]
+        m.d.comb += [fl_w.addr.eq(fl_tail), fl_w.data.eq(xe[3]), fl_w.en.eq(xv[3]), fl_r.addr.eq(fl_head1)]
+        # the next head: the entry after this one if this cycle allocates, else this one; an entry
+        # freed this cycle into the place of the next head is taken from the write (the list was
+        # empty, or is emptied by this allocation)
+        with m.If(disp_fire):
+            nxt_head = Mux(xv[3] & (fl_tail == fl_head1), xe[3], fl_r.data)
+            m.d.sync += [fl_head.eq(fl_head1), fl_head1.eq(fl_head1 + 1), e_new.eq(nxt_head),
+                         e_new_oh.eq(onehot(nxt_head))]
+        with m.Elif(xv[3] & (fl_tail == fl_head)):
+            m.d.sync += [e_new.eq(xe[3]), e_new_oh.eq(clr_live)]
+        m.d.sync += [fl_tail.eq(fl_tail + xv[3]),
+                     fl_count.eq(fl_count + xv[3] - disp_fire),
+                     has_free.eq(xv[3] | (has_free & ~(disp_fire & (fl_count == 1))))]
+        for k in range(N):
+            with m.If(set_live[k]):
+                m.d.sync += ebkt[k].eq(d_bkt)
+            with m.If(set_next[k]):
+                m.d.sync += [nxt[k].eq(e_new), nxt_bkt[k].eq(d_bkt), same_next[k].eq(samec[k])]
 
         # --- execute: four stages, one op per cycle, no stall -------------------------------
         # An op enters x1 only when the response FIFO and the write-back FIFO have room for one
-        # entry per op in the execute stages (credits), so x4 always retires.
-        n_in = Signal(3, name="x_count")
-        m.d.comb += n_in.eq(xv[0] + xv[1] + xv[2] + xv[3])
+        # entry per op in the execute stages (credits), so x4 always retires. ``rf_res`` and
+        # ``wf_res`` count each FIFO's level plus the ops in the stages that may still write it.
+        rf_res = Signal(range(p.resp_fifo_depth + 1), name="x_rf_reserved")
+        wf_res = Signal(range(p.write_fifo_depth + 1), name="x_wf_reserved")
+        # room in each, registered: rf_res < depth and wf_res < depth (see below)
+        room_r = Signal(name="x_rf_room", init=1)
+        room_w = Signal(name="x_wf_room", init=1)
         room = Signal(name="x_room")
-        m.d.comb += room.eq((rf.level + n_in < rf.depth) & (wf.level + n_in < wf.depth))
+        m.d.comb += room.eq(room_r & room_w)
 
         # stage A (x1 -> x2)
         match, same = self._stage_match(m, xr[0], xb[0])
         x2_match = Signal.like(match, name="x2_match")
         x2_same = Signal.like(same, name="x2_same")
         x2_addr = Signal(BB, name="x2_addr")
-        m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(ebkt[xe[0]])]
+        m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(ebkt_a[xe[0]])]
         # stage B (x2 -> x3)
         mf, ff, old, status, existed, wr, kind, use_old = self._stage_decide(m, xr[1], xb[1], x2_match, x2_same)
         x3 = {n: Signal.like(v, name=f"x3_{n}") for n, v in (("mf", mf), ("ff", ff), ("old", old), ("status", status),
@@ -431,55 +518,98 @@ class Pipeline(wiring.Component):
         m.d.sync += [x3["mf"].eq(mf), x3["ff"].eq(ff), x3["old"].eq(old), x3["status"].eq(status),
                      x3["existed"].eq(existed), x3["wr"].eq(wr), x3["kind"].eq(kind), x3["use_old"].eq(use_old),
                      x3["addr"].eq(x2_addr)]
-        # stage C (x3 -> x4), and what x4 will need of its successor: an op appended to x3's
-        # entry this very cycle is its successor too
-        new_val = self._stage_alu(m, xr[2].func_id, x3["old"], xr[2].operand)
-        x4 = {n: Signal.like(v, name=f"x4_{n}") for n, v in x3.items()}
+        alu_sel = self._stage_alu_select(m, xr[1].func_id, xb[1], xr[1].operand)
+        x3_alu = {n: Signal.like(v, name=f"x3_alu_{n}") for n, v in alu_sel.items()}
+        m.d.sync += [x3_alu[n].eq(v) for n, v in alu_sel.items()]
+        # stage C (x3 -> x4): the ALU, the new bucket but for the ALU's value, and what x4 will
+        # need of its successor: an op appended to x3's entry this very cycle is its successor too
+        new_val = self._stage_alu(m, x3_alu, x3["mf"], x3["old"], xr[2].operand)
+        base = self._stage_base(m, xr[2], xb[2], x3["mf"], x3["ff"], x3["kind"])
+        x4 = {n: Signal.like(x3[n], name=f"x4_{n}") for n in ("old", "status", "existed", "wr", "use_old", "addr")}
         x4_new_val = Signal(64, name="x4_new_value")
-        m.d.sync += [x4[n].eq(v) for n, v in x3.items()] + [x4_new_val.eq(new_val)]
-        app = Signal(name="x_append")
-        x4_has, x4_succ, x4_same = Signal(name="x4_has_next"), Signal(E, name="x4_succ"), Signal(name="x4_same")
-        m.d.comb += app.eq(disp_fire & busy & xv[2] & (t == xe[2]))
-        m.d.sync += [x4_has.eq(has_next.bit_select(xe[2], 1) | app),
-                     x4_succ.eq(Mux(app, e_new, nxt[xe[2]])),
-                     x4_same.eq(Mux(app, d_same, same_next.bit_select(xe[2], 1)))]
+        x4_base = Signal(512, name="x4_base_bucket")
+        x4_vsel = Signal(len(_STARTS), name="x4_value_select")
+        m.d.sync += [x4[n].eq(x3[n]) for n in x4] + [x4_new_val.eq(new_val), x4_base.eq(base),
+                                                      x4_vsel.eq(Mux(x3["kind"] == 3, x3["mf"], 0))]
+        # The successor of the op in x3 and x4, read from the entry's registers a stage early (as
+        # the op moves from x2 to x3) and updated with an op appended to it while it moves on.
+        # (An entry takes at most one successor: once it has one it is no chain's tail. x2's and
+        # x3's entries are not x4's, so the retiring op does not change their candidate bits.)
+        def succ_regs(k):
+            return ({"has": Signal(name=f"x{k}_has_next"), "succ": Signal(E, name=f"x{k}_succ"),
+                     "bkt": Signal(BB, name=f"x{k}_succ_bucket"), "same": Signal(name=f"x{k}_same")})
+
+        def appended(k):    # the op in x<k+1> is appended to this cycle
+            a_ = Signal(name=f"x{k + 1}_append")
+            m.d.comb += a_.eq(xv[k] & disp_fire & cand.bit_select(xe[k], 1))
+            return a_
+
+        sx3, sx4 = succ_regs(3), succ_regs(4)
+        app2, app = appended(1), appended(2)
+        m.d.sync += [sx3["has"].eq(has_next.bit_select(xe[1], 1) | app2),
+                     sx3["succ"].eq(Mux(app2, e_new, nxt[xe[1]])),
+                     sx3["bkt"].eq(Mux(app2, d_bkt, nxt_bkt[xe[1]])),
+                     sx3["same"].eq(Mux(app2, samec.bit_select(xe[1], 1), same_next.bit_select(xe[1], 1)))]
+        has3 = sx3["has"] | app
+        same3 = Mux(app, samec.bit_select(xe[2], 1), sx3["same"])
+        x4_succ_d = Mux(app, e_new, sx3["succ"])
+        m.d.sync += [sx4["has"].eq(has3), sx4["succ"].eq(x4_succ_d),
+                     sx4["bkt"].eq(Mux(app, d_bkt, sx3["bkt"])), sx4["same"].eq(same3)]
+        x4_has, x4_succ, x4_succ_bkt = sx4["has"], sx4["succ"], sx4["bkt"]
+        x4_fwdc = Signal(name="x4_forward_candidate")   # x4 holds an op whose successor is on its bucket
+        x4_wb = Signal(name="x4_writes_back")            # x4 holds an op whose run changed the bucket
+        m.d.sync += [x4_fwdc.eq(xv[2] & has3 & same3), x4_wb.eq(xv[2] & (xd[2] | x3["wr"]))]
         for k in (1, 2):
-            m.d.sync += [xv[k + 1].eq(xv[k]), xe[k + 1].eq(xe[k]), xb[k + 1].eq(xb[k]), xd[k + 1].eq(xd[k]),
-                         xr[k + 1].eq(xr[k])]
-        m.d.sync += [xv[1].eq(xv[0]), xe[1].eq(xe[0]), xb[1].eq(xb[0]), xd[1].eq(xd[0]), xr[1].eq(xr[0])]
+            m.d.sync += [xv[k + 1].eq(xv[k]), xe[k + 1].eq(xe[k]), xd[k + 1].eq(xd[k]), xr[k + 1].eq(xr[k])]
+        m.d.sync += [xb[2].eq(xb[1]), xv[1].eq(xv[0]), xe[1].eq(xe[0]), xb[1].eq(xb[0]), xd[1].eq(xd[0]),
+                     xr[1].eq(xr[0])]
         # stage D (x4, combinational): new bucket, response, successor, write-back
-        new_b = self._stage_compose(m, xr[3], xb[3], x4["mf"], x4["ff"], x4["kind"], x4_new_val)
+        new_b = self._stage_insert(m, x4_base, x4_vsel, x4_new_val)
         fwd_want, fwd, need_wr = Signal(name="x_fwd_want"), Signal(name="x_fwd"), Signal(name="x_need_wr")
         m.d.comb += [
-            fwd_want.eq(xv[3] & x4_has & x4_same & self.forward_en),
+            fwd_want.eq(x4_fwdc & self.forward_en),
             fwd.eq(fwd_want & room),
-            need_wr.eq(xv[3] & ~fwd & (xd[3] | x4["wr"])),
+            need_wr.eq(x4_wb & ~fwd),
         ]
         resp = Signal(RESPONSE)
         m.d.comb += [resp.tag.eq(xr[3].tag), resp.status.eq(x4["status"]), resp.existed.eq(x4["existed"]),
                      resp.value.eq(Mux(x4["use_old"], x4["old"], 0)),
                      rf.w_data.eq(resp), rf.w_en.eq(xv[3]),
                      wf.w_data.eq(Cat(x4["addr"], new_b)), wf.w_en.eq(need_wr),
-                     xq.w_data.eq(x4_succ), xq.w_en.eq(xv[3] & ~fwd & x4_has)]
-        clr_live = Signal(N)
-        with m.If(xv[3]):
-            m.d.comb += clr_live.eq(Const(1, N) << xe[3])
+                     xq.w_data.eq(Cat(x4_succ, x4_succ_bkt)), xq.w_en.eq(xv[3] & ~fwd & x4_has)]
         m.d.sync += [live.eq((live | set_live) & ~clr_live), has_next.eq((has_next | set_next) & ~set_live)]
 
         # issue into x1: the forwarded successor first, else a read response
         rsp_take = Signal()
         m.d.comb += [rsp_take.eq(room & ~fwd_want), self.mem_rsp.ready.eq(rsp_take)]
         rsp_fire = self.mem_rsp.valid & rsp_take
-        m.d.comb += rs_r.addr.eq(Mux(fwd_want, x4_succ, self.mem_rsp.payload.id))
-        m.d.sync += xv[0].eq(fwd | rsp_fire)
+        issue = fwd | rsp_fire
+        succ_copies = register_copies(m, x4_succ_d, len(rs_mem), name="x4_succ_rs")
+        for (_, rp, _, _), succ_c in zip(rs_mem, succ_copies, strict=True):
+            m.d.comb += rp.addr.eq(Mux(fwd_want, succ_c, self.mem_rsp.payload.id))
+        m.d.sync += [xv[0].eq(issue), xr[0].eq(Cat(*(rp.data for _, rp, _, _ in rs_mem)))]
         with m.If(fwd):
             m.d.sync += [xe[0].eq(x4_succ), xb[0].eq(new_b), xd[0].eq(xd[3] | x4["wr"])]
         with m.Else():
             m.d.sync += [xe[0].eq(self.mem_rsp.payload.id), xb[0].eq(self.mem_rsp.payload.data), xd[0].eq(0)]
+        rf_pop = rf.r_rdy & rf.r_en
+        wf_pop = wf.r_rdy & wf.r_en
+        m.d.sync += [rf_res.eq(rf_res + issue - rf_pop),
+                     wf_res.eq(wf_res + issue - wf_pop - (xv[3] & ~need_wr))]
+        # the next cycle's room from this cycle's change of each count (-2 .. +1): it grows by one
+        # only from below depth - 1, stays, or falls (then there is room)
+        r_down = rf_pop
+        w_down = Signal(2, name="x_wf_release")
+        m.d.comb += w_down.eq(wf_pop + (xv[3] & ~need_wr))
+        m.d.sync += [room_r.eq(Mux(issue & ~r_down, rf_res < rf.depth - 1, Mux(issue == r_down, room_r, 1))),
+                     room_w.eq(Mux(issue & (w_down == 0), wf_res < wf.depth - 1,
+                                   Mux(issue == w_down, room_w, 1)))]
 
         # --- memory engine: write-backs first, then successor reads, then new heads ----------
         reads_out = Signal(range(N + 1))
-        rd_ok = reads_out < self.max_reads
+        # reads_out < max_reads, registered (from this cycle's change of reads_out; max_reads is
+        # configuration: a change takes effect a cycle later; no read in the first cycle)
+        rd_ok = Signal(name="mq_read_ok")
         # A request offered and refused stays offered (stream rule: valid and payload hold
         # until ready): the source chosen is held while mem_req.valid & ~mem_req.ready, so a
         # write-back or successor read that turns up meanwhile waits its turn. The held read
@@ -493,13 +623,13 @@ class Pipeline(wiring.Component):
         sel_w = Mux(held, held_w, free_w)
         sel_x = Mux(held, held_x, free_x)
         sel_d = Mux(held, ~held_w & ~held_x, free_d)
-        rid = Mux(sel_x, xq.r_data, dq.r_data)
+        rq = Mux(sel_x, xq.r_data, dq.r_data)
         mq = self.mem_req
         m.d.comb += [
             mq.valid.eq(sel_w | sel_x | sel_d),
             mq.payload.we.eq(sel_w),
-            mq.payload.addr.eq(Mux(sel_w, wf.r_data[:BB], ebkt[rid])),
-            mq.payload.id.eq(Mux(sel_w, 0, rid)),
+            mq.payload.addr.eq(Mux(sel_w, wf.r_data[:BB], rq[E:])),
+            mq.payload.id.eq(Mux(sel_w, 0, rq[:E])),
             mq.payload.data.eq(Mux(sel_w, wf.r_data[BB:], 0)),
             wf.r_en.eq(mq.ready & sel_w),
             xq.r_en.eq(mq.ready & sel_x),
@@ -507,19 +637,23 @@ class Pipeline(wiring.Component):
         ]
         m.d.sync += [held.eq(mq.valid & ~mq.ready), held_w.eq(sel_w), held_x.eq(sel_x)]
         rd_issue = mq.valid & mq.ready & ~sel_w
-        m.d.sync += reads_out.eq(reads_out + rd_issue - rsp_fire)
+        m.d.sync += [reads_out.eq(reads_out + rd_issue - rsp_fire),
+                     rd_ok.eq(Mux(rd_issue & ~rsp_fire, reads_out + 1 < self.max_reads,
+                                  Mux(rsp_fire & ~rd_issue, reads_out <= self.max_reads, reads_out < self.max_reads)))]
 
         # --- responses -----------------------------------------------------------------------
         m.d.comb += [self.o.valid.eq(rf.r_rdy), self.o.payload.eq(rf.r_data), rf.r_en.eq(self.o.ready)]
 
         # --- counters ------------------------------------------------------------------------
+        # each counts its event a cycle late (the event registered first), so no handshake
+        # reaches a 32-bit counter's enable; the totals are the same once the block is idle
         work = live.any() | Cat(*s_valid).any() | rf.r_rdy | wf.r_rdy | Cat(*xv).any()
-        _sat_inc(m, self.cycles, work)
-        _sat_inc(m, self.ops_in, self.i.valid & self.i.ready)
-        _sat_inc(m, self.ops_out, self.o.valid & self.o.ready)
-        _sat_inc(m, self.mem_reads, rd_issue)
-        _sat_inc(m, self.mem_writes, mq.valid & mq.ready & sel_w)
-        _sat_inc(m, self.forwarded, fwd)
-        _sat_inc(m, self.chained, disp_fire & busy)
-        _sat_inc(m, self.stall_full, s_valid[3] & ~has_free)
+        events = ((self.cycles, work), (self.ops_in, self.i.valid & self.i.ready),
+                  (self.ops_out, self.o.valid & self.o.ready), (self.mem_reads, rd_issue),
+                  (self.mem_writes, mq.valid & mq.ready & sel_w), (self.forwarded, fwd),
+                  (self.chained, disp_fire & busy), (self.stall_full, s_valid[-1] & ~has_free))
+        for ctr, cond in events:
+            ev = Signal(name=f"{ctr.name}_event")
+            m.d.sync += ev.eq(cond)
+            _sat_inc(m, ctr, ev)
         return m

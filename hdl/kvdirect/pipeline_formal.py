@@ -48,7 +48,7 @@ from amaranth.lib import wiring
 
 from hdl.common.formal import Props, assert_sink, assume_source, internals, past
 from hdl.kvdirect.pipeline import Pipeline
-from models.kvdirect.rtl_model import PipelineParams
+from models.kvdirect.rtl_model import FRONT_STAGES, HASH_STAGES, PipelineParams
 
 __all__ = ["PipelineFormal", "FoldHash", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -71,17 +71,18 @@ def _popcount(value):
 
 class FoldHash(wiring.Component):
     """Stand-in for :class:`hdl.kvdirect.hash.KeyHash` in the fast checks: same ports and
-    three-stage latency, ``h`` = the XOR of the key's two 32-bit halves."""
+    latency (:data:`models.kvdirect.rtl_model.HASH_STAGES`), ``h`` = the XOR of the key's two
+    32-bit halves."""
 
     def __init__(self):
         super().__init__({"key": wiring.In(64), "en": wiring.In(1), "h": wiring.Out(32)})
 
     def elaborate(self, platform):
         m = Module()
-        x1, x2, x3 = Signal(32, name="fold1"), Signal(32, name="fold2"), Signal(32, name="fold3")
+        x = [Signal(32, name=f"fold{k}") for k in range(1, HASH_STAGES + 1)]
         with m.If(self.en):
-            m.d.sync += [x1.eq(self.key[:32] ^ self.key[32:]), x2.eq(x1), x3.eq(x2)]
-        m.d.comb += self.h.eq(x3)
+            m.d.sync += [x[0].eq(self.key[:32] ^ self.key[32:])] + [x[k].eq(x[k - 1]) for k in range(1, HASH_STAGES)]
+        m.d.comb += self.h.eq(x[-1])
         return m
 
 
@@ -149,7 +150,10 @@ class PipelineFormal(wiring.Component):
             wiring.connect(m, getattr(dut, name), wiring.flipped(getattr(self, name)))
         m.d.comb += [dut.forward_en.eq(self.forward_en), dut.max_reads.eq(self.max_reads)]
         stages = [(f"x{k}_valid", f"x{k}_e") for k in (1, 2, 3, 4)]
-        names = ("h1_valid", "h2_valid", "h3_valid", "h4_valid", "live", "reads_out", *(n for st in stages for n in st))
+        front = [f"h{k}_valid" for k in range(1, FRONT_STAGES + 1)]
+        names = (*front, "live", "reads_out", "fl_count", "fl_nonempty", "x_rf_reserved", "x_wf_reserved",
+                 "e_new", "e_new_onehot", "x4_onehot", "x_rf_room", "x_wf_room", "has_next", "x3_has_next",
+                 "x4_has_next", "mq_read_ok", *(n for st in stages for n in st))
         iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
         if "rf" not in subs or not hasattr(subs["rf"], "level"):
@@ -210,7 +214,7 @@ class PipelineFormal(wiring.Component):
         assert_sink(m, mq, has_past, chk, "mem_hold", "mem_req")
 
         # --- count --------------------------------------------------------------------------------
-        cap = 4 + N + rf.depth
+        cap = FRONT_STAGES + N + rf.depth
         owed = Signal(range(cap + 2))
         m.d.sync += owed.eq(owed + i_fire - o_fire)
         chk(~o_fire | (owed != 0), "count: a response without a request")
@@ -229,13 +233,31 @@ class PipelineFormal(wiring.Component):
         chk(_popcount(reading) <= self.max_reads, "memory: more reads in flight than max_reads")
 
         # --- internal ------------------------------------------------------------------------------
-        chk(owed == iv["h1_valid"] + iv["h2_valid"] + iv["h3_valid"] + iv["h4_valid"] + _popcount(iv["live"])
+        chk(owed == sum(iv[v] for v in front) + _popcount(iv["live"])
             + rf.level, "internal: requests in flight != hash stages + live entries + response FIFO")
+        chk(iv["fl_nonempty"] == (iv["fl_count"] != 0), "internal: the free list's registered non-empty flag is wrong")
+        chk(iv["e_new_onehot"] == (1 << iv["e_new"])[:N], "internal: the registered one-hot free entry is wrong")
+        chk(iv["x4_onehot"] == Mux(iv["x4_valid"], (1 << iv["x4_e"])[:N], 0),
+            "internal: x4's registered one-hot is wrong")
+        for k in (3, 4):
+            with m.If(iv[f"x{k}_valid"]):
+                chk(iv[f"x{k}_has_next"] == iv["has_next"].bit_select(iv[f"x{k}_e"], 1),
+                    f"internal: x{k}'s early-read successor flag disagrees with its entry's")
+        with m.If(iv["fl_nonempty"]):
+            chk(~iv["live"].bit_select(iv["e_new"], 1), "internal: the free list's head entry is live")
+        n_exec = sum(iv[v] for v, _ in stages)
+        chk(iv["x_rf_reserved"] == rf.level + n_exec, "internal: response-FIFO credits != its level + executing ops")
+        wf = subs["wf"]
+        chk(iv["x_wf_reserved"] == wf.level + n_exec, "internal: write-back credits != its level + executing ops")
+        chk(iv["x_rf_room"] == (iv["x_rf_reserved"] < rf.depth), "internal: the registered response-FIFO room is wrong")
+        chk(iv["x_wf_room"] == (iv["x_wf_reserved"] < wf.depth), "internal: the registered write-back room is wrong")
         for v, e in stages:
             chk(~iv[v] | iv["live"].bit_select(iv[e], 1), "internal: executing an entry that is not live")
             chk(~iv[v] | ~reading.bit_select(iv[e], 1), "memory: executing an entry whose read is in flight")
         chk((reading & ~iv["live"]) == 0, "memory: a read in flight for an entry that is not live")
         chk(iv["reads_out"] == _popcount(reading), "memory: reads_out != reads in flight")
+        with m.If(has_past):
+            chk(iv["mq_read_ok"] == (iv["reads_out"] < self.max_reads), "memory: the registered read-ok flag is wrong")
 
         # --- covers ----------------------------------------------------------------------------------
         two_on_key = Signal()
@@ -253,8 +275,8 @@ class BypassPipeline(Pipeline):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        busy = internals(m, ("d_busy",), "Pipeline", _WHERE)["d_busy"]
-        m.d.comb += busy.eq(0)
+        cand = internals(m, ("d_cand",), "Pipeline", _WHERE)["d_cand"]
+        m.d.comb += cand.eq(0)
         return m
 
 
@@ -296,19 +318,20 @@ class DropResponsePipeline(Pipeline):
 
 #: name -> (broken class, mode, depth, property groups checked, expected failure message)
 MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
-    "bypass": (BypassPipeline, "bmc", 14, ("order",), "order: a response on the key left out of issue order"),
-    "phantom": (PhantomPipeline, "bmc", 13, ("count",), "count: a response without a request"),
-    "unheld-request": (UnheldRequestPipeline, "bmc", 14, ("mem_hold",), "mem_hold: mem_req."),
-    "drop-response": (DropResponsePipeline, "bmc", 14, ("handshake",), "handshake: o."),
+    "bypass": (BypassPipeline, "bmc", 16, ("order",), "order: a response on the key left out of issue order"),
+    "phantom": (PhantomPipeline, "bmc", 15, ("count",), "count: a response without a request"),
+    "unheld-request": (UnheldRequestPipeline, "bmc", 16, ("mem_hold",), "mem_hold: mem_req."),
+    "drop-response": (DropResponsePipeline, "bmc", 16, ("handshake",), "handshake: o."),
 }
 
 
 def formal_checks(full: bool = False) -> list[dict]:
     """Checks for :mod:`cosim.flow.formal`.
 
-    Fast set: k-induction of the response handshake; BMC of every property to depth 14 (the
+    Fast set: k-induction of the response handshake; BMC of every property to depth 16 (the
     first version, with a one-cycle execute and no tail-read stage, needed depth 10: two same-key
-    ops could complete out of order from step 8 on; the pipeline adds 4 cycles) with the XOR-fold hash and empty
+    ops could complete out of order from step 8 on; the execute stages add 3 cycles, the
+    5-stage hash 2 more, the dispatch stage 1) with the XOR-fold hash and empty
     buckets from memory; a cover run; the broken variants. ``full`` adds any bucket contents,
     the real hash unit, deeper BMC and 4 entries.
     """
@@ -316,21 +339,21 @@ def formal_checks(full: bool = False) -> list[dict]:
     out = [
         dict(name="e2-prove", build=lambda: PipelineFormal(prm, props=("handshake",)),
              mode="prove", depth=3, doc="response stream handshake: k-induction (unbounded)"),
-        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=14,
+        dict(name="e2-bmc", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=16,
              doc="handshake (o, mem_req), count, same-key order, memory port, conservation; 2 entries: BMC"),
-        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=18,
+        dict(name="e2-cover", build=lambda: PipelineFormal(prm, empty_memory=True), mode="cover", depth=20,
              doc="reachable: a response, two responses on the chosen key, a full pipeline stalled"),
     ]
     if full:
         prm4 = formal_params(entries=4)
         out += [
-            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=16,
+            dict(name="e2-anydata-bmc", build=lambda: PipelineFormal(prm), mode="bmc", depth=18,
                  doc="every property, any bucket contents: BMC"),
             dict(name="e2-realhash-bmc", build=lambda: PipelineFormal(prm, real_hash=True, empty_memory=True),
-                 mode="bmc", depth=14, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
-            dict(name="e2-bmc20", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=20,
+                 mode="bmc", depth=16, doc="every property with the real fmix32(CRC-32) hash unit: BMC"),
+            dict(name="e2-bmc22", build=lambda: PipelineFormal(prm, empty_memory=True), mode="bmc", depth=22,
                  doc="every property, 2 entries: deeper BMC"),
-            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=16,
+            dict(name="e4-bmc", build=lambda: PipelineFormal(prm4, empty_memory=True), mode="bmc", depth=18,
                  doc="every property, 4 entries, 2 buckets: BMC"),
         ]
     for name, (cls, mode, depth, props, msg) in MUTANTS.items():

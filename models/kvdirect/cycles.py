@@ -10,14 +10,15 @@ it has no fill and drain of the run. This module replays the pipeline's document
 (:mod:`hdl.kvdirect.pipeline`) cycle by cycle, as a transaction-level model, so a sweep can set
 the RTL's measured cycles against a model that includes those effects:
 
-- input: one operation per cycle while the decode + hash stages advance (three hash stages and
-  the tail-read stage; they stall while the stage in front of dispatch holds an operation and no
-  entry is free);
-- dispatch: the free list's head entry (entries are reused in the order they were freed); the
-  tail table (``rs_slots`` entries, indexed by the low bits of the bucket) says whether the slot
-  has a live tail: if so the operation is appended to that chain, else it queues its bucket read
-  (new-heads FIFO). A tail that retires in this very cycle takes no successor: the operation
-  heads a new chain;
+- input: one operation per cycle while the front stages advance (:data:`FRONT_STAGES`: the
+  five hash stages and the dispatch stage; they stall while the dispatch stage holds an
+  operation and no entry is free);
+- dispatch: the free list's head entry (entries are reused in the order they were freed); if
+  the operation's slot (the low ``log2(rs_slots)`` bits of the bucket) has a live chain tail,
+  the operation is appended to that chain, else it queues its bucket read (new-heads FIFO). A
+  tail that retires in this very cycle takes no successor: the operation heads a new chain. (The
+  RTL finds the tail by comparing the slot with every live entry; the model keeps a table of
+  each slot's latest entry, which names the same tail: the two are equivalent);
 - memory port: one request per cycle, write-backs first, then reads of chain successors, then
   reads of new heads; reads are refused while ``outstanding`` reads are in flight (the
   memory's ``ready`` drops, holding whatever request is offered); data return ``latency``
@@ -39,9 +40,17 @@ from __future__ import annotations
 
 from collections import deque
 
-from models.kvdirect.rtl_model import EX_STAGES, PipelineParams, Request, RTLStore, bucket_of, execute
+from models.kvdirect.rtl_model import (
+    EX_STAGES,
+    FRONT_STAGES,
+    PipelineParams,
+    Request,
+    RTLStore,
+    bucket_of,
+    execute,
+)
 
-__all__ = ["simulate_cycles", "EX_STAGES"]
+__all__ = ["simulate_cycles", "EX_STAGES", "FRONT_STAGES"]
 
 
 def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, outstanding: int,
@@ -85,7 +94,7 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
     wf_depth, rf_depth = params.write_fifo_depth, params.resp_fifo_depth
     max_cycles = max_cycles or 200 * n + 50 * latency + 1000
 
-    stages: list[int | None] = [None] * 4          # op index in hash stages 1..4 (4: dispatch)
+    stages: list[int | None] = [None] * FRONT_STAGES  # op index in the front stages (the last: dispatch)
     nxt_in = 0
     live: list[int | None] = [None] * N             # entry -> op index
     free: deque[int] = deque(range(N))              # free entries, in the order they were freed
@@ -109,7 +118,7 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
         # -- combinational view of this cycle, from the registered state ------------------------
         ready = reads_out < outstanding                    # memory ready (reads_out == its count)
         cur = mem[0][1] if mem and mem[0][0] <= now else None
-        d_op = stages[3]
+        d_op = stages[-1]
         disp = d_op is not None and bool(free)
         if d_op is not None and not free:
             stats["stall_full"] += 1
@@ -139,7 +148,7 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
             sel = "d"
         else:
             sel = None
-        accept_in = stages[3] is None or disp            # i.ready (adv)
+        accept_in = stages[-1] is None or disp           # i.ready (adv)
         # -- clock edge -------------------------------------------------------------------------
         if rf:                                           # the sink takes one response per cycle
             rf.popleft()
@@ -193,10 +202,10 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
         if accept_in:
             if nxt_in < n:
                 first_in = now if first_in is None else first_in
-                stages = [nxt_in, *stages[:3]]
+                stages = [nxt_in, *stages[:-1]]
                 nxt_in += 1
             else:
-                stages = [None, *stages[:3]]
+                stages = [None, *stages[:-1]]
     else:
         raise RuntimeError(f"the KV-Direct cycle model did not finish {n} operations in {max_cycles} cycles")
     stats["mem_writes"] += wf  # write-backs still queued after the last response beat

@@ -46,7 +46,8 @@ from .store import KVStore
 __all__ = ["PipelineParams", "RTLStore", "Request", "Response", "pack_request", "unpack_request",
            "pack_response", "unpack_response", "golden_run", "key_to_bytes", "bucket_of",
            "predict_ops_per_cycle", "make_stream", "GET", "PUT", "DELETE", "ATOMIC",
-           "OK", "NOT_FOUND", "FULL", "ERROR", "REQ_BITS", "RESP_BITS", "LINE_ADDR_BITS", "EX_STAGES"]
+           "OK", "NOT_FOUND", "FULL", "ERROR", "REQ_BITS", "RESP_BITS", "LINE_ADDR_BITS", "EX_STAGES",
+           "HASH_STAGES", "FRONT_STAGES", "PIPE_CYCLES"]
 
 GET, PUT, DELETE, ATOMIC = 0, 1, 2, 3
 OK, NOT_FOUND, FULL, ERROR = 0, 1, 2, 3
@@ -55,6 +56,16 @@ RESP_BITS = 76
 LINE_ADDR_BITS = 30
 EX_STAGES = 4
 """Execute pipeline stages of the RTL (x1 issue, x2 match, x3 decide, x4 ALU; an op retires from x4)."""
+HASH_STAGES = 5
+"""Stages of the RTL key hash (:class:`hdl.kvdirect.hash.KeyHash`: CRC, then two stages per 32x32
+constant multiplication, products and their sum)."""
+FRONT_STAGES = HASH_STAGES + 1
+"""Stages from an accepted request to its dispatch: the hash, then the dispatch stage (bucket
+index and the reservation station's chain match, registered)."""
+PIPE_CYCLES = FRONT_STAGES + EX_STAGES + 3
+"""Cycles of an op that heads its chain besides the memory round trip, from its accept cycle to
+its response beat inclusive: the front stages, the cycle its read takes the memory port, the
+execute stages, the response FIFO and the output beat (13; it was 11 with a 3-stage hash)."""
 KEY_BYTES = 8
 VALUE_BYTES = 8
 _M64 = (1 << 64) - 1
@@ -284,7 +295,7 @@ def make_stream(n_ops: int, n_keys: int, dist: str, seed: int, mix: dict | None 
 
 # --- throughput model ---------------------------------------------------------------------------
 def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: int, outstanding: int,
-                          forward: bool, pipeline_cycles: int = 10) -> dict:
+                          forward: bool, pipeline_cycles: int = PIPE_CYCLES - 1) -> dict:
     """Predicted steady-state operations per cycle of the RTL on ``reqs``.
 
     The bounds, as in :mod:`models.kvdirect.perf` (steps 1, 3, 4 and 6) but in cycles:
@@ -305,8 +316,8 @@ def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: 
       successor issues when its predecessor retires): ``1 / (f * EX_STAGES)``. The share is
       taken over windows of ``entries`` ops (a chain only forms in flight).
 
-    ``pipeline_cycles`` (default 10) is the RTL's fixed latency outside the memory: 3 hash + 1
-    tail read + 1 dispatch + 4 execute + 1 response FIFO.
+    ``pipeline_cycles`` (default ``PIPE_CYCLES - 1`` = 12) is the RTL's fixed latency outside the
+    memory: 5 hash + 1 dispatch + 1 memory port + 4 execute + 1 response FIFO.
     """
     b = np.array([bucket_of(r.key, params.n_buckets) for r in reqs], dtype=np.int64)
     n = len(b)

@@ -5,7 +5,7 @@ import pytest
 from cosim.flow.synth import _patched_lutram_lib, synthesize
 
 # 1024 words x 6 bits, one address shared by the write and the asynchronous read: the shape of
-# the KV-Direct tail table. Unpatched, Yosys picks a single-port option "ABITS 16" that its own
+# the KV-Direct pipeline's former tail table. Unpatched, Yosys picks a single-port option "ABITS 16" that its own
 # map file cannot build and stops with "invalid OPTION_ABITS/WIDTH combination".
 DEEP_SP = """
 module deep_sp(input clk, input we, input [9:0] a, input [5:0] d, output [5:0] q);

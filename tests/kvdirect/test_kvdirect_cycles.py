@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from models.kvdirect.cycles import EX_STAGES, simulate_cycles
-from models.kvdirect.rtl_model import GET, PUT, PipelineParams, Request, bucket_of, make_stream
+from models.kvdirect.rtl_model import GET, PIPE_CYCLES, PUT, PipelineParams, Request, bucket_of, make_stream
 
 P = PipelineParams(memory_bytes=8192, entries=8, rs_slots=64)
 
@@ -24,11 +24,11 @@ def _keys_in_distinct_buckets(n: int, p: PipelineParams) -> list[int]:
 
 
 @pytest.mark.parametrize("latency", [5, 40])
-def test_one_op_takes_latency_plus_eleven(latency):
-    # RTL docstring: 3 hash + 1 tail read + 1 dispatch + the memory round trip + 4 execute + 1 response FIFO,
-    # counted from the accept cycle to the response beat inclusive
+def test_one_op_takes_latency_plus_thirteen(latency):
+    # RTL docstring: 5 hash + 1 dispatch + 1 memory port + the memory round trip + 4 execute + 1 response FIFO
+    # + the output beat, counted from the accept cycle to the response beat inclusive
     r = simulate_cycles(P, [Request(0, GET, 7)], latency, 4)
-    assert r["cycles"] == latency + 11 and r["mem_reads"] == 1 and r["mem_writes"] == 0
+    assert r["cycles"] == latency + 13 == latency + PIPE_CYCLES and r["mem_reads"] == 1 and r["mem_writes"] == 0
 
 
 def test_forwarding_runs_a_same_bucket_chain_at_one_op_per_execute_pass():
@@ -36,7 +36,7 @@ def test_forwarding_runs_a_same_bucket_chain_at_one_op_per_execute_pass():
     reqs = [Request(i, PUT, 7, i) for i in range(6)]
     on = simulate_cycles(P, reqs, 40, 4, forward=True)
     off = simulate_cycles(P, reqs, 40, 4, forward=False)
-    assert on["cycles"] == 40 + 11 + 5 * EX_STAGES
+    assert on["cycles"] == 40 + 13 + 5 * EX_STAGES
     assert on["forwarded"] == 5 and on["mem_reads"] == 1 and on["mem_writes"] == 1
     assert off["mem_reads"] == 6 and off["forwarded"] == 0
     assert off["cycles"] > 6 * 40  # every op of the chain pays its own round trip

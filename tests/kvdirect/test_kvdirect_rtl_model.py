@@ -115,10 +115,12 @@ def test_crc_matrix_is_the_zlib_crc():
 
 
 def test_key_hash_rtl_matches_model():
-    """The three-stage RTL hash, simulated with Amaranth's simulator, equals models.hashing."""
+    """The pipelined RTL hash (HASH_STAGES stages), simulated with Amaranth's simulator, equals
+    models.hashing."""
     from amaranth.sim import Simulator
 
     from hdl.kvdirect import KeyHash
+    from models.kvdirect.rtl_model import HASH_STAGES
 
     dut = KeyHash()
     rng = np.random.default_rng(2)
@@ -127,10 +129,10 @@ def test_key_hash_rtl_matches_model():
 
     async def bench(ctx):
         ctx.set(dut.en, 1)
-        for j in range(len(keys) + 3):
+        for j in range(len(keys) + HASH_STAGES):
             ctx.set(dut.key, keys[j] if j < len(keys) else 0)
             await ctx.tick()
-            if j >= 2:
+            if j >= HASH_STAGES - 1:
                 got.append(ctx.get(dut.h))
 
     sim = Simulator(dut)

@@ -64,8 +64,10 @@ from cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, co_simulate,
 from models.kvdirect.rtl_model import (
     ATOMIC,
     EX_STAGES,
+    FRONT_STAGES,
     GET,
     OK,
+    PIPE_CYCLES,
     PUT,
     PipelineParams,
     Request,
@@ -82,10 +84,10 @@ __all__ = ["KVScenarioParams", "KVScenario", "KVModelDevice", "run_model", "run_
 ENGINE = PipelineParams(memory_bytes=8192, entries=32, rs_slots=64)
 """The pipeline of the bridge: 64 buckets of 64 B, 32 operations in flight."""
 
-PIPE_CYCLES = 11
-DISPATCH_CYCLES = 5  # accept -> the cycle a chain head's read can take the memory port
-"""Cycles of a chain head besides the memory round trip: 3 hash + 1 dispatch + 1 execute + 1 response
-FIFO + 1 output beat (the RTL docstring's latency; the bridge measures the RTL's)."""
+DISPATCH_CYCLES = FRONT_STAGES + 1  # accept -> the cycle a chain head's read can take the memory port
+"""Cycles of a chain head besides the memory round trip (``PIPE_CYCLES``, 13): the front stages (5
+hash + 1 dispatch), the memory port, 4 execute, the response FIFO and the output beat (the RTL
+docstring's latency; the bridge measures the RTL's)."""
 
 
 @dataclass(frozen=True)
@@ -561,8 +563,8 @@ NOTES = [
     "Time base: pipeline clock f_clk; a batch that has crossed the network by t enters at cycle ceil(t*f_clk); "
     "an operation's latency runs from its batch's arrival cycle to its response beat.",
     "Model device: golden RTLStore for the responses; op timing from the pipeline's documented latency "
-    "(mem_latency + 11 for a chain head, +4 per forwarded op (one pass of the execute pipeline), one op accepted "
-    "and one executed per cycle, one "
+    f"(mem_latency + {PIPE_CYCLES} for a chain head, +4 per forwarded op (one pass of the execute pipeline), "
+    "one op accepted and one executed per cycle, one "
     "memory-port request per cycle).",
     "Where they differ (the figures are in this run's 'measured' note; the cosim_bridges bench runs one worker, "
     "Zipf 0.99 with forwarding on and off, and uniform keys): with one worker no two batches overlap and the "
