@@ -509,8 +509,9 @@ class Pipeline(wiring.Component):
         match, same = self._stage_match(m, xr[0], xb[0])
         x2_match = Signal.like(match, name="x2_match")
         x2_same = Signal.like(same, name="x2_same")
+        x1_addr = Signal(BB, name="x1_addr")   # the issued op's bucket (line address), set as it issues
         x2_addr = Signal(BB, name="x2_addr")
-        m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(ebkt_a[xe[0]])]
+        m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(x1_addr)]
         # stage B (x2 -> x3)
         mf, ff, old, status, existed, wr, kind, use_old = self._stage_decide(m, xr[1], xb[1], x2_match, x2_same)
         x3 = {n: Signal.like(v, name=f"x3_{n}") for n, v in (("mf", mf), ("ff", ff), ("old", old), ("status", status),
@@ -533,25 +534,34 @@ class Pipeline(wiring.Component):
                                                       x4_vsel.eq(Mux(x3["kind"] == 3, x3["mf"], 0))]
         # The successor of the op in x3 and x4, read from the entry's registers a stage early (as
         # the op moves from x2 to x3) and updated with an op appended to it while it moves on.
-        # (An entry takes at most one successor: once it has one it is no chain's tail. x2's and
-        # x3's entries are not x4's, so the retiring op does not change their candidate bits.)
-        def succ_regs(k):
-            return ({"has": Signal(name=f"x{k}_has_next"), "succ": Signal(E, name=f"x{k}_succ"),
-                     "bkt": Signal(BB, name=f"x{k}_succ_bucket"), "same": Signal(name=f"x{k}_same")})
+        # (An entry takes at most one successor: once it has one it is no chain's tail.) Whether
+        # an op is appended to x2's or x3's entry in a cycle comes from registers too: each of
+        # those stages carries its entry's bits of ``cand``, ``has_next`` and ``samec``, read as
+        # the op enters x2 and kept up to date as the dispatch stage captures a new match (x2's
+        # and x3's entries are not x4's, so the retiring op does not change them).
+        def mirror_next(hit, hasn, samc, bkt):
+            app_ = disp_fire & hit
+            return (Mux(adv, ~hasn & ~app_ & slot_eq(bkt, h_bkt), hit), hasn | app_,
+                    Mux(adv, hi_eq(bkt, h_bkt), samc))
 
-        def appended(k):    # the op in x<k+1> is appended to this cycle
-            a_ = Signal(name=f"x{k + 1}_append")
-            m.d.comb += a_.eq(xv[k] & disp_fire & cand.bit_select(xe[k], 1))
-            return a_
-
-        sx3, sx4 = succ_regs(3), succ_regs(4)
-        app2, app = appended(1), appended(2)
-        m.d.sync += [sx3["has"].eq(has_next.bit_select(xe[1], 1) | app2),
-                     sx3["succ"].eq(Mux(app2, e_new, nxt[xe[1]])),
+        mir = {k: (Signal(name=f"x{k}_cand"), Signal(name=f"x{k}_has_next"), Signal(name=f"x{k}_same_bucket"))
+               for k in (2, 3)}
+        for k, src in ((2, (cand.bit_select(xe[0], 1), has_next.bit_select(xe[0], 1), samec.bit_select(xe[0], 1),
+                            x1_addr)),
+                       (3, (*mir[2], x2_addr))):
+            m.d.sync += [r.eq(v) for r, v in zip(mir[k], mirror_next(*src), strict=True)]
+        app2 = Signal(name="x2_append")    # an op is appended to x2's entry this cycle
+        app = Signal(name="x3_append")     # ... to x3's entry
+        m.d.comb += [app2.eq(xv[1] & disp_fire & mir[2][0]), app.eq(xv[2] & disp_fire & mir[3][0])]
+        sx3 = {"succ": Signal(E, name="x3_succ"), "bkt": Signal(BB, name="x3_succ_bucket"),
+               "same": Signal(name="x3_same")}
+        sx4 = {"has": Signal(name="x4_has_next"), "succ": Signal(E, name="x4_succ"),
+               "bkt": Signal(BB, name="x4_succ_bucket"), "same": Signal(name="x4_same")}
+        m.d.sync += [sx3["succ"].eq(Mux(app2, e_new, nxt[xe[1]])),
                      sx3["bkt"].eq(Mux(app2, d_bkt, nxt_bkt[xe[1]])),
-                     sx3["same"].eq(Mux(app2, samec.bit_select(xe[1], 1), same_next.bit_select(xe[1], 1)))]
-        has3 = sx3["has"] | app
-        same3 = Mux(app, samec.bit_select(xe[2], 1), sx3["same"])
+                     sx3["same"].eq(Mux(app2, mir[2][2], same_next.bit_select(xe[1], 1)))]
+        has3 = mir[3][1] | app
+        same3 = Mux(app, mir[3][2], sx3["same"])
         x4_succ_d = Mux(app, e_new, sx3["succ"])
         m.d.sync += [sx4["has"].eq(has3), sx4["succ"].eq(x4_succ_d),
                      sx4["bkt"].eq(Mux(app, d_bkt, sx3["bkt"])), sx4["same"].eq(same3)]
@@ -589,9 +599,10 @@ class Pipeline(wiring.Component):
             m.d.comb += rp.addr.eq(Mux(fwd_want, succ_c, self.mem_rsp.payload.id))
         m.d.sync += [xv[0].eq(issue), xr[0].eq(Cat(*(rp.data for _, rp, _, _ in rs_mem)))]
         with m.If(fwd):
-            m.d.sync += [xe[0].eq(x4_succ), xb[0].eq(new_b), xd[0].eq(xd[3] | x4["wr"])]
+            m.d.sync += [xe[0].eq(x4_succ), xb[0].eq(new_b), xd[0].eq(xd[3] | x4["wr"]), x1_addr.eq(x4_succ_bkt)]
         with m.Else():
-            m.d.sync += [xe[0].eq(self.mem_rsp.payload.id), xb[0].eq(self.mem_rsp.payload.data), xd[0].eq(0)]
+            m.d.sync += [xe[0].eq(self.mem_rsp.payload.id), xb[0].eq(self.mem_rsp.payload.data), xd[0].eq(0),
+                         x1_addr.eq(ebkt_a[self.mem_rsp.payload.id])]
         rf_pop = rf.r_rdy & rf.r_en
         wf_pop = wf.r_rdy & wf.r_en
         m.d.sync += [rf_res.eq(rf_res + issue - rf_pop),

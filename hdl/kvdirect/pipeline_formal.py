@@ -153,7 +153,8 @@ class PipelineFormal(wiring.Component):
         front = [f"h{k}_valid" for k in range(1, FRONT_STAGES + 1)]
         names = (*front, "live", "reads_out", "fl_count", "fl_nonempty", "x_rf_reserved", "x_wf_reserved",
                  "e_new", "e_new_onehot", "x4_onehot", "x_rf_room", "x_wf_room", "has_next", "x3_has_next",
-                 "x4_has_next", "mq_read_ok", *(n for st in stages for n in st))
+                 "x4_has_next", "mq_read_ok", "d_cand", "x2_cand", "x2_has_next", "x3_cand",
+                 *(n for st in stages for n in st))
         iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
         if "rf" not in subs or not hasattr(subs["rf"], "level"):
@@ -239,10 +240,14 @@ class PipelineFormal(wiring.Component):
         chk(iv["e_new_onehot"] == (1 << iv["e_new"])[:N], "internal: the registered one-hot free entry is wrong")
         chk(iv["x4_onehot"] == Mux(iv["x4_valid"], (1 << iv["x4_e"])[:N], 0),
             "internal: x4's registered one-hot is wrong")
-        for k in (3, 4):
+        for k in (2, 3, 4):
             with m.If(iv[f"x{k}_valid"]):
                 chk(iv[f"x{k}_has_next"] == iv["has_next"].bit_select(iv[f"x{k}_e"], 1),
                     f"internal: x{k}'s early-read successor flag disagrees with its entry's")
+        for k in (2, 3):
+            with m.If(iv[f"x{k}_valid"]):
+                chk(iv[f"x{k}_cand"] == iv["d_cand"].bit_select(iv[f"x{k}_e"], 1),
+                    f"internal: x{k}'s copy of its entry's chain-match bit disagrees with the match")
         with m.If(iv["fl_nonempty"]):
             chk(~iv["live"].bit_select(iv["e_new"], 1), "internal: the free list's head entry is live")
         n_exec = sum(iv[v] for v, _ in stages)
