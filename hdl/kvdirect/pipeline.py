@@ -395,9 +395,13 @@ class Pipeline(wiring.Component):
         # --- reservation station state -----------------------------------------------------
         live = Signal(N)
         has_next = Signal(N)
-        nxt = Array(Signal(E, name=f"next{k}") for k in range(N))
-        nxt_bkt = Array(Signal(BB, name=f"next_bucket{k}") for k in range(N))
-        same_next = Signal(N)                  # the successor is on the same bucket (not just slot)
+        # each entry's successor: its number, its bucket and whether that is the entry's own bucket
+        # (not just slot), in a LUT RAM written at the tail's number as an op is appended and read
+        # at x2's entry (a 64-way multiplexer of flip-flops there was 9-11 ns)
+        m.submodules.succ_store = succ_store = Memory(shape=E + BB + 1, depth=N, init=[],
+                                                      attrs={"ram_style": "distributed"})
+        sc_w = succ_store.write_port()
+        sc_r = succ_store.read_port(domain="comb")
         ebkt = [Signal(BB, name=f"bucket{k}") for k in range(N)]
         ebkt_a = Array(ebkt)
         # the request store: LUT RAM read into the x1 register as an op issues (``ram_style``:
@@ -487,11 +491,14 @@ class Pipeline(wiring.Component):
         m.d.sync += [fl_tail.eq(fl_tail + xv[3]),
                      fl_count.eq(fl_count + xv[3] - disp_fire),
                      has_free.eq(xv[3] | (has_free & ~(disp_fire & (fl_count == 1))))]
+        # the tail's number: the one-hot match encoded (an OR of 32 match bits per number bit)
+        t_enc = Signal(E, name="d_tail")
+        m.d.comb += t_enc.eq(_or_each([Mux(chain[k], k, 0) for k in range(N)]))
+        m.d.comb += [sc_w.addr.eq(t_enc), sc_w.data.eq(Cat(e_new, d_bkt, (samec & chain).any())),
+                     sc_w.en.eq(disp_fire & busy)]
         for k in range(N):
             with m.If(set_live[k]):
                 m.d.sync += ebkt[k].eq(d_bkt)
-            with m.If(set_next[k]):
-                m.d.sync += [nxt[k].eq(e_new), nxt_bkt[k].eq(d_bkt), same_next[k].eq(samec[k])]
 
         # --- execute: four stages, one op per cycle, no stall -------------------------------
         # An op enters x1 only when the response FIFO and the write-back FIFO have room for one
@@ -509,7 +516,14 @@ class Pipeline(wiring.Component):
         match, same = self._stage_match(m, xr[0], xb[0])
         x2_match = Signal.like(match, name="x2_match")
         x2_same = Signal.like(same, name="x2_same")
-        x1_addr = Signal(BB, name="x1_addr")   # the issued op's bucket (line address), set as it issues
+        # the issued op's bucket (line address): both candidates registered every cycle and
+        # picked at x1, so the forward decision selects between two flip-flops, not into the
+        # 64-way multiplexer of entry buckets behind mem_rsp's id (96.7 MHz)
+        x1_addr_f = Signal(BB, name="x1_addr_forwarded")
+        x1_addr_r = Signal(BB, name="x1_addr_read")
+        x1_fwd = Signal(name="x1_forwarded")
+        x1_addr = Signal(BB, name="x1_addr")
+        m.d.comb += x1_addr.eq(Mux(x1_fwd, x1_addr_f, x1_addr_r))
         x2_addr = Signal(BB, name="x2_addr")
         m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(x1_addr)]
         # stage B (x2 -> x3)
@@ -557,9 +571,10 @@ class Pipeline(wiring.Component):
                "same": Signal(name="x3_same")}
         sx4 = {"has": Signal(name="x4_has_next"), "succ": Signal(E, name="x4_succ"),
                "bkt": Signal(BB, name="x4_succ_bucket"), "same": Signal(name="x4_same")}
-        m.d.sync += [sx3["succ"].eq(Mux(app2, e_new, nxt[xe[1]])),
-                     sx3["bkt"].eq(Mux(app2, d_bkt, nxt_bkt[xe[1]])),
-                     sx3["same"].eq(Mux(app2, mir[2][2], same_next.bit_select(xe[1], 1)))]
+        m.d.comb += sc_r.addr.eq(xe[1])
+        m.d.sync += [sx3["succ"].eq(Mux(app2, e_new, sc_r.data[:E])),
+                     sx3["bkt"].eq(Mux(app2, d_bkt, sc_r.data[E:E + BB])),
+                     sx3["same"].eq(Mux(app2, mir[2][2], sc_r.data[E + BB]))]
         has3 = mir[3][1] | app
         same3 = Mux(app, mir[3][2], sx3["same"])
         x4_succ_d = Mux(app, e_new, sx3["succ"])
@@ -599,10 +614,10 @@ class Pipeline(wiring.Component):
             m.d.comb += rp.addr.eq(Mux(fwd_want, succ_c, self.mem_rsp.payload.id))
         m.d.sync += [xv[0].eq(issue), xr[0].eq(Cat(*(rp.data for _, rp, _, _ in rs_mem)))]
         with m.If(fwd):
-            m.d.sync += [xe[0].eq(x4_succ), xb[0].eq(new_b), xd[0].eq(xd[3] | x4["wr"]), x1_addr.eq(x4_succ_bkt)]
+            m.d.sync += [xe[0].eq(x4_succ), xb[0].eq(new_b), xd[0].eq(xd[3] | x4["wr"])]
         with m.Else():
-            m.d.sync += [xe[0].eq(self.mem_rsp.payload.id), xb[0].eq(self.mem_rsp.payload.data), xd[0].eq(0),
-                         x1_addr.eq(ebkt_a[self.mem_rsp.payload.id])]
+            m.d.sync += [xe[0].eq(self.mem_rsp.payload.id), xb[0].eq(self.mem_rsp.payload.data), xd[0].eq(0)]
+        m.d.sync += [x1_fwd.eq(fwd), x1_addr_f.eq(x4_succ_bkt), x1_addr_r.eq(ebkt_a[self.mem_rsp.payload.id])]
         rf_pop = rf.r_rdy & rf.r_en
         wf_pop = wf.r_rdy & wf.r_en
         m.d.sync += [rf_res.eq(rf_res + issue - rf_pop),
