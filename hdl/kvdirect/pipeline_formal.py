@@ -153,7 +153,7 @@ class PipelineFormal(wiring.Component):
         front = [f"h{k}_valid" for k in range(1, FRONT_STAGES + 1)]
         names = (*front, "live", "reads_out", "fl_count", "fl_nonempty", "x_rf_reserved", "x_wf_reserved",
                  "e_new", "e_new_onehot", "x4_onehot", "x_rf_room", "x_wf_room", "has_next", "x3_has_next",
-                 "x4_has_next", "mq_read_ok", "d_cand", "x2_cand", "x2_has_next", "x3_cand",
+                 "x4_has_next", "mq_read_ok", "d_cand", "x2_cand", "x2_has_next", "x3_cand", "x4_cand",
                  *(n for st in stages for n in st))
         iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
@@ -244,7 +244,7 @@ class PipelineFormal(wiring.Component):
             with m.If(iv[f"x{k}_valid"]):
                 chk(iv[f"x{k}_has_next"] == iv["has_next"].bit_select(iv[f"x{k}_e"], 1),
                     f"internal: x{k}'s early-read successor flag disagrees with its entry's")
-        for k in (2, 3):
+        for k in (2, 3, 4):
             with m.If(iv[f"x{k}_valid"]):
                 chk(iv[f"x{k}_cand"] == iv["d_cand"].bit_select(iv[f"x{k}_e"], 1),
                     f"internal: x{k}'s copy of its entry's chain-match bit disagrees with the match")
