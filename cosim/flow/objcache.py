@@ -10,6 +10,11 @@ runtime, read from the installed wheels) is looked up in the cache folder under 
 - the command line (without the output path) and the compiler's resolved path, size and mtime,
 - the source text,
 - the name, size and mtime of every file beside the source (the runtime's headers);
+- the text of every header the source includes in quotes that the build directory holds: cocotb's
+  ``verilator.cpp`` main includes the design's ``Vtop.h`` and allocates ``new Vtop``, whose size
+  grows with the design's ports. Without this its object, compiled for one design, was reused for
+  a design with more ports, the model's constructor wrote past the allocation and some simulations
+  crashed (SIGSEGV) depending on which design compiled it first (the test order);
 
 a hit copies the cached object (and its ``.d`` dependency file) into place, a miss compiles and
 stores them. Any other compile (the design's own model) runs unchanged. Standard library only: the
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,7 +61,17 @@ def cacheable(args: list[str], cwd: str) -> tuple[str, str] | None:
     return path, out
 
 
-def key(args: list[str], source: str, out: str) -> str:
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+
+def local_headers(source_text: bytes, cwd: str) -> list[str]:
+    """The headers ``source_text`` includes in quotes that exist in ``cwd`` (the build directory:
+    generated, design-specific), sorted."""
+    names = {m.group(1).decode(errors="replace") for m in _INCLUDE.finditer(source_text)}
+    return sorted(n for n in names if os.path.isfile(os.path.join(cwd, n)))
+
+
+def key(args: list[str], source: str, out: str, cwd: str | None = None) -> str:
     h = hashlib.sha256()
     cmd = [a for a in args if a != out and a != "-o" + out and a != "-o"]
     h.update("\0".join(cmd).encode())
@@ -68,7 +84,12 @@ def key(args: list[str], source: str, out: str) -> str:
         except OSError:
             h.update(p.encode())
     with open(source, "rb") as f:
-        h.update(hashlib.sha256(f.read()).digest())
+        text = f.read()
+    h.update(hashlib.sha256(text).digest())
+    here = cwd if cwd is not None else os.getcwd()
+    for name in local_headers(text, here):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
     folder = os.path.dirname(source)
     for name in sorted(os.listdir(folder)):
         try:

@@ -80,3 +80,37 @@ def test_runner_sets_objcache_unless_the_user_has_one(tmp_path, monkeypatch):
     monkeypatch.delenv("OBJCACHE")
     monkeypatch.setenv("HWCOSIM_OBJCACHE", "0")
     assert runner._objcache_makeflag() == ""
+
+
+def test_a_header_from_the_build_folder_is_part_of_the_key(tmp_path):
+    # cocotb's verilator.cpp main includes the design's Vtop.h: its object must not be shared by
+    # designs whose Vtop differs (a larger Vtop overran the allocation the cached main made)
+    (tmp_path / "lib").mkdir()
+    src = tmp_path / "lib" / "main.cpp"
+    src.write_text('#include <memory>\n#include "Vtop.h"\nint main() { return sizeof(Vtop) > 0; }\n')
+    a, b, c = (tmp_path / d for d in "abc")
+    for d, ports in ((a, 2), (b, 9), (c, 2)):
+        d.mkdir()
+        (d / "Vtop.h").write_text("struct Vtop { " + " ".join(f"int p{i};" for i in range(ports)) + " };\n")
+    args = ["c++", "-O0", "-c", "-o", "main.o", str(src)]
+    ka, kb, kc = (objcache.key(args, str(src), "main.o", str(d)) for d in (a, b, c))
+    assert ka != kb and ka == kc
+    assert objcache.local_headers(src.read_bytes(), str(a)) == ["Vtop.h"]
+    assert objcache.local_headers(src.read_bytes(), str(tmp_path / "lib")) == []
+
+
+@needs_cxx
+def test_designs_with_different_tops_get_their_own_main_object(tmp_path):
+    (tmp_path / "lib").mkdir()
+    src = tmp_path / "lib" / "main.cpp"
+    src.write_text('#include "Vtop.h"\nunsigned long top_size() { return sizeof(Vtop); }\n')
+    cache = tmp_path / "cache"
+    for d, ports in (("small", 1), ("large", 40)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "Vtop.h").write_text("struct Vtop { " + " ".join(f"long p{i};" for i in range(ports))
+                                             + " };\n")
+        r = subprocess.run([sys.executable, "-S", str(LAUNCHER), str(cache), "c++", "-O0", "-I.", "-c", "-o", "main.o",
+                            str(src)], cwd=tmp_path / d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "small" / "main.o").read_bytes() != (tmp_path / "large" / "main.o").read_bytes()
+    assert len([p for p in cache.iterdir() if p.suffix == ".o"]) == 2
