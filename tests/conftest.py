@@ -64,11 +64,10 @@ def run_folder_checks(tmp_path_factory, capsys):
 
 # ---- scheduling ------------------------------------------------------------------------------
 def pytest_collection_modifyitems(config, items):
-    """Start the longest tests first: the formal checks' solver runs (one of them, the LSTM's data
-    BMC, takes about 5 minutes alone), so pytest-xdist's other worker and its work stealing fill
-    in around them instead of one of them running on after every other test has finished (12:22 of
-    pytest on 2 cores when it ran last, about 9-10 minutes otherwise). The order within each group
-    is kept."""
+    """Start the longest tests first: the formal checks' solver runs, so pytest-xdist's other worker
+    and its work stealing fill in around them instead of one of them running on alone after every
+    other test has finished. (The LSTM's data BMC, 5.5 minutes at depth 24, is marked slow and runs
+    in make formal; it goes first when selected.) The order within each group is kept."""
     def rank(item):
         if "test_fast_check[" not in item.nodeid:
             return 2
