@@ -579,7 +579,7 @@ class Pipeline(wiring.Component):
         sx3 = {"succ": Signal(E, name="x3_succ"), "bkt": Signal(BB, name="x3_succ_bucket"),
                "same": Signal(name="x3_same")}
         sx4 = {"has": Signal(name="x4_has_next"), "succ": Signal(E, name="x4_succ"),
-               "bkt": Signal(BB, name="x4_succ_bucket"), "same": Signal(name="x4_same")}
+               "bkt": Signal(BB, name="x4_succ_bucket")}
         m.d.comb += sc_r.addr.eq(xe[1])
         m.d.sync += [sx3["succ"].eq(Mux(app2, e_new, sc_r.data[:E])),
                      sx3["bkt"].eq(Mux(app2, d_bkt, sc_r.data[E:E + BB])),
@@ -588,7 +588,7 @@ class Pipeline(wiring.Component):
         same3 = Mux(app, mir[3][2], sx3["same"])
         x4_succ_d = Mux(app, e_new, sx3["succ"])
         m.d.sync += [sx4["has"].eq(has3), sx4["succ"].eq(x4_succ_d),
-                     sx4["bkt"].eq(Mux(app, d_bkt, sx3["bkt"])), sx4["same"].eq(same3)]
+                     sx4["bkt"].eq(Mux(app, d_bkt, sx3["bkt"]))]
         x4_has, x4_succ, x4_succ_bkt = sx4["has"], sx4["succ"], sx4["bkt"]
         x4_fwdc = Signal(name="x4_forward_candidate")   # x4 holds an op whose successor is on its bucket
         x4_wb = Signal(name="x4_writes_back")            # x4 holds an op whose run changed the bucket
