@@ -153,7 +153,8 @@ class PipelineFormal(wiring.Component):
         front = [f"h{k}_valid" for k in range(1, FRONT_STAGES + 1)]
         names = (*front, "live", "reads_out", "fl_count", "fl_nonempty", "x_rf_reserved", "x_wf_reserved",
                  "e_new", "e_new_onehot", "x4_onehot", "x_rf_room", "x_wf_room", "has_next", "x3_has_next",
-                 "x4_has_next", "mq_read_ok", "d_cand", "x2_cand", "x2_has_next", "x3_cand", "x4_cand",
+                 "x4_has_next", "mq_read_ok", "d_cand", "d_cand_any", "x4_writes_back",
+                 "x2_cand", "x2_has_next", "x3_cand", "x4_cand",
                  *(n for st in stages for n in st))
         iv = internals(frag, names, "Pipeline", _WHERE)
         subs = {name: sub.origins[0] for sub, name, *_ in frag.subfragments if getattr(sub, "origins", None)}
@@ -162,6 +163,8 @@ class PipelineFormal(wiring.Component):
         rf = subs["rf"]
         rf_frag = next(sub for sub, name, *_ in frag.subfragments if name == "rf")
         rfi = internals(rf_frag, ("produce", "consume"), "Pipeline response FIFO", _WHERE)
+        wf_frag = next(sub for sub, name, *_ in frag.subfragments if name == "wf")
+        wfi = internals(wf_frag, ("produce", "consume"), "StagedFIFO", _WHERE)
 
         chk = Props(m, PROPERTIES, self.props, "KV-Direct")
         i, o, mq, mr = self.i, self.o, self.mem_req, self.mem_rsp
@@ -256,6 +259,14 @@ class PipelineFormal(wiring.Component):
         chk(iv["x_wf_reserved"] == wf.level + n_exec, "internal: write-back credits != its level + executing ops")
         chk(iv["x_rf_room"] == (iv["x_rf_reserved"] < rf.depth), "internal: the registered response-FIFO room is wrong")
         chk(iv["x_wf_room"] == (iv["x_wf_reserved"] < wf.depth), "internal: the registered write-back room is wrong")
+        wspan = Mux(wfi["produce"] >= wfi["consume"], wfi["produce"] - wfi["consume"],
+                    wfi["produce"] + wf.depth - wfi["consume"])
+        chk(wspan == Mux(wf.level == wf.depth, 0, wf.level),
+            "internal: write-back FIFO pointers disagree with its level")
+        # the write-back word is staged from x4's registered flag: the FIFO has room for it then
+        chk(~iv["x4_writes_back"] | (iv["x4_valid"] & (wf.level < wf.depth)),
+            "internal: a write-back staged with no op in x4 or no room in its FIFO")
+        chk(iv["d_cand_any"] == iv["d_cand"].any(), "internal: the registered match flag disagrees with the match")
         for v, e in stages:
             chk(~iv[v] | iv["live"].bit_select(iv[e], 1), "internal: executing an entry that is not live")
             chk(~iv[v] | ~reading.bit_select(iv[e], 1), "memory: executing an entry whose read is in flight")
@@ -280,8 +291,8 @@ class BypassPipeline(Pipeline):
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        cand = internals(m, ("d_cand",), "Pipeline", _WHERE)["d_cand"]
-        m.d.comb += cand.eq(0)
+        iv = internals(m, ("d_cand", "d_cand_any"), "Pipeline", _WHERE)
+        m.d.comb += [iv["d_cand"].eq(0), iv["d_cand_any"].eq(0)]
         return m
 
 
