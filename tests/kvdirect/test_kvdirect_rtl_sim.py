@@ -80,3 +80,54 @@ def test_a_wrong_golden_memory_image_fails_the_simulation(tmp_path, monkeypatch)
     monkeypatch.setattr(ck, "golden_run", corrupt)
     with pytest.raises(SimFailure, match="1 of 64 bucket lines differ"):
         run_pipeline(PA, make_stream(60, 20, "uniform", 1), latency=5, outstanding=4, test_dir=tmp_path)
+
+
+def _colliding_stream(p, sizes, n_ops: int, seed: int) -> list[Request]:
+    """PUTs, GETs and DELETEs on groups of keys that share a bucket (``sizes``: keys per group),
+    with values from {1, 2}. A bucket holds two inline KVs, so with two keys PUTs repeat a
+    key's value where it stands (no write) or after a DELETE of the other key left an earlier
+    free run (the KV moves: a write), updates land in full buckets, and a third key finds its
+    bucket full."""
+    import random
+
+    from models.kvdirect.rtl_model import DELETE, GET, PUT, bucket_of
+
+    rng = random.Random(seed)
+    groups, by_bucket, k = [], {}, 1
+    while len(groups) < len(sizes):
+        b = bucket_of(k, p.n_buckets)
+        by_bucket.setdefault(b, []).append(k)
+        if len(by_bucket[b]) == sizes[len(groups)]:
+            groups.append(by_bucket[b])
+            by_bucket[b] = [None] * 9          # a bucket serves one group
+        k += 1
+    ops = rng.choices([PUT, GET, DELETE], weights=[4, 1, 2], k=n_ops)
+    return [Request(i & 0xFF, op, rng.choice(rng.choice(groups)), rng.choice((1, 2)))
+            for i, op in enumerate(ops)]
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["chained", "forwarded"])
+def test_repeated_puts_in_crowded_buckets_write_only_when_the_bucket_changes(tmp_path, forward):
+    from models.kvdirect.rtl_model import OK, PUT, RTLStore, bucket_of, execute, key_to_bytes
+
+    reqs = _colliding_stream(PA, (2, 2, 3), 300, seed=7)
+    # the stream reaches every case of the PUT's write decision (counted on the golden store)
+    cases = {"same value, not written": 0, "same value, moved": 0, "update in a full bucket": 0}
+    store = RTLStore(PA)
+    keys = {r.key for r in reqs}
+    for r in reqs:
+        before = store.get(key_to_bytes(r.key))
+        neighbours = sum(store.get(key_to_bytes(q)) is not None for q in keys
+                         if q != r.key and bucket_of(q, PA.n_buckets) == bucket_of(r.key, PA.n_buckets))
+        resp = execute(store, r)
+        if r.opcode == PUT and resp.status == OK and before is not None:
+            if int.from_bytes(before, "little") == r.operand:
+                cases["same value, not written" if store.last.writes == 0 else "same value, moved"] += 1
+            if neighbours == 1:
+                cases["update in a full bucket"] += 1
+    assert all(cases.values()), cases
+    res = run_pipeline(PA, reqs, latency=10, outstanding=6, forward=forward, test_dir=tmp_path)
+    mt = res.metrics
+    assert mt["mismatches"] == 0 and mt["bad_lines"] == 0
+    if not forward:
+        assert (mt["mem_reads"], mt["mem_writes"]) == (mt["golden_reads"], mt["golden_writes"]), mt
