@@ -43,7 +43,7 @@ store (not written yet).
 from __future__ import annotations
 
 from amaranth import Module
-from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
+from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from hdl.common.formal import Props, assert_sink, assume_source, internals, past
@@ -153,7 +153,7 @@ class PipelineFormal(wiring.Component):
         front = [f"h{k}_valid" for k in range(1, FRONT_STAGES + 1)]
         names = (*front, "live", "reads_out", "fl_count", "fl_nonempty", "x_rf_reserved", "x_wf_reserved",
                  "e_new", "e_new_onehot", "x4_onehot", "x_rf_room", "x_wf_room", "has_next", "x3_has_next",
-                 "x4_has_next", "mq_read_ok", "d_cand", "d_cand_any", "x4_writes_back",
+                 "x4_has_next", "mq_read_ok", "d_cand", "d_cand_any_q", "x4_writes_back",
                  "x2_cand", "x2_has_next", "x3_cand", "x4_cand",
                  *(n for st in stages for n in st))
         iv = internals(frag, names, "Pipeline", _WHERE)
@@ -266,7 +266,9 @@ class PipelineFormal(wiring.Component):
         # the write-back word is staged from x4's registered flag: the FIFO has room for it then
         chk(~iv["x4_writes_back"] | (iv["x4_valid"] & (wf.level < wf.depth)),
             "internal: a write-back staged with no op in x4 or no room in its FIFO")
-        chk(iv["d_cand_any"] == iv["d_cand"].any(), "internal: the registered match flag disagrees with the match")
+        cq, cd = iv["d_cand_any_q"], iv["d_cand"]
+        chk(cq == Cat(*(cd[g:g + 16].any() for g in range(0, len(cd), 16))),
+            "internal: the registered match flags disagree with the match")
         for v, e in stages:
             chk(~iv[v] | iv["live"].bit_select(iv[e], 1), "internal: executing an entry that is not live")
             chk(~iv[v] | ~reading.bit_select(iv[e], 1), "memory: executing an entry whose read is in flight")
