@@ -80,10 +80,11 @@ routing). The 4-stage execute closed at 46.7 MHz (1 seed; 10,405 LUT4, 6 DP16KD)
 the tail table above, the new bucket composed whole at x4 and forwarded into x1, and the
 memory engine's 64-way multiplexer of entry buckets behind the FIFO heads. This version removes
 all three, splits the hash's multiplications, keeps each entry's successor in LUT RAM and
-registers every handshake that reached a wide enable; its board configuration closes at 96.9 /
-97.3 MHz (min / median of 3 seeds; 10,702 LUT4, 0 DP16KD), limited by two LUT-RAM FIFO write
-enables: the dispatch match's OR into the new-heads FIFO, and the forward decision into the
-512-bit write-back FIFO (``docs/boards/results.json`` holds the measured figures).
+registers every handshake that reached a wide enable, and starts every LUT-RAM FIFO write enable
+at registers (a registered match flag per 16 entries; the write-back FIFO's word is staged at x4
+and appended once the forward decision is made: :class:`hdl.common.fifo.StagedFIFO`); its board
+configuration closes at 103.2 / 103.4 MHz (min / median of 3 seeds; 10,831 LUT4, 0 DP16KD), with
+no single path in front (``docs/boards/results.json`` holds the measured figures).
 
 Resources: ``entries x 156`` bits of request store (LUT RAM), the free list (LUT RAM),
 ``entries x (2 x bucket bits + log2(entries) + 3)`` flip-flops, ``entries`` slot and bucket
