@@ -92,6 +92,10 @@ class Design:
         takes ``(params, baud)`` and returns the top; the host module provides ``session`` (the
         coroutine that drives it over :class:`cosim.flow.board.HostLink`), ``compare`` and
         ``run_board_sim`` (``hwcosim board run``).
+    on_board_in : str
+        For a design without a board top of its own: the registered design whose board top
+        carries it (a core inside its AXI top), named when a bitstream or a board run is asked
+        for.
     register_map : str
         ``"module:attribute"`` of the AXI4-Lite register map (a tuple of
         :class:`hdl.common.axil_regs.Reg`) of a top with a control interface; the docs render it.
@@ -125,6 +129,7 @@ class Design:
     sweep: str = ""
     docs: DocsEntry | None = None
     board_tops: tuple = ()
+    on_board_in: str = ""
     register_map: str = ""
     recheck: str = ""
     board_params: Callable[[], Any] | None = None

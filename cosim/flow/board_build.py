@@ -48,7 +48,11 @@ __all__ = ["build_board", "board_top_ref"]
 def board_top_ref(design, name: str | None = None) -> tuple:
     """The ``(name, "module:function", "module:session")`` board top of ``design`` (the first, or the one named)."""
     if not design.board_tops:
-        raise UsageError(f"{design.name} has no board top (a host bridge around the design) yet; "
+        if design.on_board_in:
+            raise UsageError(f"{design.name} has no board top of its own: it runs on a board inside "
+                             f"{design.on_board_in} (use that design's name); --ooc gives Fmax and area "
+                             f"of the core alone")
+        raise UsageError(f"{design.name} has no board top (a host bridge around the design); "
                          f"use --ooc for Fmax and area of the core alone")
     for top in design.board_tops:
         if name in (None, top[0]):

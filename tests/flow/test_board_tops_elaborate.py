@@ -15,6 +15,20 @@ WITH_TOPS = sorted(n for n, d in designs().items() if d.board_tops)
 def test_every_design_but_the_csr_baseline_has_a_board_top():
     assert set(designs()) - set(WITH_TOPS) <= {"bbs-lstm", "fss-gemm", "bbs-csr"}
     assert len(WITH_TOPS) >= 6
+    # a core without a top of its own names the design whose top carries it, and that one has a top
+    for name, d in designs().items():
+        if d.on_board_in:
+            assert not d.board_tops and designs()[d.on_board_in].board_tops, name
+    assert {n for n, d in designs().items() if not d.board_tops and not d.on_board_in} <= {"bbs-csr"}
+
+
+@pytest.mark.parametrize("name,carrier", [("bbs-lstm", "bbs-lstm-axi"), ("fss-gemm", "fss-axi")])
+def test_building_a_core_without_its_own_top_names_the_one_that_carries_it(capsys, name, carrier):
+    from cosim.cli import main
+
+    assert main(["build", name, "--board", "ulx3s-85f"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"inside {carrier}" in err[0], err
 
 
 @pytest.mark.parametrize("name", WITH_TOPS)

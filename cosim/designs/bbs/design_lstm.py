@@ -43,7 +43,7 @@ DESIGNS = [
         formal="hdl.bbs.lstm_formal:formal_checks",
         benches=(("bbs_lstm", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm"),
                  ("bbs_lstm_delta", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm_delta")),
-        docs=LSTM_DOCS),
+        on_board_in="bbs-lstm-axi", docs=LSTM_DOCS),
     Design(
         name="bbs-lstm-axi", top="bbs_lstm_axi", build=_lstm_axi,
         default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),

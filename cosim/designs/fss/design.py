@@ -31,7 +31,7 @@ DESIGNS = [
         recheck="cosim.designs.fss.gemm:recheck",  # run folders of hwcosim cosim serve --device fss
         benches=(("fss_layers", "cosim.designs.fss.bench:bench_fss_layers"),
                  ("fss_synth", "cosim.designs.fss.bench:bench_fss_synth")),
-        docs=DOCS),
+        on_board_in="fss-axi", docs=DOCS),
     Design(
         name="fss-axi", top="fss_axi", build=_axi,
         default_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=256, max_cols=256),
