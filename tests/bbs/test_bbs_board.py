@@ -89,9 +89,17 @@ def test_board_run_needs_a_port_or_sim(capsys):
     assert "--port" in capsys.readouterr().err
 
 
-def test_build_refuses_a_design_without_board_top(capsys):
-    assert main(["build", "bbs-csr", "--board", "ulx3s-85f"]) == 2
-    assert "no board top" in capsys.readouterr().err
+def test_build_refuses_a_design_without_board_top():
+    """(every registered design has a top or runs inside one; a design registered without either)"""
+    import dataclasses
+
+    from cosim.designs import designs
+    from cosim.flow.board_build import board_top_ref
+    from models.errors import UsageError
+
+    bare = dataclasses.replace(designs()["bbs-csr"], board_tops=())
+    with pytest.raises(UsageError, match="bbs-csr has no board top .*use --ooc"):
+        board_top_ref(bare)
 
 
 def test_session_refuses_a_board_built_for_other_parameters():

@@ -73,5 +73,8 @@ DESIGNS = [
         # 16 PEs on the LFE5U-85F: with the default 64, each PE's private copy of the vector (64 LUT-RAM
         # copies written from one bus) left nextpnr with 138k overused wires after 14 minutes; the
         # replication a row-wise CSR engine needs is the cost the BBS engine's banking avoids
-        board_params=lambda: CSRParams(rows=256, cols=72, mults=16, lanes=8)),
+        board_params=lambda: CSRParams(rows=256, cols=72, mults=16, lanes=8),
+        recheck="cosim.designs.bbs.board_csr:recheck",  # hwcosim check of a board run --sim folder
+        # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/bbs/board_csr.py)
+        board_tops=(("uart", "hdl.bbs.board_csr:board_top", "cosim.designs.bbs.board_csr"),)),
 ]
