@@ -110,7 +110,7 @@ def register(sub) -> None:
                    "no --vector is given (default 4)")
     r.add_argument("--steps", type=int, default=3,
                    help="bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets "
-                        "per connection (default 3)")
+                        "per connection; bbs-csr: vectors (default 3)")
     r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
     r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
     add_param_args(r)
