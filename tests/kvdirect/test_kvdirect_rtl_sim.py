@@ -134,11 +134,14 @@ def test_repeated_puts_in_crowded_buckets_write_only_when_the_bucket_changes(tmp
 
 
 def test_more_entries_than_one_match_flag_group(tmp_path):
-    """64 entries (the board configuration's): the dispatch stage's registered match flags
-    cover 16 entries each, and with a long memory latency a hot key's chain spans the groups."""
-    p = PipelineParams(memory_bytes=8192, entries=64, rs_slots=16)
+    """32 entries (the bridge's engine, whose simulation build this shares): the dispatch stage's
+    registered match flags cover 16 entries each, and with a long memory latency a hot key's
+    chain spans both groups."""
+    from cosim.designs.kvdirect.bridge import ENGINE
+
+    assert ENGINE.entries == 32
     reqs = make_stream(300, 12, "zipf", seed=5)
-    res = run_pipeline(p, reqs, latency=60, outstanding=8, forward=True, test_dir=tmp_path)
+    res = run_pipeline(ENGINE, reqs, latency=60, outstanding=8, forward=True, test_dir=tmp_path)
     mt = res.metrics
     assert mt["mismatches"] == 0 and mt["bad_lines"] == 0
-    assert mt["dut_chained"] > 64
+    assert mt["dut_chained"] > 32
