@@ -102,11 +102,13 @@ def test_session_refuses_a_board_with_another_id():
 
 
 @pytest.mark.sim
-def test_board_run_sim_from_the_command_line(tmp_path, capsys):
+def test_board_run_sim_from_the_command_line(tmp_path, capsys, monkeypatch):
+    import hdl.bbs.board_csr as hb
     from cosim.cli import main
 
+    monkeypatch.setattr(hb, "OUTPUTS", (("y", 4),))           # P and this FIFO: the session test's build
     out = tmp_path / "run"
-    assert main(["board", "run", "bbs-csr", "--sim", "--param", "rows=16", "--param", "cols=16", "--param", "mults=4",
+    assert main(["board", "run", "bbs-csr", "--sim", "--param", "rows=32", "--param", "cols=16", "--param", "mults=4",
                  "--param", "lanes=4", "--steps", "2", "--seed", "3", "-o", str(out)]) == 0
-    assert "all 32 result words match the golden model" in capsys.readouterr().out
+    assert "all 64 result words match the golden model" in capsys.readouterr().out
     assert main(["check", str(out)]) == 0
