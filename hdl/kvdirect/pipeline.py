@@ -228,7 +228,7 @@ class Pipeline(wiring.Component):
         holds the PUT's bytes where ``match & rest``). The AND with the match is left to stage B,
         where the match's priority already selects (one LUT less here: 99.4 MHz with it)."""
         match = Signal(len(_STARTS), name="xa_match")
-        same = Signal(len(_STARTS), name="xa_rest")
+        rest_ok = Signal(len(_STARTS), name="xa_rest")
         key, opnd = req.key, req.operand
         for s in _STARTS:
             mk = _kv_masks(s)
@@ -239,15 +239,15 @@ class Pipeline(wiring.Component):
                     & (bucket[8 * (o + 18):8 * (o + 20)] == 0) & bucket[430 + o + 17])
             for t in range(s + 1, s + _KV_SLOTS):
                 rest = rest & (bucket[400 + 3 * t:403 + 3 * t] == 1)
-            m.d.comb += [match[s].eq(hit), same[s].eq(rest)]
-        return match, same
+            m.d.comb += [match[s].eq(hit), rest_ok[s].eq(rest)]
+        return match, rest_ok
 
     @staticmethod
-    def _stage_decide(m: Module, req, bucket, match, same):
+    def _stage_decide(m: Module, req, bucket, match, rest_ok):
         """Stage B: the first match ``mf`` (one-hot), the old value, the first run of 4 free slots
         once the old copy is cleared ``ff`` (one-hot), and the op's status, ``existed`` and
         write flag (a PUT writes unless it finds its key at its first free run with the same
-        bytes: ``same``, stage A's ``rest``, read where ``mf`` is set)."""
+        bytes: stage A's ``rest_ok``, read where ``mf`` is set)."""
         n = len(_STARTS)
         mf = Signal(n, name="xb_mf")
         ff = Signal(n, name="xb_ff")
@@ -278,7 +278,7 @@ class Pipeline(wiring.Component):
         m.d.comb += ff.eq(_or_each([Mux(mf[s], ff_at[s], 0) for s in _STARTS]) | Mux(found, 0, ff_none))
         has_room = found | room_none      # the matched run is free once cleared
         # a PUT finding its first free run at its first match, with the same bytes there
-        put_same = _or_each([mf[s] & same[s] & ff_at[s][s] for s in _STARTS])
+        put_same = _or_each([mf[s] & rest_ok[s] & ff_at[s][s] for s in _STARTS])
         status = Signal(2, name="xb_status")
         existed = Signal(name="xb_existed")
         wr = Signal(name="xb_write")
@@ -551,9 +551,9 @@ class Pipeline(wiring.Component):
         m.d.comb += room.eq(room_r & room_w)
 
         # stage A (x1 -> x2)
-        match, same = self._stage_match(m, xr[0], xb[0])
+        match, rest_ok = self._stage_match(m, xr[0], xb[0])
         x2_match = Signal.like(match, name="x2_match")
-        x2_same = Signal.like(same, name="x2_rest")
+        x2_rest = Signal.like(rest_ok, name="x2_rest")
         # the issued op's bucket (line address): both candidates registered every cycle and
         # picked at x1, so the forward decision selects between two flip-flops, not into the
         # 64-way multiplexer of entry buckets behind mem_rsp's id (96.7 MHz)
@@ -563,9 +563,9 @@ class Pipeline(wiring.Component):
         x1_addr = Signal(BB, name="x1_addr")
         m.d.comb += x1_addr.eq(Mux(x1_fwd, x1_addr_f, x1_addr_r))
         x2_addr = Signal(BB, name="x2_addr")
-        m.d.sync += [x2_match.eq(match), x2_same.eq(same), x2_addr.eq(x1_addr)]
+        m.d.sync += [x2_match.eq(match), x2_rest.eq(rest_ok), x2_addr.eq(x1_addr)]
         # stage B (x2 -> x3)
-        mf, ff, old, status, existed, wr, kind, use_old = self._stage_decide(m, xr[1], xb[1], x2_match, x2_same)
+        mf, ff, old, status, existed, wr, kind, use_old = self._stage_decide(m, xr[1], xb[1], x2_match, x2_rest)
         x3 = {n: Signal.like(v, name=f"x3_{n}") for n, v in (("mf", mf), ("ff", ff), ("old", old), ("status", status),
               ("existed", existed), ("wr", wr), ("kind", kind), ("use_old", use_old), ("addr", x2_addr))}
         m.d.sync += [x3["mf"].eq(mf), x3["ff"].eq(ff), x3["old"].eq(old), x3["status"].eq(status),
