@@ -212,9 +212,14 @@ class PipelineFormal(wiring.Component):
         assert_sink(m, o, has_past, chk, "handshake", "o")
         # (what makes the rule inductive: the FIFO's pointers agree with its level)
         chk(rf.level <= rf.depth, "handshake: response FIFO level above its depth")
-        span = Mux(rfi["produce"] >= rfi["consume"], rfi["produce"] - rfi["consume"],
-                   rfi["produce"] + rf.depth - rfi["consume"])
-        chk(span == Mux(rf.level == rf.depth, 0, rf.level), "handshake: response FIFO pointers disagree with its level")
+
+        def pointers_agree(ptr, f):
+            """The FIFO ``f``'s pointers span its level (0 when full)."""
+            span = Mux(ptr["produce"] >= ptr["consume"], ptr["produce"] - ptr["consume"],
+                       ptr["produce"] + f.depth - ptr["consume"])
+            return span == Mux(f.level == f.depth, 0, f.level)
+
+        chk(pointers_agree(rfi, rf), "handshake: response FIFO pointers disagree with its level")
         assert_sink(m, mq, has_past, chk, "mem_hold", "mem_req")
 
         # --- count --------------------------------------------------------------------------------
@@ -259,10 +264,7 @@ class PipelineFormal(wiring.Component):
         chk(iv["x_wf_reserved"] == wf.level + n_exec, "internal: write-back credits != its level + executing ops")
         chk(iv["x_rf_room"] == (iv["x_rf_reserved"] < rf.depth), "internal: the registered response-FIFO room is wrong")
         chk(iv["x_wf_room"] == (iv["x_wf_reserved"] < wf.depth), "internal: the registered write-back room is wrong")
-        wspan = Mux(wfi["produce"] >= wfi["consume"], wfi["produce"] - wfi["consume"],
-                    wfi["produce"] + wf.depth - wfi["consume"])
-        chk(wspan == Mux(wf.level == wf.depth, 0, wf.level),
-            "internal: write-back FIFO pointers disagree with its level")
+        chk(pointers_agree(wfi, wf), "internal: write-back FIFO pointers disagree with its level")
         # the write-back word is staged from x4's registered flag: the FIFO has room for it then
         chk(~iv["x4_writes_back"] | (iv["x4_valid"] & (wf.level < wf.depth)),
             "internal: a write-back staged with no op in x4 or no room in its FIFO")
