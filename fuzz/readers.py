@@ -2,12 +2,12 @@
 
     python fuzz/readers.py TARGET[,TARGET...] CORPUS_DIR [libFuzzer flags, e.g. -max_total_time=30]
 
-Targets are :data:`cosim.flow.fuzz.TARGETS` (``python -m cosim.flow.fuzz --list``). The first byte of an
+Targets are :data:`hwcosim.cosim.flow.fuzz.TARGETS` (``python -m cosim.flow.fuzz --list``). The first byte of an
 input picks the target (``byte % len(targets)``), the rest is the file's content, so one
 process and one coverage map serve every reader. An input that makes a reader raise anything but
 its documented error is a crash: libFuzzer saves it (``-artifact_prefix``), and
 ``python -m cosim.flow.fuzz`` splits it into ``<target>/<payload>``. Normally run through
-``python -m cosim.flow.fuzz --seconds N``. Crashes listed in :data:`cosim.flow.fuzz.KNOWN_BUGS` (each has
+``python -m cosim.flow.fuzz --seconds N``. Crashes listed in :data:`hwcosim.cosim.flow.fuzz.KNOWN_BUGS` (each has
 a strict-xfail regression test) are skipped so the fuzzer looks for new ones, unless
 ``HWCOSIM_FUZZ_STRICT=1``.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports(include=["pruning", "cosim.cli.commands", "cosim.flow.sweep", "models.safeparse",
-                                         "models.systems.cluster.scenario", "models.systems.cluster.topology", "models.systems.jobs.jobcheck",
-                                         "models.systems.elastic.easyscale", "safetensors", "tomllib", "json", "yaml", "csv",
+with atheris.instrument_imports(include=["hwcosim.pruning", "hwcosim.cosim.cli.commands", "hwcosim.cosim.flow.sweep", "hwcosim.models.safeparse",
+                                         "hwcosim.models.systems.cluster.scenario", "hwcosim.models.systems.cluster.topology", "hwcosim.models.systems.jobs.jobcheck",
+                                         "hwcosim.models.systems.elastic.easyscale", "safetensors", "tomllib", "json", "yaml", "csv",
                                          "onnx.numpy_helper", "onnx.external_data_helper", "tokenize", "zipfile",
                                          "numpy.lib.format", "numpy.lib._npyio_impl"]):
     import csv  # noqa: F401
@@ -34,20 +34,20 @@ with atheris.instrument_imports(include=["pruning", "cosim.cli.commands", "cosim
     import onnx.numpy_helper  # noqa: F401
     import yaml  # noqa: F401
 
-    import cosim.flow.sweep  # noqa: F401
-    import models.systems.cluster.scenario  # noqa: F401
-    import models.systems.cluster.topology  # noqa: F401
-    import models.systems.elastic.easyscale  # noqa: F401
-    import models.systems.jobs.jobcheck  # noqa: F401
-    import models.safeparse  # noqa: F401
-    import pruning.formats.csb  # noqa: F401
-    import pruning.formats.fss  # noqa: F401
-    import pruning.formats.nm  # noqa: F401
-    import pruning.formats.sparse  # noqa: F401
-    import pruning.io  # noqa: F401
-    import pruning.onnx_io  # noqa: F401
+    import hwcosim.cosim.flow.sweep  # noqa: F401
+    import hwcosim.models.systems.cluster.scenario  # noqa: F401
+    import hwcosim.models.systems.cluster.topology  # noqa: F401
+    import hwcosim.models.systems.elastic.easyscale  # noqa: F401
+    import hwcosim.models.systems.jobs.jobcheck  # noqa: F401
+    import hwcosim.models.safeparse  # noqa: F401
+    import hwcosim.pruning.formats.csb  # noqa: F401
+    import hwcosim.pruning.formats.fss  # noqa: F401
+    import hwcosim.pruning.formats.nm  # noqa: F401
+    import hwcosim.pruning.formats.sparse  # noqa: F401
+    import hwcosim.pruning.io  # noqa: F401
+    import hwcosim.pruning.onnx_io  # noqa: F401
 
-from cosim.flow.fuzz import TARGETS, Crash, known_bug, run_target, seeds  # noqa: E402
+from hwcosim.cosim.flow.fuzz import TARGETS, Crash, known_bug, run_target, seeds  # noqa: E402
 
 
 def main() -> None:

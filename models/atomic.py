@@ -70,10 +70,10 @@ def save_png(fig, path: str | os.PathLike, dpi: int = 110, **savefig_kw) -> Path
 def check_out_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
     """``path`` as an output folder, refused before any work when it cannot be one.
 
-    Raises :class:`models.errors.UsageError` (exit 2, one line) when ``path`` is an existing file,
+    Raises :class:`hwcosim.models.errors.UsageError` (exit 2, one line) when ``path`` is an existing file,
     lies inside a file, or its nearest existing folder cannot be written.
     """
-    from models.errors import UsageError
+    from hwcosim.models.errors import UsageError
 
     out = Path(path)
     if out.exists() and not out.is_dir():

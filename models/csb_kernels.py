@@ -16,7 +16,7 @@ The kernels are numba functions (``nogil``; the ``_par`` variants use ``prange``
 - :func:`spmm`: the same for a batch ``X`` of shape (batch, cols) -> (batch, rows), each
   gathered column read once per row for the whole batch;
 - integer inputs (raw fixed-point values and vectors) give exact int64 accumulations, the
-  ones :func:`models.bbs.spmxv.spmxv` requantises (it uses :func:`spmm_int`).
+  ones :func:`hwcosim.models.bbs.spmxv.spmxv` requantises (it uses :func:`spmm_int`).
 
 :class:`CSBPacked` keeps the packed arrays (contiguous, index dtype chosen by the bank size);
 ``threads`` selects the serial or the parallel kernel (numba's thread count is set by

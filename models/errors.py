@@ -3,7 +3,7 @@
 ``UsageError`` is bad input from the user (exit status 2); ``CheckFailed`` is a check that ran
 and failed (RTL != golden model, timing not met: exit status 1). They live in ``models`` (the
 lowest layer) so that models, pruning, hdl and cosim can all raise them; only the dispatcher in
-``cosim.cli`` prints them, as one ``error: ...`` line on stderr, and sets the exit status.
+``hwcosim.cosim.cli`` prints them, as one ``error: ...`` line on stderr, and sets the exit status.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A format ``Q(int_bits, frac_bits)`` is a signed two's-complement number of
 8-bit number in [-1, 1 - 2**-7]; ``Q(4, 12)`` a 16-bit number in [-8, 8 - 2**-12].
 Raw values are held as numpy ``int64`` arrays of the integer ``x * 2**frac_bits``.
 
-Rules (mirrored in :mod:`hdl.common.fixed`; change both or neither):
+Rules (mirrored in :mod:`hwcosim.hdl.common.fixed`; change both or neither):
 
 - **Quantise** (software side, float -> raw): round to nearest, ties to even
   (``numpy.rint``), then saturate to the format's range. NaN is refused.

@@ -1,7 +1,7 @@
 """The host-link protocol: framed commands from a host (laptop, over a UART) to a board's bridge.
 
-This module is the specification of the byte protocol that :class:`hdl.common.host_bridge.HostBridge`
-implements in RTL and :mod:`cosim.flow.board` speaks from the host. Both sides use the constants
+This module is the specification of the byte protocol that :class:`hwcosim.hdl.common.host_bridge.HostBridge`
+implements in RTL and :mod:`hwcosim.cosim.flow.board` speaks from the host. Both sides use the constants
 and the CRC here, so there is one definition.
 
 Command (host -> board), 9 bytes, then a payload for ``WRITE_STREAM`` only::

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from models.errors import UsageError
+from hwcosim.models.errors import UsageError
 
 __all__ = ["layered", "sources"]
 

@@ -61,10 +61,10 @@ def _load_builtin() -> None:
     import importlib
     import pkgutil
 
-    import pruning.patterns as pkg
+    import hwcosim.pruning.patterns as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"pruning.patterns.{mod.name}")
+        importlib.import_module(f"hwcosim.pruning.patterns.{mod.name}")
 
 
 def check_weights(w: np.ndarray, ndim: int | None = 2) -> np.ndarray:

@@ -3,7 +3,7 @@
 
 Patterns and formats: Cao et al., FPGA 2019 (BBS / CSB); Yao et al., AAAI 2019 (Balanced
 Sparsity); Zhang et al., IEEE TCAD 2025 (FSS). All products run in float32 in one process on the
-same matrices; the CSB kernel works on the CSB arrays (:class:`pruning.kernels.CSBKernel`),
+same matrices; the CSB kernel works on the CSB arrays (:class:`hwcosim.pruning.kernels.CSBKernel`),
 CSR is scipy's C implementation, dense is numpy's BLAS. Each time is the best of ``repeats``
 runs after one warm-up run; ratios above 1 mean the CSB kernel is faster.
 """
@@ -19,11 +19,11 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
-from models.atomic import write_text
-from models.tables import show
-from pruning.base import get_pattern
-from pruning.formats import csb
-from pruning.kernels import CSBKernel
+from hwcosim.models.atomic import write_text
+from hwcosim.models.tables import show
+from hwcosim.pruning.base import get_pattern
+from hwcosim.pruning.formats import csb
+from hwcosim.pruning.kernels import CSBKernel
 
 __all__ = ["run_kernel_bench", "PRUNE_PATTERNS"]
 

@@ -1,32 +1,32 @@
 """``hwcosim prune``: prune weight tensors with a sparsity pattern and write them in the
 pattern's storage format, ready for the golden models and the RTL.
 
-The lead's dispatcher (:mod:`cosim.cli`) calls :func:`register` with its subparsers object;
+The lead's dispatcher (:mod:`hwcosim.cosim.cli`) calls :func:`register` with its subparsers object;
 the parsed namespace carries ``func`` (returns the exit status). Exit status: 0 success,
 2 bad input (one ``error: ...`` line on stderr), 1 a failed invariant check.
 
 Output per pattern (stem = the tensor name, sanitised):
 
 ========================  ===========================================================
-``bbs``, ``balanced``      CSB (:mod:`pruning.formats.csb`): ``.npz``, ``.json``, ``.hex``
-``fss``                    FSS (:mod:`pruning.formats.fss`) + memory image
-``nm``                     N:M compressed (:mod:`pruning.formats.nm`) + memory image
-``block``                  BSR (:mod:`pruning.formats.sparse`)
-``unstructured``, ``vector``  CSR (:mod:`pruning.formats.sparse`)
+``bbs``, ``balanced``      CSB (:mod:`hwcosim.pruning.formats.csb`): ``.npz``, ``.json``, ``.hex``
+``fss``                    FSS (:mod:`hwcosim.pruning.formats.fss`) + memory image
+``nm``                     N:M compressed (:mod:`hwcosim.pruning.formats.nm`) + memory image
+``block``                  BSR (:mod:`hwcosim.pruning.formats.sparse`)
+``unstructured``, ``vector``  CSR (:mod:`hwcosim.pruning.formats.sparse`)
 ========================  ===========================================================
 
 plus a top-level ``manifest.json`` listing every file written, with sha256 checksums.
 
 ``--dense-out [PATH]`` also writes the whole model back as dense tensors in the input's own
-format (:mod:`pruning.roundtrip`: ``.safetensors``, ``.npz``, ``.npy``, ``.pt``/``.pth``,
+format (:mod:`hwcosim.pruning.roundtrip`: ``.safetensors``, ``.npz``, ``.npy``, ``.pt``/``.pth``,
 ``.onnx``), the pruned tensors with their zeros in place and every other tensor copied bit for
 bit; ``--dense-values`` chooses between the kept original values (``masked``) and the values
 the hardware computes with (``quantized``). The manifest's ``dense`` entry lists every tensor of
 that file, whether it was pruned, with which pattern and at what sparsity.
 
-``--calibration DATA --method wanda|obs`` prunes activation-aware (:mod:`pruning.oneshot`): a
+``--calibration DATA --method wanda|obs`` prunes activation-aware (:mod:`hwcosim.pruning.oneshot`): a
 BERT-family checkpoint (a folder or ``.safetensors`` with ``config.json`` and ``vocab.txt`` /
-``tokenizer.json`` beside it) takes ``sentences.txt``, run through :mod:`models.nn.bert`; an
+``tokenizer.json`` beside it) takes ``sentences.txt``, run through :mod:`hwcosim.models.nn.bert`; an
 ``.onnx`` model takes an ``.npz`` of named input arrays, run with onnxruntime to capture the
 inputs of every MatMul/Gemm/Conv weight. The masks obey the pattern exactly and the exports are
 the same; with ``obs`` the kept values are updated (and ``--dense-out masked`` writes those).
@@ -47,16 +47,16 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_text
-from models.errors import CheckFailed, UsageError
-from models.fixedpoint import Q
-from models.tables import show
-from pruning.base import PatternError, get_pattern, pattern_names
-from pruning.formats import csb, fss, nm, sparse
-from pruning.formats.csb import FormatError
-from pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
-from pruning.oneshot import METHODS
-from pruning.roundtrip import DENSE_SUFFIXES, RoundTripError, default_dense_path, write_dense
+from hwcosim.models.atomic import write_text
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.fixedpoint import Q
+from hwcosim.models.tables import show
+from hwcosim.pruning.base import PatternError, get_pattern, pattern_names
+from hwcosim.pruning.formats import csb, fss, nm, sparse
+from hwcosim.pruning.formats.csb import FormatError
+from hwcosim.pruning.io import PruneConfig, Rule, WeightIOError, load_config, load_tensors, select
+from hwcosim.pruning.oneshot import METHODS
+from hwcosim.pruning.roundtrip import DENSE_SUFFIXES, RoundTripError, default_dense_path, write_dense
 
 __all__ = ["register", "run_prune", "sanitize"]
 
@@ -203,7 +203,7 @@ def _flag_values(args, pattern: str) -> dict:
 
 
 def _pattern_from_flags(args):
-    from pruning.base import _REGISTRY  # registry filled by pattern_names()
+    from hwcosim.pruning.base import _REGISTRY  # registry filled by pattern_names()
 
     name = args.pattern or "bbs"
     names = pattern_names()
@@ -222,8 +222,8 @@ def _pattern_from_flags(args):
 
 def _config_with_flags(config: PruneConfig, args) -> PruneConfig:
     """``config`` with the pattern flags of the command line applied over every rule's values (command
-    line over file, :mod:`models.precedence`); a flag that applies to no rule's pattern is an error."""
-    from models.precedence import layered
+    line over file, :mod:`hwcosim.models.precedence`); a flag that applies to no rule's pattern is an error."""
+    from hwcosim.models.precedence import layered
 
     if args.pattern is not None:
         _fail(f"--pattern {args.pattern} with --config: the config chooses the pattern of each tensor; "
@@ -287,7 +287,7 @@ def _encode(pattern, w: np.ndarray, mask: np.ndarray, fmt: Q | None):
         a = sparse.to_csr(w, mask)
         bits = nnz * (fmt.width + max(1, (cols - 1).bit_length())) + (rows + 1) * max(1, nnz.bit_length())
     deq = np.zeros_like(w)
-    from models.fixedpoint import dequantize, quantize
+    from hwcosim.models.fixedpoint import dequantize, quantize
 
     deq[mask] = dequantize(quantize(w[mask], fmt), fmt)
     return (a, fmt), sparse.FORMAT_NAME, deq, -(-bits // 8)
@@ -366,7 +366,7 @@ def run_prune(args) -> int:
     try:
         keep = None
         if str(args.weights).lower().endswith(".npz") and args.tensors:
-            from pruning.io import npz_members
+            from hwcosim.pruning.io import npz_members
 
             keep = set(select(list(npz_members(args.weights)), args.tensors)).__contains__  # unpack only these
         tensors = load_tensors(args.weights, keep)
@@ -582,7 +582,7 @@ def _calibrate_open(args, tensors: dict):
         _fail("--calibration works with --pattern and its flags, not with --config")
     if not 0 <= args.damp < 10 or args.blocksize < 1:
         _fail(f"--damp must lie in [0, 10) and --blocksize be >= 1 (got {args.damp}, {args.blocksize})")
-    from pruning.oneshot import CalibratedModel
+    from hwcosim.pruning.oneshot import CalibratedModel
 
     try:
         cm = CalibratedModel(args.weights, tensors, args.calibration, holdout=args.report)

@@ -1,4 +1,4 @@
-"""Bench of the compiled CSB kernels (:mod:`models.csb_kernels`) against the baselines a user has.
+"""Bench of the compiled CSB kernels (:mod:`hwcosim.models.csb_kernels`) against the baselines a user has.
 
 On the same bank-balanced matrices (banks of 64 columns, uint8 in-bank indices), in one process:
 our kernel single-threaded and on every core, scipy's CSR (float32 values, int32 columns),
@@ -70,10 +70,10 @@ def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
     360 test sequences and a training batch of 32:
 
     - integer (the golden models, exact int64): the compiled CSB kernel packed once
-      (:func:`models.bbs.spmxv.packed_weights`, what :func:`~models.bbs.lstm.lstm_golden` and
+      (:func:`hwcosim.models.bbs.spmxv.packed_weights`, what :func:`~models.bbs.lstm.lstm_golden` and
       :func:`~models.bbs.lstm_delta.lstm_delta_golden` now run), the numpy gather + einsum the delta
       golden used before, and numpy's int64 matmul (no BLAS for integers);
-    - float64 (:func:`~models.bbs.lstm.lstm_float`, :class:`models.nn.lstm.LSTM` in the studies): dense
+    - float64 (:func:`~models.bbs.lstm.lstm_float`, :class:`hwcosim.models.nn.lstm.LSTM` in the studies): dense
       BLAS on one thread, the compiled CSB kernel on float64 values (same loop), scipy CSR.
 
     Median seconds per product; ``compiled_wins`` says which way each path went.
@@ -81,9 +81,9 @@ def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
     import scipy.sparse as sp
     from threadpoolctl import threadpool_limits
 
-    from models.bbs.lstm import LSTMParams, prepare_weights
-    from models.bbs.spmxv import packed_weights
-    from models.csb_kernels import HAVE_NUMBA
+    from hwcosim.models.bbs.lstm import LSTMParams, prepare_weights
+    from hwcosim.models.bbs.spmxv import packed_weights
+    from hwcosim.models.csb_kernels import HAVE_NUMBA
 
     rng = np.random.default_rng(seed)
     p = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
@@ -112,7 +112,7 @@ def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
         t_csr = _median_time(lambda: (csr @ xf.T).T, repeats)
         t_csb_f = None
         if HAVE_NUMBA:
-            from models.csb_kernels import _spmm
+            from hwcosim.models.csb_kernels import _spmm
 
             yt = np.empty((p.rows, n))
             t_csb_f = _median_time(lambda: _spmm(v64, pk.col, np.ascontiguousarray(xf.T), yt), repeats)
@@ -128,8 +128,8 @@ def run_csb_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
     import scipy.sparse as sp
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from models.atomic import write_text
-    from models.csb_kernels import CSBPacked
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.csb_kernels import CSBPacked
 
     cores = os.cpu_count() or 1
     try:
@@ -225,7 +225,7 @@ def _plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     rows = res["rows"]
     cores = res["cores"]

@@ -1,13 +1,13 @@
 """Weight I/O for the pruning toolkit: read tensors from ``.npy`` / ``.npz``, safetensors,
 PyTorch state dicts and ONNX models (their initialisers), select them by name or glob, and
 read per-tensor pattern configs. Writing a pruned model back in its own format is
-:mod:`pruning.roundtrip`.
+:mod:`hwcosim.pruning.roundtrip`.
 
 Safety: nothing here unpickles arbitrary objects. ``.npy``/``.npz`` are read with
 ``allow_pickle=False``; safetensors is a plain header + buffer format (package ``safetensors``,
 numpy API); PyTorch files are read with ``torch.load(weights_only=True)``, PyTorch's restricted
 unpickler that only rebuilds tensors and plain containers, and only when torch is installed.
-ONNX models are protobuf (package ``onnx``, :mod:`pruning.onnx_io`). ``bfloat16`` tensors
+ONNX models are protobuf (package ``onnx``, :mod:`hwcosim.pruning.onnx_io`). ``bfloat16`` tensors
 (safetensors, PyTorch, ONNX) are read as ``float32``, which holds them exactly.
 
 A config file (TOML, or YAML read with ``pyyaml``) maps tensor globs to patterns; the
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.fixedpoint import Q
-from models.safeparse import decode_utf8, one_line, toml_loads
-from pruning.base import Pattern, PatternError, get_pattern
+from hwcosim.models.fixedpoint import Q
+from hwcosim.models.safeparse import decode_utf8, one_line, toml_loads
+from hwcosim.pruning.base import Pattern, PatternError, get_pattern
 
 __all__ = [
     "npz_members",
@@ -160,7 +160,7 @@ def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         msg = str(e)
         if "bf16" in msg.lower() or "bfloat16" in msg.lower():
-            from pruning.roundtrip import RoundTripError, read_safetensors
+            from hwcosim.pruning.roundtrip import RoundTripError, read_safetensors
 
             try:  # our byte-level reader widens BF16 to float32 (exact)
                 return read_safetensors(path)
@@ -210,7 +210,7 @@ def _load_torch(path: Path) -> dict[str, np.ndarray]:
 
 
 def _load_onnx(path: Path) -> dict[str, np.ndarray]:
-    from pruning.onnx_io import OnnxIOError, load_onnx
+    from hwcosim.pruning.onnx_io import OnnxIOError, load_onnx
 
     try:
         return load_onnx(path)

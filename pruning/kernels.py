@@ -2,7 +2,7 @@
 directly on CSB arrays.
 
 Cao et al., FPGA 2019 (BBS, CSB format) and Yao et al., AAAI 2019 (Balanced Sparsity, whose
-masks equal BBS with ``bank_size = block``; see :mod:`pruning.patterns.balanced`). A CSB matrix
+masks equal BBS with ``bank_size = block``; see :mod:`hwcosim.pruning.patterns.balanced`). A CSB matrix
 holds ``values`` and in-bank ``indices`` of shape ``(rows, k, banks)``; the column of slot
 ``(r, j, b)`` is ``b * bank_size + indices[r, j, b]``. Because every row holds the same
 ``k * banks`` nonzeros, the product is a dense gather followed by a batched dot product: no row
@@ -13,7 +13,7 @@ pointers, no per-row loop, no load imbalance:
   block ``X[C]`` stays small (``chunk_elems`` elements).
 
 Integer (raw fixed-point) values and vectors give exact int64 results, as the golden model
-:mod:`models.bbs.spmxv` computes before requantisation. :class:`CSBKernel` precomputes the global
+:mod:`hwcosim.models.bbs.spmxv` computes before requantisation. :class:`CSBKernel` precomputes the global
 column indices once (as a CSR matrix stores its column indices), which is what a repeated
 product (an LSTM step, a benchmark) should use.
 """
@@ -111,7 +111,7 @@ class CSBKernel:
 
     @classmethod
     def from_csb(cls, m, dtype=np.float64) -> CSBKernel:
-        """From a :class:`pruning.formats.csb.CSBMatrix` (dequantised values)."""
+        """From a :class:`hwcosim.pruning.formats.csb.CSBMatrix` (dequantised values)."""
         return cls(m.values * m.fmt.lsb, m.indices, m.bank_size, dtype=dtype)
 
     def spmv(self, x: np.ndarray) -> np.ndarray:

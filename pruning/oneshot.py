@@ -2,7 +2,7 @@
 
 A linear layer ``y = W x`` (``W`` is ``(out, in)``) is pruned from a few hundred calibration
 inputs ``X`` (``(tokens, in)``), without retraining, so that the mask obeys a registered
-:class:`pruning.base.Pattern` exactly (``pattern.check(mask)`` passes; every bank keeps ``k``,
+:class:`hwcosim.pruning.base.Pattern` exactly (``pattern.check(mask)`` passes; every bank keeps ``k``,
 every FSS region ``n``, every N:M group ``N``). Three methods:
 
 ``magnitude``
@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.errors import UsageError
-from pruning.base import Pattern, PatternError
+from hwcosim.models.errors import UsageError
+from hwcosim.pruning.base import Pattern, PatternError
 
 __all__ = ["METHODS", "Calib", "LayerResult", "prune_layer", "obs_prune", "wanda_scores", "output_error",
            "fixed_mask_patterns"]
@@ -282,7 +282,7 @@ _STAGES = (("attention.self.query", "attention.self.key", "attention.self.value"
 def prune_bert(model, ids: list[list[int]], plan: dict, method: str, heldout: list[list[int]] | None = None,
                damp: float = 0.01, blocksize: int = 128, progress=None,
                sequential: str = "block") -> tuple[object, dict]:
-    """Prune the linear layers of a :class:`models.nn.bert.Bert` named in ``plan`` (weight name ->
+    """Prune the linear layers of a :class:`hwcosim.models.nn.bert.Bert` named in ``plan`` (weight name ->
     pattern) from calibration token ids ``ids``, block by block as SparseGPT does: the inputs of
     block ``i``'s layers are captured with blocks ``< i`` already pruned, and the calibration
     states are propagated through the pruned block; ``sequential="block"`` (default) captures all
@@ -570,7 +570,7 @@ class CalibratedModel:
 
     # -- BERT --------------------------------------------------------------------------------
     def _open_bert(self, cal) -> None:
-        from models.nn.bert import load_bert
+        from hwcosim.models.nn.bert import load_bert
 
         self.kind = "bert"
         self.model, self.tok = load_bert(self.tensors, self.path)
@@ -594,7 +594,7 @@ class CalibratedModel:
     def _open_onnx(self, cal) -> None:
         import onnx
 
-        from pruning.io import WeightIOError, load_tensors
+        from hwcosim.pruning.io import WeightIOError, load_tensors
 
         self.kind = "onnx"
         self.onnx = onnx.load(str(self.path))

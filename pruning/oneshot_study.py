@@ -3,8 +3,8 @@ hardware patterns, on a real transformer and on the digits models.
 
 **MiniLM** (all-MiniLM-L6-v2, the weights ``make setup`` installs; its 36 linear weights: query,
 key, value, attention output, FFN in and out of 6 blocks). Each method prunes every linear layer
-to the same pattern and sparsity from the activations of :data:`pruning.sentences.CALIBRATION`
-(block by block, SparseGPT-style). Scored on :data:`pruning.sentences.SCORING` (disjoint from the
+to the same pattern and sparsity from the activations of :data:`hwcosim.pruning.sentences.CALIBRATION`
+(block by block, SparseGPT-style). Scored on :data:`hwcosim.pruning.sentences.SCORING` (disjoint from the
 calibration set): the mean cosine between dense and pruned sentence embeddings, and the Spearman
 rank correlation between the dense and the pruned model's pairwise similarities (630 pairs).
 Patterns: unstructured (global per tensor), BBS with banks of 16 and of 32 weights, N:M (2:4 at
@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from models.atomic import save_png, write_text
-from models.tables import show
-from pruning.oneshot import METHODS, Calib, cosine_rows, prune_bert, prune_layer
-from pruning.schedule import pattern_for_sparsity
+from hwcosim.models.atomic import save_png, write_text
+from hwcosim.models.tables import show
+from hwcosim.pruning.oneshot import METHODS, Calib, cosine_rows, prune_bert, prune_layer
+from hwcosim.pruning.schedule import pattern_for_sparsity
 
 __all__ = ["oneshot_study", "bench_oneshot", "minilm_specs"]
 
@@ -62,7 +62,7 @@ def minilm_specs() -> list[dict]:
 
 
 def _pattern(spec: dict, s: float, shape):
-    from pruning.base import get_pattern
+    from hwcosim.pruning.base import get_pattern
 
     p = spec["params"](s, shape)
     if spec["pattern"] == "nm":
@@ -82,9 +82,9 @@ def _pair_sims(e: np.ndarray) -> np.ndarray:
 
 
 def _minilm(sparsities, methods, labels, progress, n_cal: int | None = None) -> dict:
-    from models.nn.bert import Bert, minilm_files
-    from models.nn.wordpiece import WordPiece
-    from pruning.sentences import CALIBRATION, SCORING
+    from hwcosim.models.nn.bert import Bert, minilm_files
+    from hwcosim.models.nn.wordpiece import WordPiece
+    from hwcosim.pruning.sentences import CALIBRATION, SCORING
 
     t, cfg, vocab = minilm_files()
     model, tok = Bert(t, cfg), WordPiece(vocab)
@@ -126,9 +126,9 @@ def _damping(sparsities, progress) -> list[dict]:
     """OBS damping chosen without the scoring sentences: for BBS-16, prune from 3/4 of the
     calibration sentences with each damping, keep the one whose embeddings of the held-out 1/4
     are closest to dense, then prune from all calibration sentences with it and score."""
-    from models.nn.bert import Bert, minilm_files
-    from models.nn.wordpiece import WordPiece
-    from pruning.sentences import CALIBRATION, SCORING
+    from hwcosim.models.nn.bert import Bert, minilm_files
+    from hwcosim.models.nn.wordpiece import WordPiece
+    from hwcosim.pruning.sentences import CALIBRATION, SCORING
 
     t, cfg, vocab = minilm_files()
     model, tok = Bert(t, cfg), WordPiece(vocab)
@@ -159,9 +159,9 @@ def _damping(sparsities, progress) -> list[dict]:
 def _dense_only(methods, progress) -> list[dict]:
     """The issue's setting: only the 18 encoder ``*.dense.weight`` matrices (attention output, FFN
     in and out; q/k/v dense), BBS-16 at 50 %, for comparison with the figures quoted there."""
-    from models.nn.bert import Bert, minilm_files
-    from models.nn.wordpiece import WordPiece
-    from pruning.sentences import CALIBRATION, SCORING
+    from hwcosim.models.nn.bert import Bert, minilm_files
+    from hwcosim.models.nn.wordpiece import WordPiece
+    from hwcosim.pruning.sentences import CALIBRATION, SCORING
 
     t, cfg, vocab = minilm_files()
     model, tok = Bert(t, cfg), WordPiece(vocab)
@@ -199,9 +199,9 @@ def _claim(points: list[dict]) -> list[dict]:
 
 def _speed(progress, n_cal: int | None = None, whole: float | None = None) -> dict:
     """OBS on MiniLM layer 0's FFN-in weight (1536 x 384) from 256 tokens; whole MiniLM with OBS."""
-    from models.nn.bert import Bert, minilm_files
-    from models.nn.wordpiece import WordPiece
-    from pruning.sentences import CALIBRATION
+    from hwcosim.models.nn.bert import Bert, minilm_files
+    from hwcosim.models.nn.wordpiece import WordPiece
+    from hwcosim.pruning.sentences import CALIBRATION
 
     t, cfg, vocab = minilm_files()
     model, tok = Bert(t, cfg), WordPiece(vocab)
@@ -220,7 +220,7 @@ def _speed(progress, n_cal: int | None = None, whole: float | None = None) -> di
         t0 = time.perf_counter()
         prune_layer(w, pat, "obs", Calib.from_inputs(X))
         times.append(time.perf_counter() - t0)
-    from pruning import oneshot as os_
+    from hwcosim.pruning import oneshot as os_
 
     fast, os_._SWEEP = os_._SWEEP, os_._sweep_block_numpy  # baseline: the same sweep in plain numpy
     try:
@@ -250,11 +250,11 @@ def _speed(progress, n_cal: int | None = None, whole: float | None = None) -> di
 # -- digits models ------------------------------------------------------------------------------
 
 def _digits(sparsities, methods, cache_dir, progress, which=("lstm", "cnn")) -> dict:
-    from models.nn.cnn import CNNConfig
-    from models.nn.layers import im2col3
-    from models.nn.lstm import LSTMConfig
-    from models.nn.train import get_trained
-    from pruning.study import CNN_TRAIN, LSTM_TRAIN
+    from hwcosim.models.nn.cnn import CNNConfig
+    from hwcosim.models.nn.layers import im2col3
+    from hwcosim.models.nn.lstm import LSTMConfig
+    from hwcosim.models.nn.train import get_trained
+    from hwcosim.pruning.study import CNN_TRAIN, LSTM_TRAIN
 
     out = {}
     if "lstm" in which:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.safeparse import one_line
+from hwcosim.models.safeparse import one_line
 
 __all__ = ["ONNX_HINT", "load_onnx", "write_onnx", "consumers", "OnnxIOError"]
 
@@ -157,7 +157,7 @@ def write_onnx(src: str | Path, dst: str | Path, replacements: dict[str, np.ndar
     OnnxIOError
         A replacement names no initialiser or has another shape; the checker rejects the copy.
     """
-    from models.atomic import atomic_path
+    from hwcosim.models.atomic import atomic_path
 
     onnx, numpy_helper = _onnx()
     model = _load_model(Path(src))

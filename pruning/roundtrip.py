@@ -13,7 +13,7 @@ names, shapes, data types and order; tensors that were not pruned are copied bit
 ``.pt``/``.pth``  the state dict loaded with ``torch.load(weights_only=True)``, the pruned
                   tensors replaced (cast back to their torch dtype, e.g. ``bfloat16``), nested
                   containers and non-tensor entries kept, saved with ``torch.save``
-``.onnx``         the same graph with replaced initialisers (:mod:`pruning.onnx_io`)
+``.onnx``         the same graph with replaced initialisers (:mod:`hwcosim.pruning.onnx_io`)
 ================  =============================================================================
 
 :func:`read_safetensors` is the matching reader (it also reads ``BF16`` as ``float32``, which
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import atomic_path, write_bytes
-from models.safeparse import json_loads
+from hwcosim.models.atomic import atomic_path, write_bytes
+from hwcosim.models.safeparse import json_loads
 
 __all__ = ["RoundTripError", "DENSE_SUFFIXES", "write_dense", "read_safetensors", "safetensors_header",
            "default_dense_path"]
@@ -264,7 +264,7 @@ def write_dense(src: str | Path, dst: str | Path, replacements: dict[str, np.nda
         ``dst`` has another suffix than ``src``, an unsupported format, a replacement whose
         name is not in the file or whose shape differs.
     """
-    from pruning.onnx_io import OnnxIOError, write_onnx
+    from hwcosim.pruning.onnx_io import OnnxIOError, write_onnx
 
     src, dst = Path(src), Path(dst)
     suffix = src.suffix.lower()

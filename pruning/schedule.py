@@ -7,11 +7,11 @@ to prune: exploring the efficacy of pruning for model compression", ICLR Worksho
 Sparsity rises fast at first (while the network has redundant weights) and slowly at the end.
 Between pruning steps the network is fine-tuned with its masks held fixed.
 
-Two drivers: :func:`gradual_prune` for the numpy models of :mod:`models.nn` (one pruning step
+Two drivers: :func:`gradual_prune` for the numpy models of :mod:`hwcosim.models.nn` (one pruning step
 = one call of the mask function, then ``finetune.epochs`` epochs of masked Adam), and
 :class:`TorchGradualPruner` for a PyTorch ``nn.Module`` (only when ``torch`` is importable; the
 step counter ``t`` is then the optimiser iteration). Masks come from any registered pattern of
-:mod:`pruning.base` through :func:`pattern_mask_fn`.
+:mod:`hwcosim.pruning.base` through :func:`pattern_mask_fn`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from models.nn.train import TrainConfig, train
-from pruning import base
-from pruning.base import get_pattern, pattern_names
+from hwcosim.models.nn.train import TrainConfig, train
+from hwcosim.pruning import base
+from hwcosim.pruning.base import get_pattern, pattern_names
 
 __all__ = ["CubicSchedule", "MaskFn", "pattern_mask_fn", "pattern_for_sparsity", "gradual_prune",
            "TorchGradualPruner"]

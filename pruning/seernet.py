@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.nn.layers import im2col3, pool_windows
+from hwcosim.models.nn.layers import im2col3, pool_windows
 
 __all__ = [
     "quantize_symmetric", "predict_mask", "needed_mask", "conv_at", "dense_conv_exact",
@@ -213,7 +213,7 @@ def seer_layer(x: np.ndarray, w: np.ndarray, b: np.ndarray, pool: bool, bits: in
 
 
 def seer_forward(cnn, x: np.ndarray, bits: int) -> tuple[np.ndarray, list[dict]]:
-    """Logits of a :class:`models.nn.cnn.CNN` with every conv layer run by SeerNet.
+    """Logits of a :class:`hwcosim.models.nn.cnn.CNN` with every conv layer run by SeerNet.
 
     Each layer's masks are measured on the input it actually receives (the SeerNet output of
     the previous layer). Returns the logits (N, C) and one stats dict per conv layer.

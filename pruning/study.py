@@ -9,10 +9,10 @@ instead of language models and speech recognition), so the outcome here is evide
 setting only. Both the fused gate matrix ``W`` (4H x (I+H)) and the readout ``W_out`` are
 pruned with the same pattern and target sparsity, first one-shot from the trained dense model
 (no fine-tuning), then gradually on the cubic schedule with masked fine-tuning
-(:mod:`pruning.schedule`). A pattern that cannot reach a target on a matrix (e.g. 8 banks of 9
+(:mod:`hwcosim.pruning.schedule`). A pattern that cannot reach a target on a matrix (e.g. 8 banks of 9
 weights keep at least 1 of 9, 88.9%) is recorded as skipped with the reason, not clamped.
 
-**SeerNet study** (Cao et al., CVPR 2019; :mod:`pruning.seernet`): a CNN trained on the digits
+**SeerNet study** (Cao et al., CVPR 2019; :mod:`hwcosim.pruning.seernet`): a CNN trained on the digits
 images, each conv layer run with a k-bit predictor, k = 1..8.
 
 CLI: :func:`register` adds ``study accuracy`` and ``study seernet``.
@@ -28,14 +28,14 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from models.atomic import save_png, staged_dir, write_text
-from models.errors import UsageError
-from models.nn.cnn import CNNConfig
-from models.nn.lstm import LSTMConfig
-from models.nn.train import TrainConfig, get_trained
-from models.tables import show
-from pruning.base import PatternError, pattern_names
-from pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
+from hwcosim.models.atomic import save_png, staged_dir, write_text
+from hwcosim.models.errors import UsageError
+from hwcosim.models.nn.cnn import CNNConfig
+from hwcosim.models.nn.lstm import LSTMConfig
+from hwcosim.models.nn.train import TrainConfig, get_trained
+from hwcosim.models.tables import show
+from hwcosim.pruning.base import PatternError, pattern_names
+from hwcosim.pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
 
 __all__ = ["default_specs", "accuracy_study", "seernet_study", "register", "PRUNED"]
 
@@ -239,9 +239,9 @@ def seernet_study(bits=tuple(range(1, 9)), seed: int = 0, channels=(16, 32), epo
     Returns
     -------
     dict
-        ``model``, ``dense_accuracy`` and ``results`` (see :func:`pruning.seernet.evaluate`).
+        ``model``, ``dense_accuracy`` and ``results`` (see :func:`hwcosim.pruning.seernet.evaluate`).
     """
-    from pruning import seernet
+    from hwcosim.pruning import seernet
 
     bits = [int(b) for b in bits]
     if not bits or any(not 1 <= b <= 8 for b in bits):
@@ -457,7 +457,7 @@ def register(subparsers) -> None:
 def _run_oneshot(args) -> int:
     from rich.console import Console
 
-    from pruning import oneshot_study as st
+    from hwcosim.pruning import oneshot_study as st
 
     sp = _floats(args.sparsities) if args.sparsities else None
     if sp is not None and any(not 0 < x < 1 for x in sp):

@@ -22,7 +22,7 @@ def _edit_word(run_dir, key: str, index: int) -> None:
     """Change one RTL output word (``outputs.npz[key].flat[index]``) by one, leaving run.json alone."""
     import numpy as np
 
-    from cosim.flow.runs import read_npz, save_npz
+    from hwcosim.cosim.flow.runs import read_npz, save_npz
 
     out = read_npz(run_dir / "outputs.npz")
     a = out[key].copy()
@@ -39,8 +39,8 @@ def run_folder_checks(tmp_path_factory, capsys):
     import json
     import shutil
 
-    from cosim.cli import main
-    from cosim.flow.runs import write_manifest
+    from hwcosim.cosim.cli import main
+    from hwcosim.cosim.flow.runs import write_manifest
 
     def check(run_dir, design: str, key: str, index: int = 0) -> None:
         assert json.loads((run_dir / "run.json").read_text())["design"] == design

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from models.errors import CheckFailed, UsageError  # re-exported: the one error path
+from hwcosim.models.errors import CheckFailed, UsageError  # re-exported: the one error path
 
 __all__ = ["main", "UsageError", "CheckFailed", "build_parser"]
 
 
 def _register_all(sub) -> None:
-    from cosim.cli import commands
+    from hwcosim.cosim.cli import commands
 
     commands.register(sub)
     for modname in _PACKAGE_COMMANDS:
@@ -25,11 +25,11 @@ def _register_all(sub) -> None:
 
 # Subcommands that live in other packages (each module has register(subparsers)).
 #: (a module with ``register_cli(subparsers)`` is registered through that instead).
-_PACKAGE_COMMANDS: list[str] = ["pruning.cli", "pruning.study", "cosim.cli.kvdirect", "cosim.cli.melo",
-                                "cosim.cli.cluster", "cosim.cli.beamraster", "cosim.flow.sweep", "cosim.flow.formal",
-                                "cosim.flow.fuzz", "cosim.cli.reliability", "cosim.cli.graph",
-                                "cosim.cli.jobs", "cosim.cli.elastic", "cosim.cli.bridges", "cosim.cli.build",
-                                "cosim.cli.board"]
+_PACKAGE_COMMANDS: list[str] = ["hwcosim.pruning.cli", "hwcosim.pruning.study", "hwcosim.cosim.cli.kvdirect", "hwcosim.cosim.cli.melo",
+                                "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.flow.sweep", "hwcosim.cosim.flow.formal",
+                                "hwcosim.cosim.flow.fuzz", "hwcosim.cosim.cli.reliability", "hwcosim.cosim.cli.graph",
+                                "hwcosim.cosim.cli.jobs", "hwcosim.cosim.cli.elastic", "hwcosim.cosim.cli.bridges", "hwcosim.cosim.cli.build",
+                                "hwcosim.cosim.cli.board"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cosim.cli.ranges import apply_ranges
+    from hwcosim.cosim.cli.ranges import apply_ranges
 
     parser = _Parser(
         prog="hwcosim",
@@ -120,8 +120,8 @@ def _run_json(args, argv: list[str]) -> int:
     import json
     import os
 
-    from cosim.cli.util import json_default
-    from models.tables import json_session
+    from hwcosim.cosim.cli.util import json_default
+    from hwcosim.models.tables import json_session
 
     out = sys.stdout
     out.flush()
@@ -147,11 +147,11 @@ def _run_json(args, argv: list[str]) -> int:
 
 
 def _run(args) -> int:
-    from cosim.flow.runner import SimFailure, SimulatorMissing
-    from cosim.flow.synth import SynthError
+    from hwcosim.cosim.flow.runner import SimFailure, SimulatorMissing
+    from hwcosim.cosim.flow.synth import SynthError
 
     try:
-        from cosim.cli.util import check_output_args
+        from hwcosim.cosim.cli.util import check_output_args
 
         check_output_args(args)  # an unusable -o DIR is refused before any work
         rc = args.func(args)

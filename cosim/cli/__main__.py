@@ -2,6 +2,6 @@
 
 import sys
 
-from cosim.cli import main
+from hwcosim.cosim.cli import main
 
 sys.exit(main())

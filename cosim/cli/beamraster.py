@@ -1,7 +1,7 @@
 """``hwcosim beamraster`` subcommands (the lead wires :func:`register` into ``cosim/cli/__init__.py``).
 
 - ``hwcosim beamraster study [--quick] [-o DIR]``: the capacity study of
-  :mod:`models.beamraster.study` (sum rate vs SNR, K, M for every precoder; ZF closed form;
+  :mod:`hwcosim.models.beamraster.study` (sum rate vs SNR, K, M for every precoder; ZF closed form;
   update cost), JSON + PNG under ``build/beamraster`` by default.
 - ``hwcosim beamraster sim [--M 16 --K 8 --lanes 16 ...]``: the precoder RTL on a channel-driven
   stimulus, every sample compared with the golden model; prints cycles vs the model, the
@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from models.errors import UsageError
-from models.tables import show
+from hwcosim.models.errors import UsageError
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main"]
 
@@ -28,7 +28,7 @@ def _fail(msg: str):
 
 
 def _out_dir(arg: str | None) -> Path:
-    from models.atomic import check_out_dir
+    from hwcosim.models.atomic import check_out_dir
 
     return check_out_dir(arg if arg else "build/beamraster")
 
@@ -37,13 +37,13 @@ def _cmd_study(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from models.beamraster.study import METHODS, run_study, write_study
+    from hwcosim.models.beamraster.study import METHODS, run_study, write_study
 
     out = _out_dir(args.output)
     con = Console()
     with con.status("BeamRaster study ...") as status:
         res = run_study(quick=args.quick, progress=lambda d, n: status.update(f"BeamRaster study: point {d}/{n}"))
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # every file of the study appears at once, at the end
         paths = write_study(res, st)
@@ -74,9 +74,9 @@ def _cmd_study(args) -> int:
 def _cmd_sim(args) -> int:
     from rich.table import Table
 
-    from cosim.designs.beamraster.precoder import realtime_budget, run_scenario
-    from models.atomic import write_text
-    from models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate
+    from hwcosim.cosim.designs.beamraster.precoder import realtime_budget, run_scenario
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate
 
     out = _out_dir(args.output)
     for name in ("frames", "seed"):
@@ -92,7 +92,7 @@ def _cmd_sim(args) -> int:
         _fail(str(e))
     import numpy as np
 
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     stem = f"beamraster_sim_M{p.M}K{p.K}L{p.lanes}"
     with staged_dir(out) as st:  # the summary and the run folder <stem>/ appear together, at the end
@@ -154,6 +154,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim([*(sys.argv[1:] if argv is None else argv)])

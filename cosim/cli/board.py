@@ -2,7 +2,7 @@
 
 With ``--port`` the session talks to a board over a serial port (pyserial); with ``--sim`` the same
 session runs against the board top's RTL in cocotb through a bit-level UART model (see
-:mod:`cosim.flow.board`).
+:mod:`hwcosim.cosim.flow.board`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 import time
 
-from cosim.designs import add_param_args, get_design
-from models.errors import CheckFailed, UsageError
-from models.tables import emit, show
+from hwcosim.cosim.registry import add_param_args, get_design
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -21,8 +21,8 @@ def cmd_board_run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.flow.board_build import board_top_ref
-    from cosim.flow.build import get_board
+    from hwcosim.cosim.flow.board_build import board_top_ref
+    from hwcosim.cosim.flow.build import get_board
 
     design = get_design(args.design)
     host = importlib.import_module(board_top_ref(design)[2])
@@ -33,7 +33,7 @@ def cmd_board_run(args) -> int:
     con = Console()
     t0 = time.monotonic()
     if args.port:
-        from cosim.flow.board import HostLink, SerialTransport, run_sync
+        from hwcosim.cosim.flow.board import HostLink, SerialTransport, run_sync
 
         transport = SerialTransport(args.port, args.baud)
         try:
@@ -44,7 +44,7 @@ def cmd_board_run(args) -> int:
         summary = host.compare(p, res=res, **inp)
         link = (res["bytes_sent"], res["bytes_received"])
     else:
-        from cosim.flow.runs import staged_run
+        from hwcosim.cosim.flow.runs import staged_run
 
         # the run folder (RTL words, golden words, inputs, manifest) is staged and renamed into place
         # when complete; it is kept also when the RTL disagrees (hwcosim check re-verifies it)
@@ -92,7 +92,7 @@ def register(sub) -> None:
                     "golden model. --port talks to a board (pyserial); --sim runs the same host session against the "
                     "board top's RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on "
                     "a mismatch or a board error, 2 on bad input (a missing port, inputs that do not fit the build).")
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     with_top = ", ".join(n for n, d in designs().items() if d.board_tops)
     r.add_argument("design", help=f"a design with a board top ({with_top})")

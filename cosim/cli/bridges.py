@@ -5,7 +5,7 @@ Each subcommand runs the bridge's scenario with the model device (in this proces
 word for word against the golden model, and writes ``bridge_<name>.json`` (both results, wall
 times, slowdown, checks) and the RTL's run folder ``bridge_<name>/`` (``hwcosim check`` re-verifies
 it) to ``-o DIR``, staged and renamed into place at the end, and a table to the terminal. Also :func:`bench_bridges`,
-registered in :data:`cosim.flow.bench.BENCHES` as ``cosim_bridges``.
+registered in :data:`hwcosim.cosim.flow.bench.BENCHES` as ``cosim_bridges``.
 
 ``--scenario FILE.toml`` derives the bridge's scenario from the file ``hwcosim cluster run`` reads
 (topology, jobs, failures and the optional ``[cosim.melo|serve|kv]`` tables; see
@@ -113,9 +113,9 @@ def _finish(runs: list, args) -> int:
     ``bridge_<name>/`` (``hwcosim check`` re-verifies it) are renamed into ``-o`` together at the end.
     When the RTL disagrees with the golden model its run folder is still kept (with the outputs of
     the bridges before it) and the mismatch reported (exit 1)."""
-    from cosim.flow.bridge import print_table, write_report
-    from cosim.flow.runner import SimFailure
-    from models.atomic import staged_dir
+    from hwcosim.cosim.flow.bridge import print_table, write_report
+    from hwcosim.cosim.flow.runner import SimFailure
+    from hwcosim.models.atomic import staged_dir
 
     out = _out(args)
     failure, done = None, []
@@ -147,8 +147,8 @@ def _progress(msg: str) -> None:
 
 def _cmd_melo(args) -> int:
     _check_out(args)
-    from cosim.cli import UsageError
-    from cosim.designs.melo.bridge import MeloScenarioParams, run_bridge
+    from hwcosim.cosim.cli import UsageError
+    from hwcosim.cosim.designs.melo.bridge import MeloScenarioParams, run_bridge
 
     chosen = None
     if args.flows:
@@ -170,7 +170,7 @@ def _cmd_melo(args) -> int:
                                  "e.g. --flow 0,2,262144,0") from None
         flows = {"flows": tuple(parsed)}
     if args.scenario:
-        from cosim.designs.melo.bridge import params_from_scenario
+        from hwcosim.cosim.designs.melo.bridge import params_from_scenario
 
         sc = _load(args.scenario)
         p = _from_file(args.scenario, lambda: params_from_scenario(
@@ -192,8 +192,8 @@ def _dflt(v, default):
 
 def _load(path: str):
     """The cluster scenario file, validated by the cluster's parser (bad file: UsageError, one line)."""
-    from cosim.cli import UsageError
-    from models.systems.cluster.scenario import ScenarioError, load_scenario
+    from hwcosim.cosim.cli import UsageError
+    from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario
 
     try:
         return load_scenario(path)
@@ -203,8 +203,8 @@ def _load(path: str):
 
 def _from_file(path: str, fn):
     """``fn()`` (a bridge's ``params_from_scenario``) with its ScenarioError as one UsageError line."""
-    from cosim.cli import UsageError
-    from models.systems.cluster.scenario import ScenarioError
+    from hwcosim.cosim.cli import UsageError
+    from hwcosim.models.systems.cluster.scenario import ScenarioError
 
     try:
         return fn()
@@ -213,7 +213,7 @@ def _from_file(path: str, fn):
 
 
 def _check_clock(mhz: float, model_only: bool) -> None:
-    from cosim.cli import UsageError
+    from hwcosim.cosim.cli import UsageError
 
     period = 1e3 / mhz
     if not model_only and abs(period - round(period)) > 1e-9:
@@ -223,16 +223,16 @@ def _check_clock(mhz: float, model_only: bool) -> None:
 
 def _cmd_serve(args) -> int:
     _check_out(args)
-    from cosim.designs.fss.bridge import ServeScenarioParams, run_bridge
+    from hwcosim.cosim.designs.fss.bridge import ServeScenarioParams, run_bridge
 
     if args.p_stall is not None and not 0 <= args.p_stall < 0.95:
-        from cosim.cli import UsageError
+        from hwcosim.cosim.cli import UsageError
 
         raise UsageError(f"--p-stall must be in [0, 0.95), not {args.p_stall}")
     flags = {"n_requests": args.requests, "load": args.load, "slo_us": args.slo_us, "p_stall": args.p_stall,
              "cache": False if args.no_cache else None, "f_clk_mhz": args.clock_mhz, "seed": args.seed}
     if args.scenario:
-        from cosim.designs.fss.bridge import params_from_scenario
+        from hwcosim.cosim.designs.fss.bridge import params_from_scenario
 
         sc = _load(args.scenario)
         sps = _from_file(args.scenario, lambda: params_from_scenario(sc, args.device, **flags))
@@ -255,13 +255,13 @@ def _cmd_serve(args) -> int:
 
 def _cmd_kv(args) -> int:
     _check_out(args)
-    from cosim.designs.kvdirect.bridge import KVScenarioParams, run_bridge
+    from hwcosim.cosim.designs.kvdirect.bridge import KVScenarioParams, run_bridge
 
     flags = {"n_workers": args.workers, "iterations": args.iterations, "keys_per_iter": args.keys_per_iter,
              "n_keys": args.keys, "theta": args.theta, "mem_latency": args.mem_latency,
              "forward": False if args.no_forward else None, "f_clk_mhz": args.clock_mhz, "seed": args.seed}
     if args.scenario:
-        from cosim.designs.kvdirect.bridge import params_from_scenario
+        from hwcosim.cosim.designs.kvdirect.bridge import params_from_scenario
 
         sc = _load(args.scenario)
         sp = _from_file(args.scenario, lambda: params_from_scenario(sc, **flags))
@@ -280,7 +280,7 @@ def _out(args) -> Path:
 
 def _check_out(args) -> None:
     """Refuse an unusable -o before the co-simulation runs (its results would be lost at the end)."""
-    from cosim.cli.util import out_dir
+    from hwcosim.cosim.cli.util import out_dir
 
     out_dir(args.output, "build/bridges")
 
@@ -292,11 +292,11 @@ def bench_bridges(out_dir, quick: bool = False) -> dict:
     """
     from rich.console import Console
 
-    from cosim.designs.fss import bridge as serve
-    from cosim.designs.kvdirect import bridge as kv
-    from cosim.designs.melo import bridge as melo
-    from cosim.flow.bridge import print_table, write_report
-    from models.atomic import write_text
+    from hwcosim.cosim.designs.fss import bridge as serve
+    from hwcosim.cosim.designs.kvdirect import bridge as kv
+    from hwcosim.cosim.designs.melo import bridge as melo
+    from hwcosim.cosim.flow.bridge import print_table, write_report
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     n_req = 40 if quick else 120

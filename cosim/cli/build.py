@@ -1,15 +1,15 @@
-"""``hwcosim build``: place and route a registered design with nextpnr (see :mod:`cosim.flow.build`)."""
+"""``hwcosim build``: place and route a registered design with nextpnr (see :mod:`hwcosim.cosim.flow.build`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from cosim.cli.util import out_dir
-from cosim.designs import add_param_args, designs, get_design, resolve_params
-from cosim.flow.build import ROUTERS
-from models.errors import CheckFailed, UsageError
-from models.tables import emit, show
+from hwcosim.cosim.cli.util import out_dir
+from hwcosim.cosim.registry import add_param_args, designs, get_design, resolve_params
+from hwcosim.cosim.flow.build import ROUTERS
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.tables import emit, show
 
 __all__ = ["register"]
 
@@ -27,7 +27,7 @@ def _seeds(text: str) -> list[int]:
 def _list_boards() -> int:
     from rich.table import Table
 
-    from cosim.flow.build import BOARDS, FAMILIES
+    from hwcosim.cosim.flow.build import BOARDS, FAMILIES
 
     t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5, nextpnr-ice40)")
     for c in ("board", "family", "part", "speed grade", "package", "oscillator MHz", "bitstream", "what"):
@@ -54,7 +54,7 @@ def board_pll(board, clock_mhz):
     if board.family != "ecp5":
         raise UsageError(f"--clock {clock_mhz:g}: board tops on {board.name} run at its {board.clock_mhz:g} MHz "
                          f"oscillator (the PLL is ECP5-only for now); leave --clock out")
-    from hdl.common.clocking import ecp5_pll_settings
+    from hwcosim.hdl.common.clocking import ecp5_pll_settings
 
     try:
         return ecp5_pll_settings(board.clock_mhz, clock_mhz)
@@ -66,7 +66,7 @@ def cmd_build(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.flow.build import build_ooc, commit, crit_text, get_board, stage, summary_columns, summary_row
+    from hwcosim.cosim.flow.build import build_ooc, commit, crit_text, get_board, stage, summary_columns, summary_row
 
     if args.list_boards:
         return _list_boards()
@@ -155,8 +155,8 @@ def _build_board(args, chosen, board) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.flow.board_build import board_top_ref, build_board
-    from cosim.flow.build import commit, crit_text, stage, summary_columns, summary_row
+    from hwcosim.cosim.flow.board_build import board_top_ref, build_board
+    from hwcosim.cosim.flow.build import commit, crit_text, stage, summary_columns, summary_row
 
     if args.board is None:
         raise UsageError("a bitstream needs a board: --board ulx3s-85f (see --list-boards), or --ooc for the core")
@@ -213,7 +213,7 @@ def plot_results(summary: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     res = summary["results"]
     names = [r["design"] for r in res]
@@ -247,7 +247,7 @@ def plot_results(summary: dict, path: Path) -> Path:
 def plan_params(d, args, board=None):
     """A design's parameters for a build: its board configuration (for a bitstream, its board top's:
     ``Design.board_top_params``; else its defaults), then
-    ``--params FILE``, then ``--param`` (:mod:`models.precedence`; ``hwcosim board run`` resolves the
+    ``--params FILE``, then ``--param`` (:mod:`hwcosim.models.precedence`; ``hwcosim board run`` resolves the
     same way, so a bitstream and the host session agree). Before, any ``--param`` silently replaced
     the whole board configuration by the design's defaults."""
     base = d.board_config(board.family if board is not None else "ecp5", top=not getattr(args, "ooc", True))

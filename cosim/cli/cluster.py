@@ -1,7 +1,7 @@
 """``hwcosim cluster`` subcommands and the cluster benchmarks.
 
 - ``hwcosim cluster run scenario.toml [-o DIR] [--seed N]``: a TOML scenario
-  (:mod:`models.systems.cluster.scenario`): progress bar, table, ``scenario.json`` + ``scenario.png``.
+  (:mod:`hwcosim.models.systems.cluster.scenario`): progress bar, table, ``scenario.json`` + ``scenario.png``.
 - ``hwcosim cluster arnold|c4p|crux [--quick] [-o DIR] [--seed N]``: one study each, JSON + PNG +
   a table; outputs under ``build/cluster`` by default.
 - ``hwcosim cluster speed [--gpus N] [--jobs N]``: simulated seconds per wall second on the
@@ -20,16 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main", "scale_run", "bench_cluster_speed", "bench_arnold", "bench_c4p", "bench_crux",
            "speed_run"]
 
 
-from cosim.cli.util import fail as _fail
-from cosim.cli.util import out_dir as _out_dir_base
-from cosim.cli.util import staged
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
+from hwcosim.cosim.cli.util import staged
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -42,7 +42,7 @@ def _bar_png(path: Path, labels, groups: dict[str, list[float]], ylabel: str, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     n = len(groups)
@@ -78,7 +78,7 @@ def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     st = dict(res["settings"])
     for key, tag in (("lingjun", "lingjun"), ("lingjun_thin_core", "lingjun 64:1")):
@@ -115,7 +115,7 @@ def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
 
 
 def bench_arnold(out_dir: Path, quick: bool, seed: int = 0, alpha: float = 0.5) -> dict:
-    from models.systems.cluster.arnold import POLICIES, run_study
+    from hwcosim.models.systems.cluster.arnold import POLICIES, run_study
 
     res = run_study(quick=quick, seed=seed, alpha=alpha, beta=1 - alpha, time_limit=10.0 if quick else 60.0)
     _write_json(out_dir / "arnold.json", res)
@@ -161,7 +161,7 @@ def _c4p_png(path: Path, res: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     labels, rows = [], []
     for name, st in res["settings"].items():
@@ -186,7 +186,7 @@ def _c4p_png(path: Path, res: dict) -> Path:
 
 
 def bench_c4p(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from models.systems.cluster.c4p import run_study
+    from hwcosim.models.systems.cluster.c4p import run_study
 
     res = run_study(quick=quick, seed=seed)
     _write_json(out_dir / "c4p.json", res)
@@ -210,7 +210,7 @@ def bench_c4p(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 
 def bench_crux(out_dir: Path, quick: bool, seed: int = 0, levels: int = 8) -> dict:
-    from models.systems.cluster.crux import SCHEMES, run_study
+    from hwcosim.models.systems.cluster.crux import SCHEMES, run_study
 
     res = run_study(quick=quick, seed=seed, K=levels)
     _write_json(out_dir / "crux.json", res)
@@ -231,9 +231,9 @@ def bench_crux(out_dir: Path, quick: bool, seed: int = 0, levels: int = 8) -> di
 
 def speed_run(n_gpus: int = 2048, n_jobs: int = 16, iterations: int = 5, seed: int = 0) -> dict:
     """Simulated seconds per wall second: ``n_jobs`` DP x TP=8 jobs on random Lingjun hosts."""
-    from models.systems.cluster.engine import Simulator
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import lingjun_2023
+    from hwcosim.models.systems.cluster.engine import Simulator
+    from hwcosim.models.systems.cluster.job import JobSpec, placement
+    from hwcosim.models.systems.cluster.topology import lingjun_2023
 
     topo = lingjun_2023()
     hosts_per_job = n_gpus // (8 * n_jobs)
@@ -261,11 +261,11 @@ def scale_run(n_gpus: int, n_jobs: int = 1, iterations: int = 100, placement_pol
 
     Returns wall time, simulated events (timed events + stream completions) per wall second and
     the rate recomputations; ``incremental=False`` solves max-min over all streams at every change
-    (:mod:`models.systems.cluster.network`).
+    (:mod:`hwcosim.models.systems.cluster.network`).
     """
-    from models.systems.cluster.engine import Simulator
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import clos
+    from hwcosim.models.systems.cluster.engine import Simulator
+    from hwcosim.models.systems.cluster.job import JobSpec, placement
+    from hwcosim.models.systems.cluster.topology import clos
 
     hosts = n_gpus // 8
     tors = max(1, -(-hosts // 16))
@@ -345,11 +345,11 @@ def bench_cluster_speed(out_dir: Path, quick: bool) -> dict:
 
 def transport_run(n_gpus: int = 8192, iterations: int = 100, seed: int = 0, record: bool = False) -> dict:
     """One Megatron-style job (TP 8 x PP 8 x DP ``n_gpus / 64``) on the chunk-level transport
-    (:mod:`models.systems.cluster.transport`) over a synthetic non-blocking Clos (16 hosts per ToR, 8 ToRs
+    (:mod:`hwcosim.models.systems.cluster.transport`) over a synthetic non-blocking Clos (16 hosts per ToR, 8 ToRs
     per pod, 8 GPUs per host, 2 x 200 Gb/s per GPU), ECMP, 2 channels; wall time of the run."""
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import clos
-    from models.systems.cluster.transport import TransportSim
+    from hwcosim.models.systems.cluster.job import JobSpec, placement
+    from hwcosim.models.systems.cluster.topology import clos
+    from hwcosim.models.systems.cluster.transport import TransportSim
 
     if n_gpus % 1024 or n_gpus < 1024:
         raise ValueError(f"--gpus {n_gpus}: use a multiple of 1024")
@@ -376,9 +376,9 @@ def bench_transport_speed(out_dir: Path, quick: bool) -> dict:
     """Wall time of the chunk-level transport: 8,192 GPUs x 100 iterations (issue 24: < 60 s),
     and smaller jobs for the scaling; the flow-level engine's time on the same job shape as the
     baseline in the same process."""
-    from models.systems.cluster.engine import Simulator
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import clos
+    from hwcosim.models.systems.cluster.engine import Simulator
+    from hwcosim.models.systems.cluster.job import JobSpec, placement
+    from hwcosim.models.systems.cluster.topology import clos
 
     sizes = (1024, 2048) if quick else (1024, 2048, 4096, 8192)
     iters = 20 if quick else 100
@@ -419,9 +419,9 @@ def bench_mechanisms(out_dir: Path, quick: bool) -> dict:
     shared link over intensity ratio and compute/communication balance (plus the study trace's
     contention statistics), CoGNN's co-location over queue length and memory room. Quick mode
     skips Arnold (each background-load run is minutes of flow simulation)."""
-    from models.systems.cluster.arnold import run_congestion_study
-    from models.systems.cluster.crux import run_intensity_study, trace_contention
-    from models.systems.jobs.cognn import run_colocation_study
+    from hwcosim.models.systems.cluster.arnold import run_congestion_study
+    from hwcosim.models.systems.cluster.crux import run_intensity_study, trace_contention
+    from hwcosim.models.systems.jobs.cognn import run_colocation_study
 
     res = {"crux": run_intensity_study(horizon=4.0 if quick else 10.0),
            "crux_trace": trace_contention(seeds=range(2) if quick else range(5)),
@@ -434,7 +434,7 @@ def bench_mechanisms(out_dir: Path, quick: bool) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax = axes[0]
@@ -484,7 +484,7 @@ def _scenario_png(path: Path, res: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     jobs = res["jobs"]
     names = [j["job"] for j in jobs]
@@ -514,7 +514,7 @@ def _scenario_png(path: Path, res: dict) -> Path:
 def _cmd_run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from models.systems.cluster.scenario import MAX_SEED, ScenarioError, load_scenario, run_scenario
+    from hwcosim.models.systems.cluster.scenario import MAX_SEED, ScenarioError, load_scenario, run_scenario
 
     try:
         sc = load_scenario(args.scenario)
@@ -525,7 +525,7 @@ def _cmd_run(args) -> int:
             _fail(f"--seed must be in 0..{MAX_SEED}, not {args.seed}")
     import dataclasses
 
-    from models.precedence import layered
+    from hwcosim.models.precedence import layered
 
     sc = dataclasses.replace(sc, **layered(("scenario", {"seed": sc.seed}), ("--seed", {"seed": args.seed})))
     out = _out_dir(args.output or f"build/cluster/{sc.name}")
@@ -538,7 +538,7 @@ def _cmd_run(args) -> int:
         except ScenarioError as e:
             bar.stop()
             _fail(f"{args.scenario}: {e}")
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # both files appear together, at the end
         _write_json(st / "scenario.json", res)
@@ -636,6 +636,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim cluster ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["cluster", *(sys.argv[1:] if argv is None else argv)])

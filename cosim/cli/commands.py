@@ -8,20 +8,20 @@ import time
 
 import numpy as np
 
-from cosim.cli.util import out_dir
-from cosim.designs import add_param_args, designs, get_design, resolve_params
-from models.errors import CheckFailed, UsageError
-from models.tables import emit, show
+from hwcosim.cosim.cli.util import out_dir
+from hwcosim.cosim.registry import add_param_args, designs, get_design, resolve_params
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.tables import emit, show
 
 __all__ = ["register"]
 
 
 def _bbs_from_csb(args) -> tuple:
-    from cosim.designs import apply_changes, parse_param_items, read_params_file
-    from pruning.formats import csb as csbfmt
+    from hwcosim.cosim.registry import apply_changes, parse_param_items, read_params_file
+    from hwcosim.pruning.formats import csb as csbfmt
 
     m = csbfmt.load(args.csb)
-    from models.precedence import layered
+    from hwcosim.models.precedence import layered
 
     # one step, lowest first: --params FILE, the alias flags (--pes, --vec-format, --out-format), --param
     pf = getattr(args, "params", None)
@@ -56,7 +56,7 @@ def _params_for(design, args):
             raise ValueError(f"--csb gives BBS weights; design {design.name!r} does not take them")
         from dataclasses import replace
 
-        from pruning.formats import csb as csbfmt
+        from hwcosim.pruning.formats import csb as csbfmt
 
         m = csbfmt.load(args.csb)
         p = replace(p, rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, weight_fmt=m.fmt)
@@ -68,11 +68,11 @@ def _write_verilog(plans, targets, out, st) -> None:
     folder ``st`` of the output folder ``out`` (the paths printed are the final ones)."""
     from rich.console import Console
 
-    from cosim.flow.fusesoc import write_core
-    from cosim.flow.report import resource_table, table_text
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import synthesize
-    from models.atomic import write_text
+    from hwcosim.cosim.flow.fusesoc import write_core
+    from hwcosim.cosim.flow.report import resource_table, table_text
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.models.atomic import write_text
 
     con = Console()
     reports = []
@@ -101,8 +101,8 @@ def _write_verilog(plans, targets, out, st) -> None:
 
 
 def cmd_verilog(args) -> int:
-    from cosim.flow.synth import check_targets
-    from models.atomic import staged_dir
+    from hwcosim.cosim.flow.synth import check_targets
+    from hwcosim.models.atomic import staged_dir
 
     targets = [] if args.synth == "none" else check_targets(args.synth.split(","))
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
@@ -123,7 +123,7 @@ def _jsonable(p) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def _load_vectors(path: str, cols: int) -> np.ndarray:
-    from pruning.io import WeightIOError, read_npy
+    from hwcosim.pruning.io import WeightIOError, read_npy
 
     try:
         x = read_npy(path)
@@ -140,10 +140,10 @@ def _load_vectors(path: str, cols: int) -> np.ndarray:
 def cmd_sim(args) -> int:
     from rich.table import Table
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from cosim.flow.runner import ensure_simulator
-    from models.bbs.spmxv import spmxv, spmxv_float
-    from models.fixedpoint import dequantize, quantize
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.cosim.flow.runner import ensure_simulator
+    from hwcosim.models.bbs.spmxv import spmxv, spmxv_float
+    from hwcosim.models.fixedpoint import dequantize, quantize
 
     if args.check_simulator:
         ensure_simulator()
@@ -151,7 +151,7 @@ def cmd_sim(args) -> int:
     if not args.csb:
         raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
     p, m = _bbs_from_csb(args)
-    from cosim.flow.runs import seal, staged_run
+    from hwcosim.cosim.flow.runs import seal, staged_run
 
     if args.output:
         out_dir(args.output, "build/sim/runs")
@@ -191,7 +191,7 @@ def cmd_sim(args) -> int:
 def cmd_check(args) -> int:
     from rich.table import Table
 
-    from cosim.flow.runs import check_run
+    from hwcosim.cosim.flow.runs import check_run
 
     res = check_run(args.run_dir)
     t = Table(title=f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs")
@@ -205,13 +205,13 @@ def cmd_check(args) -> int:
 
 # ---------------------------------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    from cosim.cli.demo import run_demo
+    from hwcosim.cosim.cli.demo import run_demo
 
     return run_demo(args)
 
 
 def cmd_bench(args) -> int:
-    from cosim.flow.bench import run_bench
+    from hwcosim.cosim.flow.bench import run_bench
 
     return run_bench(args)
 

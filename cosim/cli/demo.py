@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["run_demo", "train_digits_mlp"]
 
@@ -59,7 +59,7 @@ def _rel(a: np.ndarray, ref: np.ndarray) -> float:
 def run_demo(args) -> int:
     """The demo, its outputs staged beside ``-o`` and renamed into place at the end (a late failure
     leaves nothing half-written)."""
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     out = Path(args.output)
     with staged_dir(out) as st:
@@ -70,16 +70,16 @@ def _demo(args, out: Path, st: Path) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from cosim.flow.report import resource_table, table_text
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.runs import seal
-    from cosim.flow.synth import check_targets, synthesize
-    from hdl.bbs import SpMxV
-    from models.atomic import write_text
-    from models.bbs.spmxv import BBSParams, spmxv, spmxv_float
-    from models.fixedpoint import Q, dequantize, quantize
-    from pruning.formats import csb
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.cosim.flow.report import resource_table, table_text
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.runs import seal
+    from hwcosim.cosim.flow.synth import check_targets, synthesize
+    from hwcosim.hdl.bbs import SpMxV
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.bbs.spmxv import BBSParams, spmxv, spmxv_float
+    from hwcosim.models.fixedpoint import Q, dequantize, quantize
+    from hwcosim.pruning.formats import csb
 
     con = Console()
     targets = [] if args.synth == "none" else check_targets(args.synth.split(","))

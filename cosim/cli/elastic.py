@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main"]
 
 
-from cosim.cli.util import fail as _fail
-from cosim.cli.util import out_dir as _out_dir_base
-from cosim.cli.util import staged
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
+from hwcosim.cosim.cli.util import staged
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -37,7 +37,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     n = len(groups)
@@ -72,7 +72,7 @@ def _progress():
 
 # -- EasyScale -------------------------------------------------------------------------------------
 def run_easyscale(out: Path, quick: bool, seed: int, steps: int) -> dict:
-    from models.systems.elastic.easyscale import EasyScaleConfig, EasyScaleTrainer, run_study
+    from hwcosim.models.systems.elastic.easyscale import EasyScaleConfig, EasyScaleTrainer, run_study
 
     cfg = EasyScaleConfig(seed=seed)
     res = {"config": cfg.__dict__, "steps": steps, "equality": {}}
@@ -120,7 +120,7 @@ def run_easyscale(out: Path, quick: bool, seed: int, steps: int) -> dict:
 
 # -- ElasticBatch ----------------------------------------------------------------------------------
 def run_elasticbatch(out: Path, quick: bool, seed: int, gpu: str) -> dict:
-    from models.systems.elastic.elasticbatch import run_study
+    from hwcosim.models.systems.elastic.elasticbatch import run_study
 
     with _progress() as prog:
         task = prog.add_task("ElasticBatch profiling, planning, serving sim", total=1)
@@ -150,7 +150,7 @@ def run_elasticbatch(out: Path, quick: bool, seed: int, gpu: str) -> dict:
 # -- GoldMiner -------------------------------------------------------------------------------------
 def run_goldminer(out: Path, quick: bool, seed: int) -> dict:
     try:
-        from models.systems.elastic.goldminer import run_study
+        from hwcosim.models.systems.elastic.goldminer import run_study
     except ImportError as e:  # pragma: no cover - until the module lands
         _fail(f"GoldMiner is not available: {e}")
     with _progress() as prog:
@@ -228,7 +228,7 @@ def _cmd_goldminer(args) -> int:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim([*(sys.argv[1:] if argv is None else argv)])
 
@@ -240,8 +240,8 @@ def bench_predictor(out_dir, quick: bool) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
-    from models.systems.elastic.measured import run_study
+    from hwcosim.models.atomic import save_png
+    from hwcosim.models.systems.elastic.measured import run_study
 
     res = run_study(quick=quick)
     _write_json(out_dir / "elastic_predictor.json", res)

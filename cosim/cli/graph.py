@@ -7,7 +7,7 @@
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
 - ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
-  compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`cosim.cli.graph_bench`).
+  compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`hwcosim.cosim.cli.graph_bench`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
   [--executor processes|dask|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
@@ -32,15 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs"]
 
 
-from cosim.cli.util import fail as _fail
-from cosim.cli.util import out_dir as _out_dir_base
-from cosim.cli.util import staged
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
+from hwcosim.cosim.cli.util import staged
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -53,7 +53,7 @@ def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: boo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     n = len(groups)
@@ -83,14 +83,14 @@ def _table(title, cols, rows):
 
 
 def _load_graph(name: str, scale: int, edge_factor: int, seed: int):
-    from models.systems.graph.graph import REAL_GRAPHS, RMATParams, load_real, rmat
+    from hwcosim.models.systems.graph.graph import REAL_GRAPHS, RMATParams, load_real, rmat
 
     if name == "rmat":
         return rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
     if name in REAL_GRAPHS:
         return load_real(name)
     if Path(name).suffix or Path(name).exists():  # a user's graph file
-        from models.systems.graph.io import GraphFormatError, read_graph
+        from hwcosim.models.systems.graph.io import GraphFormatError, read_graph
 
         try:
             return read_graph(name)
@@ -220,10 +220,10 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     """One graph size of :func:`bench_graph_engine`."""
     import gc
 
-    from models.systems.graph.algorithms import PageRank, pagerank_scipy, run
-    from models.systems.graph.engine import DaskExecutor, Engine, ProcessExecutor
-    from models.systems.graph.graph import rmat
-    from models.systems.graph.partition import METHODS, partition
+    from hwcosim.models.systems.graph.algorithms import PageRank, pagerank_scipy, run
+    from hwcosim.models.systems.graph.engine import DaskExecutor, Engine, ProcessExecutor
+    from hwcosim.models.systems.graph.graph import rmat
+    from hwcosim.models.systems.graph.partition import METHODS, partition
 
     skipped = {}
     load0 = os.getloadavg()[0]
@@ -250,7 +250,7 @@ def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, pro
     gc.collect()
     prog.update(description=f"R-MAT scale {p.scale}: engine processes")
     P = partition(g, 2 * workers, "hybrid")
-    from models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
 
     for t in sorted({1, workers}):  # the compiled executor on the same partitioning (bench graph_compiled: more)
         Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=1))  # plan + numba cache
@@ -321,7 +321,7 @@ def bench_graph_engine(out_dir: Path, quick: bool, seed: int = 0, iterations: in
     """
     from rich.progress import Progress
 
-    from models.systems.graph.graph import RMATParams
+    from hwcosim.models.systems.graph.graph import RMATParams
 
     workers = workers or min(2, os.cpu_count() or 1)
     scales = tuple(scales) if scales else ((16,) if quick else (16, 20, 22, 23))
@@ -383,7 +383,7 @@ def _curves_png(path: Path, panels: list, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     cols = 2
     rows = (len(panels) + cols - 1) // cols
@@ -448,7 +448,7 @@ def _tux2_tables(res: dict) -> None:
 def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | None = None) -> dict:
     """TuX2 SSP (s = 1, 2, 4) vs BSP for MF, LR, LDA: convergence per measured and simulated second.
 
-    See :func:`models.systems.graph.tux2_algos.study`: every configuration runs on real worker
+    See :func:`hwcosim.models.systems.graph.tux2_algos.study`: every configuration runs on real worker
     processes (``processes_runs``: loss against measured wall seconds; ``real_workers``
     processes, default the host's CPUs, 2 to 4) and in the simulated cluster of the worker model
     (``runs``: loss against simulated seconds, 4 or 8 modelled workers; a model, labelled so).
@@ -456,7 +456,7 @@ def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | No
     """
     from rich.progress import Progress
 
-    from models.systems.graph.tux2_algos import study
+    from hwcosim.models.systems.graph.tux2_algos import study
 
     real_workers = real_workers or max(2, min(4, os.cpu_count() or 1))
     with Progress(transient=True) as prog:
@@ -480,7 +480,7 @@ def _tux2_procs_png(path: Path, res: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     algos = res["algos"]
     fig, axes = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 3.8), squeeze=False)
@@ -532,7 +532,7 @@ def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2
                      sharing_scales: tuple | None = None) -> dict:
     """TuX2 on 2 real worker processes: SSP s = 1, 2, 4 vs BSP, loss vs measured wall seconds (MF, LR).
 
-    See :func:`models.systems.graph.tux2_procs.process_study`. Also (``graph_sharing``,
+    See :func:`hwcosim.models.systems.graph.tux2_procs.process_study`. Also (``graph_sharing``,
     :func:`~models.systems.graph.tux2_procs.graph_sharing_study`) the start-up time and worker
     memory with the graph pickled to every worker vs attached from shared memory, on R-MAT
     ratings of scale 18, 19, 20 (14 with ``quick``; ``sharing_scales`` overrides, ``()`` skips).
@@ -540,7 +540,7 @@ def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2
     """
     from rich.progress import Progress
 
-    from models.systems.graph.tux2_procs import graph_sharing_study, process_study
+    from hwcosim.models.systems.graph.tux2_procs import graph_sharing_study, process_study
 
     scales = tuple(sharing_scales) if sharing_scales is not None else ((14,) if quick else (18, 19, 20))
     out = Path(out_dir)
@@ -582,8 +582,8 @@ def _graph_sharing_report(path: Path, gs: dict) -> None:
 
 
 def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    """GNN rewriter study: see :func:`models.systems.graph.gnn.study`."""
-    from models.systems.graph.gnn import study
+    """GNN rewriter study: see :func:`hwcosim.models.systems.graph.gnn.study`."""
+    from hwcosim.models.systems.graph.gnn import study
 
     res = study(quick=quick, seed=seed)
     out = Path(out_dir)
@@ -602,9 +602,9 @@ def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 # ---- commands ------------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
-    from models.systems.graph.algorithms import ALGORITHMS, run
-    from models.systems.graph.engine import make_executor
-    from models.systems.graph.partition import METHODS
+    from hwcosim.models.systems.graph.algorithms import ALGORITHMS, run
+    from hwcosim.models.systems.graph.engine import make_executor
+    from hwcosim.models.systems.graph.partition import METHODS
 
     if args.algorithm not in ALGORITHMS:
         _fail(f"unknown algorithm {args.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -643,7 +643,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_partition(args) -> int:
-    from models.systems.graph.partition import METHODS, partition
+    from hwcosim.models.systems.graph.partition import METHODS, partition
 
     if args.partitions < 1:
         _fail(f"--partitions must be >= 1, not {args.partitions}")
@@ -652,7 +652,7 @@ def _cmd_partition(args) -> int:
     g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     res = {m: partition(g, args.partitions, m, seed=args.seed).summary() for m in METHODS}
     out = _out_dir(args.output)
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # both files appear together, at the end
         _write_json(st / f"partition_{g.name}.json", res)
@@ -692,8 +692,8 @@ def _default_tux2_executor() -> str:
 def _cmd_tux2(args) -> int:
     from rich.progress import Progress
 
-    from models.systems.graph.tux2 import EXECUTORS, PARTITIONERS
-    from models.systems.graph.tux2_algos import ALGOS, _setup, study
+    from hwcosim.models.systems.graph.tux2 import EXECUTORS, PARTITIONERS
+    from hwcosim.models.systems.graph.tux2_algos import ALGOS, _setup, study
 
     if args.algo not in ALGOS:
         _fail(f"unknown algorithm {args.algo!r}; choose one of {', '.join(ALGOS)}")
@@ -721,7 +721,7 @@ def _cmd_tux2(args) -> int:
         _fail(str(e))
     stem = f"tux2_{args.algo}_s{s}_w{workers}"
     res["algos"][args.algo]["executor"] = executor
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # both files appear together, at the end
         _write_json(st / f"{stem}.json", res)
@@ -733,7 +733,7 @@ def _cmd_tux2(args) -> int:
 
 
 def _cmd_compiled_bench(args) -> int:
-    from cosim.cli.graph_bench import bench_graph_compiled
+    from hwcosim.cosim.cli.graph_bench import bench_graph_compiled
 
     scales = None
     if args.scales:
@@ -844,6 +844,6 @@ def _cmd_tux2_procs(args) -> int:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim graph ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["graph", *(sys.argv[1:] if argv is None else argv)])

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 __all__ = ["bench_graph_compiled", "DEFAULT_SCALES", "QUICK_SCALES"]
 
@@ -61,8 +61,8 @@ def _best(fn, repeats: int):
 
 
 def _ours(g, P, program, threads: int, repeats: int):
-    from models.systems.graph.compiled import CompiledExecutor
-    from models.systems.graph.engine import Engine
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.engine import Engine
 
     best = None
     for _ in range(repeats):
@@ -172,10 +172,10 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
     dropped once its symmetrised copy exists (the runners go one after another to bound memory)."""
     from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-    from models.systems.graph import Graph
-    from models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank, pagerank_scipy
-    from models.systems.graph.compiled import degree_ids
-    from models.systems.graph.partition import partition
+    from hwcosim.models.systems.graph import Graph
+    from hwcosim.models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank, pagerank_scipy
+    from hwcosim.models.systems.graph.compiled import degree_ids
+    from hwcosim.models.systems.graph.partition import partition
 
     try:
         import graphblas as gb
@@ -299,7 +299,7 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
 def _igraph(g, src: int, pt: dict) -> dict:
     import igraph
 
-    from cosim.cli.graph import _igraph_graph
+    from hwcosim.cosim.cli.graph import _igraph_graph
 
     t0 = time.perf_counter()
     h = _igraph_graph(igraph, g)
@@ -321,11 +321,11 @@ def _igraph(g, src: int, pt: dict) -> dict:
 
 def _real_graphs(repeats: int) -> dict:
     """The shipped real graphs: ours (1 and 2 threads) equals the serial engine; timings are overhead-bound."""
-    from models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank
-    from models.systems.graph.compiled import CompiledExecutor
-    from models.systems.graph.engine import Engine
-    from models.systems.graph.graph import REAL_GRAPHS, load_real
-    from models.systems.graph.partition import partition
+    from hwcosim.models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.engine import Engine
+    from hwcosim.models.systems.graph.graph import REAL_GRAPHS, load_real
+    from hwcosim.models.systems.graph.partition import partition
 
     out = {}
     for name in REAL_GRAPHS:
@@ -388,7 +388,7 @@ def _png(path: Path, res: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     pt = res["sizes"][-1]
     algs = list(pt["algorithms"])
@@ -438,8 +438,8 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
     """
     from rich.progress import Progress
 
-    from models.systems.graph.compiled import CompiledExecutor
-    from models.systems.graph.graph import Graph, RMATParams, rmat
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.graph import Graph, RMATParams, rmat
 
     scales = tuple(scales) if scales else (QUICK_SCALES if quick else DEFAULT_SCALES)
     N = threads or os.cpu_count() or 1
@@ -453,8 +453,8 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
     except ImportError:
         igraph_ok = False
     # compile (or load the numba cache) before anything is timed
-    from models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank
-    from models.systems.graph.engine import Engine
+    from hwcosim.models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank
+    from hwcosim.models.systems.graph.engine import Engine
 
     tiny = Graph(4, [0, 1, 2, 3], [1, 2, 3, 0])
     for program in (PageRank(max_steps=2), BFS(0), ConnectedComponents()):
@@ -480,8 +480,8 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
             gc.collect()
             _write_json(out / "graph_compiled.json", res)
             bar.advance(task)
-        from models.systems.graph.graph import LARGE_REAL_GRAPHS
-        from models.systems.graph.io import read_graph
+        from hwcosim.models.systems.graph.graph import LARGE_REAL_GRAPHS
+        from hwcosim.models.systems.graph.io import read_graph
 
         res["real_large"] = []
         for name, path in ({} if quick else LARGE_REAL_GRAPHS).items():  # quick: R-MAT only
@@ -504,7 +504,7 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
 
 
 def _print(res: dict) -> None:
-    from cosim.cli.graph import _table
+    from hwcosim.cosim.cli.graph import _table
 
     N = str(res["threads"][-1])
     for pt in res["sizes"] + res.get("real_large", []):

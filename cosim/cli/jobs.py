@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import emit, show
+from hwcosim.models.tables import emit, show
 
 __all__ = ["register", "main", "bench_cognn", "bench_cpualloc"]
 
 
-from cosim.cli.util import fail as _fail
-from cosim.cli.util import out_dir as _out_dir_base
-from cosim.cli.util import staged
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
+from hwcosim.cosim.cli.util import staged
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -49,7 +49,7 @@ def _png(path: Path, draw) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))
     draw(ax)
@@ -60,7 +60,7 @@ def _png(path: Path, draw) -> Path:
 
 # ---- jobcheck ------------------------------------------------------------------------------------
 def _cmd_jobcheck(args) -> int:
-    from models.systems.jobs.jobcheck import CATEGORIES, CheckConfig, ScriptError, check, evaluate_corpus
+    from hwcosim.models.systems.jobs.jobcheck import CATEGORIES, CheckConfig, ScriptError, check, evaluate_corpus
 
     if not 0 < args.device_memory <= 1 << 20:
         _fail(f"--device-memory must be in (0, 1048576] GiB, not {args.device_memory}")
@@ -144,7 +144,7 @@ def register(subparsers) -> None:
 
 def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> dict:
     """CoGNN study: memory-model error, then scheduling of a tuning-task stream; JSON + PNG + tables."""
-    from models.systems.jobs.cognn import MODELS, run_study
+    from hwcosim.models.systems.jobs.cognn import MODELS, run_study
 
     res = run_study(quick=quick, seed=seed, workers=workers,
                     progress_cb=lambda m: print(f"\r{m}", end="", file=sys.stderr, flush=True))
@@ -205,7 +205,7 @@ def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> 
 def bench_cpualloc(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     """CPU allocation study: measured loader profile, then even / static / adaptive (learned) / oracle
     on a heterogeneous cluster; JSON + PNGs (utilisation, JCT, loader throughput vs cores) + tables."""
-    from models.systems.jobs.cpualloc import POLICIES, run_study
+    from hwcosim.models.systems.jobs.cpualloc import POLICIES, run_study
 
     res = run_study(quick=quick, seed=seed)
     _write_json(out_dir / "cpualloc.json", res)
@@ -330,6 +330,6 @@ def _register_studies(subparsers) -> None:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim([*(sys.argv[1:] if argv is None else argv)])

@@ -1,8 +1,8 @@
 """``hwcosim kvdirect study``: KV-Direct performance study (JSON + PNG + rich table).
 
 KV-Direct: Li et al., SOSP 2017. Predicts GET/PUT throughput for 1 and N NICs, latency and the
-single-key atomic speedup with the model of :mod:`models.kvdirect.perf`, using memory accesses
-per operation measured on the golden store (:class:`models.kvdirect.store.KVStore`), and prints
+single-key atomic speedup with the model of :mod:`hwcosim.models.kvdirect.perf`, using memory accesses
+per operation measured on the golden store (:class:`hwcosim.models.kvdirect.store.KVStore`), and prints
 them beside the paper's 180 / 114 Mops, 1.22 Gops, 4.3 / 5.4 us and 191x.
 """
 
@@ -13,11 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-from models.atomic import save_png, write_text
-from models.errors import UsageError
-from models.kvdirect.perf import PAPER, HWParams, atomic_rates, measure_store_accesses, multi_nic, nic_throughput
-from models.kvdirect.workload import Workload, generate
-from models.tables import show
+from hwcosim.models.atomic import save_png, write_text
+from hwcosim.models.errors import UsageError
+from hwcosim.models.kvdirect.perf import PAPER, HWParams, atomic_rates, measure_store_accesses, multi_nic, nic_throughput
+from hwcosim.models.kvdirect.workload import Workload, generate
+from hwcosim.models.tables import show
 
 __all__ = ["register", "study", "main"]
 
@@ -109,7 +109,7 @@ def _run(args) -> int:
         raise UsageError(f"--theta must be in [0, 2], not {args.theta}")
     res = study(seed=args.seed, n_ops=args.ops, n_nics=args.nics, theta=args.theta)
     out = Path(args.output)
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # both files appear together, at the end
         write_text(st / "kvdirect_study.json", json.dumps(res, indent=2, default=float) + "\n")
@@ -139,6 +139,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim([*(sys.argv[1:] if argv is None else argv)])

@@ -4,8 +4,8 @@ MELO: Lu et al., "Memory Efficient Loss Recovery for Hardware-based Transport in
 APNet 2017. The lead wires :func:`register` into ``cosim/cli/__init__.py``; :func:`main` runs it alone.
 
 - ``hwcosim melo study [--quick] [-o DIR] [--seed N] [--jobs N]``: every sweep of
-  :mod:`models.melo.study`, JSON + PNG plots under ``build/melo`` by default.
-- ``hwcosim melo run --scheme melo --loss 0.01 ...``: one run of :mod:`models.melo.sim`, JSON.
+  :mod:`hwcosim.models.melo.study`, JSON + PNG plots under ``build/melo`` by default.
+- ``hwcosim melo run --scheme melo --loss 0.01 ...``: one run of :mod:`hwcosim.models.melo.sim`, JSON.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from models.errors import UsageError
-from models.tables import show
+from hwcosim.models.errors import UsageError
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main"]
 
@@ -32,7 +32,7 @@ def _fmt(x: float, nd: int = 2) -> str:
 
 
 def _out_dir(arg: str | None, default: str) -> Path:
-    from models.atomic import check_out_dir
+    from hwcosim.models.atomic import check_out_dir
 
     return check_out_dir(arg if arg else default)
 
@@ -41,7 +41,7 @@ def _cmd_study(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from models.melo.study import run_study, write_study
+    from hwcosim.models.melo.study import run_study, write_study
 
     if args.jobs < 1:
         _fail(f"--jobs must be >= 1, not {args.jobs}")
@@ -57,7 +57,7 @@ def _cmd_study(args) -> int:
             jobs=args.jobs,
             progress=lambda d, n: status.update(f"MELO study ({mode}): run {d}/{n}"),
         )
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:  # every file of the study appears at once, at the end
         paths = write_study(res, st)
@@ -97,8 +97,8 @@ def _cmd_study(args) -> int:
 def _cmd_run(args) -> int:
     from rich.table import Table
 
-    from models.atomic import write_text
-    from models.melo.sim import LossModel, SimParams, simulate
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.melo.sim import LossModel, SimParams, simulate
 
     out = _out_dir(args.output, "build/melo")
     try:
@@ -200,6 +200,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim melo ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["melo", *(sys.argv[1:] if argv is None else argv)])

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["register", "main", "bench_byterobust", "bench_byterobust_loop", "bench_c4d", "bench_mycroft"]
 
 
-from cosim.cli.util import fail as _fail
-from cosim.cli.util import out_dir as _out_dir_base
-from cosim.cli.util import staged
-from cosim.cli.util import write_json as _write_json
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
+from hwcosim.cosim.cli.util import staged
+from hwcosim.cosim.cli.util import write_json as _write_json
 
 
 def _out_dir(arg: str | None) -> Path:
@@ -48,7 +48,7 @@ def _fig():
 
 
 def _save(fig, path: Path) -> Path:
-    from models.atomic import atomic_path
+    from hwcosim.models.atomic import atomic_path
 
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -70,7 +70,7 @@ def _table(title, cols, rows):
 
 # ---- ByteRobust ----------------------------------------------------------------------------------
 def bench_byterobust(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from models.systems.reliability.byterobust import run_study
+    from hwcosim.models.systems.reliability.byterobust import run_study
 
     res = run_study(quick=quick, seed=seed)
     _write_json(out_dir / "byterobust.json", res)
@@ -108,7 +108,7 @@ def bench_byterobust(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 # ---- C4D -----------------------------------------------------------------------------------------
 def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -> dict:
-    from models.systems.reliability.c4d import CLASSES, run_study
+    from hwcosim.models.systems.reliability.c4d import CLASSES, run_study
 
     res = run_study(quick=quick, seed=seed, mix=mix)
     _write_json(out_dir / "c4d.json", res)
@@ -127,7 +127,7 @@ def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -
     a2.set_ylabel("error-induced overhead (GPU-job hours)")
     a2.set_title(f"reduction {100 * (ov['reduction'] or 0):.0f}% (paper 30%)", fontsize=9)
     _save(fig, out_dir / "c4d.png")
-    from models.systems.reliability.study import confusion_png
+    from hwcosim.models.systems.reliability.study import confusion_png
 
     _write_json(out_dir / "c4d_confusion.json", res["confusion"])
     confusion_png(out_dir / "c4d_confusion.png", res["confusion"], "C4D: injected kind x diagnosed class")
@@ -147,7 +147,7 @@ def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -
 
 # ---- Mycroft -------------------------------------------------------------------------------------
 def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from models.systems.reliability.mycroft import run_study
+    from hwcosim.models.systems.reliability.mycroft import run_study
 
     res = run_study(quick=quick, seed=seed)
     _write_json(out_dir / "mycroft.json", res)
@@ -167,7 +167,7 @@ def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
     ax.set_title("Mycroft (dotted: paper 90% within 15 s, 60% within 20 s)", fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, out_dir / "mycroft.png")
-    from models.systems.reliability.study import confusion_png
+    from hwcosim.models.systems.reliability.study import confusion_png
 
     _write_json(out_dir / "mycroft_confusion.json", res["confusion"])
     confusion_png(out_dir / "mycroft_confusion.png", res["confusion"], "Mycroft: injected kind x diagnosed component")
@@ -189,7 +189,7 @@ def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 # ---- ByteRobust closed loop -----------------------------------------------------------------------
 def bench_byterobust_loop(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from models.systems.reliability.closedloop import run_study
+    from hwcosim.models.systems.reliability.closedloop import run_study
 
     res = run_study(quick=quick, seed=seed)
     _write_json(out_dir / "byterobust_loop.json", res)
@@ -268,6 +268,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Stand-alone entry, the same as ``hwcosim reliability ...``: the one dispatcher reports errors."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["reliability", *(sys.argv[1:] if argv is None else argv)])

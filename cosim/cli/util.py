@@ -2,7 +2,7 @@
 
 Tables: build with :func:`table` (or rich's Table) and print with :func:`show`, the one place that
 lays a table out so no number is cut and that records it for ``--json``; :func:`emit` adds a
-command's summary to the ``--json`` document (see :mod:`models.tables`)."""
+command's summary to the ``--json`` document (see :mod:`hwcosim.models.tables`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_text
-from models.errors import UsageError
-from models.tables import emit, json_active, show, table
+from hwcosim.models.atomic import write_text
+from hwcosim.models.errors import UsageError
+from hwcosim.models.tables import emit, json_active, show, table
 
 __all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json", "json_default", "table", "show", "emit",
            "json_active"]
@@ -27,16 +27,16 @@ def fail(msg: str):
 def out_dir(arg: str | None, default: str) -> Path:
     """The output folder (``arg`` or ``default``), checked before any work: a file in its place or
     in its path, or a folder that cannot be written, is bad input (one line, exit 2)."""
-    from models.atomic import check_out_dir
+    from hwcosim.models.atomic import check_out_dir
 
     return check_out_dir(arg if arg else default)
 
 
 def staged(fn, out: Path, *args, **kwargs):
     """``fn(staging, *args, **kwargs)`` with ``staging`` a temporary folder beside ``out`` whose files
-    are renamed into ``out`` only when ``fn`` returns (:func:`models.atomic.staged_dir`): a late
+    are renamed into ``out`` only when ``fn`` returns (:func:`hwcosim.models.atomic.staged_dir`): a late
     failure leaves no half-written output folder."""
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     with staged_dir(out) as st:
         return fn(st, *args, **kwargs)
@@ -46,7 +46,7 @@ def check_output_args(args) -> None:
     """Refuse an unusable output folder given on the command line (``-o``/``--output``/``--out`` of any
     command) before the command does any work: an existing file, a path inside a file, or a folder
     that cannot be written is bad input (one line, exit 2)."""
-    from models.atomic import check_out_dir
+    from hwcosim.models.atomic import check_out_dir
 
     for name in ("output", "out"):
         v = getattr(args, name, None)

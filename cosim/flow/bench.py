@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from models.errors import UsageError
+from hwcosim.models.errors import UsageError
 
 __all__ = ["run_bench", "BENCHES", "TOOL_BENCHES", "select_benches"]
 
 
 #: name -> callable(out_dir, quick) -> dict; packages add their benchmarks here.
 def _kernels(out_dir: Path, quick: bool) -> dict:
-    from pruning.bench import run_kernel_bench
+    from hwcosim.pruning.bench import run_kernel_bench
 
     return run_kernel_bench(out_dir, quick=quick)
 
@@ -37,35 +37,35 @@ def _lazy(module: str, name: str) -> Callable[[Path, bool], dict]:
 #: Benches of the tools and the cluster-level systems (not designs): name -> callable(out_dir, quick).
 TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "kernels": _kernels,
-    "csb_kernels": _lazy("pruning.csb_bench", "run_csb_bench"),
-    "cluster_arnold": _lazy("cosim.cli.cluster", "bench_arnold"),
-    "cluster_c4p": _lazy("cosim.cli.cluster", "bench_c4p"),
-    "cluster_crux": _lazy("cosim.cli.cluster", "bench_crux"),
-    "cluster_speed": _lazy("cosim.cli.cluster", "bench_cluster_speed"),
-    "cluster_transport_speed": _lazy("cosim.cli.cluster", "bench_transport_speed"),
-    "cluster_mechanisms": _lazy("cosim.cli.cluster", "bench_mechanisms"),
-    "reliability_byterobust": _lazy("cosim.cli.reliability", "bench_byterobust"),
-    "reliability_byterobust_loop": _lazy("cosim.cli.reliability", "bench_byterobust_loop"),
-    "elastic_predictor": _lazy("cosim.cli.elastic", "bench_predictor"),
-    "reliability_c4d": _lazy("cosim.cli.reliability", "bench_c4d"),
-    "reliability_mycroft": _lazy("cosim.cli.reliability", "bench_mycroft"),
-    "graph_engine": _lazy("cosim.cli.graph", "bench_graph_engine"),
-    "graph_compiled": _lazy("cosim.cli.graph_bench", "bench_graph_compiled"),
-    "gnn_rewrite": _lazy("cosim.cli.graph", "bench_gnn_rewrite"),
-    "tux2": _lazy("cosim.cli.graph", "bench_tux2"),
-    "tux2_procs": _lazy("cosim.cli.graph", "bench_tux2_procs"),
-    "cognn": _lazy("cosim.cli.jobs", "bench_cognn"),
-    "cpualloc": _lazy("cosim.cli.jobs", "bench_cpualloc"),
-    "sim_speed": _lazy("cosim.flow.simspeed", "bench_simspeed"),
-    "cosim_bridges": _lazy("cosim.cli.bridges", "bench_bridges"),
-    "sweeps": _lazy("cosim.flow.sweep", "bench_sweeps"),
-    "oneshot": _lazy("pruning.oneshot_study", "bench_oneshot"),
+    "csb_kernels": _lazy("hwcosim.pruning.csb_bench", "run_csb_bench"),
+    "cluster_arnold": _lazy("hwcosim.cosim.cli.cluster", "bench_arnold"),
+    "cluster_c4p": _lazy("hwcosim.cosim.cli.cluster", "bench_c4p"),
+    "cluster_crux": _lazy("hwcosim.cosim.cli.cluster", "bench_crux"),
+    "cluster_speed": _lazy("hwcosim.cosim.cli.cluster", "bench_cluster_speed"),
+    "cluster_transport_speed": _lazy("hwcosim.cosim.cli.cluster", "bench_transport_speed"),
+    "cluster_mechanisms": _lazy("hwcosim.cosim.cli.cluster", "bench_mechanisms"),
+    "reliability_byterobust": _lazy("hwcosim.cosim.cli.reliability", "bench_byterobust"),
+    "reliability_byterobust_loop": _lazy("hwcosim.cosim.cli.reliability", "bench_byterobust_loop"),
+    "elastic_predictor": _lazy("hwcosim.cosim.cli.elastic", "bench_predictor"),
+    "reliability_c4d": _lazy("hwcosim.cosim.cli.reliability", "bench_c4d"),
+    "reliability_mycroft": _lazy("hwcosim.cosim.cli.reliability", "bench_mycroft"),
+    "graph_engine": _lazy("hwcosim.cosim.cli.graph", "bench_graph_engine"),
+    "graph_compiled": _lazy("hwcosim.cosim.cli.graph_bench", "bench_graph_compiled"),
+    "gnn_rewrite": _lazy("hwcosim.cosim.cli.graph", "bench_gnn_rewrite"),
+    "tux2": _lazy("hwcosim.cosim.cli.graph", "bench_tux2"),
+    "tux2_procs": _lazy("hwcosim.cosim.cli.graph", "bench_tux2_procs"),
+    "cognn": _lazy("hwcosim.cosim.cli.jobs", "bench_cognn"),
+    "cpualloc": _lazy("hwcosim.cosim.cli.jobs", "bench_cpualloc"),
+    "sim_speed": _lazy("hwcosim.cosim.flow.simspeed", "bench_simspeed"),
+    "cosim_bridges": _lazy("hwcosim.cosim.cli.bridges", "bench_bridges"),
+    "sweeps": _lazy("hwcosim.cosim.flow.sweep", "bench_sweeps"),
+    "oneshot": _lazy("hwcosim.pruning.oneshot_study", "bench_oneshot"),
 }
 
 
 def design_benches() -> dict[str, Callable[[Path, bool], dict]]:
     """The benches every registered design declares (``Design.benches``), by bench name."""
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     out: dict[str, Callable[[Path, bool], dict]] = {}
     for d in designs().values():
@@ -105,7 +105,7 @@ def run_bench(args) -> int:
             summary = json.loads(index.read_text())
         except (OSError, ValueError):
             summary = {}
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     for name in names:
         t0 = time.monotonic()

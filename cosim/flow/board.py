@@ -1,11 +1,11 @@
 """Host side of a board's UART link: transports and the protocol client (``hwcosim board run``).
 
-The protocol is :mod:`models.hostlink`; the board side is :class:`hdl.common.host_bridge.HostBridge`.
-A design's board session (e.g. :func:`cosim.designs.bbs.board.session`) is written once against
+The protocol is :mod:`hwcosim.models.hostlink`; the board side is :class:`hwcosim.hdl.common.host_bridge.HostBridge`.
+A design's board session (e.g. :func:`hwcosim.cosim.designs.bbs.board.session`) is written once against
 :class:`HostLink` and runs unchanged on two transports:
 
 - :class:`SerialTransport`: a real board on a serial port (pyserial);
-- :class:`cosim.tb.uart.CocotbUartTransport`: the RTL in a cocotb simulation, every byte sent
+- :class:`hwcosim.cosim.tb.uart.CocotbUartTransport`: the RTL in a cocotb simulation, every byte sent
   and received bit by bit through a UART model on the top's ``rx``/``tx`` pins.
 
 The client's methods are coroutines so that the cocotb transport can advance simulated time while
@@ -20,8 +20,8 @@ import random
 from collections.abc import Iterable
 from typing import Protocol
 
-from models.errors import CheckFailed, UsageError
-from models.hostlink import (
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.hostlink import (
     OP,
     decode_response,
     encode_command,
@@ -105,7 +105,7 @@ class HostLink:
     """The protocol client: register and stream access over a :class:`Transport`.
 
     Every command waits for its response; a response that is missing, malformed, has a bad CRC or
-    reports an error status raises :class:`models.errors.CheckFailed` naming the command.
+    reports an error status raises :class:`hwcosim.models.errors.CheckFailed` naming the command.
 
     Parameters
     ----------
@@ -177,7 +177,7 @@ def run_sync(coro):
 
 
 class StreamLink:
-    """The host side of a :class:`hdl.common.stream_host.StreamHost` board top: its registers by name,
+    """The host side of a :class:`hwcosim.hdl.common.stream_host.StreamHost` board top: its registers by name,
     and stream transfers that never make the bridge wait on the design.
 
     :meth:`run` sends every input beat, at most ``IN_FREE`` beats at a time, drains every output
@@ -188,8 +188,8 @@ class StreamLink:
     Parameters
     ----------
     link : HostLink
-    regs : sequence of :class:`hdl.common.axil_regs.Reg`
-        The board top's register map (:func:`hdl.common.stream_host.stream_host_regs`).
+    regs : sequence of :class:`hwcosim.hdl.common.axil_regs.Reg`
+        The board top's register map (:func:`hwcosim.hdl.common.stream_host.stream_host_regs`).
     in_bits, out_bits : sequence of int
         Payload widths of the input and output streams, in channel order.
     in_depth : int
@@ -261,7 +261,7 @@ def board_params(design, args, generated: str):
     """The parameters of ``hwcosim board run DESIGN``: the design's configuration for the board's
     family (else its defaults) with ``--param``/``--params`` applied. ``--csb``/``--vector`` belong
     to bbs-spmxv: for another design they are refused with ``generated`` (what it runs instead)."""
-    from cosim.designs import resolve_params
+    from hwcosim.cosim.registry import resolve_params
 
     if getattr(args, "csb", None) or getattr(args, "vector", None):
         raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this design runs {generated}")

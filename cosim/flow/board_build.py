@@ -12,7 +12,7 @@ and writes its JSON report, from which Fmax per clock and the utilisation are ta
 out-of-context flow.
 
 The clock: the board's oscillator (25 MHz on the ULX3S, 100 MHz on the ECPIX-5, 12 MHz on the
-iCEBreaker), or on an ECP5 board a PLL output (:mod:`hdl.common.clocking`, ``--clock MHZ``); the
+iCEBreaker), or on an ECP5 board a PLL output (:mod:`hwcosim.hdl.common.clocking`, ``--clock MHZ``); the
 board top derives its UART divisor from the clock it runs at. nextpnr's timing model, not vendor
 sign-off.
 """
@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from cosim.designs import resolve
-from cosim.flow.build import (
+from hwcosim.cosim.registry import resolve
+from hwcosim.cosim.flow.build import (
     Board,
     _area,
     _jsonable,
@@ -39,8 +39,8 @@ from cosim.flow.build import (
     netlist_cells,
     run_limited,
 )
-from hdl.common.dsp import dsp_target
-from models.errors import CheckFailed, UsageError
+from hwcosim.hdl.common.dsp import dsp_target
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["build_board", "board_top_ref"]
 

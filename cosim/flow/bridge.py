@@ -31,7 +31,7 @@ Running a bridge
 ----------------
 :func:`co_simulate` is the event loop that alternates between the scenario and the device.
 :func:`compare` runs a scenario with the model (in process) and with the RTL (through
-:func:`cosim.flow.runner.run` and a ``cosim.tb.bridge_*`` testbench), measures both wall times,
+:func:`hwcosim.cosim.flow.runner.run` and a ``hwcosim.cosim.tb.bridge_*`` testbench), measures both wall times,
 and returns the comparison record that :func:`write_report` writes as JSON and prints as a table.
 """
 
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cosim.flow.runner import SimFailure
-from cosim.flow.runs import numpy_json_default
-from models.tables import show
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.cosim.flow.runs import numpy_json_default
+from hwcosim.models.tables import show
 
 __all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync", "measured_note",
            "compare", "write_report", "print_table", "BridgeMismatch", "DeadlockError"]
@@ -296,7 +296,7 @@ def print_table(cmp: Comparison, console=None) -> None:
 
 
 def write_report(cmp: Comparison, out_dir: Path) -> Path:
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,10 @@
 """cocotb side of the bridges: a cycle clock read from simulation time, and jumps over idle time.
 
-Imported only inside a cocotb testbench process (``cosim.tb.bridge_*``). :class:`SimClock`
+Imported only inside a cocotb testbench process (``hwcosim.cosim.tb.bridge_*``). :class:`SimClock`
 counts cycles from the first rising edge after reset by reading the simulator's time, so no
 coroutine has to run on every edge: :meth:`SimClock.goto` jumps over idle cycles with one
 ``Timer`` (the clock itself is cocotb's GPI clock, toggled without Python). It has the
-``clk``/``now`` attributes of :class:`cosim.tb.common.CycleCounter`, so the shared stream drivers
+``clk``/``now`` attributes of :class:`hwcosim.cosim.tb.common.CycleCounter`, so the shared stream drivers
 and sinks accept it.
 """
 
@@ -14,7 +14,7 @@ import cocotb
 from cocotb.triggers import NullTrigger, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-from cosim.tb.common import start_clock_and_reset
+from hwcosim.cosim.tb.common import start_clock_and_reset
 
 __all__ = ["SimClock", "reset_with_clock", "RTLSerialDevice"]
 
@@ -83,7 +83,7 @@ class RTLSerialDevice:
         self._fin = await self.run(request, start)
 
     async def advance(self, t_limit: float):
-        from cosim.flow.bridge import Completion
+        from hwcosim.cosim.flow.bridge import Completion
 
         lim = self.clock.floor_cycle(t_limit)
         big = 1 << 61

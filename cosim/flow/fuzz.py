@@ -6,8 +6,8 @@ A *target* takes the bytes of one user file, writes them where the reader expect
 valid companion files where a format has several, e.g. a CSB manifest beside its ``.npz``),
 and calls the reader (and, where a command goes on to use the result before any output, that
 use: a scenario's topology and placement, a sweep's grid points, a cached point's metrics). The
-reader may accept the file or refuse it with its documented error (:class:`pruning.io.WeightIOError`,
-:class:`pruning.formats.csb.FormatError`, :class:`models.systems.cluster.scenario.ScenarioError`, ...),
+reader may accept the file or refuse it with its documented error (:class:`hwcosim.pruning.io.WeightIOError`,
+:class:`hwcosim.pruning.formats.csb.FormatError`, :class:`hwcosim.models.systems.cluster.scenario.ScenarioError`, ...),
 whose message must be one line: ``hwcosim`` prints it with exit status 2. Any other exception is
 a bug (it would reach the user as a traceback), and so is a result the target's check finds
 malformed. Two readers never refuse: ``jobcheck`` reports a script Python would refuse as a
@@ -123,7 +123,7 @@ format = "Q1.7"
 
 def _bundle(kind: str) -> dict[str, bytes]:
     """Files of a valid pruned-weight bundle of ``kind`` (csb, fss, nm, sparse): name -> bytes."""
-    from pruning.formats import csb, fss, nm, sparse
+    from hwcosim.pruning.formats import csb, fss, nm, sparse
 
     w = _weights(1, (8, 16)).astype(np.float64)
     with tempfile.TemporaryDirectory() as d:
@@ -182,7 +182,7 @@ def _onnx_bytes(kind: str = "mlp") -> bytes:
 
 def _checkpoint_bytes() -> bytes:
     """A real EasyScale checkpoint (2 ESTs, hidden 4, after 2 steps), trained inline."""
-    from models.systems.elastic.easyscale import EasyScaleConfig, EasyScaleTrainer
+    from hwcosim.models.systems.elastic.easyscale import EasyScaleConfig, EasyScaleTrainer
 
     with EasyScaleTrainer(EasyScaleConfig(logical_workers=2, batch_per_worker=8, hidden=4), physical=None) as t:
         t.train(2)
@@ -299,7 +299,7 @@ def _bundle_writer(kind: str, part: str) -> Callable[[Path, bytes], Path]:
 
 
 def _load_tensors(p: Path):
-    from pruning.io import load_tensors
+    from hwcosim.pruning.io import load_tensors
 
     return load_tensors(p)
 
@@ -308,8 +308,8 @@ def _load_dense_out(p: Path):
     """``hwcosim prune W --dense-out``: the weights are read (pruning.io), then read again and written
     back with the first tensor replaced (pruning.roundtrip, its own reader); returns the output's
     tensors read back."""
-    from pruning.io import load_tensors
-    from pruning.roundtrip import write_dense
+    from hwcosim.pruning.io import load_tensors
+    from hwcosim.pruning.roundtrip import write_dense
 
     tensors = load_tensors(p)
     repl = {k: np.zeros_like(v) for k, v in list(tensors.items())[:1]}
@@ -326,21 +326,21 @@ def _tensors_ok(res) -> str | None:
 
 
 def _load_config(p: Path):
-    from pruning.io import load_config
+    from hwcosim.pruning.io import load_config
 
     return load_config(p)
 
 
 def _load_vectors(p: Path):
-    from cosim.cli.commands import _load_vectors
+    from hwcosim.cosim.cli.commands import _load_vectors
 
     return _load_vectors(str(p), 16)
 
 
 def _config_ok(res) -> str | None:
-    from models.fixedpoint import Q
-    from pruning.base import Pattern
-    from pruning.io import PruneConfig, Rule
+    from hwcosim.models.fixedpoint import Q
+    from hwcosim.pruning.base import Pattern
+    from hwcosim.pruning.io import PruneConfig, Rule
 
     if not isinstance(res, PruneConfig) or not res.rules:
         return f"returned {type(res).__name__} without rules, not a PruneConfig"
@@ -355,8 +355,8 @@ def _config_ok(res) -> str | None:
 
 
 def _load_onnx(p: Path):
-    from pruning.io import load_tensors
-    from pruning.onnx_io import consumers
+    from hwcosim.pruning.io import load_tensors
+    from hwcosim.pruning.onnx_io import consumers
 
     return load_tensors(p), consumers(p)
 
@@ -373,7 +373,7 @@ def _onnx_ok(res) -> str | None:
 
 def _load_scenario(p: Path):
     """What ``hwcosim cluster run`` does before simulating: parse, build the topology, place, fail links."""
-    from models.systems.cluster.scenario import load_scenario, prepare
+    from hwcosim.models.systems.cluster.scenario import load_scenario, prepare
 
     sc = load_scenario(p)
     topo, places, links = prepare(sc)
@@ -381,7 +381,7 @@ def _load_scenario(p: Path):
 
 
 def _scenario_ok(res) -> str | None:
-    from models.systems.cluster.scenario import MAX_GPUS, Scenario
+    from hwcosim.models.systems.cluster.scenario import MAX_GPUS, Scenario
 
     sc, topo, places, links = res
     if not isinstance(sc, Scenario) or not sc.jobs or not isinstance(sc.name, str) or "/" in sc.name:
@@ -395,7 +395,7 @@ def _scenario_ok(res) -> str | None:
 
 def _load_sweep(p: Path):
     """What ``hwcosim sweep SPEC.toml`` checks before it starts a worker: the spec and its points."""
-    from cosim.flow.sweep import expand, load_spec
+    from hwcosim.cosim.flow.sweep import expand, load_spec
 
     spec = load_spec(p)
     return spec, expand(spec)[1]
@@ -405,8 +405,8 @@ def _sweep_ok(res) -> str | None:
     import math
     import re as _re
 
-    from cosim.flow.sweep import _COUNTS, MAX_COUNT, MAX_POINTS
-    from cosim.flow.synth import TARGETS as SYNTH
+    from hwcosim.cosim.flow.sweep import _COUNTS, MAX_COUNT, MAX_POINTS
+    from hwcosim.cosim.flow.synth import TARGETS as SYNTH
 
     spec, points = res
     if not isinstance(spec.name, str) or not _re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", spec.name):
@@ -431,7 +431,7 @@ def _load_sweep_cache(p: Path):
     """A cached sweep point as ``hwcosim sweep`` consumes it: read, finish (metrics), Pareto, table, JSON."""
     import json
 
-    from cosim.flow import sweep
+    from hwcosim.cosim.flow import sweep
 
     if not _SWEEP_POINT:
         spec = sweep.SweepSpec(design="bbs-spmxv", params={"rows": 16, "cols": 32, "banks": 4},
@@ -460,13 +460,13 @@ def _sweep_cache_ok(rec) -> str | None:
 
 
 def _jobcheck(p: Path):
-    from models.systems.jobs.jobcheck import static_check
+    from hwcosim.models.systems.jobs.jobcheck import static_check
 
     return static_check(p, [], cwd=p.parent, cuda_available=False)
 
 
 def _jobcheck_ok(res) -> str | None:
-    from models.systems.jobs.jobcheck import CATEGORIES, Finding
+    from hwcosim.models.systems.jobs.jobcheck import CATEGORIES, Finding
 
     findings, batch = res
     if not all(isinstance(f, Finding) and f.category in CATEGORIES for f in findings):
@@ -477,13 +477,13 @@ def _jobcheck_ok(res) -> str | None:
 
 
 def _load_checkpoint(p: Path):
-    from models.systems.elastic.easyscale import read_checkpoint
+    from hwcosim.models.systems.elastic.easyscale import read_checkpoint
 
     return read_checkpoint(p)
 
 
 def _checkpoint_ok(ck) -> str | None:
-    from models.systems.elastic.easyscale import EasyScaleConfig
+    from hwcosim.models.systems.elastic.easyscale import EasyScaleConfig
 
     cfg = ck["cfg"]
     if not isinstance(cfg, EasyScaleConfig):
@@ -498,7 +498,7 @@ def _checkpoint_ok(ck) -> str | None:
 
 
 def _load_topology(p: Path):
-    from models.systems.cluster.topology import lingjun_2023
+    from hwcosim.models.systems.cluster.topology import lingjun_2023
 
     return lingjun_2023(p)
 
@@ -513,18 +513,18 @@ def _format_loader(kind: str) -> Callable[[Path], object]:
     def read(p: Path):
         import importlib
 
-        return importlib.import_module(f"pruning.formats.{kind}").load(p)
+        return importlib.import_module(f"hwcosim.pruning.formats.{kind}").load(p)
     return read
 
 
 def _targets() -> dict[str, Target]:
-    from models.systems.cluster.scenario import ScenarioError
-    from models.systems.cluster.topology import TopologyError
-    from models.systems.elastic.easyscale import CheckpointError
-    from pruning.formats.csb import FormatError
-    from pruning.io import WeightIOError
-    from pruning.onnx_io import OnnxIOError
-    from pruning.roundtrip import RoundTripError
+    from hwcosim.models.systems.cluster.scenario import ScenarioError
+    from hwcosim.models.systems.cluster.topology import TopologyError
+    from hwcosim.models.systems.elastic.easyscale import CheckpointError
+    from hwcosim.pruning.formats.csb import FormatError
+    from hwcosim.pruning.io import WeightIOError
+    from hwcosim.pruning.onnx_io import OnnxIOError
+    from hwcosim.pruning.roundtrip import RoundTripError
 
     t = [
         Target("npy", _single(".npy"), _load_tensors, (WeightIOError,), "weights .npy (pruning.io)", _tensors_ok),
@@ -690,7 +690,7 @@ def register(sub) -> None:
 
 
 def cmd_fuzz(args) -> int:
-    from models.errors import CheckFailed, UsageError
+    from hwcosim.models.errors import CheckFailed, UsageError
 
     names = args.target or list(TARGETS)
     bad = [n for n in names if n not in TARGETS]
@@ -738,7 +738,7 @@ def cmd_fuzz(args) -> int:
     if proc.returncode == 0 and not new:
         return 0
     crash_lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
-                   if "cosim.flow.fuzz.Crash" in ln or ln.startswith("Crash")]
+                   if "hwcosim.cosim.flow.fuzz.Crash" in ln or ln.startswith("Crash")]
     for ln in crash_lines[-3:]:
         print(f"  {ln}", file=sys.stderr)
     for a in new:
@@ -754,6 +754,6 @@ def cmd_fuzz(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The same as ``hwcosim fuzz ARGS``."""
-    from cosim.cli import main as hwcosim
+    from hwcosim.cosim.cli import main as hwcosim
 
     return hwcosim(["fuzz", *(sys.argv[1:] if argv is None else argv)])

@@ -3,7 +3,7 @@
 Every Verilator build compiles the same runtime sources (``verilated.cpp``, ``verilated_vpi.cpp``,
 ``verilated_dpi.cpp``, ``verilated_threads.cpp`` and cocotb's ``verilator.cpp`` main) with the same
 flags: about 5 s of CPU per build, more than a small design's own model at ``-O0``. Verilator's
-makefile prefixes every compile with ``$(OBJCACHE)`` (meant for ccache); :mod:`cosim.flow.runner`
+makefile prefixes every compile with ``$(OBJCACHE)`` (meant for ccache); :mod:`hwcosim.cosim.flow.runner`
 points it at this launcher. A compile whose one source file lies outside the build directory (the
 runtime, read from the installed wheels) is looked up in the cache folder under the sha256 of
 

@@ -11,14 +11,14 @@ with the tail of the cocotb log when a test fails.
   builders (``pytest -n auto``) wait for one another instead of racing. The Yosys step of the
   Verilog conversion is cached too (``<build root>/sim/verilog``, keyed by the RTLIL text), and so
   are the objects of Verilator's runtime, which every build compiles alike
-  (``<build root>/sim/objcache``, :mod:`cosim.flow.objcache`).
+  (``<build root>/sim/objcache``, :mod:`hwcosim.cosim.flow.objcache`).
 - **Per-test directories.** Every run gets its own test directory (pytest's ``tmp_path`` or a
   fresh one under ``<build root>/sim/runs``) holding the stimulus files, the cocotb log, the
   results XML, the metrics the testbench writes, and waveforms.
 - **Waveforms.** ``WAVES=1`` (or ``waves=True``) builds with tracing and keeps the waveform
   file; its path is printed and returned.
 - **Stimulus and parameters** reach the testbench through files in the test directory, named
-  by the ``HWCOSIM_TB_DIR`` environment variable (see :mod:`cosim.tb.common`).
+  by the ``HWCOSIM_TB_DIR`` environment variable (see :mod:`hwcosim.cosim.tb.common`).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def to_verilog(design, toplevel: str) -> str:
         return verilog.convert(design, name=toplevel, emit_src=False)
     text = convert_text(il_text)
     with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
-        from models.atomic import atomic_path
+        from hwcosim.models.atomic import atomic_path
 
         with atomic_path(cached) as tmp:
             tmp.write_text(text)
@@ -160,13 +160,13 @@ def _opt_makeflags() -> str:
 
 def _objcache_makeflag() -> str:
     """`` OBJCACHE=<launcher>``: Verilator's runtime objects compiled once per build root, reused by
-    every later build (:mod:`cosim.flow.objcache`); empty when ``$OBJCACHE`` is the user's own (ccache),
+    every later build (:mod:`hwcosim.cosim.flow.objcache`); empty when ``$OBJCACHE`` is the user's own (ccache),
     when ``HWCOSIM_OBJCACHE=0``, or when the path cannot be one make word."""
     if os.environ.get("OBJCACHE") or os.environ.get("HWCOSIM_OBJCACHE", "1").strip() == "0":
         return ""
     import shlex
 
-    from models.atomic import atomic_path
+    from hwcosim.models.atomic import atomic_path
 
     cache = build_root() / "sim" / "objcache"
     launcher = cache / "cxx"
@@ -186,8 +186,8 @@ def _objcache_makeflag() -> str:
 
 def top_ports(verilog_text: str, toplevel: str) -> list[str]:
     """The port names of module ``toplevel`` in ``verilog_text``, in header order
-    (:func:`cosim.flow.fusesoc.verilog_ports`); [] when the module or a port's declaration is missing."""
-    from cosim.flow.fusesoc import verilog_ports
+    (:func:`hwcosim.cosim.flow.fusesoc.verilog_ports`); [] when the module or a port's declaration is missing."""
+    from hwcosim.cosim.flow.fusesoc import verilog_ports
 
     try:
         return [p.name for p in verilog_ports(verilog_text, toplevel)]
@@ -307,7 +307,7 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
     design : amaranth Elaboratable
         The component; its Verilog ports are named by signature path (``w__valid`` ...).
     test_module : str
-        Importable module holding the ``@cocotb.test`` functions (e.g. ``cosim.designs.bbs.tb_spmxv``).
+        Importable module holding the ``@cocotb.test`` functions (e.g. ``hwcosim.cosim.designs.bbs.tb_spmxv``).
     inputs : dict, optional
         JSON-ready parameters, written to ``inputs.json`` in the test directory.
     arrays : dict of arrays, optional
@@ -320,7 +320,7 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
     t0 = time.monotonic()
     sim = ensure_simulator(sim)
     waves = bool(int(os.environ.get("WAVES", "0") or 0)) if waves is None else waves
-    from hdl.common.dsp import sim_models
+    from hwcosim.hdl.common.dsp import sim_models
 
     verilog_text = to_verilog(design, toplevel)
     verilog_text += sim_models(verilog_text)   # behavioural models of FPGA primitives it instantiates
@@ -375,7 +375,7 @@ def run(design, toplevel: str, test_module: str, *, testcase: str | None = None,
         cands = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
         wave = cands[0] if cands else None
         if wave:
-            from cosim.flow.waves import write_gtkw
+            from hwcosim.cosim.flow.waves import write_gtkw
 
             gtkw = write_gtkw(verilog_text, toplevel, wave, sim)
             if ".staging-" not in test_dir.name:  # a staged run folder: the command prints the final paths

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import CheckFailed, UsageError
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["FORMAT", "write_manifest", "load_run", "check_run", "save_npz", "add_arrays", "add_metrics", "word_diff",
            "merge_diffs", "seal", "seal_or_save", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz"]
@@ -57,7 +57,7 @@ def _sha(path: Path) -> str:
 
 def write_manifest(run_dir: str | Path, design: str) -> Path:
     """Write ``run.json`` naming the design and hashing every evidence file present."""
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     d = Path(run_dir)
     files = {f: _sha(d / f) for f in FILES if (d / f).is_file()}
@@ -67,7 +67,7 @@ def write_manifest(run_dir: str | Path, design: str) -> Path:
 
 def save_npz(path: str | Path, **arrays) -> Path:
     """Write ``arrays`` as an ``.npz`` atomically (no pickles: object arrays of ints become strings)."""
-    from models.atomic import atomic_path
+    from hwcosim.models.atomic import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -97,7 +97,7 @@ def add_arrays(run_dir: str | Path, **arrays) -> Path:
 
 def add_metrics(run_dir: str | Path, **fields) -> Path:
     """Add (or replace) entries of the run folder's ``metrics.json``."""
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     path = Path(run_dir) / "metrics.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
@@ -187,7 +187,7 @@ def new_run_dir(name: str) -> Path:
     import os
     import time
 
-    from cosim.flow.runner import build_root
+    from hwcosim.cosim.flow.runner import build_root
 
     base = build_root() / "sim" / "runs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     out, i = base, 1
@@ -199,10 +199,10 @@ def new_run_dir(name: str) -> Path:
 @contextlib.contextmanager
 def staged_run(output: str | Path | None, name: str) -> Iterator[tuple[Path, Path]]:
     """``(out, staging)``: a run folder (``output``, or a fresh one under build/sim/runs) staged in a
-    temporary sibling (:func:`models.atomic.staged_dir`); the simulation writes into ``staging``, which
+    temporary sibling (:func:`hwcosim.models.atomic.staged_dir`); the simulation writes into ``staging``, which
     is renamed into place when the block ends without an exception. A waveform save file's path to
     its waveform is re-pointed at ``out``."""
-    from models.atomic import staged_dir
+    from hwcosim.models.atomic import staged_dir
 
     out = Path(output) if output else new_run_dir(name)
     with staged_dir(out) as st:
@@ -261,7 +261,7 @@ def load_run(run_dir: str | Path) -> dict:
 
 def check_run(run_dir: str | Path) -> dict:
     """Re-verify a run folder with its design's ``recheck`` (from the registry); CheckFailed on a mismatch."""
-    from cosim.designs import get_design, resolve
+    from hwcosim.cosim.registry import get_design, resolve
 
     run = load_run(run_dir)
     design = get_design(str(run["manifest"].get("design")))

@@ -1,7 +1,7 @@
 """Simulator speed: simulated clock cycles per wall-clock second on Verilator and on Icarus.
 
-For every registered design (:mod:`cosim.designs`, default parameters) the same seeded random
-workload runs on both simulators through the normal runner (:func:`cosim.flow.runner.run`, so the
+For every registered design (:mod:`hwcosim.cosim.designs`, default parameters) the same seeded random
+workload runs on both simulators through the normal runner (:func:`hwcosim.cosim.flow.runner.run`, so the
 builds are the cached ones every test uses). The cocotb tests live in this module and time
 themselves inside the simulator, so the numbers exclude the Verilog emission, the build and
 the simulator's start-up; the build (compile) time is reported separately, read from the
@@ -24,7 +24,7 @@ Icarus can run at tens of cycles per second); the cycle count actually simulated
 Random stimulus is activity, not a correctness check: the checked workloads are in the
 design's own testbenches (and in ``hwcosim sweep``).
 
-``bench_simspeed(out_dir, quick)`` is registered in :data:`cosim.flow.bench.BENCHES` as
+``bench_simspeed(out_dir, quick)`` is registered in :data:`hwcosim.cosim.flow.bench.BENCHES` as
 ``sim_speed``; it writes ``sim_speed.json`` and prints a table with the Verilator/Icarus ratio.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import cocotb
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["input_ports", "measure", "run_simspeed", "bench_simspeed", "speed_table"]
 
@@ -104,7 +104,7 @@ async def _chunks(run_chunk, chunk: int, min_cycles: int, min_seconds: float, ma
 
 
 def _setup(dut):
-    from cosim.tb.common import inputs
+    from hwcosim.cosim.tb.common import inputs
 
     cfg = inputs()
     handles = [(getattr(dut, p["name"]), p) for p in cfg["ports"]]
@@ -117,7 +117,7 @@ async def speed_driven(dut):
     from cocotb.clock import Clock
     from cocotb.triggers import RisingEdge
 
-    from cosim.tb.common import write_metrics
+    from hwcosim.cosim.tb.common import write_metrics
 
     cfg, handles, rng = _setup(dut)
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
@@ -140,7 +140,7 @@ async def speed_free_running(dut):
     from cocotb.clock import Clock
     from cocotb.triggers import Timer
 
-    from cosim.tb.common import write_metrics
+    from hwcosim.cosim.tb.common import write_metrics
 
     cfg, handles, rng = _setup(dut)
     Clock(dut.clk, PERIOD_NS, unit="ns", impl="gpi").start()
@@ -174,8 +174,8 @@ def measure(design: str, sim: str, *, params=None, cycles: int = 3000, free_cycl
     Returns ``{"design", "sim", "params", "build_seconds", "rebuilt", "run_seconds", "driven",
     "free"}`` where ``driven``/``free`` hold ``cycles``, ``seconds`` and ``cycles_per_s``.
     """
-    from cosim.designs import get_design
-    from cosim.flow import runner
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.cosim.flow import runner
 
     d = get_design(design)
     p = params if params is not None else d.default_params()
@@ -183,7 +183,7 @@ def measure(design: str, sim: str, *, params=None, cycles: int = 3000, free_cycl
         raise ValueError(f"cycles ({cycles}) and free_cycles ({free_cycles}) must be >= 1, "
                          f"0 <= min_seconds ({min_seconds}) <= max_seconds ({max_seconds})")
     component = d.build(p)
-    res = runner.run(component, d.top, "cosim.flow.simspeed", sim=sim, test_dir=test_dir, waves=False,
+    res = runner.run(component, d.top, "hwcosim.cosim.flow.simspeed", sim=sim, test_dir=test_dir, waves=False,
                      inputs={"ports": input_ports(component), "cycles": cycles, "free_cycles": free_cycles,
                              "min_seconds": min_seconds, "max_seconds": max_seconds, "seed": seed})
     mt = res.metrics
@@ -209,7 +209,7 @@ def run_simspeed(designs: list[str] | None = None, *, cycles: int = 3000, free_c
     """Speed of each design on each simulator, and the Verilator/Icarus ratios per workload.
 
     ``on_row(rows)`` is called after each design (e.g. to write the results so far)."""
-    from cosim.designs import designs as registry
+    from hwcosim.cosim.registry import designs as registry
 
     names = list(designs) if designs else list(registry())
     rows = []
@@ -261,7 +261,7 @@ def bench_simspeed(out_dir, quick: bool = False) -> dict:
     """``make bench`` entry: every registered design on Verilator and Icarus -> ``sim_speed.json``."""
     from rich.console import Console
 
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     con = Console()

@@ -5,13 +5,13 @@ line); every grid point is one pure task:
 
 1. the design's parameter object is built from its defaults, the fixed settings and the point
    (validated by the dataclass before anything runs: a bad value is exit 2, naming it);
-2. the RTL is simulated (Verilator or Icarus, through :func:`cosim.flow.runner.run` and its shared
+2. the RTL is simulated (Verilator or Icarus, through :func:`hwcosim.cosim.flow.runner.run` and its shared
    build cache) on a fixed, seeded workload, and every output is compared with the golden
    model inside the testbench: a point whose RTL differs is reported as ``failed``;
 3. optionally Yosys estimates its resources (``--synth xcup``);
 4. model-level metrics are derived at a stated clock (BBS: multiplier utilisation and GOP/s;
    MELO: goodput and pool occupancy; KV-Direct: operations per cycle against its cycle model,
-   :mod:`models.kvdirect.cycles`, and the steady-state bound of its throughput model).
+   :mod:`hwcosim.models.kvdirect.cycles`, and the steady-state bound of its throughput model).
 
 **Cache and resume.** A point's simulation result is stored in ``<cache>/sim-<key>.json`` and
 its synthesis result in ``<cache>/synth-<target>-<key>.json``; the simulation key hashes the
@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
            "plot_pareto", "register", "bench_sweeps", "BENCH_SPECS"]
@@ -90,7 +90,7 @@ class Adapter:
     ``workload`` holds the workload settings and their defaults; ``derive(base, settings)``
     returns the parameter object for a point (``settings`` holds the point's design fields and
     workload settings); ``simulate(params, workload, sim, test_dir)`` runs the checked RTL
-    simulation and returns its metrics (raising :class:`cosim.flow.runner.SimFailure` on a
+    simulation and returns its metrics (raising :class:`hwcosim.cosim.flow.runner.SimFailure` on a
     mismatch); ``metrics(params, workload, raw, clock_mhz)`` derives the model-level metrics.
     ``plots`` lists ``(x, y, y_sense)`` (x is a cost, minimised) drawn without synthesis, and
     ``synth_plots`` those drawn when resources were estimated.
@@ -121,7 +121,7 @@ class _Adapters(dict):
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            from cosim.designs import designs, resolve
+            from hwcosim.cosim.registry import designs, resolve
 
             for d in designs().values():
                 if d.sweep and not dict.__contains__(self, d.name):
@@ -201,7 +201,7 @@ MAX_BBS_WEIGHTS = 1 << 20
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:
     """Read a TOML spec (ValueError with a one-line message on anything wrong)."""
-    from models.safeparse import toml_loads
+    from hwcosim.models.safeparse import toml_loads
 
     path = Path(path)
     try:
@@ -278,11 +278,11 @@ def spec_from_args(args) -> SweepSpec:
         else:
             (spec.workload if name in workload_names else spec.params)[name] = value
 
-    from models.precedence import sources
+    from hwcosim.models.precedence import sources
 
     layers = []
     if getattr(args, "params", None):
-        from cosim.designs import get_design, params_from_file, read_params_file
+        from hwcosim.cosim.registry import get_design, params_from_file, read_params_file
 
         # the fields the file names, validated by the design's parameter class
         validated = params_from_file(get_design(spec.design).default_params(), args.params)
@@ -319,7 +319,7 @@ def spec_from_args(args) -> SweepSpec:
 
 def _coerce(old, value, name: str):
     """``value`` (from TOML or the command line) as the type of the default ``old``."""
-    from models.fixedpoint import Q
+    from hwcosim.models.fixedpoint import Q
 
     if isinstance(old, Q):
         if isinstance(value, Q):
@@ -369,7 +369,7 @@ class Point:
 
 
 def _adapter(design: str) -> Adapter:
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     if design in ADAPTERS:
         return ADAPTERS[design]
@@ -380,7 +380,7 @@ def _adapter(design: str) -> Adapter:
 
 def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
     """Validate ``spec`` and list its points (ValueError naming the bad name or value)."""
-    from cosim.designs import get_design
+    from hwcosim.cosim.registry import get_design
 
     ad = _adapter(spec.design)
     base = get_design(spec.design).default_params()
@@ -415,7 +415,7 @@ def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
         raise ValueError(f"the grid has {n_points} points, more than {MAX_POINTS} (each is an RTL simulation); "
                          "sweep fewer values")
     if spec.synth:
-        from cosim.flow.synth import check_targets
+        from hwcosim.cosim.flow.synth import check_targets
 
         check_targets([spec.synth])
     points = []
@@ -503,8 +503,8 @@ def _seal_point(design: str, test_dir) -> None:
     """A point whose testbench kept the RTL's words (``outputs.npz``) becomes a run folder that
     ``hwcosim check`` re-verifies (the design's registered ``recheck``); never raises."""
     try:
-        from cosim.designs import get_design
-        from cosim.flow.runs import seal
+        from hwcosim.cosim.registry import get_design
+        from hwcosim.cosim.flow.runs import seal
 
         if test_dir and (Path(test_dir) / "outputs.npz").is_file() and get_design(design).recheck:
             seal(test_dir, design)
@@ -519,7 +519,7 @@ def evaluate_point(task: dict) -> dict:
     ``test_dir``, ``do_sim``, ``synth`` (target or None). Returns ``{"sim": {...} or None,
     "synth": {...} or None}`` with ``status`` ``ok`` or ``failed`` (and ``error``) in each.
     """
-    from cosim.flow import runner
+    from hwcosim.cosim.flow import runner
 
     ad = ADAPTERS[task["design"]]
     out: dict = {"sim": None, "synth": None}
@@ -535,8 +535,8 @@ def evaluate_point(task: dict) -> dict:
         out["sim"]["seconds"] = round(time.monotonic() - t0, 2)
         _seal_point(task["design"], task["test_dir"])
     if task["synth"]:
-        from cosim.designs import get_design
-        from cosim.flow.synth import synthesize
+        from hwcosim.cosim.registry import get_design
+        from hwcosim.cosim.flow.synth import synthesize
 
         t0 = time.monotonic()
         d = get_design(task["design"])
@@ -590,7 +590,7 @@ def _read_cache(path: Path, kind: str = "sim") -> dict | None:
     metrics object for a simulation, ``resources`` counts for a synthesis; ``seconds`` a
     number) is a miss, so the point simulates again and the entry is rewritten.
     """
-    from models.safeparse import json_loads
+    from hwcosim.models.safeparse import json_loads
 
     try:
         c = json_loads(path.read_bytes(), str(path), _CacheMiss)
@@ -628,9 +628,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
     """
     from rich.console import Console
 
-    from cosim.cli.util import write_json
-    from cosim.designs import get_design
-    from cosim.flow.runner import ensure_simulator, simulator
+    from hwcosim.cosim.cli.util import write_json
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.cosim.flow.runner import ensure_simulator, simulator
 
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, not {workers}")
@@ -865,7 +865,7 @@ def plot_pareto(points: list[dict], x: str, y: str, y_sense: str, path: Path, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     ok = [p for p in points if p.get("status") == "ok" and _finite(get(p, x)) and _finite(get(p, y))]
     if not ok:
@@ -939,7 +939,7 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
     """
     from rich.console import Console
 
-    from cosim.cli.util import write_json
+    from hwcosim.cosim.cli.util import write_json
 
     out_dir = Path(out_dir)
     root = out_dir / "sweeps"

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from models.atomic import write_text
+from hwcosim.models.atomic import write_text
 
 __all__ = ["TARGETS", "check_targets", "synthesize", "yosys_command", "SynthError"]
 

@@ -12,7 +12,7 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
-from models.atomic import write_text
+from hwcosim.models.atomic import write_text
 
 __all__ = ["ports", "write_gtkw"]
 

@@ -3,7 +3,7 @@
 :class:`UartModel` drives the DUT's receive pin and samples its transmit pin, one bit time per bit
 (``divisor`` clock periods, optionally off by ``rate_error`` on the host's side, as a real
 USB-serial adapter's clock would be). :class:`CocotbUartTransport` gives
-:class:`cosim.flow.board.HostLink` the same interface as a serial port, so a board session runs
+:class:`hwcosim.cosim.flow.board.HostLink` the same interface as a serial port, so a board session runs
 unchanged against the RTL: host bytes -> UART bits -> bridge -> design -> bridge -> UART bits ->
 host bytes.
 """
@@ -65,7 +65,7 @@ class UartModel:
 
 
 class CocotbUartTransport:
-    """:class:`cosim.flow.board.Transport` over a :class:`UartModel` (timeouts in simulated time)."""
+    """:class:`hwcosim.cosim.flow.board.Transport` over a :class:`UartModel` (timeouts in simulated time)."""
 
     def __init__(self, uart: UartModel):
         self.uart = uart
@@ -92,11 +92,11 @@ class CocotbUartTransport:
 
 async def board_link(dut, cfg: dict, default_timeout: int, period_ns: int = 10):
     """Clock and reset a board top's core, a :class:`UartModel` on its ``rx``/``tx`` pins (at the
-    ``divisor`` and host ``rate_error`` of ``cfg``) and a :class:`cosim.flow.board.HostLink` over it,
+    ``divisor`` and host ``rate_error`` of ``cfg``) and a :class:`hwcosim.cosim.flow.board.HostLink` over it,
     whose slack covers the bridge's watchdog (``cfg["timeout"]`` cycles) twice. Returns
     ``(uart, link)``."""
-    from cosim.flow.board import HostLink
-    from cosim.tb.common import start_clock_and_reset
+    from hwcosim.cosim.flow.board import HostLink
+    from hwcosim.cosim.tb.common import start_clock_and_reset
 
     uart = UartModel(dut.rx, dut.tx, cfg["divisor"] * period_ns * 1000, cfg.get("rate_error", 0.0))
     await start_clock_and_reset(dut, period_ns=period_ns)
@@ -110,7 +110,7 @@ def finish_board_session(summary: dict, res: dict, uart: UartModel, outputs: dic
     golden words, the bytes and commands on the link, the UART frame errors, ``extra``), the RTL's and
     golden words in ``outputs.npz`` (``outputs``, when given), then the test fails on a bad stop bit
     or any problem the comparison found."""
-    from cosim.tb.common import write_metrics, write_outputs
+    from hwcosim.cosim.tb.common import write_metrics, write_outputs
 
     metrics = {k: v for k, v in summary.items() if k not in ("golden", "ordered")}
     metrics.update(bytes_sent=res["bytes_sent"], bytes_received=res["bytes_received"], commands=res["commands"],

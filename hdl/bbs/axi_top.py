@@ -1,19 +1,19 @@
 """Board-ready top level of the BBS LSTM engine: AXI4-Stream data, AXI4 memory-mapped weight
 fetch, AXI4-Lite control and status.
 
-Wraps :class:`hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform Designer):
+Wraps :class:`hwcosim.hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, Platform Designer):
 
 - ``s_axis_w`` (AXI4-Stream, 32-bit ``tdata``): the weights, then the biases, as 32-bit words,
   least significant word first. ``rows/P * k`` weight beats of ``P*B*(W+I)`` bits (CSB words,
-  :func:`models.bbs.spmxv.pack_weight_beats`) take ``ceil(P*B*(W+I)/32)`` words each; then ``4H/P``
+  :func:`hwcosim.models.bbs.spmxv.pack_weight_beats`) take ``ceil(P*B*(W+I)/32)`` words each; then ``4H/P``
   bias beats of ``P * GW`` bits take ``ceil(P*GW/32)`` words each
-  (:func:`models.bbs.lstm.pack_bias_beats`): ``LOAD_WORDS`` words in all. Load once after a
+  (:func:`hwcosim.models.bbs.lstm.pack_bias_beats`): ``LOAD_WORDS`` words in all. Load once after a
   reset (hardware or SOFT_RESET); ``STATUS.loaded`` rises when the last bias word is in. Words
   arriving after that are dropped and set ``ERROR.extra_weights``. ``tready`` is low while a
   ``LOAD_MM`` fetch owns the loader.
 - ``m_axi`` (AXI4 read channels only, ``mm_data_width``-bit data, ``mm_addr_width``-bit address,
   ID 0, ``ARCACHE`` = 0b0011, ``ARPROT`` = 0): the same ``LOAD_WORDS`` words, fetched from memory
-  at ``WADDR`` by ``CTRL.LOAD_MM`` (:class:`hdl.common.axi_reader.AxiReader`: INCR bursts of up
+  at ``WADDR`` by ``CTRL.LOAD_MM`` (:class:`hwcosim.hdl.common.axi_reader.AxiReader`: INCR bursts of up
   to ``mm_max_burst`` beats, ``mm_max_outstanding`` in flight, none across 4 KiB; a watchdog of
   ``mm_timeout_cycles``). The words lie in memory in stream order, word ``i`` at byte
   ``WADDR + 4 i`` (little-endian lanes); the buffer is ``ceil(LOAD_WORDS * 32 / mm_data_width)``
@@ -116,9 +116,9 @@ Faults and the state they leave (every case is exercised in ``tests/bbs/test_bbs
 - **Hardware reset** (``rst``, synchronous, active high; the AXI peers are reset with it): every
   register as at power-up (ERROR = 0: the fault cannot be reported), weights unloaded.
 
-Latency and throughput are those of :class:`hdl.bbs.lstm.LSTMLayer`: the wrapper adds no
+Latency and throughput are those of :class:`hwcosim.hdl.bbs.lstm.LSTMLayer`: the wrapper adds no
 register stage on ``x`` or ``h`` (``tvalid``/``tready`` pass through gated by ``busy``), so the
-cycle model :class:`models.bbs.lstm.LSTMCycleModel` holds from the first ``s_axis_x`` beat.
+cycle model :class:`hwcosim.models.bbs.lstm.LSTMCycleModel` holds from the first ``s_axis_x`` beat.
 A LOAD_MM moves one word per cycle when memory keeps up (LOAD_CYCLES ~ LOAD_WORDS + the read
 latency of the first burst). Resources beyond the layer: one ``ceil(P*B*(W+I)/32) * 32``-bit
 deserialiser register, a ``mm_data_width``-bit word splitter, the read master (three
@@ -132,12 +132,12 @@ from amaranth.hdl import Cat, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.bbs.lstm import LSTMLayer
-from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
-from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
-from hdl.common.dsp import registered_mul
-from hdl.common.skid import RegisterSlice
-from models.bbs.lstm import LSTMParams
+from hwcosim.hdl.bbs.lstm import LSTMLayer
+from hwcosim.hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.hdl.common.skid import RegisterSlice
+from hwcosim.models.bbs.lstm import LSTMParams
 
 __all__ = ["LSTMAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
 
@@ -206,7 +206,7 @@ class LSTMAxiTop(wiring.Component):
     Raises
     ------
     TypeError
-        ``params`` is not an :class:`models.bbs.lstm.LSTMParams`.
+        ``params`` is not an :class:`hwcosim.models.bbs.lstm.LSTMParams`.
     ValueError
         A read-master parameter out of range.
     """

@@ -1,4 +1,4 @@
-"""Formal properties of the BBS LSTM board top (:class:`hdl.bbs.axi_top.LSTMAxiTop`) at its
+"""Formal properties of the BBS LSTM board top (:class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop`) at its
 AXI interfaces.
 
 :class:`LSTMAxiTopFormal` wraps the whole top (the LSTM layer included, on the smallest
@@ -8,17 +8,17 @@ variable of the solver.
 
 Assumptions
     Reset is not re-asserted after the initial (reset) state. The AXI4-Lite master obeys
-    AXI4-Lite (:func:`hdl.common.axil_formal.assume_axil_master`); ``s_axis_w`` and
+    AXI4-Lite (:func:`hwcosim.hdl.common.axil_formal.assume_axil_master`); ``s_axis_w`` and
     ``s_axis_x`` hold ``TVALID`` and ``TDATA`` until ``TREADY``; ``BREADY``, ``RREADY``,
     ``m_axis_h_tready`` and the whole ``m_axi`` read slave side are free (the properties hold
     whatever the memory does).
 
-Assertions, by group (see :mod:`hdl.common.axil_formal` for the first five)
+Assertions, by group (see :mod:`hwcosim.hdl.common.axil_formal` for the first five)
     ``b_hold``, ``r_hold``   B and R hold until ready.
     ``b_count``, ``r_count`` exactly one B per accepted write (address and data together), one
                              R per accepted read, none without a request.
     ``resp``                 SLVERR exactly for an access outside the register map and for a
-                             write to a read-only register (:data:`hdl.bbs.axi_top.WRITABLE`),
+                             write to a read-only register (:data:`hwcosim.hdl.bbs.axi_top.WRITABLE`),
                              OKAY otherwise; an unmapped read returns 0; CTRL reads 0; CONFIG
                              and LOAD_WORDS read their constants.
     ``h_hold``               ``m_axis_h`` holds ``TVALID``, ``TDATA`` and ``TLAST`` until
@@ -46,8 +46,8 @@ from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from hdl.bbs.axi_top import CTRL, REGS, WRITABLE, LSTMAxiTop
-from hdl.common.axil_formal import (
+from hwcosim.hdl.bbs.axi_top import CTRL, REGS, WRITABLE, LSTMAxiTop
+from hwcosim.hdl.common.axil_formal import (
     AXIL_GROUPS,
     OKAY,
     SLVERR,
@@ -56,10 +56,10 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
-from hdl.common.axil_regs import AxiLiteRegFile
-from hdl.common.formal import Props, mutant_checks, past
-from models.bbs.lstm import LSTMParams
-from models.fixedpoint import Q
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
+from hwcosim.hdl.common.formal import Props, mutant_checks, past
+from hwcosim.models.bbs.lstm import LSTMParams
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["LSTMAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "TOP_ARGS"]
 
@@ -203,7 +203,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
     (``h_hold`` included) from reset, covers and the broken variants, on the smallest LSTM.
     ``full`` adds a deeper BMC that also checks the constant registers."""
     prm = formal_params()

@@ -5,19 +5,19 @@ A UART at a standard rate carries a few tens of kilobytes per second; the engine
 beat of ``P * B`` CSB lanes per cycle. So the host never streams into the engine directly: it
 loads the CSB weights once into a weight memory and each vector into a vector memory (both BRAM
 or distributed RAM, as the synthesis tool maps them), then a START replays both into
-:class:`hdl.bbs.spmxv.SpMxV` at full rate and the results land in a result memory, from which the
+:class:`hwcosim.hdl.bbs.spmxv.SpMxV` at full rate and the results land in a result memory, from which the
 host reads them. The engine's own counters and a START-to-done cycle count therefore measure the
 engine, not the link.
 
-Blocks: :class:`hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` (8N1,
-``divisor`` clocks per bit) -> :class:`hdl.common.host_bridge.HostBridge` (the protocol of
-:mod:`models.hostlink`) -> an AXI4-Lite register file (:data:`REGISTER_MAP`), AXI4-Stream output
+Blocks: :class:`hwcosim.hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` (8N1,
+``divisor`` clocks per bit) -> :class:`hwcosim.hdl.common.host_bridge.HostBridge` (the protocol of
+:mod:`hwcosim.models.hostlink`) -> an AXI4-Lite register file (:data:`REGISTER_MAP`), AXI4-Stream output
 channel 0 (weight words), 1 (vector words) and input channel 0 (result words).
 
 Word layouts (32-bit words, least significant word first, each beat padded to whole words):
 
 - weights: ``weight_beats`` beats of ``P*B*(W+I)`` bits
-  (:func:`models.bbs.spmxv.pack_weight_beats`), ``WEIGHT_WORDS`` words in all;
+  (:func:`hwcosim.models.bbs.spmxv.pack_weight_beats`), ``WEIGHT_WORDS`` words in all;
 - a vector: ``bank_size`` beats of ``B*XW`` bits (:func:`~models.bbs.spmxv.pack_vector_beats`),
   ``VECTOR_WORDS`` words;
 - results: ``row_groups`` beats of ``P*OW`` bits (:func:`~models.bbs.spmxv.unpack_output_beats`),
@@ -56,11 +56,11 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.bbs.spmxv import SpMxV
-from hdl.common.axil_regs import AxiLiteRegFile, Reg, regs_by_name
-from hdl.common.host_bridge import HostBoardTop, HostBridge
-from hdl.common.uart import UartRx, UartTx
-from models.bbs.spmxv import BBSParams
+from hwcosim.hdl.bbs.spmxv import SpMxV
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, regs_by_name
+from hwcosim.hdl.common.host_bridge import HostBoardTop, HostBridge
+from hwcosim.hdl.common.uart import UartRx, UartTx
+from hwcosim.models.bbs.spmxv import BBSParams
 
 __all__ = ["SpMxVHost", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "words_per_beat",
            "board_top"]
@@ -157,7 +157,7 @@ class SpMxVHost(wiring.Component):
     ----------
     params : BBSParams
     divisor : int
-        UART clock cycles per bit (:func:`models.hostlink.divisor_for`).
+        UART clock cycles per bit (:func:`hwcosim.models.hostlink.divisor_for`).
     timeout : int
         The bridge's watchdog on stream words, in cycles.
 

@@ -1,8 +1,8 @@
 """Board top of the row-wise CSR SpMxV baseline (``bbs-csr``): the engine behind the generic stream
-host (:class:`hdl.common.stream_host.StreamHost`) and the UART host bridge.
+host (:class:`hwcosim.hdl.common.stream_host.StreamHost`) and the UART host bridge.
 
 Bridge output channel 0 -> the entry stream ``w`` (per product: the PEs' CSR entry lists in
-lockstep, ``end`` on the product's last beat, :func:`models.bbs.csr.pack_weight_beats`), channel 1
+lockstep, ``end`` on the product's last beat, :func:`hwcosim.models.bbs.csr.pack_weight_beats`), channel 1
 -> the vector stream ``x`` (``cols / lanes`` beats of ``lanes`` elements per product); the result
 stream ``y`` (``rows / mults`` beats of ``mults`` results per product) -> input channel 0 through a
 FIFO the host drains by its ``LEVEL`` register. The engine has no idle output: the host knows the
@@ -16,10 +16,10 @@ so the FIFO takes ``ceil(256 / 36) = 8`` block RAMs in their 512 x 36 mode whate
 
 from __future__ import annotations
 
-from hdl.bbs.csr import CSRSpMxV
-from hdl.common.host_bridge import HostBoardTop
-from hdl.common.stream_host import StreamHost, stream_host_regs
-from models.bbs.csr import CSRParams
+from hwcosim.hdl.bbs.csr import CSRSpMxV
+from hwcosim.hdl.common.host_bridge import HostBoardTop
+from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
+from hwcosim.models.bbs.csr import CSRParams
 
 __all__ = ["CSR_ID", "INPUTS", "OUTPUTS", "STATUS", "csr_host", "board_top", "register_map"]
 

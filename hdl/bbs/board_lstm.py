@@ -1,11 +1,11 @@
 """Board top of the BBS LSTM AXI top (``bbs-lstm-axi``): a UART host link straight onto its
 AXI4-Lite registers and AXI4-Stream ports.
 
-Blocks: :class:`hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` ->
-:class:`hdl.common.host_bridge.HostBridge` -> :class:`hdl.bbs.axi_top.LSTMAxiTop`:
+Blocks: :class:`hwcosim.hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` ->
+:class:`hwcosim.hdl.common.host_bridge.HostBridge` -> :class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop`:
 
 - AXI4-Lite: the bridge's master drives the top's register file directly (its map is
-  :data:`hdl.bbs.axi_top.REGISTER_MAP`);
+  :data:`hwcosim.hdl.bbs.axi_top.REGISTER_MAP`);
 - output channel 0 -> ``s_axis_w`` (32-bit words as they are: the weight and bias load);
 - output channel 1 -> ``s_axis_x`` through a word-to-beat register (``ceil(I*XW/32)`` words per
   input step, least significant first);
@@ -26,8 +26,8 @@ from amaranth import Module
 from amaranth.hdl import Cat
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from hdl.bbs.axi_top import LSTMAxiTop, bytes_up
-from hdl.common.host_bridge import (
+from hwcosim.hdl.bbs.axi_top import LSTMAxiTop, bytes_up
+from hwcosim.hdl.common.host_bridge import (
     HostBoardTop,
     HostCore,
     beat_to_link_words,
@@ -35,7 +35,7 @@ from hdl.common.host_bridge import (
     link_words_to_beat,
     uart_bridge,
 )
-from models.bbs.lstm import LSTMParams
+from hwcosim.models.bbs.lstm import LSTMParams
 
 __all__ = ["LSTMHost", "board_top", "x_words", "h_words"]
 
@@ -52,7 +52,7 @@ def h_words(p: LSTMParams) -> int:
 
 class LSTMHost(HostCore):
     """:class:`LSTMAxiTop` behind a UART host bridge (see the module docstring); ``LSTMHost(params,
-    divisor, timeout)`` (:class:`hdl.common.host_bridge.HostCore`)."""
+    divisor, timeout)`` (:class:`hwcosim.hdl.common.host_bridge.HostCore`)."""
 
     params_type = LSTMParams
 

@@ -1,6 +1,6 @@
 """Unbalanced row-wise CSR SpMxV engine (ESE-style): the baseline the BBS engine is measured against.
 
-Golden model, stream word layouts and cycle model: :mod:`models.bbs.csr`.
+Golden model, stream word layouts and cycle model: :mod:`hwcosim.models.bbs.csr`.
 
 Design. ``M`` processing elements (PEs), one multiplier each, the same multiplier count as a
 BBS engine with ``P * B = M``. Rows are assigned statically and interleaved: row ``r`` belongs
@@ -44,10 +44,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.bbs.spmxv import COUNTER_BITS, _tree_sum
-from hdl.common.dsp import registered_mul
-from hdl.common.fixed import requantize
-from models.bbs.csr import CSRParams
+from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, _tree_sum
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.hdl.common.fixed import requantize
+from hwcosim.models.bbs.csr import CSRParams
 
 __all__ = ["CSRSpMxV", "csr_weight_layout"]
 

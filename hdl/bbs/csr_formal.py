@@ -1,4 +1,4 @@
-"""Formal properties of the row-wise CSR baseline engine (:class:`hdl.bbs.csr.CSRSpMxV`).
+"""Formal properties of the row-wise CSR baseline engine (:class:`hwcosim.hdl.bbs.csr.CSRSpMxV`).
 
 :class:`CSRFormal` wraps the engine in a harness whose ports are its three streams (the 32-bit
 performance counters are left unconnected, so Yosys removes them) and adds:
@@ -29,10 +29,10 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.bbs.csr import CSRSpMxV
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks
-from models.bbs.csr import CSRParams
-from models.fixedpoint import Q
+from hwcosim.hdl.bbs.csr import CSRSpMxV
+from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks
+from hwcosim.models.bbs.csr import CSRParams
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["CSRFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -168,7 +168,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: BMC on 2 PEs, 4 x 4 (no k-induction yet); covers; broken
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: BMC on 2 PEs, 4 x 4 (no k-induction yet); covers; broken
     variants. ``full`` adds 4 PEs, 8 x 8."""
     prm = formal_params()
     out = [

@@ -2,7 +2,7 @@
 
 Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity", FPGA 2019.
 The golden model, the hardware layout (interleaved banks, gate-interleaved rows) and the
-fixed-point rules are in :mod:`models.bbs.lstm`; this block meets them bit for bit.
+fixed-point rules are in :mod:`hwcosim.models.bbs.lstm`; this block meets them bit for bit.
 
 Blocks
 ------
@@ -10,12 +10,12 @@ Blocks
   ``wload`` stream, then read in a loop (one word per cycle through the block RAM's read and a
   register on its output, where prefetched words wait) into the SpMxV weight port: every time
   step replays the whole matrix.
-- **SpMxV** (:class:`hdl.bbs.spmxv.SpMxV`, unchanged): ``P`` PEs x ``B`` banks, double-buffered
+- **SpMxV** (:class:`hwcosim.hdl.bbs.spmxv.SpMxV`, unchanged): ``P`` PEs x ``B`` banks, double-buffered
   vector memory; latency ``params.bbs.latency``.
 - **Element-wise unit** (:class:`ElementWise`): per output beat of the SpMxV (the four gates of
   ``U = P/4`` units), adds the bias, evaluates PLAN sigmoid/tanh (shifts and adds only),
   updates the cell state (a ``4H/P``-deep memory of ``U`` cells) and produces ``U`` hidden values.
-  Fully pipelined, one beat per cycle, latency :data:`models.bbs.lstm.EW_LATENCY` = 13
+  Fully pipelined, one beat per cycle, latency :data:`hwcosim.models.bbs.lstm.EW_LATENCY` = 13
   (operands, gate sums, ``|z|``, activations, products ``f*c`` and ``i*g``, their sum, the cell
   update rounded then clipped, ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, ``h`` rounded then
   clipped): no stage holds more than two carry chains or one multiplier, where the 4-stage unit
@@ -29,8 +29,8 @@ Blocks
 Overlap and throughput. The input part of step ``t+1``'s vector loads while step ``t``
 computes; its hidden part is written as ``h_t`` leaves the element-wise unit; the first step of
 the next sequence loads and starts with no gap. Consecutive steps of one sequence are separated
-by :data:`models.bbs.lstm.STEP_GAP` cycles (the recurrence; it cannot overlap at batch 1), so
-a step costs ``rows/P * k + STEP_GAP`` cycles (:class:`models.bbs.lstm.LSTMCycleModel`).
+by :data:`hwcosim.models.bbs.lstm.STEP_GAP` cycles (the recurrence; it cannot overlap at batch 1), so
+a step costs ``rows/P * k + STEP_GAP`` cycles (:class:`hwcosim.models.bbs.lstm.LSTMCycleModel`).
 
 Resources. SpMxV (``P*B`` multipliers, ``P*B`` vector memories) + weight memory
 (``rows/P*k`` x ``P*B*(W+I)`` bits) + ``3 U`` small multipliers (f*c, i*g, o*tanh) + ``U``
@@ -39,7 +39,7 @@ PLAN units (comparators, shifters, adders) + bias (``4H x GW``) and cell (``H x 
 
 Back-pressure. The ``h`` output stalls the element-wise pipeline, which stalls the SpMxV
 output, which stalls the weight replay; nothing is lost. A zero-latency skid buffer
-(:class:`hdl.common.skid.SkidBuffer`) sits between the SpMxV and the element-wise unit: it
+(:class:`hwcosim.hdl.common.skid.SkidBuffer`) sits between the SpMxV and the element-wise unit: it
 takes the one beat the SpMxV hands over in the first cycle of a stall, so the SpMxV sees the
 stall a cycle later through a register and the element-wise unit's stall net never reaches the
 SpMxV and replay enables in the same cycle (without it that net was the critical path, 82-91 MHz
@@ -61,22 +61,22 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
-from hdl.common.arith import count_saturating, requantize_parallel
-from hdl.common.dsp import registered_mul
-from hdl.common.fixed import requantize, round_to, saturate
-from hdl.common.skid import SkidBuffer
-from models.bbs.lstm import EW_LATENCY, LSTMParams
-from models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
-from models.bbs.spmxv import BBSParams
-from models.fixedpoint import Q, acc_bits
+from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
+from hwcosim.hdl.common.arith import count_saturating, requantize_parallel
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.hdl.common.fixed import requantize, round_to, saturate
+from hwcosim.hdl.common.skid import SkidBuffer
+from hwcosim.models.bbs.lstm import EW_LATENCY, LSTMParams
+from hwcosim.models.bbs.lstm_delta import check_budget, delta_fmt, mem_bits
+from hwcosim.models.bbs.spmxv import BBSParams
+from hwcosim.models.fixedpoint import Q, acc_bits
 
 __all__ = ["plan_sigmoid", "plan_tanh", "plan_from_abs", "ElementWise", "LSTMLayer", "h_out_layout"]
 
 
 def plan_sigmoid(x: Value, x_frac: int, out_frac: int) -> Value:
     """PLAN sigmoid of signed ``x`` (``x_frac`` fraction bits) with ``out_frac`` fraction bits;
-    mirrors :func:`models.bbs.lstm.plan_sigmoid`."""
+    mirrors :func:`hwcosim.models.bbs.lstm.plan_sigmoid`."""
     neg = x < 0
     return plan_from_abs(neg, Mux(neg, -x, x), x_frac, out_frac)
 
@@ -134,18 +134,18 @@ class ElementWise(wiring.Component):
     seq_len : In(16)
     bias_loaded : Out(1)
 
-    With ``delta_y_width`` (delta mode, :mod:`models.bbs.lstm_delta`): ``y`` carries the exact,
+    With ``delta_y_width`` (delta mode, :mod:`hwcosim.models.bbs.lstm_delta`): ``y`` carries the exact,
     unrounded SpMxV products ``W d_sel`` (``delta_y_width`` bits, ``acc_frac`` fractional bits),
     accumulated into the pre-activation memory ``M`` (``4H/P`` words of ``P`` values of
-    :func:`models.bbs.lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
+    :func:`hwcosim.models.bbs.lstm_delta.mem_bits` bits, cleared at a sequence's first step); the gates
     are ``sat(requantize(M) + bias)``. Same pipeline, same latency (stage 2 then also holds
     ``M + y`` and its requantisation, so the delta mode's clock is not the one measured for the
     plain layer).
 
-    Latency :data:`models.bbs.lstm.EW_LATENCY` (13) from a ``y`` beat to its ``o`` beat, one beat
+    Latency :data:`hwcosim.models.bbs.lstm.EW_LATENCY` (13) from a ``y`` beat to its ``o`` beat, one beat
     per cycle; ``o`` back-pressure stalls every stage. A row group's cell is read as its ``y`` beat
     enters and written back from stage 8, so the same group of the next step of a sequence must
-    not enter within 8 beats: in the layer the recurrence keeps them :data:`models.bbs.lstm.STEP_GAP`
+    not enter within 8 beats: in the layer the recurrence keeps them :data:`hwcosim.models.bbs.lstm.STEP_GAP`
     cycles apart (a step needs all of ``h_{t-1}``).
     """
 
@@ -313,8 +313,8 @@ class LSTMLayer(wiring.Component):
 
     Attributes
     ----------
-    wload : In(stream of CSB weight beats)  -- ``rows/P * k`` beats (layout of :mod:`models.bbs.spmxv`),
-        physical order of :mod:`models.bbs.lstm`; loaded once after reset.
+    wload : In(stream of CSB weight beats)  -- ``rows/P * k`` beats (layout of :mod:`hwcosim.models.bbs.spmxv`),
+        physical order of :mod:`hwcosim.models.bbs.lstm`; loaded once after reset.
     bload : In(stream of P gate_fmt biases)  -- ``4H/P`` beats.
     x : In(stream of I vec_fmt values)  -- one beat per time step, sequences back to back.
     h : Out(stream of U vec_fmt values)  -- ``H/U`` beats per step, units in order.
@@ -324,7 +324,7 @@ class LSTMLayer(wiring.Component):
 
     Delta mode (``delta_budget=J``; off by default, and then the Verilog is unchanged)
     ------------------------------------------------------------------------------------
-    Temporal sparsity as specified in :mod:`models.bbs.lstm_delta` (read its docstring for the
+    Temporal sparsity as specified in :mod:`hwcosim.models.bbs.lstm_delta` (read its docstring for the
     rule and why it is bank-balanced). Extra ports: ``delta_theta : In(vec width)`` (the raw
     threshold, held constant while running), counters ``delta_selected`` (columns selected) and
     ``delta_candidates`` (columns over the threshold), summed over steps. Hardware:

@@ -1,4 +1,4 @@
-"""Formal properties of the BBS LSTM layer engine (:class:`hdl.bbs.lstm.LSTMLayer`), beside the design.
+"""Formal properties of the BBS LSTM layer engine (:class:`hwcosim.hdl.bbs.lstm.LSTMLayer`), beside the design.
 
 :class:`LSTMFormal` wraps the layer in a harness whose ports are its streams (``wload``,
 ``bload``, ``x``, ``h``), ``seq_len``, ``loaded`` and a free constant ``probe`` (the 32-bit
@@ -13,7 +13,7 @@ Assumptions (the environment)
     the initial (reset) state.
 
 Assertions, by group (``"group: what failed"``; ``PIPELINE_LATENCY`` is the SpMxV's latency,
-``params.bbs.latency``, and ``EW_LATENCY`` the element-wise unit's, :data:`models.bbs.lstm.EW_LATENCY`)
+``params.bbs.latency``, and ``EW_LATENCY`` the element-wise unit's, :data:`hwcosim.models.bbs.lstm.EW_LATENCY`)
     ``handshake``  ``h`` holds ``valid`` and ``payload`` while ``valid & ~ready``.
     ``no_phantom`` no output without input. The golden model owes ``G = H/U`` ``h`` beats per
                    accepted ``x`` beat (one per row group). An ``h`` beat only while one is owed
@@ -88,7 +88,7 @@ Proof status
 Covers: an ``h`` beat leaves; a full step (``G`` beats) completes; an ``h`` beat waits under
 back-pressure; a step inside a sequence (fed by ``h_{t-1}``) completes its pass.
 
-:func:`formal_checks` lists the checks that :mod:`cosim.flow.formal` runs and the deliberately
+:func:`formal_checks` lists the checks that :mod:`hwcosim.cosim.flow.formal` runs and the deliberately
 broken variants (:data:`MUTANTS`) that must fail for the intended reason.
 """
 
@@ -101,12 +101,12 @@ from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal, sign
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from hdl.bbs.lstm import LSTMLayer
-from hdl.bbs.spmxv import COUNTER_BITS
-from hdl.bbs.spmxv_formal import spmxv_internals
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
-from models.bbs.lstm import EW_LATENCY, LSTMCycleModel, LSTMParams
-from models.fixedpoint import Q
+from hwcosim.hdl.bbs.lstm import LSTMLayer
+from hwcosim.hdl.bbs.spmxv import COUNTER_BITS
+from hwcosim.hdl.bbs.spmxv_formal import spmxv_internals
+from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
+from hwcosim.models.bbs.lstm import EW_LATENCY, LSTMCycleModel, LSTMParams
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["LSTMFormal", "PROPERTIES", "BMC_GROUPS", "MUTANTS", "EW_LATENCY", "formal_checks", "formal_params",
            "drain_cycles", "feedback_wait", "lstm_internals"]
@@ -140,7 +140,7 @@ def drain_cycles(p: LSTMParams) -> int:
     accepted step has left. The worst case is a step computing while the next step of its
     sequence waits for its ``h`` (a step inside a sequence cannot start before, and steps of
     other sequences overlap with these two): two steady steps of
-    :class:`models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
+    :class:`hwcosim.models.bbs.lstm.LSTMCycleModel` (weight beats + recurrence gap each). With the
     4-stage element-wise unit, BMC to depth 30 on the smallest layer found drains of 21 cycles
     (a 20-cycle window failed) and none longer, against a bound of 22; the 13-stage unit adds 9
     cycles to each of the two gaps (bound 40)."""
@@ -167,7 +167,7 @@ def _sub(frag, name: str):
 def _ew_stages(ew_frag) -> tuple[list, list]:
     """The element-wise unit's stage registers before its output register: the valid bits
     ``[v1 .. v{E-1}]`` and the 'last step of the sequence' flags ``[last1 .. last{E-1}]``
-    (``E`` = :data:`models.bbs.lstm.EW_LATENCY`; stage ``E`` is ``o.valid`` / ``~o.payload.fb``)."""
+    (``E`` = :data:`hwcosim.models.bbs.lstm.EW_LATENCY`; stage ``E`` is ``o.valid`` / ``~o.payload.fb``)."""
     idx = range(1, EW_LATENCY)
     found = internals(ew_frag, [f"v{i}" for i in idx] + [f"last{i}" for i in idx], "ElementWise", _WHERE)
     return [found[f"v{i}"] for i in idx], [found[f"last{i}"] for i in idx]
@@ -182,7 +182,7 @@ def lstm_internals(frag, dut) -> dict:
     (``U >= B``) or ``cnt`` (``U < B``)), the element-wise unit's (``bias_loaded``, ``bl_cnt``,
     ``gcnt``, ``scnt``, ``ew_stages`` / ``ew_lasts`` = the stage-valid bits and 'last step' flags
     of stages 1 .. EW_LATENCY - 1, and ``ew`` itself), the SpMxV's (under ``"mx"``, see
-    :func:`hdl.bbs.spmxv_formal.spmxv_internals`) and the feedback FIFO (``fifo``,
+    :func:`hwcosim.hdl.bbs.spmxv_formal.spmxv_internals`) and the feedback FIFO (``fifo``,
     ``fifo_inner_level``). Raises ``LookupError`` naming what moved.
     """
     p = dut.params
@@ -804,7 +804,7 @@ def _tag(shape) -> str:
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
+    """Checks for :mod:`hwcosim.cosim.flow.formal` (see its docstring for the keys).
 
     Fast set: on the smallest layer (``I = H = B = k = 1``, ``P = 4``) a k-induction proof of
     every group but ``drain`` and ``data``, a BMC of those two to depth 16 (the other groups

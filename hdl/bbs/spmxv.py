@@ -1,7 +1,7 @@
 """BBS sparse matrix-vector engine (SpMxV) in Amaranth.
 
 Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity", FPGA 2019.
-The golden model and the stream word layouts are in :mod:`models.bbs.spmxv`; this block meets them
+The golden model and the stream word layouts are in :mod:`hwcosim.models.bbs.spmxv`; this block meets them
 bit for bit.
 
 Architecture. ``P`` processing elements (PEs) each own a private copy of the input vector split
@@ -17,7 +17,7 @@ Throughput and latency. One weight beat per cycle when the output is not back-pr
 vector is loaded: ``rows / P * k`` cycles per product, the ideal for ``P * B`` multipliers.
 The vector memory is double-buffered: vector ``n + 1`` (``bank_size`` beats, one element per
 bank per beat) loads while vector ``n`` computes. Latency from a weight beat to its row-group's
-result is :data:`models.bbs.spmxv.PIPELINE_LATENCY` cycles (read, multiply, adder tree, accumulate).
+result is :data:`hwcosim.models.bbs.spmxv.PIPELINE_LATENCY` cycles (read, multiply, adder tree, accumulate).
 
 Back-pressure. The pipeline advances as a whole: when the output register holds a beat that
 ``y.ready`` does not take, every stage holds (the bank-memory reads are enabled by the same
@@ -42,10 +42,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating, requantize_parallel
-from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.dsp import registered_mul
-from models.bbs.spmxv import BBSParams
+from hwcosim.hdl.common.arith import count_saturating, requantize_parallel
+from hwcosim.hdl.common.arith import tree_sum as _tree_sum
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.models.bbs.spmxv import BBSParams
 
 __all__ = ["SpMxV", "weight_layout"]
 
@@ -79,7 +79,7 @@ class SpMxV(wiring.Component):
     k_run : In(range(k + 1))
         Only with ``runtime_k=True``: beats per row group of the product being computed
         (``1 <= k_run <= k``), held constant from a product's first weight beat to its last. Used
-        by the delta mode of :class:`hdl.bbs.lstm.LSTMLayer`; without it the Verilog is unchanged.
+        by the delta mode of :class:`hwcosim.hdl.bbs.lstm.LSTMLayer`; without it the Verilog is unchanged.
     """
 
     def __init__(self, params: BBSParams, runtime_k: bool = False):

@@ -1,4 +1,4 @@
-"""Formal properties of the BBS SpMxV engine (:class:`hdl.bbs.SpMxV`), beside the design.
+"""Formal properties of the BBS SpMxV engine (:class:`hwcosim.hdl.bbs.SpMxV`), beside the design.
 
 :class:`SpMxVFormal` wraps the engine in a harness with the same ports (so every input is a
 free variable of the solver) and adds:
@@ -37,7 +37,7 @@ Assertions (what the engine promises)
 Covers: a ``y`` beat leaves; two vectors are loaded at once; a ``y`` beat waits under
 back-pressure.
 
-:func:`formal_checks` lists the checks that :mod:`cosim.flow.formal` runs (BMC and k-induction on
+:func:`formal_checks` lists the checks that :mod:`hwcosim.cosim.flow.formal` runs (BMC and k-induction on
 tiny parameter sets) and the deliberately broken variants (:data:`MUTANTS`) that must fail.
 """
 
@@ -47,10 +47,10 @@ from amaranth import Module
 from amaranth.hdl import Assert, Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.bbs.spmxv import COUNTER_BITS, SpMxV
-from hdl.common.formal import sync_assigns
-from models.bbs.spmxv import PIPELINE_LATENCY, BBSParams
-from models.fixedpoint import Q
+from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, SpMxV
+from hwcosim.hdl.common.formal import sync_assigns
+from hwcosim.models.bbs.spmxv import PIPELINE_LATENCY, BBSParams
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["SpMxVFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "spmxv_internals"]
 
@@ -327,7 +327,7 @@ _FAST_SHAPES = [(1, 1), (2, 1), (1, 2)]
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal` (see its docstring for the keys).
+    """Checks for :mod:`hwcosim.cosim.flow.formal` (see its docstring for the keys).
 
     Fast set (CI): k-induction of every property (black-box ones plus the ``internal``
     invariants that make them inductive) for three tiny shapes, a depth-20 BMC of one shape, a

@@ -1,8 +1,8 @@
 """Board top of the BeamRaster precoder (``beamraster-precoder``): the precoder behind the generic
-stream host (:class:`hdl.common.stream_host.StreamHost`) and the UART host bridge.
+stream host (:class:`hwcosim.hdl.common.stream_host.StreamHost`) and the UART host bridge.
 
 Bridge output channel 0 -> the coefficient stream ``c`` (per frame: the users' beams, then the
-pre-distortion rows, :func:`models.beamraster.datapath.pack_coef_beats`), channel 1 -> the
+pre-distortion rows, :func:`hwcosim.models.beamraster.datapath.pack_coef_beats`), channel 1 -> the
 symbol stream ``s`` (``K`` complex symbols per beat); the antenna-sample stream ``x`` -> input
 channel 0 through a FIFO the host drains by its ``LEVEL`` register. The performance counters are
 registers (``ID`` = ``"BRST"``).
@@ -10,10 +10,10 @@ registers (``ID`` = ``"BRST"``).
 
 from __future__ import annotations
 
-from hdl.beamraster.precoder import Precoder
-from hdl.common.host_bridge import HostBoardTop
-from hdl.common.stream_host import StreamHost, stream_host_regs
-from models.beamraster.datapath import PrecoderParams
+from hwcosim.hdl.beamraster.precoder import Precoder
+from hwcosim.hdl.common.host_bridge import HostBoardTop
+from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
+from hwcosim.models.beamraster.datapath import PrecoderParams
 
 __all__ = ["BEAMRASTER_ID", "INPUTS", "OUTPUTS", "STATUS", "precoder_host", "board_top", "register_map"]
 

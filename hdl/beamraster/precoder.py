@@ -2,7 +2,7 @@
 
 Meng et al., "BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed Precoders",
 IEEE TMC 18(5), 2019. The golden model, fixed-point rules and stream word layouts are in
-:mod:`models.beamraster.datapath`; this block meets them bit for bit.
+:mod:`hwcosim.models.beamraster.datapath`; this block meets them bit for bit.
 
 Architecture
 ------------
@@ -17,7 +17,7 @@ Architecture
   register every two adder levels) give ``s'_k = sum_j P[k, j] s_j`` (requantised to
   ``mid_fmt``), written with the user's beam into one of ``S_BANKS = 4`` ``s'`` buffers
   (registers), so the stage runs ahead of the beam stage by up to three symbols and covers its
-  own latency (:func:`models.beamraster.datapath.pd_latency`: 8 cycles for ``3 <= K <= 8``).
+  own latency (:func:`hwcosim.models.beamraster.datapath.pd_latency`: 8 cycles for ``3 <= K <= 8``).
 - **Beam stage** (stream ``x``): for antenna group ``a`` (``L`` lanes) and user ``k`` per cycle,
   each lane computes its twiddle index ``((a L + l) (b_k XOR M/2)) mod M`` with shift-and-add
   (no multiplier), looks the twiddle up in an ``M``-entry table (the whole DFT beam bank),
@@ -32,10 +32,10 @@ cycle holds more than one multiplier or two carry chains (for 100 MHz on an ECP5
 Throughput and latency. The beam stage bounds throughput: one subcarrier-symbol per
 ``K * M / L`` cycles (the pre-distortion stage needs ``K``). Latency from a symbol's acceptance
 to its first output beat is ``K + pd_latency(K) + 6`` cycles (``K + 14`` for ``3 <= K <= 8``). See
-:class:`models.beamraster.datapath.CycleModel`.
+:class:`hwcosim.models.beamraster.datapath.CycleModel`.
 
 Boards. The default ``M = 64, K = 8, L = 64`` needs 288 multipliers; an ECP5-85F has 156
-MULT18X18D. :func:`models.beamraster.datapath.ecp5_params` keeps 64 antennas and 8 users and
+MULT18X18D. :func:`hwcosim.models.beamraster.datapath.ecp5_params` keeps 64 antennas and 8 users and
 folds the beam stage over ``L = 16`` lanes (96 multipliers, 32 cycles per subcarrier-symbol).
 
 Back-pressure. The beam stage's registers advance together only when the output register is
@@ -65,10 +65,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating, requantize_parallel
-from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.dsp import registered_mul
-from models.beamraster.datapath import S_BANKS, PrecoderParams, pd_tree_stages, twiddles
+from hwcosim.hdl.common.arith import count_saturating, requantize_parallel
+from hwcosim.hdl.common.arith import tree_sum as _tree_sum
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.models.beamraster.datapath import S_BANKS, PrecoderParams, pd_tree_stages, twiddles
 
 __all__ = ["Precoder", "complex_layout", "S_BANKS"]
 

@@ -1,4 +1,4 @@
-"""Formal properties of the BeamRaster precoder (:class:`hdl.beamraster.precoder.Precoder`).
+"""Formal properties of the BeamRaster precoder (:class:`hwcosim.hdl.beamraster.precoder.Precoder`).
 
 :class:`PrecoderFormal` wraps the precoder in a harness whose ports are its three streams (the
 32-bit performance counters are left unconnected, so Yosys removes them) and adds:
@@ -30,10 +30,10 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.beamraster.precoder import Precoder
-from hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals, mutant_checks
-from models.beamraster.datapath import BM_LATENCY, S_BANKS, PrecoderParams, pd_latency
-from models.fixedpoint import Q
+from hwcosim.hdl.beamraster.precoder import Precoder
+from hwcosim.hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals, mutant_checks
+from hwcosim.models.beamraster.datapath import BM_LATENCY, S_BANKS, PrecoderParams, pd_latency
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["PrecoderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -223,7 +223,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: k-induction and BMC of every property on M=4, K=1, L=2,
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: k-induction and BMC of every property on M=4, K=1, L=2,
     frames of 4 symbols; a cover run; the broken variants. ``full`` adds K=2 and deeper BMC."""
     prm = formal_params()
     out = [

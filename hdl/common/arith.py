@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Const, Mux, Value, signed
 
-from hdl.common.fixed import requantize
+from hwcosim.hdl.common.fixed import requantize
 
 __all__ = ["tree_sum", "count_saturating", "requantize_parallel"]
 
@@ -33,7 +33,7 @@ def count_saturating(m, pairs, domain: str = "sync") -> None:
 
 
 def requantize_parallel(value: Value, src_frac: int, fmt) -> Value:
-    """:func:`hdl.common.fixed.requantize`, the same value for every input, one carry chain deep.
+    """:func:`hwcosim.hdl.common.fixed.requantize`, the same value for every input, one carry chain deep.
 
     ``requantize`` rounds (an adder) and then compares the rounded sum with the format's limits
     (two more carry chains behind it). Here the limits are compared with ``value`` itself, against

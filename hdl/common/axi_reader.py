@@ -3,7 +3,7 @@
 :class:`AxiReader` reads ``length`` data-width beats starting at byte address ``base`` with AXI4
 INCR bursts on the read channels (AR, R) and hands every beat, in address order, to its ``o``
 stream. It is the weight-fetch engine of the board tops (``LOAD_MM`` of
-:class:`hdl.bbs.axi_top.LSTMAxiTop`), and reusable wherever a block must pull a buffer from DDR,
+:class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop`), and reusable wherever a block must pull a buffer from DDR,
 HBM or host memory through an AXI interconnect.
 
 Bursts. Each burst is ``min(remaining, max_burst, beats left before the next 4 KiB boundary)``

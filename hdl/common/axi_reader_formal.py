@@ -1,4 +1,4 @@
-"""Formal properties of the AXI4 read master (:class:`hdl.common.axi_reader.AxiReader`).
+"""Formal properties of the AXI4 read master (:class:`hwcosim.hdl.common.axi_reader.AxiReader`).
 
 :class:`AxiReaderFormal` wraps the reader in a harness with the same ports (every input is a
 free variable of the solver). The memory is a free environment that obeys AXI4; the harness
@@ -56,7 +56,7 @@ Covers: a transfer ends cleanly after a burst cut at 4 KiB; two bursts outstandi
 reported; a timeout; a transfer that completes cleanly although stale bursts were owed at its
 start.
 
-:func:`formal_checks` lists the checks for :mod:`cosim.flow.formal`: k-induction of every group on
+:func:`formal_checks` lists the checks for :mod:`hwcosim.cosim.flow.formal`: k-induction of every group on
 a tiny reader (13-bit addresses, so two 4 KiB pages; bursts of up to 4 beats; 2 outstanding;
 transfers of up to 15 beats; timeout 3 cycles), BMC, covers and the broken variants
 (:data:`MUTANTS`) that must fail.
@@ -69,8 +69,8 @@ from amaranth.hdl import Assume, Cat, Const, Cover, Fragment, Mux, ResetSignal, 
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from hdl.common.axi_reader import ERR_TIMEOUT, AxiReader
-from hdl.common.formal import Props, internals, mutant_checks, past
+from hwcosim.hdl.common.axi_reader import ERR_TIMEOUT, AxiReader
+from hwcosim.hdl.common.formal import Props, internals, mutant_checks, past
 
 __all__ = ["AxiReaderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -494,7 +494,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: k-induction of every property group on the tiny reader
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: k-induction of every property group on the tiny reader
     of :func:`formal_params`, a BMC, a cover run and the broken variants. ``full`` adds one
     outstanding burst with 64-bit data, three outstanding bursts of up to 8 beats, and deeper
     BMC."""

@@ -1,6 +1,6 @@
 """AXI4-Lite slave and AXI4-Stream master rules for the formal harnesses of the board tops.
 
-The board tops (:mod:`hdl.bbs.axi_top`, :mod:`hdl.fss.axi_top`) have flat, AXI-named ports
+The board tops (:mod:`hwcosim.hdl.bbs.axi_top`, :mod:`hwcosim.hdl.fss.axi_top`) have flat, AXI-named ports
 (``s_axil_awaddr``, ``m_axis_h_tvalid``, ...). Their harnesses (``hdl/*/axi_top_formal.py``)
 use the pieces here:
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assume, Cat, Signal
 
-from hdl.common.formal import Props, past
+from hwcosim.hdl.common.formal import Props, past
 
 __all__ = ["AXIL_GROUPS", "assume_axil_master", "assume_axis_source", "axil_slave_props", "assert_axis_hold",
            "OKAY", "SLVERR"]

@@ -17,7 +17,7 @@ the register lives:
 
 Operands up to 18 bits each, signed or unsigned (``SIGNEDA``/``SIGNEDB``), as Amaranth's
 ``*`` defines the product. :data:`ECP5_SIM_MODEL` is a behavioural model of the subset of
-``MULT18X18D`` this module instantiates, appended by :mod:`cosim.flow.runner` to a simulated
+``MULT18X18D`` this module instantiates, appended by :mod:`hwcosim.cosim.flow.runner` to a simulated
 netlist that instantiates the primitive, so the ECP5 variant is simulated against the golden
 models too (Lattice's sysDSP usage guide, FPGA-TN-02205: ``P = A * B`` over the 18-bit operands,
 signedness per ``SIGNEDA``/``SIGNEDB``, output register enabled by its ``CE``, reset by its

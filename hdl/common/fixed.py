@@ -1,4 +1,4 @@
-"""Fixed-point requantisation in Amaranth, mirroring :func:`models.fixedpoint.requantize`.
+"""Fixed-point requantisation in Amaranth, mirroring :func:`hwcosim.models.fixedpoint.requantize`.
 
 Round half up (add half an output LSB, arithmetic shift right), then saturate. Change this
 and the model together, or neither.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Value, signed
 
-from models.fixedpoint import Q
+from hwcosim.models.fixedpoint import Q
 
 __all__ = ["requantize", "round_to", "saturate"]
 

@@ -2,7 +2,7 @@
 
 A harness is a :class:`amaranth.lib.wiring.Component` that instantiates a block, passes its
 ports through (so every input is a free variable of the solver) and adds ``Assume`` /
-``Assert`` / ``Cover`` statements; :mod:`cosim.flow.formal` runs it with SymbiYosys. The pieces
+``Assert`` / ``Cover`` statements; :mod:`hwcosim.cosim.flow.formal` runs it with SymbiYosys. The pieces
 every harness needs are here:
 
 - :class:`Props` asserts a property under a *group* name (the first word of its message),
@@ -171,7 +171,7 @@ def fsm_states(sig) -> dict[str, int]:
 
 
 def mutant_checks(mutants: dict, build) -> list[dict]:
-    """Check dicts for :mod:`cosim.flow.formal` from a ``MUTANTS`` table
+    """Check dicts for :mod:`hwcosim.cosim.flow.formal` from a ``MUTANTS`` table
     (``name -> (broken class, mode, depth, property groups, expected failure message)``):
     each builds ``build(cls, props)`` and must fail with that message."""
     return [dict(name=f"mutant-{name}", build=lambda cls=cls, props=props: build(cls, props),

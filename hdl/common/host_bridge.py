@@ -1,10 +1,10 @@
-"""Host bridge: the framed byte protocol of :mod:`models.hostlink` to an AXI4-Lite master and
+"""Host bridge: the framed byte protocol of :mod:`hwcosim.models.hostlink` to an AXI4-Lite master and
 AXI4-Stream channels.
 
-A board top puts it between a UART (:mod:`hdl.common.uart`) and a design: the host's commands
+A board top puts it between a UART (:mod:`hwcosim.hdl.common.uart`) and a design: the host's commands
 become AXI4-Lite reads and writes of the design's register file and 32-bit words on its
 AXI4-Stream inputs and outputs, and every command is answered with one response frame (the
-protocol, the status bits and the recovery rules are in :mod:`models.hostlink`).
+protocol, the status bits and the recovery rules are in :mod:`hwcosim.models.hostlink`).
 
 Behaviour. One command at a time, byte by byte: a header (9 bytes including ``0xA5``) is
 collected and its CRC-8 checked, then the command runs:
@@ -40,7 +40,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from models.hostlink import OP, STATUS, SYNC_CMD, SYNC_RESP, crc8
+from hwcosim.models.hostlink import OP, STATUS, SYNC_CMD, SYNC_RESP, crc8
 
 __all__ = ["HostBridge", "HostBoardTop", "crc8_step", "board_pins", "uart_bridge", "bridge_axil", "link_words_to_beat",
            "beat_to_link_words"]
@@ -306,7 +306,7 @@ def uart_bridge(m, host, divisor: int, *, out_channels: int, in_channels: int, t
     """UART receiver and transmitter on ``host``'s ``rx``/``tx`` pins, a :class:`HostBridge` between
     them (``m.submodules.urx``/``utx``/``bridge``). Returns ``(bridge, line_error)``, the latter high
     once the receiver has seen a framing error or an overrun."""
-    from hdl.common.uart import UartRx, UartTx
+    from hwcosim.hdl.common.uart import UartRx, UartTx
 
     m.submodules.urx = urx = UartRx(divisor)
     m.submodules.utx = utx = UartTx(divisor)
@@ -320,7 +320,7 @@ def uart_bridge(m, host, divisor: int, *, out_channels: int, in_channels: int, t
 
 def bridge_axil(m, br: HostBridge, target, addr_width: int = 8) -> None:
     """The bridge's AXI4-Lite master onto ``target``'s flat ``s_axil_*`` slave ports."""
-    from hdl.common.axil_regs import axil_members
+    from hwcosim.hdl.common.axil_regs import axil_members
 
     for name, member in axil_members(addr_width).items():
         mine, its = getattr(br, "m_axil" + name[len("s_axil"):]), getattr(target, name)
@@ -375,15 +375,15 @@ def beat_to_link_words(m, br: HostBridge, k: int, fifo, name: str, clear=None) -
 class HostBoardTop(Elaboratable):
     """A board top: the host made by ``make_host(divisor)`` (a component with ``rx``/``tx``/``leds``)
     on the board's UART 0 and first ``n_leds`` LEDs, clocked by the oscillator or through an ECP5 PLL
-    (``pll``, :class:`hdl.common.clocking.PllSettings`); the UART divisor follows the clock
+    (``pll``, :class:`hwcosim.hdl.common.clocking.PllSettings`); the UART divisor follows the clock
     (``clock_hz`` and ``divisor`` are set when elaborated)."""
 
     def __init__(self, make_host, baud: int = 115200, pll=None, n_leds: int = 4):
         self.make_host, self.baud, self.pll, self.n_leds = make_host, baud, pll, n_leds
 
     def elaborate(self, platform):
-        from hdl.common.clocking import board_clock
-        from models.hostlink import divisor_for
+        from hwcosim.hdl.common.clocking import board_clock
+        from hwcosim.models.hostlink import divisor_for
 
         m = Module()
         self.clock_hz = board_clock(m, platform, self.pll)

@@ -1,7 +1,7 @@
 """A stream design behind the UART host bridge: the generic board top's core.
 
 :class:`StreamHost` wraps a design whose interface is valid/ready streams plus status and
-counter outputs (no AXI4-Lite of its own) for :class:`hdl.common.host_bridge.HostBridge`:
+counter outputs (no AXI4-Lite of its own) for :class:`hwcosim.hdl.common.host_bridge.HostBridge`:
 
 - every input stream ``k`` (in the order given) is fed from the bridge's output channel ``k``:
   ``ceil(bits / 32)`` link words make a beat (least significant first), and the beats wait in an
@@ -24,7 +24,7 @@ counter outputs (no AXI4-Lite of its own) for :class:`hdl.common.host_bridge.Hos
 HOLD lets a host load a batch at link speed and release it to the design back to back (so the
 design's own rate shows in its counters, and a pipeline sees overlapping work as it would at line
 rate). A host sends at most ``IN_FREE`` beats, reads ``LEVEL`` and that many beats, and repeats: no
-command ever waits on the design, whatever the design's rate or stalls (:mod:`cosim.flow.board`'s
+command ever waits on the design, whatever the design's rate or stalls (:mod:`hwcosim.cosim.flow.board`'s
 :class:`~cosim.flow.board.StreamLink` does this). Resources: the FIFOs (block RAM where deep), a
 word register per input, a word counter per output, the register file.
 """
@@ -37,8 +37,8 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.axil_regs import AxiLiteRegFile, Reg
-from hdl.common.host_bridge import beat_to_link_words, bridge_axil, uart_bridge
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg
+from hwcosim.hdl.common.host_bridge import beat_to_link_words, bridge_axil, uart_bridge
 
 __all__ = ["StreamHost", "stream_host_regs"]
 

@@ -1,6 +1,6 @@
 """UART receiver and transmitter, 8N1, for a host link at a standard rate.
 
-``divisor`` is clock cycles per bit (:func:`models.hostlink.divisor_for` picks it from the clock
+``divisor`` is clock cycles per bit (:func:`hwcosim.models.hostlink.divisor_for` picks it from the clock
 and the rate and refuses a rate the clock cannot make within 2 %). Both blocks move bytes on
 :mod:`amaranth.lib.stream` interfaces.
 

@@ -1,6 +1,6 @@
 """Board-ready top level of the FSS sparse GEMM engine: AXI4-Stream data, AXI4-Lite control and status.
 
-Wraps :class:`hdl.fss.gemm.FSSGemm` for a shell (Vivado block design, Platform Designer). The
+Wraps :class:`hwcosim.hdl.fss.gemm.FSSGemm` for a shell (Vivado block design, Platform Designer). The
 engine itself keeps no weights (it re-reads them once per column tile); this wrapper adds an
 on-chip weight store, so a layer's weights cross the bus once and every run then streams only
 activations in and results out.
@@ -8,17 +8,17 @@ activations in and results out.
 Streams (``tdata`` widths rounded up to whole bytes, no ``tkeep``):
 
 - ``s_axis_w`` (32-bit ``tdata``): one layer's FSS weights. Each weight beat of
-  :func:`models.fss.gemm.pack_weight_beats` (``PR * N`` lanes of ``value | index << W``,
+  :func:`hwcosim.models.fss.gemm.pack_weight_beats` (``PR * N`` lanes of ``value | index << W``,
   ``PR * N * (W + I)`` bits) is cut into ``ceil(bits / 32)`` words, least significant word first
   (the last word's unused upper bits are ignored); beats in the engine's order, row group ``g``
   then region column ``c``: ``ROW_GROUPS * K_REGIONS`` beats in all.
-  :func:`cosim.designs.fss.gemm.pack_axi_weight_words` builds the word list. ``s_axis_w_tready`` is always
+  :func:`hwcosim.cosim.designs.fss.gemm.pack_axi_weight_words` builds the word list. ``s_axis_w_tready`` is always
   high: words go straight into the store. ``STATUS.loaded`` rises when the last word of the last
   beat is in; words that arrive while loaded are dropped and set ``ERROR.extra_weights``.
-- ``s_axis_x``: activation beats of :func:`models.fss.gemm.pack_act_beats` (``r_w * PC`` elements of
+- ``s_axis_x``: activation beats of :func:`hwcosim.models.fss.gemm.pack_act_beats` (``r_w * PC`` elements of
   ``XW`` bits at ``(t * r_w + b) * XW``), ``K_REGIONS`` beats per column tile, ``TILES`` tiles
   per run. Accepted only while a run still expects activations.
-- ``m_axis_y``: result beats of :func:`models.fss.gemm.unpack_output_beats` (``PR * r_h * PC`` values
+- ``m_axis_y``: result beats of :func:`hwcosim.models.fss.gemm.unpack_output_beats` (``PR * r_h * PC`` values
   of ``OW`` bits), one per (tile, row group); ``tlast`` on the last row group of every tile, so a
   frame is one tile: ``PC`` output columns of all ``ROW_GROUPS * r_h * PR`` rows.
 - ``s_axil``: AXI4-Lite, 32-bit data, 8-bit byte address (bits 1:0 ignored); ``wstrb`` ignored;
@@ -72,11 +72,11 @@ SOFT_RESET write is discarded; later words start a new load, so a driver resets 
 with the block (or writes LOAD once they are drained). A hardware ``rst`` (synchronous, active
 high) also resets the size registers to their reset values and clears ERROR.
 
-Latency and throughput are those of :class:`hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
+Latency and throughput are those of :class:`hwcosim.hdl.fss.gemm.FSSGemm`: the wrapper adds no stage on
 ``x`` or ``y`` (``tvalid``/``tready`` pass through, gated by the run's beat counts), and the
 weight store reads ahead (block RAM read, then an output register), so with free-flowing
 streams and activations waiting at START, ``RUN_CYCLES == CYCLES ==``
-``CycleModel(p, weight_lead=WEIGHT_LEAD).expected(...)`` (:class:`models.fss.gemm.CycleModel`)
+``CycleModel(p, weight_lead=WEIGHT_LEAD).expected(...)`` (:class:`hwcosim.models.fss.gemm.CycleModel`)
 and ``STARVE_W == 0``: the first weight beat reaches the engine in its cycle ``WEIGHT_LEAD`` (2),
 which a tile of two or more region columns hides and a one-column tile waits for (one cycle).
 The engine is held in reset in the START cycle (it is empty then), which is what clears its
@@ -96,12 +96,12 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.bbs.axi_top import bytes_up
-from hdl.common.arith import count_saturating
-from hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name
-from hdl.common.skid import SkidBuffer
-from hdl.fss.gemm import FSSGemm
-from models.fss.gemm import FSSParams
+from hwcosim.hdl.bbs.axi_top import bytes_up
+from hwcosim.hdl.common.arith import count_saturating
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name
+from hwcosim.hdl.common.skid import SkidBuffer
+from hwcosim.hdl.fss.gemm import FSSGemm
+from hwcosim.models.fss.gemm import FSSParams
 
 __all__ = ["FSSAxiTop", "WEIGHT_LEAD", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words",
            "words_per_beat"]
@@ -163,7 +163,7 @@ class FSSAxiTop(wiring.Component):
     Raises
     ------
     TypeError
-        ``params`` is not an :class:`models.fss.gemm.FSSParams`.
+        ``params`` is not an :class:`hwcosim.models.fss.gemm.FSSParams`.
     ValueError
         A field does not fit its CONFIG register (8 bits; 16 bits for the maxima).
 

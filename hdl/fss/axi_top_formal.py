@@ -1,8 +1,8 @@
-"""Formal properties of the FSS board top (:class:`hdl.fss.axi_top.FSSAxiTop`) at its AXI
+"""Formal properties of the FSS board top (:class:`hwcosim.hdl.fss.axi_top.FSSAxiTop`) at its AXI
 interfaces.
 
 :class:`FSSAxiTopFormal` wraps the whole top (engine and weight store included, on the tiny
-engine of :func:`hdl.fss.gemm_formal.formal_params`: 2x2 regions with 2 nonzeros, 2x1 PEs,
+engine of :func:`hwcosim.hdl.fss.gemm_formal.formal_params`: 2x2 regions with 2 nonzeros, 2x1 PEs,
 layers up to 8 x 4, so a 4-beat store of one-word beats) in a harness with the same ports.
 
 Assumptions
@@ -10,7 +10,7 @@ Assumptions
     AXI4-Lite; ``s_axis_w`` and ``s_axis_x`` hold ``TVALID`` and ``TDATA`` until ``TREADY``;
     ``BREADY``, ``RREADY`` and ``m_axis_y_tready`` are free.
 
-Assertions, by group (see :mod:`hdl.common.axil_formal` for the first five)
+Assertions, by group (see :mod:`hwcosim.hdl.common.axil_formal` for the first five)
     ``b_hold``, ``r_hold``   B and R hold until ready.
     ``b_count``, ``r_count`` exactly one B per accepted write (address and data together), one
                              R per accepted read, none without a request.
@@ -26,7 +26,7 @@ Assertions, by group (see :mod:`hdl.common.axil_formal` for the first five)
 The AXI4-Lite groups are proved by k-induction (the slave's state is a few registers; the
 size-write rule reads the top's ``busy`` register, found by name). ``y_hold`` holds through
 the engine's output queue, but the top resets the engine at START, so its induction would
-need the engine's pipeline invariants (those of :mod:`hdl.fss.gemm_formal`) plus "no result
+need the engine's pipeline invariants (those of :mod:`hwcosim.hdl.fss.gemm_formal`) plus "no result
 in flight while idle": it is checked by BMC from reset, to the depth where a result beat
 waits under back-pressure (see the cover).
 
@@ -42,7 +42,7 @@ from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from hdl.common.axil_formal import (
+from hwcosim.hdl.common.axil_formal import (
     AXIL_GROUPS,
     OKAY,
     SLVERR,
@@ -51,17 +51,17 @@ from hdl.common.axil_formal import (
     assume_axis_source,
     axil_slave_props,
 )
-from hdl.common.axil_regs import AxiLiteRegFile
-from hdl.common.formal import Props, internals, mutant_checks, past
-from hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
-from hdl.fss.gemm_formal import formal_params as _gemm_params
-from models.fss.gemm import FSSParams
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
+from hwcosim.hdl.common.formal import Props, internals, mutant_checks, past
+from hwcosim.hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
+from hwcosim.hdl.fss.gemm_formal import formal_params as _gemm_params
+from hwcosim.models.fss.gemm import FSSParams
 
 __all__ = ["FSSAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "WRITABLE"]
 
 PROPERTIES = AXIL_GROUPS + ("y_hold",)
 _WHERE = "hdl/fss/axi_top_formal.py"
-#: registers a write may change (the map of :mod:`hdl.fss.axi_top`)
+#: registers a write may change (the map of :mod:`hwcosim.hdl.fss.axi_top`)
 WRITABLE = ("CTRL", "ROW_GROUPS", "K_REGIONS", "TILES")
 
 
@@ -198,7 +198,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: k-induction of the AXI4-Lite groups, BMC of every group
     (``y_hold`` included) from reset, covers and the broken variants, on the tiny engine.
     ``full`` adds a deeper BMC that also checks the constant registers."""
     prm = formal_params()

@@ -1,11 +1,11 @@
 """Board top of the FSS GEMM AXI top (``fss-axi``): a UART host link straight onto its AXI4-Lite
 registers and AXI4-Stream ports.
 
-Blocks: :class:`hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` ->
-:class:`hdl.common.host_bridge.HostBridge` -> :class:`hdl.fss.axi_top.FSSAxiTop`:
+Blocks: :class:`hwcosim.hdl.common.uart.UartRx` / :class:`~hdl.common.uart.UartTx` ->
+:class:`hwcosim.hdl.common.host_bridge.HostBridge` -> :class:`hwcosim.hdl.fss.axi_top.FSSAxiTop`:
 
 - AXI4-Lite: the bridge's master drives the top's register file directly (its map is
-  :data:`hdl.fss.axi_top.REGISTER_MAP`);
+  :data:`hwcosim.hdl.fss.axi_top.REGISTER_MAP`);
 - output channel 0 -> ``s_axis_w`` (32-bit words as they are: the weight load into the on-chip
   store, one word per cycle, never refused);
 - output channel 1 -> ``s_axis_x`` through a word-to-beat register (``ceil(XB/32)`` words per
@@ -26,7 +26,7 @@ from amaranth import Module
 from amaranth.hdl import Cat
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from hdl.common.host_bridge import (
+from hwcosim.hdl.common.host_bridge import (
     HostBoardTop,
     HostCore,
     beat_to_link_words,
@@ -34,8 +34,8 @@ from hdl.common.host_bridge import (
     link_words_to_beat,
     uart_bridge,
 )
-from hdl.fss.axi_top import FSSAxiTop
-from models.fss.gemm import FSSParams
+from hwcosim.hdl.fss.axi_top import FSSAxiTop
+from hwcosim.models.fss.gemm import FSSParams
 
 __all__ = ["FSSHost", "board_top", "CH_WEIGHTS", "CH_X", "CH_Y"]
 
@@ -44,7 +44,7 @@ CH_WEIGHTS, CH_X, CH_Y = 0, 1, 0
 
 class FSSHost(HostCore):
     """:class:`FSSAxiTop` behind a UART host bridge (see the module docstring); ``FSSHost(params,
-    divisor, timeout)`` (:class:`hdl.common.host_bridge.HostCore`)."""
+    divisor, timeout)`` (:class:`hwcosim.hdl.common.host_bridge.HostCore`)."""
 
     params_type = FSSParams
 

@@ -2,7 +2,7 @@
 
 Zhang et al., "Fine-Grained Structured Sparse Computing for FPGA-Based AI Inference", IEEE TCAD
 44(7), 2025. The golden model, the stream word layouts and the cycle model are in
-:mod:`models.fss.gemm`; this block meets them bit for bit. The micro-architecture is ours.
+:mod:`hwcosim.models.fss.gemm`; this block meets them bit for bit. The micro-architecture is ours.
 
 Architecture. A ``PR x PC`` array of PEs, each with ``N`` multipliers. PE ``(a, t)`` computes the
 ``r_h`` output rows of region row ``g * PR + a`` for activation column ``t`` of the current
@@ -22,11 +22,11 @@ Throughput and latency. One weight beat per cycle while an activation tile is lo
 output queue has room: ``T/PC * rows/(r_h PR) * cols/r_w`` cycles per GEMM, the ideal for
 ``PR * PC * N`` multipliers (each does a stored weight every cycle). Activation tile ``tau + 1``
 (``cols / r_w`` beats) loads while tile ``tau`` computes. Latency from a weight beat to its row
-group's output is :data:`models.fss.gemm.PIPELINE_LATENCY` = 9 cycles when the output queue is
+group's output is :data:`hwcosim.models.fss.gemm.PIPELINE_LATENCY` = 9 cycles when the output queue is
 empty, one register stage each: buffer read, buffer data (a block RAM output drives only a
 flip-flop), operand select, multiply (flip-flop -> multiplier -> flip-flop), the adder trees' first
 level (slot pairs), the rest of the trees, accumulate, round (one carry chain), clip (a bit test,
-:func:`hdl.common.fixed.saturate`) into the output queue. Every path is at most one of those
+:func:`hwcosim.hdl.common.fixed.saturate`) into the output queue. Every path is at most one of those
 steps, for the clock (the 4-stage version closed at 51 MHz on an LFE5U-85F, its critical path
 block RAM read -> operand multiplexer -> multiplier).
 
@@ -65,11 +65,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating
-from hdl.common.arith import tree_sum as _tree_sum
-from hdl.common.dsp import register_copies, registered_mul
-from hdl.common.fixed import round_to, saturate
-from models.fss.gemm import PIPELINE_LATENCY, FSSParams
+from hwcosim.hdl.common.arith import count_saturating
+from hwcosim.hdl.common.arith import tree_sum as _tree_sum
+from hwcosim.hdl.common.dsp import register_copies, registered_mul
+from hwcosim.hdl.common.fixed import round_to, saturate
+from hwcosim.models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["FSSGemm", "OUT_DEPTH", "weight_layout"]
 

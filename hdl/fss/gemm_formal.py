@@ -1,4 +1,4 @@
-"""Formal properties of the FSS sparse GEMM engine (:class:`hdl.fss.gemm.FSSGemm`).
+"""Formal properties of the FSS sparse GEMM engine (:class:`hwcosim.hdl.fss.gemm.FSSGemm`).
 
 :class:`GemmFormal` wraps the engine in a harness whose ports are its streams and its layer
 configuration (the 32-bit performance counters are left unconnected, so Yosys removes them):
@@ -41,10 +41,10 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
-from hdl.fss.gemm import STAGES, FSSGemm
-from models.fixedpoint import Q
-from models.fss.gemm import PIPELINE_LATENCY, FSSParams
+from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
+from hwcosim.hdl.fss.gemm import STAGES, FSSGemm
+from hwcosim.models.fixedpoint import Q
+from hwcosim.models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["GemmFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "stage_valids"]
 
@@ -63,7 +63,7 @@ def formal_params(region=(2, 2), n: int = 2, pe_rows: int = 2, pe_cols: int = 1,
 
 
 def stage_valids(frag, dut, wr_sel: bool = False) -> list:
-    """``[s1_valid, ..., sS_valid]`` (S = :data:`hdl.fss.gemm.STAGES`, looked up by name); with
+    """``[s1_valid, ..., sS_valid]`` (S = :data:`hwcosim.hdl.fss.gemm.STAGES`, looked up by name); with
     ``wr_sel=True`` the (unnamed) tile write-select register instead. Raises ``LookupError`` when
     the RTL changes shape."""
     from amaranth.hdl._ast import Operator
@@ -282,7 +282,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`: k-induction of every property (2x2 regions, n=2, 2x1
+    """Checks for :mod:`hwcosim.cosim.flow.formal`: k-induction of every property (2x2 regions, n=2, 2x1
     PEs, run-time layer shape up to 2 region columns x 2 row groups), a BMC, a cover run and
     the broken variants. ``full`` adds a sparse 2x4 region with a 2x2 PE array and deeper BMC."""
     prm = formal_params()

@@ -1,12 +1,12 @@
 """Board top of the KV-Direct pipeline (``kvdirect-pipeline``): the pipeline and an on-chip memory
-behind the generic stream host (:class:`hdl.common.stream_host.StreamHost`) and the UART bridge.
+behind the generic stream host (:class:`hwcosim.hdl.common.stream_host.StreamHost`) and the UART bridge.
 
 :class:`KVBoardCore` stands in for the host memory the paper reaches over PCIe: a block RAM of
 ``n_buckets`` 512-bit lines (the hash index; the pipeline's inline KVs never leave it) on the
 pipeline's memory port, in order (a read after a write to its line sees the write), one request
 per cycle, read data one cycle later, held while the response waits for ``mem_rsp.ready``. After
 reset (and SOFT_RESET) it writes zeros over every line before it takes the first request (an empty
-store, as :func:`models.kvdirect.rtl_model.golden_run` starts from); ``ready`` rises when done.
+store, as :func:`hwcosim.models.kvdirect.rtl_model.golden_run` starts from); ``ready`` rises when done.
 Forwarding is on and ``max_reads`` is ``entries``.
 
 Bridge output channel 0 -> the request stream ``i`` (156-bit requests, 5 link words); the response
@@ -22,10 +22,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.host_bridge import HostBoardTop
-from hdl.common.stream_host import StreamHost, stream_host_regs
-from hdl.kvdirect.pipeline import COUNTERS, REQUEST, RESPONSE, Pipeline
-from models.kvdirect.rtl_model import PipelineParams
+from hwcosim.hdl.common.host_bridge import HostBoardTop
+from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
+from hwcosim.hdl.kvdirect.pipeline import COUNTERS, REQUEST, RESPONSE, Pipeline
+from hwcosim.models.kvdirect.rtl_model import PipelineParams
 
 __all__ = ["KVD_ID", "INPUTS", "OUTPUTS", "STATUS", "KVBoardCore", "kv_host", "board_top", "register_map"]
 

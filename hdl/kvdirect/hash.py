@@ -1,7 +1,7 @@
-"""The KV-Direct key hash in RTL: ``fmix32(CRC-32(key || len))`` of :mod:`models.kvdirect.hashing`.
+"""The KV-Direct key hash in RTL: ``fmix32(CRC-32(key || len))`` of :mod:`hwcosim.models.kvdirect.hashing`.
 
 KV-Direct (Li et al., SOSP 2017) hashes keys to buckets in the NIC pipeline; our model fixes the
-function bit-exactly (see :mod:`models.kvdirect.hashing`). For 8 B keys the CRC input is the
+function bit-exactly (see :mod:`hwcosim.models.kvdirect.hashing`). For 8 B keys the CRC input is the
 fixed 9-byte word ``key || 0x08``; CRC-32 is affine over GF(2), so each of its 32 output bits is
 a constant XOR a parity of a fixed subset of the 64 key bits. :func:`crc_matrix` derives those
 subsets and the constant from ``zlib.crc32`` itself (no hand-written table), and
@@ -33,8 +33,8 @@ from amaranth.hdl import Cat, Const, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.dsp import registered_mul
-from models.kvdirect.rtl_model import HASH_STAGES
+from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.models.kvdirect.rtl_model import HASH_STAGES
 
 __all__ = ["crc_matrix", "crc32_key", "KeyHash", "FMIX_C1", "FMIX_C2", "HASH_STAGES"]
 

@@ -2,9 +2,9 @@
 
 KV-Direct: Li, Ruan, Xiao, Lu, Xiong, Putnam, Chen, Zhang, SOSP 2017 (sections on the
 out-of-order execution engine and the hash table). This block serves the request / response /
-memory-port interface of :mod:`models.kvdirect` for inline 8 B keys and 8 B values, GET, PUT,
+memory-port interface of :mod:`hwcosim.models.kvdirect` for inline 8 B keys and 8 B values, GET, PUT,
 DELETE and ATOMIC (``func_id`` 0..7: add, sub, min, max, and, or, xor, swap on a signed 64-bit
-value). Its golden model is :class:`models.kvdirect.rtl_model.RTLStore` (the store without bucket
+value). Its golden model is :class:`hwcosim.models.kvdirect.rtl_model.RTLStore` (the store without bucket
 chaining: a PUT that finds no room in the key's bucket answers FULL).
 
 Blocks, in the order a request meets them::
@@ -16,9 +16,9 @@ Blocks, in the order a request meets them::
                                    | forward the new bucket to the next op of the chain
 
 - **Decode + hash.** The 156-bit request travels beside its key's ``fmix32(CRC-32(key || 8))``
-  (:mod:`hdl.kvdirect.hash`, :data:`models.kvdirect.rtl_model.HASH_STAGES` = 5 stages); the
+  (:mod:`hwcosim.hdl.kvdirect.hash`, :data:`hwcosim.models.kvdirect.rtl_model.HASH_STAGES` = 5 stages); the
   bucket index is the top ``log2(n_buckets)`` bits. The dispatch stage registers the bucket index
-  and the op's chain match (below). The :data:`models.kvdirect.rtl_model.FRONT_STAGES` (6)
+  and the op's chain match (below). The :data:`hwcosim.models.kvdirect.rtl_model.FRONT_STAGES` (6)
   stages advance together; ``i.ready`` drops only when the reservation station has no free entry.
 - **Reservation station.** ``entries`` op slots (request, bucket, next pointer and the next op's
   bucket). Chains are kept per *slot*, the low ``log2(rs_slots)`` bits of the bucket index. The
@@ -67,10 +67,10 @@ Blocks, in the order a request meets them::
 Throughput: one op per cycle at the execute stage (with response and write-back FIFOs of at
 least 6; the default is 8); memory-bound at ``min(max_reads, entries) / round_trip`` chain
 heads per cycle; a same-bucket chain runs at one op per 4 cycles with forwarding and one op per
-round trip without (:func:`models.kvdirect.rtl_model.predict_ops_per_cycle`,
-:func:`models.kvdirect.cycles.simulate_cycles`). Latency of an op that heads its chain: 5
+round trip without (:func:`hwcosim.models.kvdirect.rtl_model.predict_ops_per_cycle`,
+:func:`hwcosim.models.kvdirect.cycles.simulate_cycles`). Latency of an op that heads its chain: 5
 (hash) + 1 (dispatch) + queueing + memory round trip + 4 (execute) + 1 (response FIFO) cycles
-(:data:`models.kvdirect.rtl_model.PIPE_CYCLES`).
+(:data:`hwcosim.models.kvdirect.rtl_model.PIPE_CYCLES`).
 
 Timing (the reason for the stages): the single-cycle execute of the first version closed at
 26.8 MHz on an LFE5U-85F (speed 6, nextpnr, out of context); its critical path ran from the
@@ -82,7 +82,7 @@ memory engine's 64-way multiplexer of entry buckets behind the FIFO heads. This 
 all three, splits the hash's multiplications, keeps each entry's successor in LUT RAM and
 registers every handshake that reached a wide enable, and starts every LUT-RAM FIFO write enable
 at registers (a registered match flag per 16 entries; the write-back FIFO's word is staged at x4
-and appended once the forward decision is made: :class:`hdl.common.fifo.StagedFIFO`); its board
+and appended once the forward decision is made: :class:`hwcosim.hdl.common.fifo.StagedFIFO`); its board
 configuration closes at 103.2 / 103.4 MHz (min / median of 3 seeds; 10,831 LUT4, 0 DP16KD), with
 no single path in front (``docs/boards/results.json`` holds the measured figures).
 
@@ -107,10 +107,10 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.arith import count_saturating
-from hdl.common.dsp import register_copies
-from hdl.common.fifo import StagedFIFO
-from models.kvdirect.rtl_model import (
+from hwcosim.hdl.common.arith import count_saturating
+from hwcosim.hdl.common.dsp import register_copies
+from hwcosim.hdl.common.fifo import StagedFIFO
+from hwcosim.models.kvdirect.rtl_model import (
     ATOMIC,
     DELETE,
     ERROR,
@@ -188,7 +188,7 @@ class Pipeline(wiring.Component):
     Attributes
     ----------
     i : In(stream.Signature(REQUEST))
-        Requests (the 156-bit record of :mod:`models.kvdirect`).
+        Requests (the 156-bit record of :mod:`hwcosim.models.kvdirect`).
     o : Out(stream.Signature(RESPONSE))
         Responses (76 bits), possibly reordered across buckets; the tag matches them.
     mem_req : Out(stream.Signature(mem_req_layout(params)))

@@ -1,4 +1,4 @@
-"""Formal properties of the KV-Direct processing pipeline (:class:`hdl.kvdirect.pipeline.Pipeline`).
+"""Formal properties of the KV-Direct processing pipeline (:class:`hwcosim.hdl.kvdirect.pipeline.Pipeline`).
 
 :class:`PipelineFormal` wraps the pipeline in a harness whose ports are its streams and
 configuration inputs (every input is a free variable of the solver; the 32-bit performance
@@ -46,9 +46,9 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, internals, past
-from hdl.kvdirect.pipeline import Pipeline
-from models.kvdirect.rtl_model import FRONT_STAGES, HASH_STAGES, PipelineParams
+from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, past
+from hwcosim.hdl.kvdirect.pipeline import Pipeline
+from hwcosim.models.kvdirect.rtl_model import FRONT_STAGES, HASH_STAGES, PipelineParams
 
 __all__ = ["PipelineFormal", "FoldHash", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -70,8 +70,8 @@ def _popcount(value):
 
 
 class FoldHash(wiring.Component):
-    """Stand-in for :class:`hdl.kvdirect.hash.KeyHash` in the fast checks: same ports and
-    latency (:data:`models.kvdirect.rtl_model.HASH_STAGES`), ``h`` = the XOR of the key's two
+    """Stand-in for :class:`hwcosim.hdl.kvdirect.hash.KeyHash` in the fast checks: same ports and
+    latency (:data:`hwcosim.models.kvdirect.rtl_model.HASH_STAGES`), ``h`` = the XOR of the key's two
     32-bit halves."""
 
     def __init__(self):
@@ -135,7 +135,7 @@ class PipelineFormal(wiring.Component):
         if self.real_hash:
             frag = Fragment.get(dut, platform)
         else:
-            import hdl.kvdirect.pipeline as _pipeline
+            import hwcosim.hdl.kvdirect.pipeline as _pipeline
 
             real = _pipeline.KeyHash
             _pipeline.KeyHash = FoldHash
@@ -346,7 +346,7 @@ MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`.
+    """Checks for :mod:`hwcosim.cosim.flow.formal`.
 
     Fast set: k-induction of the response handshake; BMC of every property to depth 16 (the
     first version, with a one-cycle execute and no tail-read stage, needed depth 10: two same-key

@@ -1,5 +1,5 @@
 """Board top of the MELO receiver engine (``melo-engine``): the engine behind the generic stream
-host (:class:`hdl.common.stream_host.StreamHost`) and the UART host bridge.
+host (:class:`hwcosim.hdl.common.stream_host.StreamHost`) and the UART host bridge.
 
 Bridge output channel 0 -> the event stream ``i`` (one link word per event when the event fits
 32 bits: ``psn_bits + conn_bits + 1``); the delivered-PSN stream ``d`` -> input channel 0 and the
@@ -10,10 +10,10 @@ registers (``stream_host_regs``; ``ID`` = ``"MELO"``).
 
 from __future__ import annotations
 
-from hdl.common.host_bridge import HostBoardTop
-from hdl.common.stream_host import StreamHost, stream_host_regs
-from hdl.melo.engine import _COUNTERS, MeloEngine
-from models.melo.engine import MeloEngineParams
+from hwcosim.hdl.common.host_bridge import HostBoardTop
+from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
+from hwcosim.hdl.melo.engine import _COUNTERS, MeloEngine
+from hwcosim.models.melo.engine import MeloEngineParams
 
 __all__ = ["MELO_ID", "INPUTS", "OUTPUTS", "STATUS", "melo_host", "board_top", "register_map"]
 

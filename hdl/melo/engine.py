@@ -3,11 +3,11 @@
 Lu et al., "Memory Efficient Loss Recovery for Hardware-based Transport in Datacenter", APNet
 2017. The golden model, the design choices (aligned blocks, chains, LIFO free list threaded
 through the next pointers, drop-and-NACK when a packet does not fit) and the stream words are in
-:mod:`models.melo.engine`; this block meets them bit for bit at its interface.
+:mod:`hwcosim.models.melo.engine`; this block meets them bit for bit at its interface.
 
 Interface
 ---------
-``i``  (in)  event words ``{psn, conn, open}`` (:func:`models.melo.engine.pack_event`): a data
+``i``  (in)  event words ``{psn, conn, open}`` (:func:`hwcosim.models.melo.engine.pack_event`): a data
        packet, or (``open=1``) setting the expected PSN of an idle connection.
 ``d``  (out) one beat ``{psn, conn}`` per released PSN, in delivery order.
 ``r``  (out) one beat per data packet: the packed :class:`~models.melo.engine.MeloResponse`
@@ -83,7 +83,7 @@ and duplication is reported by ``bench_melo_engine``. An ``open`` event takes 2 
 offered to an idle engine gets its response beat 3 cycles after its row of the table (accept,
 metadata read wait, output register). Responses and releases leave through output registers; a
 stalled output holds the FSM (nothing is dropped) and the stall is counted.
-``cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
+``hwcosim.cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
 
 Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
 105.8 MHz min / 107.7 median / 107.9 best: 52.9 M in-order packets/s at the worst seed. What
@@ -113,7 +113,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from models.melo.engine import ACK, DUP, NACK, SACK, MeloEngineParams
+from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngineParams
 
 __all__ = ["MeloEngine", "event_layout", "delivery_layout", "response_layout", "metadata_layout"]
 
@@ -152,7 +152,7 @@ class MeloEngine(wiring.Component):
     Raises
     ------
     ValueError
-        If ``params`` is not a :class:`models.melo.engine.MeloEngineParams`.
+        If ``params`` is not a :class:`hwcosim.models.melo.engine.MeloEngineParams`.
     """
 
     def __init__(self, params: MeloEngineParams):

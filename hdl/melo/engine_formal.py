@@ -1,4 +1,4 @@
-"""Formal properties of the MELO receiver engine (:class:`hdl.melo.engine.MeloEngine`).
+"""Formal properties of the MELO receiver engine (:class:`hwcosim.hdl.melo.engine.MeloEngine`).
 
 :class:`MeloFormal` wraps the engine in a harness with the same ports (every input is a free
 variable of the solver) and adds:
@@ -50,9 +50,9 @@ from amaranth import Module
 from amaranth.hdl import Array, Assume, Cover, Fragment, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 
-from hdl.common.formal import Props, assert_sink, assume_source, fsm_states, internals
-from hdl.melo.engine import MeloEngine
-from models.melo.engine import ACK, SACK, MeloEngineParams
+from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, fsm_states, internals
+from hwcosim.hdl.melo.engine import MeloEngine
+from hwcosim.models.melo.engine import ACK, SACK, MeloEngineParams
 
 __all__ = ["MeloFormal", "PROPERTIES", "MUTANTS", "DEEP_MUTANTS", "formal_checks", "formal_params"]
 
@@ -339,7 +339,7 @@ DEEP_MUTANTS: dict[str, tuple[type, str, int, tuple[str, ...], str]] = {
 
 
 def formal_checks(full: bool = False) -> list[dict]:
-    """Checks for :mod:`cosim.flow.formal`.
+    """Checks for :mod:`hwcosim.cosim.flow.formal`.
 
     Fast set: k-induction of ``handshake`` + ``r_count`` (with ``internal``), BMC of every
     property (2 connections, 2 blocks of 4 bits, chains of up to 2 blocks, PSNs below 16), a

@@ -1,7 +1,7 @@
 """Bank-balanced sparsity (Cao et al., FPGA 2019): golden and cycle models.
 
-- :mod:`models.bbs.spmxv`: ``BBSParams`` and the bit-exact SpMxV golden model.
-- :mod:`models.bbs.csr`: the row-wise CSR (ESE-style) baseline engine's model.
-- :mod:`models.bbs.lstm`: the LSTM layer engine (SpMxV + element-wise unit) and its cycle model.
-- :mod:`models.bbs.lstm_delta`: the temporal-sparsity (delta) mode.
+- :mod:`hwcosim.models.bbs.spmxv`: ``BBSParams`` and the bit-exact SpMxV golden model.
+- :mod:`hwcosim.models.bbs.csr`: the row-wise CSR (ESE-style) baseline engine's model.
+- :mod:`hwcosim.models.bbs.lstm`: the LSTM layer engine (SpMxV + element-wise unit) and its cycle model.
+- :mod:`hwcosim.models.bbs.lstm_delta`: the temporal-sparsity (delta) mode.
 """

@@ -4,9 +4,9 @@ Cao et al. (FPGA 2019) compare bank-balanced sparsity against an engine that run
 pruned *unstructured* (global magnitude) to the same sparsity, on the same number of
 multipliers, in a row-wise compressed format in the manner of ESE (Han et al., "ESE: Efficient
 Speech Recognition Engine with Sparse LSTM on FPGA", FPGA 2017). This module is the
-specification that :mod:`hdl.bbs.csr` meets bit for bit.
+specification that :mod:`hwcosim.hdl.bbs.csr` meets bit for bit.
 
-Engine (see :class:`hdl.bbs.csr.CSRSpMxV`). ``M`` processing elements, one multiplier each;
+Engine (see :class:`hwcosim.hdl.bbs.csr.CSRSpMxV`). ``M`` processing elements, one multiplier each;
 row ``r`` belongs to PE ``r % M`` (static interleaving, as ESE assigns rows to PEs). Each PE
 holds its rows' nonzeros as a list of entries ``(value, column, last)`` (CSR order: row by row,
 ``last`` marks a row's final nonzero) and does one multiply-accumulate per cycle. A row without
@@ -15,7 +15,7 @@ A PE with a short list idles while the longest list finishes: the product ends w
 loaded PE ends, ``max_p sum_{r in PE p} max(1, nnz(r))`` cycles. This imbalance is what
 bank-balanced pruning removes.
 
-Stream words (bit 0 = LSB), shared with :mod:`hdl.bbs.csr` and the cocotb testbench:
+Stream words (bit 0 = LSB), shared with :mod:`hwcosim.hdl.bbs.csr` and the cocotb testbench:
 
 - weight beat ``t`` (``t < depth``, the longest list): ``M`` lanes, lane ``p`` at offset
   ``p * (W + C + 2)`` holding ``value`` (W bits, two's complement), ``col`` (C bits), ``last``
@@ -26,7 +26,7 @@ Stream words (bit 0 = LSB), shared with :mod:`hdl.bbs.csr` and the cocotb testbe
 - output beat ``g`` (``g < rows / M``): ``M`` results, result ``p`` at offset ``p * OW`` for
   row ``g * M + p``.
 
-Arithmetic is that of :mod:`models.bbs.spmxv`: exact products and sums, one requantisation of the
+Arithmetic is that of :mod:`hwcosim.models.bbs.spmxv`: exact products and sums, one requantisation of the
 row sum to ``out_fmt`` (round half up, saturate). So on the same matrix the CSR engine and the
 BBS engine produce the same words.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.fixedpoint import Q, acc_bits, requantize
+from hwcosim.models.fixedpoint import Q, acc_bits, requantize
 
 __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "spmxv_csr", "spmxv_entries",
            "pack_weight_beats", "pack_vector_beats", "unpack_output_beats", "CSRCycleModel", "pe_loads",
@@ -234,7 +234,7 @@ def decode(p: CSRParams, e: CSRWeights) -> np.ndarray:
 
 
 #: Dense multiply-adds (vectors x rows x cols) from which :func:`spmxv_csr` uses the compiled exact
-#: sparse product (:func:`models.csb_kernels.coo_mm_int`) instead of numpy's int64 matmul (which
+#: sparse product (:func:`hwcosim.models.csb_kernels.coo_mm_int`) instead of numpy's int64 matmul (which
 #: has no BLAS path). Measured here (loaded 2-core host, best of 7, 87.5 % sparse): 256 x 72 with
 #: 360 vectors 2.9 ms dense against 0.17 ms; 4096 x 2048 with 16 vectors 760 ms against 55 ms;
 #: one vector of 256 x 72 0.009 ms dense against 0.013 ms, so the dense product stays for that.
@@ -254,7 +254,7 @@ def spmxv_csr(p: CSRParams, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     if xb.min() < p.vec_fmt.min_raw or xb.max() > p.vec_fmt.max_raw:
         raise ValueError(f"vector values exceed the vector format {p.vec_fmt}")
     if xb.shape[0] * w.size >= _COMPILED_MIN_WORK:
-        from models.csb_kernels import coo_mm_int  # numba loads here, not where testbenches import this
+        from hwcosim.models.csb_kernels import coo_mm_int  # numba loads here, not where testbenches import this
 
         r, c = np.nonzero(w)                   # row-major: each output row stays in cache
         acc = coo_mm_int(w[r, c], r, c, xb.T, p.rows).T

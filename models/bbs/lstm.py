@@ -1,11 +1,11 @@
-"""Golden model of the BBS LSTM layer engine: the specification :mod:`hdl.bbs.lstm` meets.
+"""Golden model of the BBS LSTM layer engine: the specification :mod:`hwcosim.hdl.bbs.lstm` meets.
 
 Cao et al., "Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity",
 FPGA 2019 (doi 10.1145/3289602.3293898): the four gate products of an LSTM step run as ONE
-sparse matrix-vector product on the BBS SpMxV engine (:mod:`models.bbs.spmxv`), followed by an
+sparse matrix-vector product on the BBS SpMxV engine (:mod:`hwcosim.models.bbs.spmxv`), followed by an
 element-wise unit (activations, cell and hidden state updates).
 
-Layer (fused layout of :mod:`models.nn.lstm`)::
+Layer (fused layout of :mod:`hwcosim.models.nn.lstm`)::
 
     z_t = W @ [x_t; h_{t-1}] + b      W: (4H, I+H), gate rows (i, f, g, o)
     c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g);   h_t = sigmoid(o) * tanh(c_t)
@@ -24,7 +24,7 @@ order its elements become available):
 - **Rows.** Physical row ``4 u + q`` is gate ``q`` (0=i, 1=f, 2=g, 3=o) of hidden unit ``u``,
   so every SpMxV output beat of ``P`` rows carries all four gates of ``U = P / 4`` units.
 
-Fixed point (rules of :mod:`models.fixedpoint`): the SpMxV result is requantised to
+Fixed point (rules of :mod:`hwcosim.models.fixedpoint`): the SpMxV result is requantised to
 ``gate_fmt``; ``z = sat(y + b)`` in ``gate_fmt``; activations are PLAN piecewise-linear
 approximations (Amin, Curtis, Hayes-Gill, IEE Proc. Circuits Devices Syst. 144(6), 1997: slopes
 1/4, 1/8, 1/32 -> shifts only) with ``act_frac`` fractional bits, computed exactly as
@@ -46,15 +46,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.bbs.spmxv import PIPELINE_LATENCY, BBSParams, packed_weights, spmxv
-from models.fixedpoint import Q, dequantize, quantize, requantize, saturate
+from hwcosim.models.bbs.spmxv import PIPELINE_LATENCY, BBSParams, packed_weights, spmxv
+from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize, saturate
 
 __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm", "to_physical",
            "LSTMWeights", "prepare_weights", "lstm_golden", "lstm_float", "elementwise",
            "pack_x_beats", "pack_bias_beats", "unpack_h_beats", "LSTMCycleModel", "EW_LATENCY", "STEP_GAP",
            "SEQ_TAIL", "csr_step_cycles", "gops"]
 
-#: Pipeline depth of the RTL element-wise unit (:class:`hdl.bbs.lstm.ElementWise`), from a SpMxV
+#: Pipeline depth of the RTL element-wise unit (:class:`hwcosim.hdl.bbs.lstm.ElementWise`), from a SpMxV
 #: result beat's acceptance to its ``h`` beat's ``valid``: operands, gate sums, ``|z|``, PLAN
 #: activations, products ``f*c`` and ``i*g``, their sum, the sum rounded, ``c_t`` (clipped),
 #: ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, the product rounded, ``h`` (clipped). At most two
@@ -64,7 +64,7 @@ __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm",
 #: on one seed of the AXI top, the route from the DSP output into the rounding adder).
 EW_LATENCY = 13
 #: Idle weight-port cycles between step t's last weight beat and step t+1's first (RTL, no
-#: stalls, ``U <= B``) with the default SpMxV (:data:`models.bbs.spmxv.PIPELINE_LATENCY`):
+#: stalls, ``U <= B``) with the default SpMxV (:data:`hwcosim.models.bbs.spmxv.PIPELINE_LATENCY`):
 #: SpMxV pipeline + element-wise unit (:data:`EW_LATENCY`) + feedback FIFO (2,
 #: ``SyncFIFOBuffered``) + vector-buffer write to weight acceptance (1), minus the cycle of the
 #: weight beat itself. Measured equal in simulation; :meth:`LSTMCycleModel.step_gap` adds the
@@ -94,7 +94,7 @@ class LSTMParams:
     act_frac : int
         Fractional bits of the activation outputs (format ``Q(2, act_frac)``).
     out_stage, mul_stage : bool
-        The SpMxV's optional pipeline registers (see :class:`models.bbs.spmxv.BBSParams`): one
+        The SpMxV's optional pipeline registers (see :class:`hwcosim.models.bbs.spmxv.BBSParams`): one
         more cycle of latency each, for the clock; identical results.
     skid : bool
         Zero-latency skid buffers between the SpMxV and the element-wise unit and into the SpMxV's
@@ -289,7 +289,7 @@ def bbs_mask(p: LSTMParams, w: np.ndarray, sparsity: float) -> np.ndarray:
     """Bank-balanced keep-mask of a logical W for the hardware's (interleaved) banks, logical order.
 
     Implemented here with numpy (exact top-k per bank, ties to the lower column), so ``models``
-    need not import ``pruning``; :func:`pruning.formats.csb.encode` on the physical matrix
+    need not import ``pruning``; :func:`hwcosim.pruning.formats.csb.encode` on the physical matrix
     yields the same kept set.
     """
     wp = np.abs(to_physical(p, w)).reshape(p.rows, p.banks, p.bank_size)
@@ -383,7 +383,7 @@ def lstm_float(w: np.ndarray, b: np.ndarray, xs: np.ndarray) -> np.ndarray:
     The product stays dense BLAS: ``w`` is any pruned matrix (no bank structure to exploit), and
     at the digits layer's size (256 x 72, 78 % sparse) the compiled sparse product only ties with
     one-thread BLAS at a batch of 32 (25 vs 23 us) and gains 1.5x at 360 (146 vs 223 us; at 50 %
-    density BLAS wins 1.6x), measured here on the loaded 2-core host; ``pruning.csb_bench``
+    density BLAS wins 1.6x), measured here on the loaded 2-core host; ``hwcosim.pruning.csb_bench``
     records the same comparison (``study_sizes``) on every run of the ``csb_kernels`` bench.
     """
     w = np.asarray(w, dtype=np.float64)
@@ -494,7 +494,7 @@ def csr_step_cycles(mask: np.ndarray, multipliers: int, row_overhead: int = 0) -
     does one multiply per cycle through its rows' nonzeros (``row_overhead`` extra cycles per
     row). A step ends when the most loaded PE ends (the recurrence synchronises every step).
     Rows are dealt in the order given: pass the physical-order mask (:func:`to_physical`) to
-    match the CSR RTL. :func:`models.bbs.csr.cycles_from_mask` is the exact model of that RTL
+    match the CSR RTL. :func:`hwcosim.models.bbs.csr.cycles_from_mask` is the exact model of that RTL
     (empty rows cost one entry; a product never ends before the vector has loaded); the bench
     uses it.
 

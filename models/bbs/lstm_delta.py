@@ -4,7 +4,7 @@ Beyond Cao et al. (FPGA 2019). The delta idea is DeltaRNN / DeltaLSTM (Neil et a
 et al., "EdgeDRNN", 2020; Gao, Delbruck, Liu, "Spartus", 2022): an RNN input changes slowly, so
 instead of ``W v_t`` the engine computes ``M_t = M_{t-1} + W (v_t - vhat_{t-1})`` and skips
 the columns whose change is below a threshold. This module is the specification
-:class:`hdl.bbs.lstm.LSTMLayer` meets when built with ``delta_budget=J``.
+:class:`hwcosim.hdl.bbs.lstm.LSTMLayer` meets when built with ``delta_budget=J``.
 
 Why a *bank-balanced* delta rule (our design decision)
 ------------------------------------------------------
@@ -30,7 +30,7 @@ delta mode runs *column-major inside each bank*:
 
 Arithmetic (bit-exact spec)
 ---------------------------
-Logical vector ``v_t = [x_t; 0 (pad); h_{t-1}]`` (``cols`` elements, :mod:`models.bbs.lstm`
+Logical vector ``v_t = [x_t; 0 (pad); h_{t-1}]`` (``cols`` elements, :mod:`hwcosim.models.bbs.lstm`
 layout: element ``e`` lies in bank ``e % B`` at in-bank address ``e // B``).
 
 1. Sequence start: reference ``vhat = 0`` (all ``cols``), memory ``M = 0`` (all ``rows``),
@@ -48,10 +48,10 @@ layout: element ``e`` lies in bank ``e % B`` at in-bank address ``e // B``).
    ``M = W vhat`` exactly and every ``vhat`` element lies in ``vec_fmt``, so ``M`` obeys the same
    bound as the non-delta accumulator.
 7. ``z = sat_gate(requantize(M, acc_frac, gate_fmt) + bias)`` and the element-wise unit of
-   :func:`models.bbs.lstm.elementwise`, unchanged.
+   :func:`hwcosim.models.bbs.lstm.elementwise`, unchanged.
 
 Consequence: with ``theta = 0`` and ``J = bank_size`` every changed element is selected,
-``vhat = v_t`` and the delta mode is bit-identical to :func:`models.bbs.lstm.lstm_golden`.
+``vhat = v_t`` and the delta mode is bit-identical to :func:`hwcosim.models.bbs.lstm.lstm_golden`.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, _sigmoid, column_perm, elementwise
-from models.bbs.spmxv import packed_weights
-from models.fixedpoint import Q, acc_bits, requantize, saturate
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, _sigmoid, column_perm, elementwise
+from hwcosim.models.bbs.spmxv import packed_weights
+from hwcosim.models.fixedpoint import Q, acc_bits, requantize, saturate
 
 __all__ = ["delta_fmt", "mem_bits", "check_budget", "select_columns", "lstm_delta_golden", "lstm_delta_float",
            "DeltaCycleModel", "beat_skip_fraction", "dense_ops_per_step"]
@@ -119,7 +119,7 @@ def select_columns(p: LSTMParams, d: np.ndarray, theta, budget: int) -> np.ndarr
 def _exact_spmxv(p: LSTMParams, wts: LSTMWeights, v_phys: np.ndarray, packed=None) -> np.ndarray:
     """Exact (unrounded) W v in raw ``acc_frac`` units, physical rows; ``v_phys`` (n, cols).
 
-    The compiled CSB kernel (:mod:`models.csb_kernels`, int64: the same sums as the numpy gather
+    The compiled CSB kernel (:mod:`hwcosim.models.csb_kernels`, int64: the same sums as the numpy gather
     and einsum it replaced, bit for bit); ``packed`` (:func:`~models.bbs.spmxv.packed_weights`)
     packs the matrix once per layer run. Measured here (loaded 2-core host, best of 7): the digits
     layer (256 x 72, 2 of 9 per bank), 360 sequences, 1.75 ms with the einsum against 0.16 ms;
@@ -233,7 +233,7 @@ class DeltaCycleModel:
 
     A step of ``J_t`` beats per row group costs ``rows/P * J_t`` weight cycles; the rest is the
     non-delta model's: first-vector head, the recurrence gap between the steps of a sequence,
-    :meth:`models.bbs.lstm.LSTMCycleModel.seq_tail` after the last beat (``bank_size <= rows/P`` is required,
+    :meth:`hwcosim.models.bbs.lstm.LSTMCycleModel.seq_tail` after the last beat (``bank_size <= rows/P`` is required,
     so the next sequence's first vector always loads while the current last step computes).
     """
 

@@ -11,11 +11,11 @@ reads ``B`` vector elements from its private banked copy of the vector (one memo
 so no conflicts), multiplies, reduces through an adder tree and accumulates. After ``k``
 cycles the ``P`` rows of a group are done and leave as one output beat.
 
-Arithmetic (see :mod:`models.fixedpoint`): products and sums are exact; the accumulator has
+Arithmetic (see :mod:`hwcosim.models.fixedpoint`): products and sums are exact; the accumulator has
 ``acc_width`` bits; the row result is requantised once to ``out_fmt`` (round half up,
 saturate).
 
-Stream words (bit 0 = LSB), shared with :mod:`hdl.bbs` and the cocotb testbench:
+Stream words (bit 0 = LSB), shared with :mod:`hwcosim.hdl.bbs` and the cocotb testbench:
 
 - weight beat: ``P * B`` lanes, lane ``p * B + b`` at offset ``(p * B + b) * (W + I)``
   holding ``value`` (W-bit two's complement) in its low bits and ``index`` (I bits) above.
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.fixedpoint import Q, acc_bits, dequantize, requantize
+from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 if TYPE_CHECKING:  # the compiled kernels (numba) load on first use: testbenches import this module
-    from models.csb_kernels import CSBPacked
+    from hwcosim.models.csb_kernels import CSBPacked
 
 __all__ = ["BBSParams", "PIPELINE_LATENCY", "spmxv", "packed_weights", "spmxv_float", "pack_weight_beats",
            "pack_vector_beats", "unpack_output_beats", "CycleModel"]
@@ -73,7 +73,7 @@ class BBSParams:
         Results are identical.
     mul_stage : bool
         Register every product twice: in the DSP block's output register (on an ECP5 build, see
-        :mod:`hdl.common.dsp`) and again in the fabric beside the adder tree, so that neither the
+        :mod:`hwcosim.hdl.common.dsp`) and again in the fabric beside the adder tree, so that neither the
         multiplier nor the route from the DSP rows shares a cycle with the tree: one more cycle of
         latency. Results are identical.
     """
@@ -193,7 +193,7 @@ def packed_weights(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> CSB
     values = np.asarray(values, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     _check_csb(p, values, indices)
-    from models.csb_kernels import CSBPacked
+    from hwcosim.models.csb_kernels import CSBPacked
 
     return CSBPacked(values, indices, p.bank_size)
 

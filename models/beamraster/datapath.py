@@ -1,7 +1,7 @@
-"""Golden model of the BeamRaster precoder datapath: the specification :mod:`hdl.beamraster` meets.
+"""Golden model of the BeamRaster precoder datapath: the specification :mod:`hwcosim.hdl.beamraster` meets.
 
 Meng et al., "BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed Precoders",
-IEEE TMC 18(5), 2019 (equations ours, see :mod:`models.beamraster.precoders`).
+IEEE TMC 18(5), 2019 (equations ours, see :mod:`hwcosim.models.beamraster.precoders`).
 
 For every subcarrier-symbol ``n`` the datapath turns the ``K`` users' symbols ``s`` into the
 transmit vector ``x`` of ``M`` antennas, in two steps:
@@ -9,11 +9,11 @@ transmit vector ``x`` of ``M`` antennas, in two steps:
 1. **pre-distortion** ``s' = P s`` (``K x K`` complex, ``P`` chosen per subcarrier group);
 2. **beam synthesis** ``x[m] = sum_k tw[(m * (b_k XOR M/2)) mod M] * s'_k``, where ``b_k`` is user
    ``k``'s selected beam and ``tw[i] = exp(2j pi i / M)``. This is ``sqrt(M) F[:, beams] s'``
-   with the DFT beam bank of :func:`models.beamraster.precoders.dft_beams`: every coefficient of
+   with the DFT beam bank of :func:`hwcosim.models.beamraster.precoders.dft_beams`: every coefficient of
    every DFT beam is an ``M``-th root of unity, so the whole pre-computed bank is one table of
    ``M`` twiddles (``M`` a power of two: ``(b - M/2) mod M = b XOR M/2``).
 
-Fixed point (rules of :mod:`models.fixedpoint`): complex products are exact
+Fixed point (rules of :mod:`hwcosim.models.fixedpoint`): complex products are exact
 (``re = ar*br - ai*bi``, ``im = ar*bi + ai*br``), sums are exact, and each step requantises once
 (round half up, saturate): ``s'`` to ``mid_fmt``, ``x`` to ``out_fmt``. Twiddles are quantised
 once (round to nearest, saturate) to ``tw_fmt``.
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.fixedpoint import Q, quantize, requantize
+from hwcosim.models.fixedpoint import Q, quantize, requantize
 
 __all__ = ["PrecoderParams", "twiddles", "beam_coefficients", "precode_fixed", "precode_float",
            "frame_coefficients", "pack_symbol_beats", "pack_coef_beats", "unpack_output_beats",
@@ -272,7 +272,7 @@ def precode_fixed(p: PrecoderParams, s_re, s_im, beams, P_re, P_im):
 
 def precode_float(M: int, s: np.ndarray, beams: np.ndarray, P: np.ndarray) -> np.ndarray:
     """Float reference ``x = sqrt(M) F[:, beams] P s``: s (N, K) complex, P (N, K, K) -> (N, M)."""
-    from models.beamraster.precoders import dft_beams
+    from hwcosim.models.beamraster.precoders import dft_beams
 
     sp = np.einsum("nkj,nj->nk", P, s)
     return math.sqrt(M) * sp @ dft_beams(M)[:, beams].T
@@ -334,7 +334,7 @@ def unpack_output_beats(p: PrecoderParams, words: list[int]) -> tuple[np.ndarray
 
 @dataclass(frozen=True)
 class CycleModel:
-    """Cycles of the precoder datapath (RTL in :mod:`hdl.beamraster`).
+    """Cycles of the precoder datapath (RTL in :mod:`hwcosim.hdl.beamraster`).
 
     The beam stage computes ``L`` antennas of one user per cycle, so a subcarrier-symbol takes
     ``K * M / L`` cycles there; the pre-distortion stage takes ``K`` cycles (one row of ``P``
@@ -406,8 +406,8 @@ def scenario(p: PrecoderParams, n_frames: int = 1, snr_db: float = 30.0, seed: i
     (**ours**). Returns the raw arrays the RTL takes, the float pieces behind them, and the
     per-subcarrier channels for :func:`fixed_point_sum_rate`.
     """
-    from models.beamraster.channel import ChannelParams, make_channel
-    from models.beamraster.precoders import beamraster
+    from hwcosim.models.beamraster.channel import ChannelParams, make_channel
+    from hwcosim.models.beamraster.precoders import beamraster
 
     snr = 10 ** (snr_db / 10)
     rng = np.random.default_rng(seed)
@@ -433,7 +433,7 @@ def fixed_point_sum_rate(p: PrecoderParams, sc: dict, x_re: np.ndarray, x_im: np
     the symbols of each subcarrier: a conservative bound, since the coefficient part of ``e``
     is a fixed linear distortion.
     """
-    from models.beamraster.precoders import dft_beams, sum_rate
+    from hwcosim.models.beamraster.precoders import dft_beams, sum_rate
 
     F = dft_beams(p.M)
     n = np.arange(x_re.shape[0])

@@ -40,7 +40,7 @@ BeamRaster, as we build it
    ``D (D^-1 O)^{n+1} D^-1``: order 1 costs ``K^2`` multiplies, **ours**); ``order = None`` uses
    ``G^-1`` (exact cancellation, ``K^3``). Columns are then scaled to power ``1/K``.
    The transmit vector is ``x = F[:, beams] @ (P @ s)``: a K x K product and a K-beam
-   synthesis, the datapath of :mod:`models.beamraster.datapath`.
+   synthesis, the datapath of :mod:`hwcosim.models.beamraster.datapath`.
 
 The plain **codebook** baseline gives each user its strongest beam (collisions allowed), no
 pre-distortion. ZF, MMSE and MRT (conjugate) are the textbook linear precoders on the full

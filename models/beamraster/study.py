@@ -2,8 +2,8 @@
 
 Meng et al., "BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed Precoders",
 IEEE TMC 18(5), 2019. The paper's figures were not available to us *(unconfirmed)*; this study
-measures our implementation (:mod:`models.beamraster.precoders`) on our channels
-(:mod:`models.beamraster.channel`). Precoders: ZF, MMSE, MRT (conjugate), the plain DFT
+measures our implementation (:mod:`hwcosim.models.beamraster.precoders`) on our channels
+(:mod:`hwcosim.models.beamraster.channel`). Precoders: ZF, MMSE, MRT (conjugate), the plain DFT
 codebook, BeamRaster with first-order pre-distortion (``beamraster``, what the RTL's coefficient
 budget targets) and with exact pre-distortion (``beamraster-exact``, a ``K x K`` inverse).
 
@@ -12,7 +12,7 @@ sum rate each method keeps (vs SNR, K and M), the ZF closed form for i.i.d. Rayl
 simulated ZF, and:
 
 - ``cost``: per-update arithmetic (complex multiplies counted by
-  :func:`models.beamraster.precoders.update_cost`, rule in ``cost_rule``) and the measured numpy
+  :func:`hwcosim.models.beamraster.precoders.update_cost`, rule in ``cost_rule``) and the measured numpy
   time of *the same per-update work* (:data:`UPDATE_STEPS`: ZF/MMSE/MRT form ``W``; codebook
   and BeamRaster compute the grating table, BeamRaster then ``P``; beam selection, done once per
   frame, is timed apart as ``selection_ratio_to_zf``; BeamRaster's ``W`` is never formed, its
@@ -25,7 +25,7 @@ simulated ZF, and:
   channel delays up to ``max_delay = 8`` samples of 1/30.72 MHz, 260 ns, **ours**).
 - ``tracking``: channels changing over time (``c`` users move per update: their channel is
   redrawn, **ours**), the grating table updated incrementally
-  (:class:`models.beamraster.precoders.GratingTable`), BeamRaster precoding from it; the table
+  (:class:`hwcosim.models.beamraster.precoders.GratingTable`), BeamRaster precoding from it; the table
   rows recomputed and the measured update time against a full recompute.
 """
 

@@ -1,11 +1,11 @@
-"""Golden model of the FSS sparse GEMM engine: the specification the RTL (:mod:`hdl.fss`) meets.
+"""Golden model of the FSS sparse GEMM engine: the specification the RTL (:mod:`hwcosim.hdl.fss`) meets.
 
 Zhang, Cao, Dai, Geng, Yao, Xiao, Liu, Wu, Zhang, Sun, Ji, Wang, Huang, "Fine-Grained Structured
 Sparse Computing for FPGA-Based AI Inference", IEEE TCAD 44(7), 2025
 (doi 10.1109/TCAD.2024.3524356): "local randomness, global regularity". The weight matrix
 ``W`` (rows x cols) is tiled into ``r_h x r_w`` regions; every region keeps exactly ``N``
-nonzeros, placed anywhere inside it (:mod:`pruning.patterns.fss`), stored region-major as
-``N`` (value, in-region index ``i * r_w + c``) pairs per region (:mod:`pruning.formats.fss`).
+nonzeros, placed anywhere inside it (:mod:`hwcosim.pruning.patterns.fss`), stored region-major as
+``N`` (value, in-region index ``i * r_w + c``) pairs per region (:mod:`hwcosim.pruning.formats.fss`).
 
 The engine computes ``Y = W @ X`` for a dense activation matrix ``X`` (cols x T): a batch of
 vectors, or the im2col columns of a convolution. The micro-architecture is ours (the paper's
@@ -27,16 +27,16 @@ Engine (``PR x PC`` PEs, ``N`` multipliers each, ``PR * PC * N`` in total):
   ``PR * r_h * PC`` results leave in one output beat.
 - The activation buffer is double-buffered: tile ``tau + 1`` loads (``cols / r_w`` beats)
   while tile ``tau`` computes. Weights are re-streamed once per column tile (from HBM); the
-  AXI top level :class:`hdl.fss.axi_top.FSSAxiTop` instead holds them in on-chip memory.
+  AXI top level :class:`hwcosim.hdl.fss.axi_top.FSSAxiTop` instead holds them in on-chip memory.
 
 Dense and N:M configurations of the same engine: ``region = (1, N)`` with ``n = N`` is a dense
 engine with the same ``PR * PC * N`` multipliers (no index bits, no multiplexers);
 ``region = (1, M)`` is N:M sparsity.
 
-Arithmetic (:mod:`models.fixedpoint`): products and sums exact, accumulators of
+Arithmetic (:mod:`hwcosim.models.fixedpoint`): products and sums exact, accumulators of
 ``acc_width`` bits, one requantisation per result to ``out_fmt`` (round half up, saturate).
 
-Stream words (bit 0 = LSB), shared with :mod:`hdl.fss` and the cocotb testbench:
+Stream words (bit 0 = LSB), shared with :mod:`hwcosim.hdl.fss` and the cocotb testbench:
 
 - weight beat: ``PR * N`` lanes; lane ``a * N + j`` at offset ``(a * N + j) * (W + I)`` holds
   slot ``j`` of region ``(g * PR + a, c)``: ``value`` (W bits) low, ``index`` (I bits) above
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.fixedpoint import Q, acc_bits, dequantize, requantize
+from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_dense", "dense_to_regions",
            "pack_weight_beats", "pack_act_beats", "unpack_output_beats", "pad_layer", "CycleModel",
@@ -287,7 +287,7 @@ def gemm(p: FSSParams, values: np.ndarray, indices: np.ndarray, x: np.ndarray) -
     if rows * cols * x.shape[1] < _COMPILED_FROM:
         acc = regions_to_dense(values, indices, p.region) @ x
     else:  # numpy has no integer BLAS: the compiled sparse product is 3-8x faster from 1024 x 1024 x 64
-        from models.csb_kernels import coo_mm_int
+        from hwcosim.models.csb_kernels import coo_mm_int
 
         r, c = region_coords(indices, p.region)
         acc = coo_mm_int(values.reshape(-1), r, c, x, rows)
@@ -402,7 +402,7 @@ class CycleModel:
     ``weight_lead`` is the cycle in which the first weight beat is offered (0: waiting at the
     start, as in the engine's own tests); compute starts when both the first tile and that beat
     are there, so the first term is ``max(k_regions, weight_lead)``. The AXI top's weight replay
-    offers its first beat in cycle :data:`hdl.fss.axi_top.WEIGHT_LEAD` (2: block RAM read, output
+    offers its first beat in cycle :data:`hwcosim.hdl.fss.axi_top.WEIGHT_LEAD` (2: block RAM read, output
     register), hidden behind any tile of two or more region columns.
     """
 
@@ -472,11 +472,11 @@ def layer_performance(p: FSSParams, rows: int, cols: int, t: int, hbm: HBM = U28
     once and the results once. ``weights`` says how often the weights cross the HBM interface:
 
     - ``"stream"`` (default): once per column tile of ``pe_cols`` activation columns, as
-      :class:`hdl.fss.FSSGemm` consumes them (it keeps no weights on chip). The weight bandwidth
+      :class:`hwcosim.hdl.fss.FSSGemm` consumes them (it keeps no weights on chip). The weight bandwidth
       then equals one weight beat per compute cycle whatever T is, so whether a layer is memory
       bound depends on the PE array (``pe_rows * n * lane_width`` bits per cycle), not on T.
     - ``"resident"``: once per layer; later tiles reuse an on-chip copy, as
-      :class:`hdl.fss.axi_top.FSSAxiTop` does (it loads the weights into on-chip memory once and
+      :class:`hwcosim.hdl.fss.axi_top.FSSAxiTop` does (it loads the weights into on-chip memory once and
       runs any number of activation batches on them). Decode (small T) is then weight-bandwidth
       bound and prefill (large T) compute bound.
 

@@ -22,7 +22,7 @@ Interface of the future RTL pipeline (the store is its golden model)
 Version 1 of the RTL serves **inline KVs of an 8 B key and an 8 B value** (one signed 64-bit
 element; inline encoding ``2 + 8 + 8 = 18`` B = 4 slots, so ``inline_threshold >= 18``;
 ``max_key_bytes = 8``, key length fixed at 8 and still hashed with its length byte as
-:mod:`models.kvdirect.hashing` defines). Streams are ``amaranth.lib.stream`` (valid/ready/payload),
+:mod:`hwcosim.models.kvdirect.hashing` defines). Streams are ``amaranth.lib.stream`` (valid/ready/payload),
 payload fields listed LSB first:
 
 Request record ``i`` (156 bits):

@@ -1,13 +1,13 @@
 """Cycle model of the KV-Direct RTL pipeline: the reservation station's entries *and* slots.
 
-:func:`models.kvdirect.rtl_model.predict_ops_per_cycle` gives steady-state bounds (clock, memory
+:func:`hwcosim.models.kvdirect.rtl_model.predict_ops_per_cycle` gives steady-state bounds (clock, memory
 port, Little's law on reads, same-bucket chains). On a short run with a small dependency table it
 overestimates the RTL by 1.5-4.5x (the ``kvdirect_rs`` sweep, 400 operations): it ignores
 ``rs_slots`` (buckets that share a slot are serialised, each op of such a chain paying a full
 memory round trip, plus the write-back of its predecessor first), it lets forwarded operations
 free their reservation-station entries as if they were not waiting for their chain head, and
 it has no fill and drain of the run. This module replays the pipeline's documented mechanism
-(:mod:`hdl.kvdirect.pipeline`) cycle by cycle, as a transaction-level model, so a sweep can set
+(:mod:`hwcosim.hdl.kvdirect.pipeline`) cycle by cycle, as a transaction-level model, so a sweep can set
 the RTL's measured cycles against a model that includes those effects:
 
 - input: one operation per cycle while the front stages advance (:data:`FRONT_STAGES`: the
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from models.kvdirect.rtl_model import (
+from hwcosim.models.kvdirect.rtl_model import (
     EX_STAGES,
     FRONT_STAGES,
     PipelineParams,

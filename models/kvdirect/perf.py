@@ -4,7 +4,7 @@ KV-Direct: Li, Ruan, Xiao, Lu, Xiong, Putnam, Chen, Zhang, SOSP 2017. Inputs are
 figures collected in SPECS.md (PCIe Gen3 x8: 7.87 GB/s, 26 B TLP header, 64 DMA tags, 84
 non-posted credits, ~1,050 ns uncached round trip; NIC DRAM 4 GiB at 12.8 GB/s; host 64 GiB over
 two x8 links; 40 GbE; 180 MHz clock), memory accesses per operation (measured on
-:class:`models.kvdirect.store.KVStore` or the paper's 1 / 2), and a seeded YCSB stream.
+:class:`hwcosim.models.kvdirect.store.KVStore` or the paper's 1 / 2), and a seeded YCSB stream.
 
 The model, step by step (every constant in :class:`HWParams`; ours are marked there):
 
@@ -217,7 +217,7 @@ def ooo_stats(stream: dict, w: Workload, hw: HWParams) -> dict:
 
     An op merges if the same key is among the previous ``ooo_window`` ops; it has a false
     dependency if its 10-bit OoO slot (``crc & 0x3FF`` of the key, see
-    :mod:`models.kvdirect.hashing`) is taken by an in-flight op of another key and its own key
+    :mod:`hwcosim.models.kvdirect.hashing`) is taken by an in-flight op of another key and its own key
     is not in flight.
     """
     kid = stream["key_id"]
@@ -278,7 +278,7 @@ def nic_throughput(w: Workload, hw: HWParams, stream: dict, accesses: dict | Non
     w : Workload
     hw : HWParams
     stream : dict
-        From :func:`models.kvdirect.workload.generate` (for the size mix, merge fraction).
+        From :func:`hwcosim.models.kvdirect.workload.generate` (for the size mix, merge fraction).
     accesses : dict, optional
         ``{"get": (reads, writes), "put": (reads, writes)}`` per op (64 B lines); default the
         paper's inline figures ``(1, 0)`` and ``(1, 1)``.

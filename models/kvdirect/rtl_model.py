@@ -1,7 +1,7 @@
 """Golden model, stream words and throughput model of the KV-Direct processing pipeline in RTL.
 
 KV-Direct: Li, Ruan, Xiao, Lu, Xiong, Putnam, Chen, Zhang, SOSP 2017. The RTL
-(:mod:`hdl.kvdirect`) implements the interface documented in :mod:`models.kvdirect` (156-bit
+(:mod:`hwcosim.hdl.kvdirect`) implements the interface documented in :mod:`hwcosim.models.kvdirect` (156-bit
 request, 76-bit response, 64 B memory lines) for **inline 8 B keys and 8 B values**, with one
 documented simplification of the table organisation:
 
@@ -27,7 +27,7 @@ the same slot writes nothing); DELETE writes iff the key was found; ATOMIC write
 (even when the value does not change, as ``KVStore._writeback`` does).
 
 Throughput model (:func:`predict_ops_per_cycle`) for the RTL's parameters, following the same
-reasoning as :mod:`models.kvdirect.perf` (Little's law on reads in flight, OoO merging on the
+reasoning as :mod:`hwcosim.models.kvdirect.perf` (Little's law on reads in flight, OoO merging on the
 measured stream, serialisation of one key without forwarding).
 """
 
@@ -57,7 +57,7 @@ LINE_ADDR_BITS = 30
 EX_STAGES = 4
 """Execute pipeline stages of the RTL (x1 issue, x2 match, x3 decide, x4 ALU; an op retires from x4)."""
 HASH_STAGES = 5
-"""Stages of the RTL key hash (:class:`hdl.kvdirect.hash.KeyHash`: CRC, then two stages per 32x32
+"""Stages of the RTL key hash (:class:`hwcosim.hdl.kvdirect.hash.KeyHash`: CRC, then two stages per 32x32
 constant multiplication, products and their sum)."""
 FRONT_STAGES = HASH_STAGES + 1
 """Stages from an accepted request to its dispatch: the hash, then the dispatch stage (bucket
@@ -298,7 +298,7 @@ def predict_ops_per_cycle(params: PipelineParams, reqs: list[Request], latency: 
                           forward: bool, pipeline_cycles: int = PIPE_CYCLES - 1) -> dict:
     """Predicted steady-state operations per cycle of the RTL on ``reqs``.
 
-    The bounds, as in :mod:`models.kvdirect.perf` (steps 1, 3, 4 and 6) but in cycles:
+    The bounds, as in :mod:`hwcosim.models.kvdirect.perf` (steps 1, 3, 4 and 6) but in cycles:
 
     - **clock**: one op per cycle (the execute pipeline);
     - **port**: one memory request (read or write) per cycle on the ordered port; an op needs

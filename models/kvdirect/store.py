@@ -2,9 +2,9 @@
 
 KV-Direct: Li, Ruan, Xiao, Lu, Xiong, Putnam, Chen, Zhang, "KV-Direct: High-Performance
 In-Memory Key-Value Store with Programmable NIC", SOSP 2017. The store is laid out byte for byte
-as described in :mod:`models.kvdirect.layout`: a bucket array of ``n_buckets`` 64 B buckets at
-address 0, then a slab region (:mod:`models.kvdirect.slab`) holding offline KVs and chained
-buckets (a full bucket chains to a 64 B slab). Keys hash with :mod:`models.kvdirect.hashing`.
+as described in :mod:`hwcosim.models.kvdirect.layout`: a bucket array of ``n_buckets`` 64 B buckets at
+address 0, then a slab region (:mod:`hwcosim.models.kvdirect.slab`) holding offline KVs and chained
+buckets (a full bucket chains to a 64 B slab). Keys hash with :mod:`hwcosim.models.kvdirect.hashing`.
 
 Operations and their memory traffic (counted in 64 B lines touched, :class:`OpCost`):
 

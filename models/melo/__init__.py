@@ -1,10 +1,10 @@
 """MELO: memory-efficient loss recovery for hardware transports (Lu et al., APNet 2017).
 
-- :mod:`models.melo.engine`: the receiver engine's bit-exact golden model (shared bits pool,
+- :mod:`hwcosim.models.melo.engine`: the receiver engine's bit-exact golden model (shared bits pool,
   linked free list, drop-and-NACK when a packet does not fit).
-- :mod:`models.melo.sim`: packet-level simulator comparing go-back-N, full-bitmap selective
-  repeat and MELO; :mod:`models.melo.workloads`: datacenter flow-size CDFs.
-- :mod:`models.melo.study`: the study (throughput, FCT, memory, pool size); :mod:`cosim.cli.melo`:
+- :mod:`hwcosim.models.melo.sim`: packet-level simulator comparing go-back-N, full-bitmap selective
+  repeat and MELO; :mod:`hwcosim.models.melo.workloads`: datacenter flow-size CDFs.
+- :mod:`hwcosim.models.melo.study`: the study (throughput, FCT, memory, pool size); :mod:`hwcosim.cosim.cli.melo`:
   the ``hwcosim melo`` subcommands.
 """
 

@@ -4,7 +4,7 @@ MELO (Lu, Chen, Ruan, Xiao, Li, Zhang, Xiong, Cheng, Chen, "Memory Efficient Los
 Hardware-based Transport in Datacenter", APNet 2017) keeps packet *data* off chip and only the
 *metadata* on chip; reorder bitmaps are not provisioned per connection but taken from a shared
 bits pool, and only by connections that currently hold out-of-order packets. This module is the
-specification the RTL (:mod:`hdl.melo.engine`) implements: a cycle-free *transaction* model. One
+specification the RTL (:mod:`hwcosim.hdl.melo.engine`) implements: a cycle-free *transaction* model. One
 input transaction is one arriving data packet ``(conn, psn)``; its output is the in-order list
 of PSNs released to the application and one response record. The paper gives neither the block
 size nor the free-list design nor the exhaustion policy *(unconfirmed)*; the choices below are

@@ -9,7 +9,7 @@ Lu et al., "Memory Efficient Loss Recovery for Hardware-based Transport in Datac
 - ``sr``: selective repeat with a full per-connection reorder bitmap of one window (IRN, Mittal
   et al., SIGCOMM 2018: BDP-sized bitmaps). Out-of-order packets are kept (data off chip) and
   SACKed; the sender retransmits the holes below a SACKed PSN once, then relies on the timeout.
-- ``melo``: the same sender; the receiver is :class:`models.melo.engine.MeloEngine` (bitmaps from
+- ``melo``: the same sender; the receiver is :class:`hwcosim.models.melo.engine.MeloEngine` (bitmaps from
   a shared pool of blocks; a packet that does not fit is dropped and NACKed individually).
 
 Fabric model (ours; the paper's topology is not reproduced)

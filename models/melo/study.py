@@ -6,7 +6,7 @@ against the loss ratio and the number of connections, on-chip receiver state per
 the sensitivity of MELO to the size of its shared pool. The paper reports up to 14.02x the
 throughput of go-back-N and 3.11x lower p99 FCT "under certain loss ratio", with about 23 B of
 extra on-chip state per connection on average. Its topology, rates, timeouts and workloads are not
-given in what we read *(unconfirmed)*; ours are in :mod:`models.melo.sim` and :func:`study_config`.
+given in what we read *(unconfirmed)*; ours are in :mod:`hwcosim.models.melo.sim` and :func:`study_config`.
 
 Where we stand (full study, seed 0, ``hwcosim melo study``; quick numbers are close)
 -----------------------------------------------------------------------------------

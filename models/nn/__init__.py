@@ -3,15 +3,15 @@ the layout the BBS accelerator consumes), a CNN (im2col convolutions, for SeerNe
 
 Every model keeps its parameters in a ``dict`` of named numpy arrays, exposes ``logits``,
 ``predict``, ``accuracy`` and ``loss_grads`` (loss and gradients by backpropagation), and is
-trained by :func:`models.nn.train.train` with Adam and optional keep-masks that hold pruned
-weights at exactly zero. Datasets ship offline with scikit-learn (:mod:`models.nn.data`).
+trained by :func:`hwcosim.models.nn.train.train` with Adam and optional keep-masks that hold pruned
+weights at exactly zero. Datasets ship offline with scikit-learn (:mod:`hwcosim.models.nn.data`).
 """
 
-from models.nn.cnn import CNN, CNNConfig
-from models.nn.data import Dataset, load_digits_images, load_digits_sequences
-from models.nn.lstm import LSTMClassifier, LSTMConfig
-from models.nn.mlp import MLP, MLPConfig
-from models.nn.train import TrainConfig, get_trained, train
+from hwcosim.models.nn.cnn import CNN, CNNConfig
+from hwcosim.models.nn.data import Dataset, load_digits_images, load_digits_sequences
+from hwcosim.models.nn.lstm import LSTMClassifier, LSTMConfig
+from hwcosim.models.nn.mlp import MLP, MLPConfig
+from hwcosim.models.nn.train import TrainConfig, get_trained, train
 
 __all__ = [
     "CNN", "CNNConfig", "Dataset", "LSTMClassifier", "LSTMConfig", "MLP", "MLPConfig",

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
-from models.nn.wordpiece import WordPiece, load_vocab
+from hwcosim.models.errors import UsageError
+from hwcosim.models.nn.wordpiece import WordPiece, load_vocab
 
 __all__ = ["BertConfig", "Bert", "LINEARS", "load_bert", "minilm_files", "MINILM_PACKAGE", "bert_prefix",
            "linear_names"]

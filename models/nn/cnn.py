@@ -3,7 +3,7 @@
 Used by the SeerNet study (Cao et al., "SeerNet: Predicting Convolutional Neural Network
 Feature-Map Sparsity through Low-Bit Quantization", CVPR 2019), whose target is exactly such
 conv + ReLU (+ max-pool) layers. Convolutions run as im2col matrix products
-(:mod:`models.nn.layers`), forward and backward.
+(:mod:`hwcosim.models.nn.layers`), forward and backward.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.nn.layers import (
+from hwcosim.models.nn.layers import (
     Model,
     conv3_backward,
     conv3_forward,

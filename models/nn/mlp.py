@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.nn.layers import Model, softmax_xent
+from hwcosim.models.nn.layers import Model, softmax_xent
 
 __all__ = ["MLPConfig", "MLP"]
 

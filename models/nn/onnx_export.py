@@ -1,4 +1,4 @@
-"""Export the numpy digits CNN (:class:`models.nn.cnn.CNN`) as an ONNX graph.
+"""Export the numpy digits CNN (:class:`hwcosim.models.nn.cnn.CNN`) as an ONNX graph.
 
 A trained model in the format users bring: ``hwcosim prune model.onnx --calibration x.npz``
 then prunes its Conv and Gemm weights from onnxruntime activations, and the pruned graph
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_bytes
-from models.errors import UsageError
+from hwcosim.models.atomic import write_bytes
+from hwcosim.models.errors import UsageError
 
 __all__ = ["cnn_to_onnx"]
 
@@ -27,7 +27,7 @@ OPSET = 17
 
 
 def cnn_to_onnx(model, path: str | Path | None = None, batch: str | int = "N") -> bytes:
-    """The ONNX bytes of ``model`` (a :class:`models.nn.cnn.CNN`); also written to ``path`` if given.
+    """The ONNX bytes of ``model`` (a :class:`hwcosim.models.nn.cnn.CNN`); also written to ``path`` if given.
 
     The input is ``x`` of shape ``(batch, Cin, H, W)`` float32, the output ``logits`` ``(batch, classes)``.
     """

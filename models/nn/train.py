@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from models.atomic import write_bytes
-from models.nn.layers import Model
+from hwcosim.models.atomic import write_bytes
+from hwcosim.models.nn.layers import Model
 
 __all__ = ["TrainConfig", "Adam", "train", "check_masks", "apply_masks", "get_trained", "build_model"]
 
@@ -188,7 +188,7 @@ _KINDS = ("lstm", "cnn", "mlp")
 
 def build_model(kind: str, model_config=None, seed: int = 0) -> tuple[Model, object]:
     """A freshly initialised model of ``kind`` and the matching digits dataset view."""
-    from models.nn import cnn, data, lstm, mlp
+    from hwcosim.models.nn import cnn, data, lstm, mlp
 
     if kind == "lstm":
         cfg = model_config or lstm.LSTMConfig()
@@ -204,7 +204,7 @@ def build_model(kind: str, model_config=None, seed: int = 0) -> tuple[Model, obj
 
 def cache_key(kind: str, model_config, train_config: TrainConfig, seed: int, dataset: str) -> str:
     """Hex digest identifying a trained model by everything that determines its weights."""
-    from models.nn.data import SPLIT_SEED
+    from hwcosim.models.nn.data import SPLIT_SEED
 
     blob = json.dumps(
         {

@@ -22,7 +22,7 @@ import json
 import unicodedata
 from pathlib import Path
 
-from models.errors import UsageError
+from hwcosim.models.errors import UsageError
 
 __all__ = ["WordPiece", "load_vocab"]
 

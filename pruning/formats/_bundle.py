@@ -1,5 +1,5 @@
 """The on-disk container shared by the FSS, N:M and CSR/BSR formats (CSB's own lives in
-:mod:`pruning.formats.csb`, whose layout this follows).
+:mod:`hwcosim.pruning.formats.csb`, whose layout this follows).
 
 ``<stem>.npz`` holds the arrays (no pickles); ``<stem>.json`` is the manifest: format name and
 version, the format's fields, and for every array its dtype, shape and the sha256 of its
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_bytes, write_text
-from models.safeparse import json_loads, one_line
-from pruning.formats.csb import FormatError, check_file, check_seal, seal
+from hwcosim.models.atomic import write_bytes, write_text
+from hwcosim.models.safeparse import json_loads, one_line
+from hwcosim.pruning.formats.csb import FormatError, check_file, check_seal, seal
 
 __all__ = ["sha256_array", "sha256_bytes", "save_bundle", "load_bundle", "resolve_manifest", "read_manifest"]
 

@@ -7,7 +7,7 @@ feeds all ``B`` multipliers of a PE in one cycle; each value carries its index i
 (``ceil(log2(bank_size))`` bits), which addresses the matching vector bank directly.
 
 Arrays: ``values`` and ``indices`` of shape ``(rows, k, banks)``; values are raw fixed-point
-integers of a named :class:`models.fixedpoint.Q` format (quantised with saturation).
+integers of a named :class:`hwcosim.models.fixedpoint.Q` format (quantised with saturation).
 
 On disk (``save``/``load``), written atomically:
 
@@ -16,7 +16,7 @@ On disk (``save``/``load``), written atomically:
   value format, the sha256 of each array's bytes, the scale of the float source;
 - ``<stem>.hex``: the ``$readmemh`` image, one CSB word per line in (row, slot) order; a word is
   ``B`` lanes, lane ``b`` at bit offset ``b * (W + I)`` holding the W-bit two's-complement
-  value in its low bits and the I-bit index above (the lane layout of :mod:`models.bbs.spmxv`).
+  value in its low bits and the I-bit index above (the lane layout of :mod:`hwcosim.models.bbs.spmxv`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_bytes, write_text
-from models.fixedpoint import Q, dequantize, quantize
-from models.safeparse import json_loads, one_line
-from pruning.base import PatternError
-from pruning.patterns.bank_balanced import BankBalanced
+from hwcosim.models.atomic import write_bytes, write_text
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.models.safeparse import json_loads, one_line
+from hwcosim.pruning.base import PatternError
+from hwcosim.pruning.patterns.bank_balanced import BankBalanced
 
 __all__ = ["CSBMatrix", "FormatError", "encode", "save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
 

@@ -1,7 +1,7 @@
 """FSS storage: the region-major format of fine-grained structured sparsity.
 
 Zhang et al., "Fine-Grained Structured Sparse Computing for FPGA-Based AI Inference", IEEE TCAD
-44(7), 2025 (doi 10.1109/TCAD.2024.3524356); pattern in :mod:`pruning.patterns.fss`. Every
+44(7), 2025 (doi 10.1109/TCAD.2024.3524356); pattern in :mod:`hwcosim.pruning.patterns.fss`. Every
 ``r_h x r_w`` region keeps exactly ``N`` weights, so like CSB the format needs no pointers or
 counts: ``N`` values and ``N`` in-region indices per region. The layout is ours (the paper's
 exact memory layout is not public to us):
@@ -10,7 +10,7 @@ exact memory layout is not public to us):
 - inside a region, slot ``j`` holds the ``j``-th kept weight in row-major in-region order; its
   index ``i * r_w + c`` (``ceil(log2(r_h * r_w))`` bits) strictly increases with ``j``.
 
-Arrays: ``values`` (raw fixed point of a :class:`models.fixedpoint.Q`) and ``indices``, both
+Arrays: ``values`` (raw fixed point of a :class:`hwcosim.models.fixedpoint.Q`) and ``indices``, both
 ``(rows // r_h, cols // r_w, N)``. On disk: ``<stem>.npz`` (values int32, indices uint16),
 ``<stem>.json`` (manifest ``hwcosim-fss`` v1: shape, region, n, index_bits, value format,
 sha256s) and optionally a memory image (``.hex`` and/or ``.bin``, :mod:`.memimage`): one word
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from models.fixedpoint import Q, dequantize, quantize
-from pruning.base import PatternError
-from pruning.formats import memimage
-from pruning.formats._bundle import field, load_bundle, save_bundle
-from pruning.formats.csb import FormatError
-from pruning.patterns._common import pair
-from pruning.patterns.fss import FSS, from_regions, to_regions
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.pruning.base import PatternError
+from hwcosim.pruning.formats import memimage
+from hwcosim.pruning.formats._bundle import field, load_bundle, save_bundle
+from hwcosim.pruning.formats.csb import FormatError
+from hwcosim.pruning.patterns._common import pair
+from hwcosim.pruning.patterns.fss import FSS, from_regions, to_regions
 
 __all__ = ["FSSMatrix", "encode", "save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
 

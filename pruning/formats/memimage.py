@@ -2,7 +2,7 @@
 
 A *word* is a row of equal-width *lanes*; lane ``i`` occupies bits
 ``[i * lane_bits, (i + 1) * lane_bits)`` of the word (bit 0 = LSB), the layout of
-:mod:`models.bbs.spmxv` and the CSB ``.hex`` of :mod:`pruning.formats.csb`. A weight lane is
+:mod:`hwcosim.models.bbs.spmxv` and the CSB ``.hex`` of :mod:`hwcosim.pruning.formats.csb`. A weight lane is
 ``value | index << W``: the W-bit two's-complement value in its low bits, the index above
 (:func:`weight_lanes`).
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_bytes
-from pruning.formats.csb import FormatError
+from hwcosim.models.atomic import write_bytes
+from hwcosim.pruning.formats.csb import FormatError
 
 __all__ = [
     "weight_lanes",

@@ -3,7 +3,7 @@
 A row of ``cols`` weights with ``N`` kept in every group of ``M`` compresses to ``cols * N / M``
 values (the "compressed matrix" of cuSPARSELt / hipSPARSELt) plus, for every kept value, its
 position inside its group: ``b = ceil(log2 M)`` bits (2 bits for 2:4). Patterns:
-:mod:`pruning.patterns.nm`.
+:mod:`hwcosim.pruning.patterns.nm`.
 
 Metadata bit layout (ours, modelled on the PTX ISA's description of the sparse ``mma.sp``
 metadata for 16-bit operands, where each 4-element group contributes two 2-bit indices):
@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from models.fixedpoint import Q, dequantize, quantize
-from pruning.base import PatternError
-from pruning.formats import memimage
-from pruning.formats._bundle import field, load_bundle, save_bundle
-from pruning.formats.csb import FormatError
-from pruning.formats.fss import _verify_images
-from pruning.patterns.nm import NM
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.pruning.base import PatternError
+from hwcosim.pruning.formats import memimage
+from hwcosim.pruning.formats._bundle import field, load_bundle, save_bundle
+from hwcosim.pruning.formats.csb import FormatError
+from hwcosim.pruning.formats.fss import _verify_images
+from hwcosim.pruning.patterns.nm import NM
 
 __all__ = [
     "NMMatrix",

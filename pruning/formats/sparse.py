@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from models.fixedpoint import Q, dequantize, quantize
-from pruning.base import PatternError
-from pruning.formats._bundle import field, load_bundle, save_bundle
-from pruning.formats.csb import FormatError
-from pruning.patterns._common import pair, split
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.pruning.base import PatternError
+from hwcosim.pruning.formats._bundle import field, load_bundle, save_bundle
+from hwcosim.pruning.formats.csb import FormatError
+from hwcosim.pruning.patterns._common import pair, split
 
 __all__ = ["to_csr", "to_bsr", "from_scipy", "save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
 

@@ -1,1 +1,1 @@
-"""Sparsity patterns, one module each; every one implements :class:`pruning.base.Pattern`."""
+"""Sparsity patterns, one module each; every one implements :class:`hwcosim.pruning.base.Pattern`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pruning.base import PatternError
+from hwcosim.pruning.base import PatternError
 
 __all__ = ["positive_int", "pair", "split", "as_mask", "sparsity_value"]
 
@@ -55,7 +55,7 @@ def as_mask(mask, ndim: int | None = 2, what: str = "mask") -> np.ndarray:
 
 def sparsity_value(value, what: str) -> None:
     """Refuse a sparsity that is not a finite number in [0, 1) (the group-size-specific upper
-    bound is checked later by :func:`pruning.base.kept_per_group`)."""
+    bound is checked later by :func:`hwcosim.pruning.base.kept_per_group`)."""
     ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
     if not ok or not np.isfinite(value) or not 0 <= value < 1:
         raise PatternError(f"{what} sparsity must be a number in [0, 1), not {value!r}")

@@ -1,6 +1,6 @@
 """Fast exact top-k selection shared by the patterns (not a pattern; registers nothing).
 
-:func:`topk_groups` returns the same mask as :func:`pruning.base.topk_mask` (keep the ``k``
+:func:`topk_groups` returns the same mask as :func:`hwcosim.pruning.base.topk_mask` (keep the ``k``
 largest magnitudes of every group, ties to the lower index) without a full stable sort:
 
 1. the ``k``-th largest magnitude ``t`` of every group, by ``numpy.partition`` (groups of more
@@ -97,7 +97,7 @@ def topk_groups(groups: np.ndarray, k: int) -> np.ndarray:
     Returns
     -------
     bool array (..., n)
-        Exactly ``min(k, n)`` True per group; equal to :func:`pruning.base.topk_mask`.
+        Exactly ``min(k, n)`` True per group; equal to :func:`hwcosim.pruning.base.topk_mask`.
     """
     shape = groups.shape
     n = shape[-1]

@@ -6,14 +6,14 @@ and every block keeps the same number of largest-magnitude weights, so every GPU
 owns a block does the same work.
 
 Relation to BBS (Cao et al., FPGA 2019): **mask for mask the same** as
-:class:`pruning.patterns.bank_balanced.BankBalanced` with ``banks = cols // block`` (same exact
+:class:`hwcosim.pruning.patterns.bank_balanced.BankBalanced` with ``banks = cols // block`` (same exact
 top-k per group, same tie rule: lower column index wins); ``tests/pruning/test_patterns.py`` checks it.
 The two differ only in how they are parameterised, which follows the hardware: Balanced
 Sparsity fixes the *block size* (a GPU kernel's tile width, independent of the row length),
 BBS fixes the *bank count* (the number of multipliers / vector memories of an FPGA PE), so
 the bank size follows from the row length. Because the masks coincide, the CLI writes a
 balanced-pruned matrix in the CSB format of BBS. (The paper also prunes iteratively during
-training; that schedule lives in :mod:`pruning.schedule`, not here.)
+training; that schedule lives in :mod:`hwcosim.pruning.schedule`, not here.)
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._common import as_mask, positive_int, sparsity_value
-from pruning.patterns._select import topk_groups
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._common import as_mask, positive_int, sparsity_value
+from hwcosim.pruning.patterns._select import topk_groups
 
 __all__ = ["Balanced"]
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._select import topk_groups
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._select import topk_groups
 
 __all__ = ["BankBalanced"]
 

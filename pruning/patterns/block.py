@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._common import as_mask, pair, sparsity_value, split
-from pruning.patterns._select import topk_flat
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._common import as_mask, pair, sparsity_value, split
+from hwcosim.pruning.patterns._select import topk_flat
 
 __all__ = ["Block", "block_scores"]
 

@@ -7,9 +7,9 @@ weights; every region keeps the same number ``N`` of nonzeros (global regularity
 region costs the hardware the same work and storage), placed anywhere inside its region
 (local randomness: the ``N`` largest magnitudes of the region, ties to the lower in-region
 index in row-major order). Our reading of the paper (see SPECS.md): a ``1 x M`` region with
-``N`` kept is N:M (:mod:`pruning.patterns.nm`); a ``1 x bank_size`` region is one BBS bank
-(:mod:`pruning.patterns.bank_balanced`); the tests check both equalities mask for mask.
-The region-major storage format is :mod:`pruning.formats.fss`.
+``N`` kept is N:M (:mod:`hwcosim.pruning.patterns.nm`); a ``1 x bank_size`` region is one BBS bank
+(:mod:`hwcosim.pruning.patterns.bank_balanced`); the tests check both equalities mask for mask.
+The region-major storage format is :mod:`hwcosim.pruning.formats.fss`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._common import as_mask, pair, positive_int, sparsity_value, split
-from pruning.patterns._select import topk_groups
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._common import as_mask, pair, positive_int, sparsity_value, split
+from hwcosim.pruning.patterns._select import topk_groups
 
 __all__ = ["FSS", "to_regions", "from_regions"]
 

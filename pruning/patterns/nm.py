@@ -7,8 +7,8 @@ reduction (K) dimension, i.e. along the rows of a weight matrix ``W`` in ``y = W
 N:M ratios (4:8, 1:4, ...) appear in the literature (e.g. Zhou et al., "Learning N:M
 Fine-grained Structured Sparse Neural Networks From Scratch", ICLR 2021). Within each group the
 ``N`` largest magnitudes survive, ties to the lower column. N:M is FSS
-(:mod:`pruning.patterns.fss`) with a ``1 x M`` region, and BBS with ``banks = cols / M``.
-The compressed storage is in :mod:`pruning.formats.nm`.
+(:mod:`hwcosim.pruning.patterns.fss`) with a ``1 x M`` region, and BBS with ``banks = cols / M``.
+The compressed storage is in :mod:`hwcosim.pruning.formats.nm`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, register
-from pruning.patterns._common import as_mask, positive_int
-from pruning.patterns._select import topk_groups
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, register
+from hwcosim.pruning.patterns._common import as_mask, positive_int
+from hwcosim.pruning.patterns._select import topk_groups
 
 __all__ = ["NM"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._common import as_mask, sparsity_value
-from pruning.patterns._select import topk_flat
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._common import as_mask, sparsity_value
+from hwcosim.pruning.patterns._select import topk_flat
 
 __all__ = ["Unstructured"]
 

@@ -3,7 +3,7 @@ pruned whole, by vector norm, globally per matrix.
 
 The vector-sparsity baseline of Yao et al., AAAI 2019 (arXiv 1811.00206) (after Mao et al.,
 "Exploring the Granularity of Sparsity in CNNs", 2017). It is block sparsity with a one-row or
-one-column tile; the selection and tie rule are those of :mod:`pruning.patterns.block`.
+one-column tile; the selection and tie rule are those of :mod:`hwcosim.pruning.patterns.block`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
-from pruning.patterns._common import positive_int, sparsity_value
-from pruning.patterns._select import topk_flat
-from pruning.patterns.block import _NORMS, block_scores, check_blocks, expand
+from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
+from hwcosim.pruning.patterns._common import positive_int, sparsity_value
+from hwcosim.pruning.patterns._select import topk_flat
+from hwcosim.pruning.patterns.block import _NORMS, block_scores, check_blocks, expand
 
 __all__ = ["Vector"]
 

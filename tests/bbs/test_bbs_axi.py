@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from models.bbs.lstm import LSTMCycleModel
+from hwcosim.models.bbs.lstm import LSTMCycleModel
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bbs_lstm_sim import _case  # noqa: E402
 
 
 def test_design_registered_and_register_map():
-    from cosim.designs import get_design
-    from hdl.bbs.axi_top import REGS, LSTMAxiTop
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.hdl.bbs.axi_top import REGS, LSTMAxiTop
 
     d = get_design("bbs-lstm-axi")
     top = d.build(d.default_params())
@@ -29,7 +29,7 @@ def test_design_registered_and_register_map():
 @pytest.mark.sim
 @pytest.mark.parametrize("p_in,p_out", [(0.0, 0.0), (0.3, 0.5)])
 def test_axi_lstm_matches_golden(tmp_path, p_in, p_out):
-    from cosim.designs.bbs.axi import run_lstm_axi
+    from hwcosim.cosim.designs.bbs.axi import run_lstm_axi
 
     p, wts, xs = _case(4, 4, 2, 8, 4, n=2, T=3, seed=8)
     mt = run_lstm_axi(p, wts, xs, p_pause_in=p_in, p_pause_out=p_out, seed=3, test_dir=tmp_path).metrics

@@ -2,7 +2,7 @@
 weights fetched over AXI4 memory-mapped reads (LOAD_MM) with random and long stalls, SLVERR and
 DECERR responses, SOFT_RESET and the hardware reset in the middle of weight transfers (stream
 and memory-mapped) and of a run. Every scenario ends with a reload and a run compared word for
-word with the golden model; the testbench (:mod:`cosim.designs.bbs.tb_axi_faults`) checks the recovered
+word with the golden model; the testbench (:mod:`hwcosim.cosim.designs.bbs.tb_axi_faults`) checks the recovered
 state and the AXI read protocol on every cycle.
 
 Also: AXI4-Lite accesses outside the register map and writes to read-only registers (SLVERR,
@@ -36,7 +36,7 @@ def _two_sets():
 
 
 def test_register_map_and_params():
-    from hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, LSTMAxiTop
+    from hwcosim.hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, LSTMAxiTop
 
     assert len(set(REGS.values())) == len(REGS) and all(v % 4 == 0 and v < 0x100 for v in REGS.values())
     old = ["CTRL", "SEQ_LEN", "NUM_SEQ", "STATUS", "ERROR", "CYCLES", "MAC_BEATS", "STEPS", "STALL_OUT",
@@ -59,7 +59,7 @@ def test_register_map_and_params():
 
 
 def test_unknown_scenario():
-    from cosim.designs.bbs.axi_faults import run_lstm_axi_faults
+    from hwcosim.cosim.designs.bbs.axi_faults import run_lstm_axi_faults
 
     p, wts, wts_b, xs = _two_sets()
     with pytest.raises(ValueError, match="unknown scenario"):
@@ -67,7 +67,7 @@ def test_unknown_scenario():
 
 
 def _run(tmp_path, scenario, **kw):
-    from cosim.designs.bbs.axi_faults import run_lstm_axi_faults
+    from hwcosim.cosim.designs.bbs.axi_faults import run_lstm_axi_faults
 
     p, wts, wts_b, xs = _two_sets()
     return run_lstm_axi_faults(p, wts, wts_b, xs, scenario, test_dir=tmp_path, **kw).metrics
@@ -116,8 +116,8 @@ def test_hw_reset_mid_transfer(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_timeout_param_and_slverr_map():
-    from hdl.bbs.axi_top import ERROR, REGS, STATUS, WRITABLE, LSTMAxiTop
-    from hdl.common.axi_reader import DEFAULT_TIMEOUT
+    from hwcosim.hdl.bbs.axi_top import ERROR, REGS, STATUS, WRITABLE, LSTMAxiTop
+    from hwcosim.hdl.common.axi_reader import DEFAULT_TIMEOUT
 
     p, *_ = _two_sets()
     for kw, want in (({}, DEFAULT_TIMEOUT), ({"mm_timeout_cycles": None}, None), ({"mm_timeout_cycles": 300}, 300)):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from models.bbs.lstm import LSTMCycleModel
+from hwcosim.models.bbs.lstm import LSTMCycleModel
 
 needs_iverilog = pytest.mark.skipif(shutil.which("iverilog") is None or shutil.which("vvp") is None,
                                     reason="Icarus Verilog (iverilog) is not installed")
@@ -48,7 +48,7 @@ def test_lstm_p16_b2_on_icarus(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_bbs_lstm_sim import _case
 
-    from cosim.designs.bbs.lstm import run_lstm
+    from hwcosim.cosim.designs.bbs.lstm import run_lstm
 
     p, wts, xs = _case(16, 2, 2, 16, 4, n=2, T=3, seed=18)
     mt = run_lstm(p, wts, xs, test_dir=tmp_path, sim="icarus").metrics

@@ -8,11 +8,11 @@ missing port with exit 2, and the board session refuses a board built for other 
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from cosim.designs.bbs.board import RUN_OVERHEAD, compare, run_board_sim
-from models.bbs.spmxv import BBSParams, CycleModel
-from models.fixedpoint import Q
-from pruning.formats.csb import encode
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.designs.bbs.board import RUN_OVERHEAD, compare, run_board_sim
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel
+from hwcosim.models.fixedpoint import Q
+from hwcosim.pruning.formats.csb import encode
 
 
 def _case(seed=5, n_vec=2):
@@ -46,10 +46,10 @@ def test_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
 def test_lstm_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
     """bbs-lstm-axi's board top: weights and biases over s_axis_w, each step's input over s_axis_x
     and its hidden state back, all through the UART; every hidden word against the golden model."""
-    from cosim.designs.bbs.board_lstm import random_layer
-    from cosim.designs.bbs.board_lstm import run_board_sim as run_lstm_board
-    from models.bbs.lstm import LSTMParams
-    from models.fixedpoint import quantize
+    from hwcosim.cosim.designs.bbs.board_lstm import random_layer
+    from hwcosim.cosim.designs.bbs.board_lstm import run_board_sim as run_lstm_board
+    from hwcosim.models.bbs.lstm import LSTMParams
+    from hwcosim.models.fixedpoint import quantize
 
     p = LSTMParams(input_size=4, hidden=16, banks=4, k=3, pes=4)
     wts = random_layer(p, 3)
@@ -64,7 +64,7 @@ def test_lstm_board_session_through_uart_matches_golden(tmp_path, run_folder_che
 
 def test_compare_catches_a_wrong_word():
     p, m, xs = _case()
-    from models.bbs.spmxv import spmxv
+    from hwcosim.models.bbs.spmxv import spmxv
 
     y = spmxv(p, m.values, m.indices, xs)
     good = {"y": y.copy(), "run_cycles": [CycleModel(p).expected(1) + RUN_OVERHEAD] * 2,
@@ -93,9 +93,9 @@ def test_build_refuses_a_design_without_board_top():
     """(every registered design has a top or runs inside one; a design registered without either)"""
     import dataclasses
 
-    from cosim.designs import designs
-    from cosim.flow.board_build import board_top_ref
-    from models.errors import UsageError
+    from hwcosim.cosim.registry import designs
+    from hwcosim.cosim.flow.board_build import board_top_ref
+    from hwcosim.models.errors import UsageError
 
     bare = dataclasses.replace(designs()["bbs-csr"], board_tops=())
     with pytest.raises(UsageError, match="bbs-csr has no board top .*use --ooc"):
@@ -106,9 +106,9 @@ def test_session_refuses_a_board_built_for_other_parameters():
     """The session reads CONFIG/SHAPE first; a fake link answers like a P=8 build."""
     import asyncio
 
-    from cosim.designs.bbs.board import session
-    from hdl.bbs.board import REGS
-    from models.errors import UsageError
+    from hwcosim.cosim.designs.bbs.board import session
+    from hwcosim.hdl.bbs.board import REGS
+    from hwcosim.models.errors import UsageError
 
     p, m, xs = _case()
 

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from models.bbs.csr import CSRCycleModel, CSRParams, decode, encode, pack_weight_beats, spmxv_csr, spmxv_entries
-from models.fixedpoint import Q
+from hwcosim.models.bbs.csr import CSRCycleModel, CSRParams, decode, encode, pack_weight_beats, spmxv_csr, spmxv_entries
+from hwcosim.models.fixedpoint import Q
 
 
 def _case(rows, cols, mults, lanes, density, n, seed, empty_row=True):
@@ -48,8 +48,8 @@ def test_encode_round_trips_and_entry_walk_equals_dense_golden():
 
 def test_csr_equals_bbs_golden_on_a_bank_balanced_matrix():
     """Same arithmetic: on one (BBS-pruned) matrix the two golden models give the same words."""
-    from models.bbs.spmxv import BBSParams, spmxv
-    from pruning.formats.csb import encode as csb_encode
+    from hwcosim.models.bbs.spmxv import BBSParams, spmxv
+    from hwcosim.pruning.formats.csb import encode as csb_encode
 
     rng = np.random.default_rng(2)
     m = csb_encode(rng.normal(0, 0.6, size=(16, 32)), 4, 0.75, fmt=Q(2, 6))
@@ -86,7 +86,7 @@ def _report(tmp_path, name, rec):
 @pytest.mark.sim
 @pytest.mark.parametrize("rows,cols,mults,lanes,density", SIM_CONFIGS)
 def test_csr_no_stalls_hits_cycle_model(tmp_path, rows, cols, mults, lanes, density):
-    from cosim.designs.bbs.csr import run_csr
+    from hwcosim.cosim.designs.bbs.csr import run_csr
 
     p, w, xs = _case(rows, cols, mults, lanes, density, n=3, seed=rows)
     mt = run_csr(p, w, xs, test_dir=tmp_path).metrics
@@ -100,7 +100,7 @@ def test_csr_no_stalls_hits_cycle_model(tmp_path, rows, cols, mults, lanes, dens
 @pytest.mark.sim
 @pytest.mark.parametrize("p_idle,p_stall", [(0.3, 0.0), (0.4, 0.7)])
 def test_csr_with_idle_and_backpressure(tmp_path, p_idle, p_stall):
-    from cosim.designs.bbs.csr import run_csr
+    from hwcosim.cosim.designs.bbs.csr import run_csr
 
     p, w, xs = _case(*SIM_CONFIGS[0], n=4, seed=9)
     mt = run_csr(p, w, xs, p_idle=p_idle, p_stall=p_stall, seed=int(10 * p_idle + 100 * p_stall),
@@ -113,8 +113,8 @@ def test_csr_with_idle_and_backpressure(tmp_path, p_idle, p_stall):
 
 @pytest.mark.sim
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
-    import cosim.designs.bbs.csr as cc
-    from cosim.flow.runner import SimFailure
+    import hwcosim.cosim.designs.bbs.csr as cc
+    from hwcosim.cosim.flow.runner import SimFailure
 
     p, w, xs = _case(*SIM_CONFIGS[0], n=1, seed=5)
     real = cc.spmxv_csr
@@ -133,7 +133,7 @@ def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
 def test_csr_vs_bbs_on_trained_digits_layer(tmp_path):
     """Same trained layer, same 64 multipliers, same 4096 nonzeros: the BBS engine takes the
     ideal 64 cycles per product; the unstructured CSR engine waits for its most loaded PE."""
-    from cosim.designs.bbs.csr import csr_vs_bbs_rtl
+    from hwcosim.cosim.designs.bbs.csr import csr_vs_bbs_rtl
 
     r = csr_vs_bbs_rtl(n_vectors=3, out_dir=tmp_path)
     assert r["mismatches"] == 0 and r["nnz_bbs"] == r["nnz_csr"] == 4096
@@ -143,9 +143,9 @@ def test_csr_vs_bbs_on_trained_digits_layer(tmp_path):
     assert r["csr_total_cycles_rtl"] == r["csr_total_expected"]
     assert r["csr_over_bbs_cycles"] > 1.2 and r["csr_mult_utilisation_rtl"] < 0.85
     # the LSTM bench's weight-free CSR figure on the same trained layer is the RTL's, exactly
-    from cosim.designs.bbs.csr import digits_layers
-    from cosim.designs.bbs.lstm import trained_pruned_lstm
-    from cosim.designs.bbs.lstm_bench import csr_vs_bbs
+    from hwcosim.cosim.designs.bbs.csr import digits_layers
+    from hwcosim.cosim.designs.bbs.lstm import trained_pruned_lstm
+    from hwcosim.cosim.designs.bbs.lstm_bench import csr_vs_bbs
 
     p = digits_layers(n_vectors=1)[0]
     mask_u = trained_pruned_lstm(banks=8, k=2, pes=8, finetune_epochs=0, pattern="unstructured")[3]
@@ -158,7 +158,7 @@ def test_csr_vs_bbs_on_trained_digits_layer(tmp_path):
 def test_cycles_from_mask_equals_encoded_cycle_model(rows, cols, mults, lanes, density, seed):
     """The weight-free model (used by the LSTM bench) gives the loads and cycles of encode();
     the last case has many empty rows (one entry each) and is bounded by the vector load."""
-    from models.bbs.csr import cycles_from_mask, pe_loads
+    from hwcosim.models.bbs.csr import cycles_from_mask, pe_loads
 
     p, w, _ = _case(rows, cols, mults, lanes, density, 1, seed)
     e = encode(p, w)
@@ -174,8 +174,8 @@ def test_cycles_from_mask_equals_encoded_cycle_model(rows, cols, mults, lanes, d
 @pytest.mark.parametrize("n", [1, 40])
 def test_compiled_and_dense_products_agree(n, monkeypatch):
     """spmxv_csr switches to the compiled exact sparse product above a work size: same words."""
-    import models.bbs.csr as csr
-    from models.fixedpoint import requantize
+    import hwcosim.models.bbs.csr as csr
+    from hwcosim.models.fixedpoint import requantize
 
     p, w, xs = _case(32, 64, 4, 4, 0.2, n, seed=5)
     want = requantize(xs @ w.T, p.acc_frac, p.out_fmt)

@@ -5,8 +5,8 @@ pruning toolkit's bank-balanced pattern. Fast; no simulator, no Yosys."""
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.lstm_bench import CLOCK_MHZ, PAPER_GOPS, csr_vs_bbs, gops_1024, pe_bank_table, quantisation_error
-from models.bbs.lstm import STEP_GAP, LSTMParams, bbs_mask, to_logical, to_physical
+from hwcosim.cosim.designs.bbs.lstm_bench import CLOCK_MHZ, PAPER_GOPS, csr_vs_bbs, gops_1024, pe_bank_table, quantisation_error
+from hwcosim.models.bbs.lstm import STEP_GAP, LSTMParams, bbs_mask, to_logical, to_physical
 
 
 def _eff_gops(H, I, cycles, clock_mhz=CLOCK_MHZ):
@@ -61,7 +61,7 @@ def test_gops_1024_arithmetic():
 def test_csr_vs_bbs_uses_the_engine_row_order():
     """The CSR figure must be computed on the matrix the CSR RTL gets: physical order (row 4u+q is
     gate q of unit u), rows dealt to PEs r % M. Logical order (gate-major) gives other loads."""
-    from models.bbs.csr import CSRCycleModel, CSRParams, encode
+    from hwcosim.models.bbs.csr import CSRCycleModel, CSRParams, encode
 
     p = LSTMParams(input_size=8, hidden=16, banks=4, k=1, pes=4)
     M = p.pes * p.banks                                      # 16 single-multiplier PEs
@@ -84,9 +84,9 @@ def test_csr_vs_bbs_uses_the_engine_row_order():
 def test_csr_vs_bbs_model_equals_csr_encoding_on_trained_digits_layer():
     """The bench's CSR figure on the trained digits layer equals the cycle model of the exact
     entry lists the CSR RTL runs (tests/bbs/test_bbs_csr.py checks those against the RTL)."""
-    from cosim.designs.bbs.csr import digits_layers
-    from cosim.designs.bbs.lstm import trained_pruned_lstm
-    from models.bbs.csr import CSRCycleModel, encode
+    from hwcosim.cosim.designs.bbs.csr import digits_layers
+    from hwcosim.cosim.designs.bbs.lstm import trained_pruned_lstm
+    from hwcosim.models.bbs.csr import CSRCycleModel, encode
 
     p, _, cp, wq, _ = digits_layers()
     _, _, _, mask_u, _ = trained_pruned_lstm(banks=8, k=2, pes=8, finetune_epochs=0, pattern="unstructured")
@@ -112,10 +112,10 @@ def test_quantisation_error_summary():
 @pytest.mark.parametrize("input_size,hidden,banks,pes,k", [(8, 64, 8, 8, 2), (5, 16, 4, 8, 1), (16, 32, 16, 16, 3),
                                                            (3, 12, 4, 4, 2)])
 def test_bbs_mask_equals_pruning_bank_balanced_pattern(input_size, hidden, banks, pes, k):
-    """models.bbs.lstm.bbs_mask (numpy, no pruning import) keeps exactly the weights that
+    """hwcosim.models.bbs.lstm.bbs_mask (numpy, no pruning import) keeps exactly the weights that
     pruning's 'bbs' pattern keeps on the physical matrix, including ties (coarse weights) and
     the zero padding columns of x."""
-    from pruning.base import get_pattern
+    from hwcosim.pruning.base import get_pattern
 
     p = LSTMParams(input_size=input_size, hidden=hidden, banks=banks, k=k, pes=pes)
     rng = np.random.default_rng(input_size * 100 + hidden)

@@ -7,7 +7,7 @@ import pytest
 @pytest.mark.sim
 @pytest.mark.slow
 def test_16x16_h256_meets_utilisation_target_in_rtl(tmp_path):
-    from cosim.designs.bbs.lstm_bench import rtl_pb
+    from hwcosim.cosim.designs.bbs.lstm_bench import rtl_pb
 
     r = rtl_pb(16, 16, 256, 256, 4, out_dir=tmp_path)
     assert r["mismatches"] == 0 and r["cycles_equal_model"], r

@@ -4,8 +4,8 @@ theta = 0, the memory invariant M = W vhat, float reference, cycle model (fast; 
 import numpy as np
 import pytest
 
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, column_perm, lstm_float, lstm_golden, prepare_weights
-from models.bbs.lstm_delta import (
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, column_perm, lstm_float, lstm_golden, prepare_weights
+from hwcosim.models.bbs.lstm_delta import (
     DeltaCycleModel,
     _exact_spmxv,
     beat_skip_fraction,
@@ -16,7 +16,7 @@ from models.bbs.lstm_delta import (
     mem_bits,
     select_columns,
 )
-from models.fixedpoint import Q, dequantize, quantize
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
 
 
 def _case(seed=0, n=5, T=6, P=4, B=4, k=3, H=16, I=4):
@@ -132,7 +132,7 @@ def test_option_i_beat_skipping_needs_almost_all_columns_idle():
 
 
 def test_rtl_option_off_by_default_and_checked():
-    from hdl.bbs.lstm import LSTMLayer
+    from hwcosim.hdl.bbs.lstm import LSTMLayer
 
     p = LSTMParams(input_size=4, hidden=16, banks=4, k=3, pes=4)
     assert LSTMLayer(p).delta_budget is None

@@ -12,12 +12,12 @@ import json
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
-from cosim.designs.bbs.lstm_delta import run_lstm_delta
-from cosim.flow.runner import SimFailure
-from models.bbs.lstm import LSTMParams, lstm_golden, prepare_weights
-from models.bbs.lstm_delta import DeltaCycleModel, lstm_delta_golden
-from models.fixedpoint import dequantize, quantize
+from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
+from hwcosim.cosim.designs.bbs.lstm_delta import run_lstm_delta
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.bbs.lstm import LSTMParams, lstm_golden, prepare_weights
+from hwcosim.models.bbs.lstm_delta import DeltaCycleModel, lstm_delta_golden
+from hwcosim.models.fixedpoint import dequantize, quantize
 
 pytestmark = pytest.mark.sim
 
@@ -89,7 +89,7 @@ def test_delta_with_idle_and_backpressure(tmp_path):
 
 
 def test_a_wrong_delta_golden_word_fails_the_simulation(tmp_path, monkeypatch):
-    import cosim.designs.bbs.lstm_delta as cbd
+    import hwcosim.cosim.designs.bbs.lstm_delta as cbd
 
     p, wts, xs = _small(n=1, T=2, seed=4)
     real = cbd.lstm_delta_golden
@@ -107,7 +107,7 @@ def test_a_wrong_delta_golden_word_fails_the_simulation(tmp_path, monkeypatch):
 
 def test_delta_wrong_cycle_expectation_fails(tmp_path, monkeypatch):
     """The testbench checks the DUT's beat count against the model's J_t: a corrupted J_t fails."""
-    import cosim.designs.bbs.lstm_delta as cbd
+    import hwcosim.cosim.designs.bbs.lstm_delta as cbd
 
     p, wts, xs = _small(n=1, T=2, seed=4)
     real = cbd.lstm_delta_golden

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from models.bbs.lstm import (
+from hwcosim.models.bbs.lstm import (
     EW_LATENCY,
     SEQ_TAIL,
     STEP_GAP,
@@ -26,8 +26,8 @@ from models.bbs.lstm import (
     to_logical,
     to_physical,
 )
-from models.bbs.spmxv import pack_vector_beats
-from models.fixedpoint import Q, dequantize, quantize
+from hwcosim.models.bbs.spmxv import pack_vector_beats
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
 
 
 def _p(**kw):

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.lstm import readout_accuracy, run_lstm, trained_pruned_lstm
-from cosim.flow.runner import SimFailure
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, lstm_golden, prepare_weights
-from models.fixedpoint import dequantize, quantize
+from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, run_lstm, trained_pruned_lstm
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, lstm_golden, prepare_weights
+from hwcosim.models.fixedpoint import dequantize, quantize
 
 pytestmark = pytest.mark.sim
 
@@ -76,7 +76,7 @@ def test_lstm_with_idle_and_backpressure(tmp_path, P, B, k, H, I, p_idle, p_stal
 
 
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
-    import cosim.designs.bbs.lstm as cb
+    import hwcosim.cosim.designs.bbs.lstm as cb
 
     p, wts, xs = _case(*CONFIGS[0], n=1, T=2, seed=4)
     real = cb.lstm_golden
@@ -118,9 +118,9 @@ def test_lstm_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
     """The netlist ``hwcosim build`` makes for an ECP5 part (the SpMxV's and the element-wise unit's
     products in MULT18X18D output registers, simulated with hdl.common.dsp's model) against the
     golden model, with idle input and a stalled output."""
-    from cosim.flow.runner import to_verilog
-    from hdl.bbs import LSTMLayer
-    from hdl.common.dsp import dsp_target
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.hdl.bbs import LSTMLayer
+    from hwcosim.hdl.common.dsp import dsp_target
 
     P, B, k, H, I = CONFIGS[0]
     p, wts, xs = _case(P, B, k, H, I, n=2, T=3, seed=11)

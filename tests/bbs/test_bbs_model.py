@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from models.bbs.spmxv import (
+from hwcosim.models.bbs.spmxv import (
     BBSParams,
     CycleModel,
     pack_vector_beats,
@@ -10,8 +10,8 @@ from models.bbs.spmxv import (
     spmxv_float,
     unpack_output_beats,
 )
-from models.fixedpoint import Q, dequantize, quantize, requantize
-from pruning.formats.csb import encode
+from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize
+from hwcosim.pruning.formats.csb import encode
 
 
 def _setup(rows=16, cols=64, banks=4, pes=4, sparsity=0.75, seed=0):

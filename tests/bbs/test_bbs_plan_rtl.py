@@ -1,6 +1,6 @@
-"""The RTL PLAN activations (:func:`hdl.bbs.lstm.plan_from_abs`, the form the element-wise unit
+"""The RTL PLAN activations (:func:`hwcosim.hdl.bbs.lstm.plan_from_abs`, the form the element-wise unit
 uses: sign and magnitude in, the tanh offset folded in) against the golden model
-(:func:`models.bbs.lstm.plan_sigmoid`, :func:`~models.bbs.lstm.plan_tanh`) on every input of
+(:func:`hwcosim.models.bbs.lstm.plan_sigmoid`, :func:`~models.bbs.lstm.plan_tanh`) on every input of
 the default gate and cell formats, as the element-wise unit assigns them (into ``Q(2, A)``)."""
 
 import numpy as np
@@ -9,8 +9,8 @@ from amaranth import Module
 from amaranth.hdl import Mux, Signal, signed
 from amaranth.sim import Simulator
 
-from hdl.bbs.lstm import plan_from_abs
-from models.bbs.lstm import plan_sigmoid, plan_tanh
+from hwcosim.hdl.bbs.lstm import plan_from_abs
+from hwcosim.models.bbs.lstm import plan_sigmoid, plan_tanh
 
 
 @pytest.mark.parametrize("width,x_frac,A", [(16, 10, 10), (12, 8, 8), (10, 4, 6)])

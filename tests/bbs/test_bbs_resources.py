@@ -8,7 +8,7 @@ import pytest
 
 @pytest.mark.synth
 def test_resource_table_small_config(tmp_path):
-    from cosim.designs.bbs.lstm_bench import resource_markdown, resource_table
+    from hwcosim.cosim.designs.bbs.lstm_bench import resource_markdown, resource_table
 
     rows = resource_table(configs=((4, 4),), hidden=8, input_size=4, targets=("xcup",), out_dir=tmp_path)
     assert len(rows) == 1 and (tmp_path / "bbs_lstm_resources.json").exists()
@@ -21,7 +21,7 @@ def test_resource_table_small_config(tmp_path):
 @pytest.mark.synth
 def test_resource_table_arria10_fabric(tmp_path):
     """The Arria 10 column: synth_intel_alm -family cyclone10gx on a small layer; JSON + markdown."""
-    from cosim.designs.bbs.lstm_bench import resource_table
+    from hwcosim.cosim.designs.bbs.lstm_bench import resource_table
 
     rows = resource_table(configs=((4, 4),), hidden=8, input_size=4, targets=("cyclone10gx",), out_dir=tmp_path)
     assert [(r["P"], r["B"], r["target"]) for r in rows] == [(4, 4, "cyclone10gx")]
@@ -33,7 +33,7 @@ def test_resource_table_arria10_fabric(tmp_path):
 
 
 def test_resource_markdown_one_row_per_config_one_group_per_target():
-    from cosim.designs.bbs.lstm_bench import resource_markdown
+    from hwcosim.cosim.designs.bbs.lstm_bench import resource_markdown
 
     res = {"LUT": 1, "FF": 2, "DSP": 3, "BRAM": 4}
     rows = [{"P": 4, "B": 4, "k": 2, "multipliers": 16, "target": t, **res} for t in ("xcup", "cyclone10gx")]
@@ -45,8 +45,8 @@ def test_resource_markdown_one_row_per_config_one_group_per_target():
 
 
 def test_cli_verilog_bbs_lstm_writes_its_files(tmp_path):
-    from cosim.cli import main
-    from models.bbs.lstm import LSTMParams
+    from hwcosim.cosim.cli import main
+    from hwcosim.models.bbs.lstm import LSTMParams
 
     out = tmp_path / "v"
     assert main(["verilog", "bbs-lstm", "-o", str(out), "--synth", "none", "--param", "hidden=16",
@@ -63,7 +63,7 @@ def test_cli_verilog_bbs_lstm_writes_its_files(tmp_path):
 
 
 def test_cli_verilog_bbs_lstm_bad_param_exits_2(tmp_path, capsys):
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["verilog", "bbs-lstm", "-o", str(tmp_path), "--synth", "none", "--param", "pes=6"]) == 2
     assert "multiple of 4" in capsys.readouterr().err

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.spmxv import run_spmxv
-from cosim.flow.runner import SimFailure
-from models.bbs.spmxv import BBSParams, CycleModel
-from models.fixedpoint import Q
-from pruning.formats.csb import encode
+from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel
+from hwcosim.models.fixedpoint import Q
+from hwcosim.pruning.formats.csb import encode
 
 pytestmark = pytest.mark.sim
 
@@ -83,7 +83,7 @@ def test_spmxv_saturates_and_rounds_like_the_model(tmp_path):
 
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
     """The comparison is real: corrupt one expected word and the run must fail."""
-    import cosim.designs.bbs.spmxv as cb
+    import hwcosim.cosim.designs.bbs.spmxv as cb
 
     p, m, xs = _case(16, 32, 4, 4, 0.5, n_vec=1, seed=5)
     real = cb.spmxv
@@ -106,9 +106,9 @@ def test_pipeline_stages_are_bit_exact_and_one_cycle_each(tmp_path, p_idle, p_st
     clock): the same words, one cycle of latency each."""
     import dataclasses
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from models.fixedpoint import quantize
-    from pruning.formats.csb import encode
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.models.fixedpoint import quantize
+    from hwcosim.pruning.formats.csb import encode
 
     rng = np.random.default_rng(11)
     m = encode(rng.normal(0, 0.5, size=(32, 64)), 8, 0.75)
@@ -127,9 +127,9 @@ def test_spmxv_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
     """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
     register, simulated with hdl.common.dsp's model of it) against the golden model, stalls on both
     streams and the output."""
-    from cosim.flow.runner import to_verilog
-    from hdl.bbs import SpMxV
-    from hdl.common.dsp import dsp_target
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.hdl.bbs import SpMxV
+    from hwcosim.hdl.common.dsp import dsp_target
 
     p, m, xs = _case(16, 32, 4, 4, 0.5, n_vec=3, seed=7)
     p = dataclasses.replace(p, mul_stage=True)        # the products in the DSP block's register

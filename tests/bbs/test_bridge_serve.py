@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cosim.designs.fss.bridge import ServeScenarioParams, make_engine, model_cycles, run_bridge, run_model, run_rtl
+from hwcosim.cosim.designs.fss.bridge import ServeScenarioParams, make_engine, model_cycles, run_bridge, run_model, run_rtl
 
 
 def test_batching_grows_with_load_and_latency_follows():
@@ -19,7 +19,7 @@ def test_plan_respects_the_slo_share():
     p, _, _ = make_engine(sp)
     r = run_model(sp)
     for s, b in r["plan"].items():
-        from cosim.designs.fss.bridge import batch_shape
+        from hwcosim.cosim.designs.fss.bridge import batch_shape
 
         if b > 1:  # a planned batch > 1 fits in half the SLO at 200 MHz
             assert model_cycles(sp, p, batch_shape(sp, p, b, int(s))) / 200e6 <= 1e-6
@@ -72,7 +72,7 @@ def test_output_stalls_make_the_rtl_slower_than_the_model(tmp_path):
 def test_model_only_cli(tmp_path, capsys):
     import json
 
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["cosim", "serve", "--model-only", "--device", "both", "--requests", "12", "-o", str(tmp_path)]) == 0
     for dev in ("bbs", "fss"):
@@ -84,8 +84,8 @@ def test_model_only_cli(tmp_path, capsys):
 
 
 def test_the_bridge_plans_with_the_elasticbatch_planner():
-    from cosim.designs.fss.bridge import ServeScenario
-    from models.systems.elastic.elasticbatch import ServingConfig, plan_device
+    from hwcosim.cosim.designs.fss.bridge import ServeScenario
+    from hwcosim.models.systems.elastic.elasticbatch import ServingConfig, plan_device
 
     sp = ServeScenarioParams(device="bbs")
     p, _, _ = make_engine(sp)
@@ -104,8 +104,8 @@ def test_rtl_in_the_loop_from_the_cluster_scenario_file(tmp_path):
     # the file hwcosim cluster run reads: its seed and [cosim.serve] (BBS only here: one RTL run)
     from pathlib import Path
 
-    from cosim.designs.fss.bridge import params_from_scenario
-    from models.systems.cluster.scenario import load_scenario
+    from hwcosim.cosim.designs.fss.bridge import params_from_scenario
+    from hwcosim.models.systems.cluster.scenario import load_scenario
 
     f = Path(__file__).resolve().parents[2] / "models/systems/cluster/scenarios/cosim_small.toml"
     (sp,) = params_from_scenario(load_scenario(f), "bbs")

@@ -11,17 +11,17 @@ import asyncio
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.board_csr import compare, golden_of, workload
-from models.bbs.csr import CSRParams
-from models.errors import UsageError
+from hwcosim.cosim.designs.bbs.board_csr import compare, golden_of, workload
+from hwcosim.models.bbs.csr import CSRParams
+from hwcosim.models.errors import UsageError
 
 P = CSRParams(rows=32, cols=16, mults=4, lanes=4)
 
 
 @pytest.mark.sim
 def test_csr_board_session_through_uart_matches_golden(tmp_path, run_folder_checks, monkeypatch):
-    import hdl.bbs.board_csr as hb
-    from cosim.designs.bbs.board_csr import run_board_sim
+    import hwcosim.hdl.bbs.board_csr as hb
+    from hwcosim.cosim.designs.bbs.board_csr import run_board_sim
 
     monkeypatch.setattr(hb, "OUTPUTS", (("y", 4),))           # a small FIFO: the engine stalls on it
     w, xs = workload(P, 3, seed=2)
@@ -69,7 +69,7 @@ def test_workload_is_seeded_sparse_and_fits_the_formats():
 
 
 def test_register_map_ident_and_widths():
-    from hdl.bbs.board_csr import CSR_ID, INPUTS, OUTPUTS, STATUS, csr_host, register_map
+    from hwcosim.hdl.bbs.board_csr import CSR_ID, INPUTS, OUTPUTS, STATUS, csr_host, register_map
 
     assert CSR_ID.to_bytes(4, "big") == b"BCSR"
     regs = {r.name: r.addr for r in register_map()}
@@ -83,8 +83,8 @@ def test_register_map_ident_and_widths():
 
 def test_session_refuses_a_board_with_another_id():
     """The session reads ID first; a fake link answers like the BeamRaster board top."""
-    from cosim.designs.bbs.board_csr import session
-    from hdl.beamraster.board import BEAMRASTER_ID
+    from hwcosim.cosim.designs.bbs.board_csr import session
+    from hwcosim.hdl.beamraster.board import BEAMRASTER_ID
 
     class FakeLink:
         bytes_sent = bytes_received = commands = 0
@@ -103,8 +103,8 @@ def test_session_refuses_a_board_with_another_id():
 
 @pytest.mark.sim
 def test_board_run_sim_from_the_command_line(tmp_path, capsys, monkeypatch):
-    import hdl.bbs.board_csr as hb
-    from cosim.cli import main
+    import hwcosim.hdl.bbs.board_csr as hb
+    from hwcosim.cosim.cli import main
 
     monkeypatch.setattr(hb, "OUTPUTS", (("y", 4),))           # P and this FIFO: the session test's build
     out = tmp_path / "run"

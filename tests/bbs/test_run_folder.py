@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from cosim.flow.runs import write_manifest
-from pruning.formats import csb
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow.runs import write_manifest
+from hwcosim.pruning.formats import csb
 
 
 @pytest.fixture(scope="module")

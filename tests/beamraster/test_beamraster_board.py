@@ -7,8 +7,8 @@ level-driven draining is exercised. Plus the host side's checks."""
 import numpy as np
 import pytest
 
-from cosim.designs.beamraster.board import compare
-from models.beamraster.datapath import PrecoderParams, precode_fixed, scenario
+from hwcosim.cosim.designs.beamraster.board import compare
+from hwcosim.models.beamraster.datapath import PrecoderParams, precode_fixed, scenario
 
 P = PrecoderParams(M=8, K=4, lanes=4, groups=2, sc_per_group=2, symbols_per_frame=2)
 
@@ -20,8 +20,8 @@ def _sets(n_frames=2, seed=3):
 
 @pytest.mark.sim
 def test_beamraster_board_session_through_uart_matches_golden(tmp_path, run_folder_checks, monkeypatch):
-    import hdl.beamraster.board as hb
-    from cosim.designs.beamraster.board import run_board_sim
+    import hwcosim.hdl.beamraster.board as hb
+    from hwcosim.cosim.designs.beamraster.board import run_board_sim
 
     monkeypatch.setattr(hb, "OUTPUTS", (("x", 4),))           # a small FIFO: the precoder stalls on it
     sets = _sets()

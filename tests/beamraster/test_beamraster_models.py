@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from models.beamraster.channel import ChannelParams, make_channel, steering
-from models.beamraster.datapath import (
+from hwcosim.models.beamraster.channel import ChannelParams, make_channel, steering
+from hwcosim.models.beamraster.datapath import (
     CycleModel,
     PrecoderParams,
     beam_coefficients,
@@ -19,7 +19,7 @@ from models.beamraster.datapath import (
     scenario,
     unpack_output_beats,
 )
-from models.beamraster.precoders import (
+from hwcosim.models.beamraster.precoders import (
     GratingTable,
     beamraster,
     codebook,
@@ -36,7 +36,7 @@ from models.beamraster.precoders import (
     zf,
     zf_sum_rate_closed_form,
 )
-from models.fixedpoint import Q
+from hwcosim.models.fixedpoint import Q
 
 
 def test_channels_are_seeded_and_shaped():
@@ -72,7 +72,7 @@ def test_dft_beams_and_grating_table():
 
 
 def test_grating_table_updates_only_changed_users(monkeypatch):
-    import models.beamraster.precoders as pr
+    import hwcosim.models.beamraster.precoders as pr
 
     H = make_channel(ChannelParams(M=16, K=6, n_sc=3, seed=1))
     gt = GratingTable(H)
@@ -225,7 +225,7 @@ def test_golden_datapath_tracks_the_float_model():
 
 def test_fixed_point_sum_rate_at_m32():
     """Golden model (bit-exact with the RTL) at M=32, K=8, LTE grouping: >= 99.9 % of the float rate."""
-    from cosim.designs.beamraster.precoder import fixed_point_fraction
+    from hwcosim.cosim.designs.beamraster.precoder import fixed_point_fraction
 
     r = fixed_point_fraction(32, 8, n_frames=2, snr_db=30.0)
     assert r["fraction"] >= 0.999 and r["saturated"] == 0, r
@@ -268,7 +268,7 @@ def test_cycle_model_and_budget():
 
 
 def test_study_quick_smoke(tmp_path, monkeypatch):
-    import models.beamraster.study as st
+    import hwcosim.models.beamraster.study as st
 
     real = st.study_config
 
@@ -303,7 +303,7 @@ def test_study_quick_smoke(tmp_path, monkeypatch):
 
 
 def test_cli_bad_input_exits_2(capsys):
-    from cosim.cli.beamraster import main
+    from hwcosim.cosim.cli.beamraster import main
 
     code = main(["beamraster", "sim", "--M", "48"])
     assert code == 2

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-import cosim.designs.beamraster.precoder as cb
-from cosim.designs.beamraster.precoder import run_precoder, run_scenario
-from cosim.flow.runner import SimFailure
-from models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, scenario
+import hwcosim.cosim.designs.beamraster.precoder as cb
+from hwcosim.cosim.designs.beamraster.precoder import run_precoder, run_scenario
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, scenario
 
 pytestmark = pytest.mark.sim
 
@@ -35,7 +35,7 @@ def _report(tmp_path, name, p, metrics):
 def test_precoder_no_stalls_hits_cycle_model(tmp_path, M, K, L, run_folder_checks):
     """Through ``hwcosim beamraster sim`` (its defaults are these configurations' groups and frames):
     the summary and the run folder land in -o together, and the run folder re-verifies."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     p = _params(M, K, L)
     out = tmp_path / "out"
@@ -73,7 +73,7 @@ def test_precoder_with_idle_and_backpressure(tmp_path, M, K, L, p_idle, p_stall)
 
 def test_precoder_saturates_like_the_model(tmp_path):
     """Full-scale symbols and coefficients with a narrow output format: most samples clip."""
-    from models.fixedpoint import Q
+    from hwcosim.models.fixedpoint import Q
 
     p = _params(8, 4, 8, out_fmt=Q(2, 6))
     rng = np.random.default_rng(11)
@@ -115,9 +115,9 @@ def test_precoder_ecp5_dsp_netlist_bit_exact_under_stalls(tmp_path):
     """The netlist ``hwcosim build`` makes for an ECP5 part (every product in a MULT18X18D output
     register, simulated with hdl.common.dsp's model) against the golden model, with idle input
     and a stalled output."""
-    from cosim.flow.runner import to_verilog
-    from hdl.beamraster import Precoder
-    from hdl.common.dsp import dsp_target
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.hdl.beamraster import Precoder
+    from hwcosim.hdl.common.dsp import dsp_target
 
     M, K, L = CONFIGS[1]
     p = _params(M, K, L)

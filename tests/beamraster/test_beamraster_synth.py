@@ -2,8 +2,8 @@
 
 import pytest
 
-from cosim.designs.beamraster.precoder import dsp_report
-from models.beamraster.datapath import PrecoderParams
+from hwcosim.cosim.designs.beamraster.precoder import dsp_report
+from hwcosim.models.beamraster.datapath import PrecoderParams
 
 pytestmark = pytest.mark.synth
 
@@ -17,7 +17,7 @@ def test_precoder_synthesises_with_the_modelled_dsp_count(tmp_path):
 
 
 def test_designs_registry_lists_the_precoder():
-    from cosim.designs import get_design
+    from hwcosim.cosim.registry import get_design
 
     d = get_design("beamraster-precoder")
     assert d.top == "beamraster_precoder" and d.default_params().M == 64

@@ -1,4 +1,4 @@
-"""hdl.common.arith.requantize_parallel: the same words as the golden requantisation."""
+"""hwcosim.hdl.common.arith.requantize_parallel: the same words as the golden requantisation."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
-from hdl.common.arith import requantize_parallel
-from hdl.common.fixed import requantize as requantize_rtl
-from models.fixedpoint import Q, requantize
+from hwcosim.hdl.common.arith import requantize_parallel
+from hwcosim.hdl.common.fixed import requantize as requantize_rtl
+from hwcosim.models.fixedpoint import Q, requantize
 
 
 @pytest.mark.parametrize("width, src_frac, fmt", [
@@ -68,7 +68,7 @@ def test_saturate_unsigned_input(width, fmt):
 
 def test_saturate_keeps_the_format_width():
     """The expression is exactly fmt.width bits wide whatever the input width (callers Cat it)."""
-    from hdl.common.fixed import saturate
+    from hwcosim.hdl.common.fixed import saturate
     fmt = Q(3, 2)
     for shape in (signed(3), signed(5), signed(9), 3, 5, 9):
         v = Signal(shape)

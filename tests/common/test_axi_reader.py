@@ -1,4 +1,4 @@
-"""AXI4 read master (:class:`hdl.common.axi_reader.AxiReader`) in Amaranth's simulator against a
+"""AXI4 read master (:class:`hwcosim.hdl.common.axi_reader.AxiReader`) in Amaranth's simulator against a
 Python AXI slave model that checks the protocol on every cycle: ARVALID/ARADDR/ARLEN held
 until ARREADY, no burst across 4 KiB, burst length and outstanding limits, every beat drained
 after an error or an abort. Every forwarded word is compared with the memory model. The
@@ -13,7 +13,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, RESP_DECERR, RESP_SLVERR, AxiReader
+from hwcosim.hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, RESP_DECERR, RESP_SLVERR, AxiReader
 
 # a constructor that raises leaves an object behind that Amaranth reports when it is collected
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

@@ -7,7 +7,7 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from hdl.common.axil_regs import AxiLiteRegFile, Reg, register_map_markdown, regs_by_name, writable
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, register_map_markdown, regs_by_name, writable
 
 MAP = (Reg("CTRL", 0x00, "w", "commands"), Reg("VALUE", 0x04, "rw", "a value"), Reg("ID", 0x08, "r", "id"))
 
@@ -129,7 +129,7 @@ def _has_regfile(component) -> bool:
 
 
 def test_every_axi_top_uses_the_register_file():
-    from cosim.designs import designs, resolve
+    from hwcosim.cosim.registry import designs, resolve
 
     tops = [d for d in designs().values() if d.register_map]
     assert len(tops) >= 2     # bbs-lstm-axi and fss-axi

@@ -1,4 +1,4 @@
-"""Staged FIFO (:class:`hdl.common.fifo.StagedFIFO`) in Amaranth's simulator against a Python
+"""Staged FIFO (:class:`hwcosim.hdl.common.fifo.StagedFIFO`) in Amaranth's simulator against a Python
 model, cycle by cycle: staging without committing changes nothing visible and is overwritten by
 the next staging, a commit appends the last staged word, both are refused while full; and with
 ``w_stage`` and ``w_commit`` tied together it behaves exactly as Amaranth's ``SyncFIFO``."""
@@ -10,7 +10,7 @@ from amaranth import Module
 from amaranth.lib import fifo
 from amaranth.sim import Simulator
 
-from hdl.common.fifo import StagedFIFO
+from hwcosim.hdl.common.fifo import StagedFIFO
 
 
 @pytest.mark.parametrize("kw", [{"width": 0, "depth": 4}, {"width": 8, "depth": 0},

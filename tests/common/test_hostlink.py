@@ -1,5 +1,5 @@
-"""The host-link protocol (:mod:`models.hostlink`) and the host bridge RTL
-(:class:`hdl.common.host_bridge.HostBridge`) at byte level in Amaranth's simulator.
+"""The host-link protocol (:mod:`hwcosim.models.hostlink`) and the host bridge RTL
+(:class:`hwcosim.hdl.common.host_bridge.HostBridge`) at byte level in Amaranth's simulator.
 
 The bridge is wired to a real AXI4-Lite register file (a read-write scratch register, a read-only
 identification register) and a stream loop-back FIFO; every response frame is parsed by the same
@@ -17,9 +17,9 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hdl.common.axil_regs import AxiLiteRegFile, Reg
-from hdl.common.host_bridge import HostBridge
-from models.hostlink import (
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg
+from hwcosim.hdl.common.host_bridge import HostBridge
+from hwcosim.models.hostlink import (
     OP,
     STATUS,
     crc8,

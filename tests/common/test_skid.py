@@ -1,4 +1,4 @@
-"""Skid buffer (:class:`hdl.common.skid.SkidBuffer`) in Amaranth's simulator: random producer
+"""Skid buffer (:class:`hwcosim.hdl.common.skid.SkidBuffer`) in Amaranth's simulator: random producer
 and consumer stalls; every word arrives once and in order, ``i.ready`` depends on no input of
 the same cycle, the output holds while stalled, and with the buffer empty the data passes in
 the same cycle."""
@@ -8,7 +8,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.common.skid import SkidBuffer
+from hwcosim.hdl.common.skid import SkidBuffer
 
 
 @pytest.mark.parametrize("width", [0, -1, True, 2.0])
@@ -64,7 +64,7 @@ def test_random_stalls_keep_order(p_in, p_out, eager):
 
 @pytest.mark.parametrize("p_in,p_out", [(0.0, 0.0), (0.4, 0.4), (0.8, 0.2)])
 def test_register_slice_keeps_order_one_cycle_late(p_in, p_out):
-    from hdl.common.skid import RegisterSlice
+    from hwcosim.hdl.common.skid import RegisterSlice
 
     dut = RegisterSlice(12)
     rng = random.Random(7)

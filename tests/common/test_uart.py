@@ -1,4 +1,4 @@
-"""UART 8N1 (:mod:`hdl.common.uart`) in Amaranth's simulator.
+"""UART 8N1 (:mod:`hwcosim.hdl.common.uart`) in Amaranth's simulator.
 
 RX: random bytes sent back to back (one stop bit, the tightest case) by a sender whose bit time is
 off by -3 %, 0 and +3 % are all received, with no framing error; at 8 % off they are not (the
@@ -14,7 +14,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from hdl.common.uart import UartRx, UartTx
+from hwcosim.hdl.common.uart import UartRx, UartTx
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from cosim.cli import UsageError, main
-from cosim.flow.bench import BENCHES, run_bench, select_benches
+from hwcosim.cosim.cli import UsageError, main
+from hwcosim.cosim.flow.bench import BENCHES, run_bench, select_benches
 
 
 def test_select_all_and_some():

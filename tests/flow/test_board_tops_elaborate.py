@@ -1,13 +1,13 @@
 """Every registered board top elaborates for its board as ``hwcosim build DESIGN --board ulx3s-85f``
 makes it: the board configuration, the platform's own clock domain (the oscillator's, which has no
-reset on the ULX3S) and the ECP5 DSP mapping (:func:`hdl.common.dsp.dsp_target`). A design block
+reset on the ULX3S) and the ECP5 DSP mapping (:func:`hwcosim.hdl.common.dsp.dsp_target`). A design block
 that needs a reset the board's domain does not have, or a board top that no longer fits its
 design's ports, fails here in seconds instead of after synthesis."""
 
 import pytest
 
-from cosim.designs import designs, resolve
-from cosim.flow.board_build import board_top_ref
+from hwcosim.cosim.registry import designs, resolve
+from hwcosim.cosim.flow.board_build import board_top_ref
 
 WITH_TOPS = sorted(n for n, d in designs().items() if d.board_tops)
 
@@ -24,7 +24,7 @@ def test_every_design_has_a_board_top_or_runs_inside_one():
 
 @pytest.mark.parametrize("name,carrier", [("bbs-lstm", "bbs-lstm-axi"), ("fss-gemm", "fss-axi")])
 def test_building_a_core_without_its_own_top_names_the_one_that_carries_it(capsys, name, carrier):
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["build", name, "--board", "ulx3s-85f"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -36,7 +36,7 @@ def test_board_top_elaborates_on_the_ulx3s(name):
     pytest.importorskip("amaranth_boards")
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    from hdl.common.dsp import dsp_target
+    from hwcosim.hdl.common.dsp import dsp_target
 
     d = designs()[name]
     top = resolve(board_top_ref(d)[1])(d.board_config("ecp5") or d.default_params())

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from cosim.flow.bridge import ClockMap, Completion, DeadlockError, ModelDevice, co_simulate, run_sync
+from hwcosim.cosim.flow.bridge import ClockMap, Completion, DeadlockError, ModelDevice, co_simulate, run_sync
 
 
 def test_clock_map_round_trip():

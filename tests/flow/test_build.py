@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cosim.cli import main
-from cosim.flow import build
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow import build
 
 # --param goes over the design's board configuration (out_stage=True for bbs-spmxv): the unregistered
 # output keeps this core the one that misses 100 MHz
@@ -63,9 +63,9 @@ def test_list_boards(capsys):
 def test_scan_harness_wraps_every_port():
     """The iCE40 out-of-context harness: every core input bit from the scan-in register, every
     output bit into the scan-out register, the clock straight through; four pins remain."""
-    from cosim.designs import get_design
-    from cosim.flow.runner import to_verilog
-    from models.bbs.spmxv import BBSParams
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.models.bbs.spmxv import BBSParams
 
     d = get_design("bbs-spmxv")
     v = to_verilog(d.build(BBSParams(rows=16, cols=16, banks=2, k=1, pes=2)), d.top)
@@ -82,7 +82,7 @@ def test_scan_harness_wraps_every_port():
 def test_board_config_per_family():
     """A design's registered configuration for the board's family; a family it has none for falls
     back to its ECP5 board parameters."""
-    from cosim.designs import get_design
+    from hwcosim.cosim.registry import get_design
 
     d = get_design("bbs-spmxv")
     assert d.board_config("ice40") != d.board_config("ecp5") and d.board_config("ecp5").out_stage
@@ -96,7 +96,7 @@ def test_board_config_per_family():
     assert lstm.board_config("ecp5", top=True) == lstm.board_config("ecp5")
     from argparse import Namespace
 
-    from cosim.cli.build import plan_params
+    from hwcosim.cosim.cli.build import plan_params
 
     ooc, board = (Namespace(ooc=o, param=None, params=None) for o in (True, False))
     assert plan_params(br, ooc, build.get_board("lfe5u-85f-6")).lanes == 16
@@ -123,7 +123,7 @@ def test_bad_input(tmp_path, capsys, argv, needle):
 
 
 def test_missing_tool_names_the_package(monkeypatch):
-    from models.errors import UsageError
+    from hwcosim.models.errors import UsageError
 
     monkeypatch.setattr(build.shutil, "which", lambda name: None)
     monkeypatch.setattr(build.sys, "executable", "/nonexistent/python")
@@ -145,7 +145,7 @@ def test_overflow_line_is_found():
 def test_all_on_the_ice40_builds_the_designs_with_an_ice40_configuration(tmp_path, monkeypatch):
     """``build all --board ice40up5k-sg48`` builds each design in its registered iCE40 configuration
     and lists the rest as not built (their ECP5 configurations are far beyond the UP5K)."""
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     seen = {}
 
@@ -192,9 +192,9 @@ def test_run_limited_kills_the_whole_session(tmp_path):
 
 def test_board_build_time_limit_is_one_line(tmp_path):
     """--max-minutes bounds a whole board build: when it runs out, one line says where the tools were."""
-    from cosim.designs import get_design
-    from cosim.flow.board_build import build_board
-    from models.errors import CheckFailed
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.cosim.flow.board_build import build_board
+    from hwcosim.models.errors import CheckFailed
 
     d = get_design("melo-engine")
     with pytest.raises(CheckFailed, match=r"did not finish within 0.02 minutes \((synthesis not finished|"

@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from pruning.formats import csb
+from hwcosim.cosim.cli import main
+from hwcosim.pruning.formats import csb
 
 
 def _hwcosim(*args, cwd=None, columns=None):
     env = None if columns is None else {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run([sys.executable, "-m", "cosim.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "hwcosim.cosim.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env=env)
 
 
@@ -101,7 +101,7 @@ def test_tables_never_cut_numbers(capsys):
     from rich.console import Console
     from rich.table import Table
 
-    from cosim.cli import _tables_keep_numbers
+    from hwcosim.cosim.cli import _tables_keep_numbers
 
     _tables_keep_numbers()
     t = Table()

@@ -1,6 +1,6 @@
 """Terminal tables never cut a number, and every command takes ``--json`` (issue 27, requirement 6).
 
-- :func:`models.tables.show` (the one way a table reaches the terminal) keeps every number whole
+- :func:`hwcosim.models.tables.show` (the one way a table reaches the terminal) keeps every number whole
   at 60 columns: labels fold, numeric columns are at least as wide as their longest number, and a
   table that cannot fit is printed wider than the terminal rather than cut.
 - Every subcommand of the parser (derived from it, not listed by hand: a new command without an
@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pytest
 
-from cosim.cli import build_parser, leaf_parsers, main
+from hwcosim.cosim.cli import build_parser, leaf_parsers, main
 
 SCEN = "models/systems/cluster/scenarios"
 
@@ -31,7 +31,7 @@ def _leaves() -> list[str]:
 def _render(t, width: int) -> str:
     from rich.console import Console
 
-    from models.tables import show
+    from hwcosim.models.tables import show
 
     buf = io.StringIO()
     show(t, Console(file=buf, width=width, color_system=None))
@@ -39,7 +39,7 @@ def _render(t, width: int) -> str:
 
 
 def _wide_table():
-    from models.tables import table
+    from hwcosim.models.tables import table
 
     return table("a long title that must wrap somewhere on a narrow terminal",
                  ["design and configuration", "LUT4", "cycles", "Fmax (MHz)", "words/s", "note"],
@@ -57,7 +57,7 @@ def test_a_table_at_60_columns_keeps_every_number_whole(monkeypatch):
     # and through the environment, as a command sees it (rich reads COLUMNS)
     from rich.console import Console
 
-    from models.tables import show
+    from hwcosim.models.tables import show
 
     buf = io.StringIO()
     monkeypatch.setattr("rich.console.Console", lambda **k: Console(file=buf, color_system=None, **k))
@@ -66,14 +66,14 @@ def test_a_table_at_60_columns_keeps_every_number_whole(monkeypatch):
 
 
 def test_a_table_that_fits_is_not_widened():
-    from models.tables import table
+    from hwcosim.models.tables import table
 
     text = _render(table("t", ["name", "n"], [["a", 1048576]]), 60)
     assert max(len(ln) for ln in text.splitlines()) < 60 and "1048576" in text
 
 
 def test_json_session_records_tables_with_numbers_as_numbers():
-    from models.tables import emit, json_session, show
+    from hwcosim.models.tables import emit, json_session, show
 
     with json_session() as doc:
         show(_wide_table())

@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cosim.cli import build_parser, main
-from cosim.cli.ranges import LISTS, RANGES, _numeric_type, lookup
+from hwcosim.cosim.cli import build_parser, main
+from hwcosim.cosim.cli.ranges import LISTS, RANGES, _numeric_type, lookup
 
 
 def _raw_options():
     """(command path, option string, dest, kind) of every numeric option, from the parser as registered."""
     import argparse
 
-    from cosim.cli import _Parser, _register_all
+    from hwcosim.cosim.cli import _Parser, _register_all
 
     parser = _Parser(prog="hwcosim")
     sub = parser.add_subparsers(dest="command")
@@ -131,7 +131,7 @@ def test_every_text_option_that_takes_numbers_has_a_range():
     (RANGES) or listed in LISTS; otherwise no range is checked before the work starts."""
     import argparse
 
-    from cosim.cli import _Parser, _register_all
+    from hwcosim.cosim.cli import _Parser, _register_all
 
     parser = _Parser(prog="hwcosim")
     _register_all(parser.add_subparsers(dest="command"))

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cosim.flow import docs
+from hwcosim.cosim.flow import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_cli_reference_covers_every_subcommand():
     text = docs.cli_reference()
-    from cosim.cli import build_parser
+    from hwcosim.cosim.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for name in sub.choices:

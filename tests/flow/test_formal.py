@@ -12,9 +12,9 @@ from amaranth.hdl import Assert
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from cosim.flow import formal
-from hdl.bbs.spmxv import SpMxV
-from hdl.bbs.spmxv_formal import MUTANTS, PROPERTIES, SpMxVFormal, formal_params, spmxv_internals
+from hwcosim.cosim.flow import formal
+from hwcosim.hdl.bbs.spmxv import SpMxV
+from hwcosim.hdl.bbs.spmxv_formal import MUTANTS, PROPERTIES, SpMxVFormal, formal_params, spmxv_internals
 
 needs_solver = pytest.mark.skipif(
     not all(formal.shutil.which(t) or (formal._bindir() / t).exists()

@@ -12,7 +12,7 @@ import importlib
 
 import pytest
 
-from cosim.flow import formal
+from hwcosim.cosim.flow import formal
 
 needs_solver = pytest.mark.skipif(
     not all(formal.shutil.which(t) or (formal._bindir() / t).exists()
@@ -74,7 +74,7 @@ def test_internals_missing_is_clear():
     from amaranth import Module
     from amaranth.hdl import Fragment, Signal
 
-    from hdl.common.formal import internals
+    from hwcosim.hdl.common.formal import internals
 
     m = Module()
     x = Signal()

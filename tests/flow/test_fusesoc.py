@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cosim.cli import main
-from cosim.flow.fusesoc import Port, core_vlnv, smoke_testbench, verilog_ports, write_core
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow.fusesoc import Port, core_vlnv, smoke_testbench, verilog_ports, write_core
 
 SMALL = ["--param", "rows=16", "--param", "cols=32", "--param", "banks=4", "--param", "k=2", "--param", "pes=4"]
 

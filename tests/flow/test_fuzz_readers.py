@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cosim.cli import main
-from cosim.flow import fuzz
-from cosim.flow.fuzz import TARGETS, Crash, bundle, known_bug, run_target, seeds
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow import fuzz
+from hwcosim.cosim.flow.fuzz import TARGETS, Crash, bundle, known_bug, run_target, seeds
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
@@ -268,11 +268,11 @@ class _Reached(Exception):
 def test_cli_sim_damaged_inputs(data, capsys, monkeypatch):
     """hwcosim sim with a damaged CSB manifest or vector file: exit 2 and one line, or (when the
     damage is harmless) it gets as far as the simulator, which is stubbed out here."""
-    import cosim.designs.bbs.spmxv
+    import hwcosim.cosim.designs.bbs.spmxv
 
     def stop(*a, **k):
         raise _Reached()
-    monkeypatch.setattr(cosim.designs.bbs.spmxv, "run_spmxv", stop)
+    monkeypatch.setattr(hwcosim.cosim.designs.bbs.spmxv, "run_spmxv", stop)
     which = data.draw(st.sampled_from(["manifest", "vector"]))
     man = data.draw(_manifest("csb")) if which == "manifest" else bundle("csb")["w.json"]
     vec = data.draw(_mutated("vectors")) if which == "vector" else seeds("vectors")[0]
@@ -594,7 +594,7 @@ def test_cli_cluster_run_damaged_scenarios(data, capsys, monkeypatch):
     """Refused (exit 2, one line, no output) or accepted up to the simulator, stubbed out here."""
     import tomllib
 
-    import models.systems.cluster.scenario as scenario
+    import hwcosim.models.systems.cluster.scenario as scenario
 
     def stop(*a, **k):
         raise _Reached()
@@ -620,7 +620,7 @@ def test_cli_sweep_damaged_specs(data, capsys, monkeypatch):
 
     def stop(*a, **k):
         raise _Reached()
-    monkeypatch.setattr("cosim.flow.runner.ensure_simulator", stop)
+    monkeypatch.setattr("hwcosim.cosim.flow.runner.ensure_simulator", stop)
     doc = tomllib.loads(data.draw(st.sampled_from(seeds("sweep-spec"))).decode())
     text = data.draw(st.one_of(_mutated("sweep-spec"), _edited_doc(doc).map(lambda d: toml_dumps(d).encode())))
     with tempfile.TemporaryDirectory() as d:

@@ -2,7 +2,7 @@
 
 Every file in ``fuzz/regressions/<target>/`` is replayed through its target: the reader must
 accept it or refuse it with its documented error. Inputs of bugs not fixed yet are strict
-xfails (listed in :data:`OPEN`, and in ``cosim.flow.fuzz.KNOWN_BUGS`` so the fuzzer looks past
+xfails (listed in :data:`OPEN`, and in ``hwcosim.cosim.flow.fuzz.KNOWN_BUGS`` so the fuzzer looks past
 them); when a fix lands the test XPASSes and fails: delete the entry from both lists.
 
 The CLI tests show how each open bug reaches a user of ``hwcosim prune`` / ``hwcosim sim``: a
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from cosim.flow.fuzz import KNOWN_BUGS, TARGETS, Crash, bundle, run_target, seeds
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow.fuzz import KNOWN_BUGS, TARGETS, Crash, bundle, run_target, seeds
 
 REGRESSIONS = Path(__file__).resolve().parents[2] / "fuzz" / "regressions"
 
@@ -77,11 +77,11 @@ class _Reached(Exception):
 
 @pytest.fixture()
 def no_sim(monkeypatch):
-    import cosim.designs.bbs.spmxv
+    import hwcosim.cosim.designs.bbs.spmxv
 
     def stop(*a, **k):
         raise _Reached()
-    monkeypatch.setattr(cosim.designs.bbs.spmxv, "run_spmxv", stop)
+    monkeypatch.setattr(hwcosim.cosim.designs.bbs.spmxv, "run_spmxv", stop)
 
 
 def _csb_dir(tmp_path: Path, manifest: bytes | None = None) -> Path:
@@ -185,7 +185,7 @@ def test_replay_outcome(key):
 
 def test_yaml_config_semantics(tmp_path):
     """YAML configs read like TOML ones: no duplicate keys, skip is a boolean, no aliases."""
-    from pruning.io import WeightIOError, load_config
+    from hwcosim.pruning.io import WeightIOError, load_config
 
     for name, msg in (("duplicate-key.yaml", "found the key 'pattern' twice"),
                       ("skip-quoted-no.yaml", "skip must be true or false, not 'no'"),
@@ -246,7 +246,7 @@ def test_cli_sweep_damaged_cache_entries_rerun(tmp_path, capsys, monkeypatch):
     entries are rewritten, exit 0, no traceback. One point per regression file, one rerun for all."""
     import dataclasses
 
-    from cosim.flow import sweep
+    from hwcosim.cosim.flow import sweep
 
     calls = []
 
@@ -294,7 +294,7 @@ def test_easyscale_from_checkpoint_refuses(key, tmp_path):
     """No command reads checkpoints; the API refuses a damaged one in one line before starting workers."""
     import multiprocessing as mp
 
-    from models.systems.elastic.easyscale import CheckpointError, EasyScaleTrainer
+    from hwcosim.models.systems.elastic.easyscale import CheckpointError, EasyScaleTrainer
 
     f = tmp_path / "job.npz"
     f.write_bytes((REGRESSIONS / key).read_bytes())
@@ -307,7 +307,7 @@ def test_easyscale_from_checkpoint_refuses(key, tmp_path):
 @pytest.mark.parametrize("key", _files("topology-csv"))
 def test_lingjun_topology_file_refused(key, tmp_path):
     """No command takes a topology path; lingjun_2023(path) refuses a damaged CSV in one line."""
-    from models.systems.cluster.topology import TopologyError, lingjun_2023
+    from hwcosim.models.systems.cluster.topology import TopologyError, lingjun_2023
 
     f = tmp_path / "topo.csv"
     f.write_bytes((REGRESSIONS / key).read_bytes())
@@ -322,7 +322,7 @@ def test_dense_out_npz_with_a_damaged_unselected_member_is_refused(tmp_path):
     loads only the selected tensor) but the dense writer copies every member: a clean refusal."""
     import io
 
-    from pruning.roundtrip import RoundTripError, write_dense
+    from hwcosim.pruning.roundtrip import RoundTripError, write_dense
 
     buf = io.BytesIO()
     np.savez(buf, **{"fc.weight": np.ones((4, 4), np.float32), "fc.bias": np.zeros(4, np.float32)})

@@ -5,7 +5,7 @@
 - No cycle among module-level imports.
 - Only the dispatcher (``cosim/cli/__init__.py``, ``cosim/cli/__main__.py``) ends the process or
   prints ``error: ...``: no other module calls ``sys.exit``, raises ``SystemExit`` or prints an
-  ``error:`` line; code raises ``models.errors.UsageError`` / ``CheckFailed`` instead.
+  ``error:`` line; code raises ``hwcosim.models.errors.UsageError`` / ``CheckFailed`` instead.
 """
 
 from __future__ import annotations
@@ -62,7 +62,18 @@ def _imports(name: str, path: Path, top_level_only: bool) -> set[str]:
 
     for n in nodes:
         visit(n)
-    return {f for f in found if f.split(".")[0] in PACKAGES}
+    # project imports are spelled hwcosim.<package>...; compare by <package>...
+    return {f.removeprefix("hwcosim.") for f in found if f.startswith("hwcosim.") and f.split(".")[1] in PACKAGES}
+
+
+def _legacy_imports(path: Path) -> list[str]:
+    """Imports of the folders under their bare names (``import models``): they must go through ``hwcosim``."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+            [n.module or ""] if isinstance(n, ast.ImportFrom) and not n.level else []
+        out += [f"line {n.lineno}: {m}" for m in names if m.split(".")[0] in PACKAGES]
+    return out
 
 
 MODULES = _modules()
@@ -154,7 +165,15 @@ def test_one_error_path():
 def test_the_checks_can_fail(tmp_path):
     """The walkers see what they look for (a check that cannot fail proves nothing)."""
     p = tmp_path / "m.py"
-    p.write_text("import sys\nfrom cosim.cli import main\ndef f():\n    print(f'error: {1}')\n    sys.exit(2)\n"
+    p.write_text("import sys\nfrom hwcosim.cosim.cli import main\nimport models.bbs\ndef f():\n    print(f'error: {1}')\n    sys.exit(2)\n"
                  "def g():\n    raise SystemExit(1)\n")
     assert len(_exits(p)) == 3
     assert "cosim.cli.main" in _imports("models.m", p, top_level_only=True)
+    assert _legacy_imports(p) == ["line 3: models.bbs"]
+
+
+def test_no_bare_package_imports():
+    """Every project import goes through the one namespace (a user's own ``models/`` must not shadow ours)."""
+    tests = sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "fuzz").glob("*.py"))
+    bad = [f"{p.relative_to(ROOT)} {e}" for p in [*MODULES.values(), *tests] for e in _legacy_imports(p)]
+    assert not bad, "import through hwcosim.<package>:\n" + "\n".join(bad)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cosim.flow import objcache
+from hwcosim.cosim.flow import objcache
 
 LAUNCHER = Path(objcache.__file__)
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
@@ -66,7 +66,7 @@ def test_a_failed_compile_is_not_cached(tmp_path):
 
 
 def test_runner_sets_objcache_unless_the_user_has_one(tmp_path, monkeypatch):
-    from cosim.flow import runner
+    from hwcosim.cosim.flow import runner
 
     monkeypatch.setenv("HWCOSIM_BUILD", str(tmp_path))
     monkeypatch.delenv("OBJCACHE", raising=False)

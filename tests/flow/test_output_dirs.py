@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-import cosim.cli as cli
-from cosim.cli import build_parser, main
-from models.atomic import check_out_dir, staged_dir
-from models.errors import UsageError
+import hwcosim.cosim.cli as cli
+from hwcosim.cosim.cli import build_parser, main
+from hwcosim.models.atomic import check_out_dir, staged_dir
+from hwcosim.models.errors import UsageError
 
 
 def _commands_with_output() -> list[list[str]]:
@@ -53,7 +53,7 @@ def _unwritable(tmp_path, monkeypatch):
     d.mkdir()
     d.chmod(0o555)
     if os.access(d, os.W_OK):  # root ignores the mode bits: make the check see what a user would
-        import models.atomic as atomic
+        import hwcosim.models.atomic as atomic
 
         real = os.access
         monkeypatch.setattr(atomic.os, "access", lambda p, m, real=real: False if str(p).startswith(str(d))
@@ -142,7 +142,7 @@ def test_check_out_dir_accepts_a_new_nested_folder(tmp_path):
 def test_full_disk_mid_command_exits_2_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
     """hwcosim verilog writes several files; the disk fills up at the second: one line, exit 2, and
     neither the output folder nor its staging sibling is left behind."""
-    import models.atomic as atomic
+    import hwcosim.models.atomic as atomic
 
     real, calls = atomic.write_text, []
 
@@ -163,7 +163,7 @@ def test_full_disk_mid_command_exits_2_and_leaves_no_folder(tmp_path, capsys, mo
 
 def _fake_bridge(exc):
     def run_bridge(sp, *, model_only, sim, test_dir):
-        from cosim.flow.runs import seal
+        from hwcosim.cosim.flow.runs import seal
 
         test_dir.mkdir(parents=True)
         (test_dir / "inputs.json").write_text("{}")
@@ -174,8 +174,8 @@ def _fake_bridge(exc):
 
 
 def test_bridge_keeps_its_run_folder_when_the_rtl_disagrees(tmp_path, capsys, monkeypatch):
-    import cosim.designs.kvdirect.bridge as kv
-    from cosim.flow.bridge import BridgeMismatch
+    import hwcosim.cosim.designs.kvdirect.bridge as kv
+    from hwcosim.cosim.flow.bridge import BridgeMismatch
 
     monkeypatch.setattr(kv, "run_bridge", _fake_bridge(BridgeMismatch("1 of 32 KV-Direct RTL responses differ")))
     out = tmp_path / "o"
@@ -187,7 +187,7 @@ def test_bridge_keeps_its_run_folder_when_the_rtl_disagrees(tmp_path, capsys, mo
 
 
 def test_bridge_leaves_nothing_after_a_full_disk(tmp_path, capsys, monkeypatch):
-    import cosim.designs.kvdirect.bridge as kv
+    import hwcosim.cosim.designs.kvdirect.bridge as kv
 
     monkeypatch.setattr(kv, "run_bridge", _fake_bridge(OSError(errno.ENOSPC, "No space left on device")))
     assert main(["cosim", "kv", "-o", str(tmp_path / "o")]) == 2

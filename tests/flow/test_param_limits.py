@@ -2,8 +2,8 @@
 
 import pytest
 
-from cosim.cli import main
-from models.bbs.spmxv import BBSParams
+from hwcosim.cosim.cli import main
+from hwcosim.models.bbs.spmxv import BBSParams
 
 
 @pytest.mark.parametrize("field,value", [("rows", 10**20), ("cols", 1 << 17), ("pes", 4096), ("banks", 2048)])
@@ -28,7 +28,7 @@ def test_cli_huge_param_exit_2(tmp_path, capsys):
 
 
 def test_beamraster_limits():
-    from models.beamraster.datapath import PrecoderParams
+    from hwcosim.models.beamraster.datapath import PrecoderParams
 
     with pytest.raises(ValueError, match="M=1048576 is beyond"):
         PrecoderParams(M=1 << 20)
@@ -36,7 +36,7 @@ def test_beamraster_limits():
 
 
 def test_csr_limits():
-    from models.bbs.csr import CSRParams
+    from hwcosim.models.bbs.csr import CSRParams
 
     with pytest.raises(ValueError, match="rows=100000000 is beyond"):
         CSRParams(rows=10**8, cols=64, mults=8)

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from cosim.designs import designs, resolve_params
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.registry import designs, resolve_params
 
 
 def _err(capsys) -> list[str]:
@@ -18,7 +18,7 @@ def _err(capsys) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(designs()))
 def test_every_design_rejects_an_unknown_field(name):
-    from models.errors import UsageError
+    from hwcosim.models.errors import UsageError
 
     d = designs()[name]
     with pytest.raises(UsageError, match="no such parameter"):
@@ -67,8 +67,8 @@ def test_verilog_params_file_applies(tmp_path):
 
 
 def test_sim_aliases_and_csb_fields(tmp_path, capsys):
-    from cosim.cli.commands import _bbs_from_csb, register  # noqa: F401
-    from pruning.formats import csb
+    from hwcosim.cosim.cli.commands import _bbs_from_csb, register  # noqa: F401
+    from hwcosim.pruning.formats import csb
 
     m = csb.encode(np.random.default_rng(0).normal(size=(16, 32)), 4, 0.5)
     csb.save(m, tmp_path / "w")
@@ -87,7 +87,7 @@ def test_sim_aliases_and_csb_fields(tmp_path, capsys):
 def test_sweep_takes_param_and_params(tmp_path):
     import argparse
 
-    from cosim.flow.sweep import register, spec_from_args
+    from hwcosim.cosim.flow.sweep import register, spec_from_args
 
     ap = argparse.ArgumentParser()
     register(ap.add_subparsers(dest="cmd"))
@@ -100,7 +100,7 @@ def test_sweep_takes_param_and_params(tmp_path):
 def _sweep_spec(tmp_path, argv):
     import argparse
 
-    from cosim.flow.sweep import register, spec_from_args
+    from hwcosim.cosim.flow.sweep import register, spec_from_args
 
     ap = argparse.ArgumentParser()
     register(ap.add_subparsers(dest="cmd"))
@@ -109,7 +109,7 @@ def _sweep_spec(tmp_path, argv):
 
 def test_sweep_command_line_beats_the_spec_file(tmp_path):
     """--set seed=11 used to be overwritten by the spec's [workload] seed (every point ran seed 7)."""
-    from cosim.flow.sweep import expand
+    from hwcosim.cosim.flow.sweep import expand
 
     f = tmp_path / "s.toml"
     f.write_text('design = "melo-engine"\n[workload]\nseed = 7\nloss = 0.05\n[grid]\npool_blocks = [64, 128]\n')
@@ -123,7 +123,7 @@ def test_sweep_command_line_beats_the_spec_file(tmp_path):
 
 
 def test_sweep_param_that_cannot_apply_is_an_error(tmp_path):
-    from cosim.flow.sweep import expand
+    from hwcosim.cosim.flow.sweep import expand
 
     with pytest.raises(ValueError, match="workload setting"):
         _sweep_spec(tmp_path, ["melo-engine", "--param", "seed=3"])

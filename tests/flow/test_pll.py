@@ -9,9 +9,9 @@ import itertools
 
 import pytest
 
-from cosim.cli import main
-from hdl.common.clocking import ECP5_PLL_LIMITS as L
-from hdl.common.clocking import ecp5_pll_nearest, ecp5_pll_settings
+from hwcosim.cosim.cli import main
+from hwcosim.hdl.common.clocking import ECP5_PLL_LIMITS as L
+from hwcosim.hdl.common.clocking import ecp5_pll_nearest, ecp5_pll_settings
 
 
 def _valid(s) -> bool:
@@ -80,9 +80,9 @@ def test_board_top_with_pll_elaborates_ehxplll_and_uart_divisor(tmp_path):
     output, and the UART divisor from 80 MHz (not from the 25 MHz oscillator)."""
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    from hdl.bbs.board import board_top
-    from models.bbs.spmxv import BBSParams
-    from models.hostlink import divisor_for
+    from hwcosim.hdl.bbs.board import board_top
+    from hwcosim.models.bbs.spmxv import BBSParams
+    from hwcosim.models.hostlink import divisor_for
 
     s = ecp5_pll_settings(25.0, 80.0)
     top = board_top(BBSParams(rows=8, cols=16, banks=4, k=1, pes=2), 115200, s)

@@ -1,4 +1,4 @@
-"""Precedence is defined once (:mod:`models.precedence`) and holds for every command that merges a
+"""Precedence is defined once (:mod:`hwcosim.models.precedence`) and holds for every command that merges a
 file with its command line: command line over file over defaults, and a value that cannot apply is
 an error, never silently dropped (issue 27, requirement 8).
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim.cli import build_parser, leaf_parsers, main
-from models.errors import UsageError
-from models.precedence import layered, sources
+from hwcosim.cosim.cli import build_parser, leaf_parsers, main
+from hwcosim.models.errors import UsageError
+from hwcosim.models.precedence import layered, sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "models" / "systems" / "cluster" / "scenarios"
@@ -52,7 +52,7 @@ TESTS = {
     "cluster run": ("tests/flow/test_precedence.py", "test_cluster_run_seed"),
 }
 #: the modules where those commands merge their layers: each goes through models.precedence
-MERGE_SITES = ["cosim/designs/__init__.py", "cosim/cli/commands.py", "cosim/designs/bbs/board.py",
+MERGE_SITES = ["cosim/registry.py", "cosim/cli/commands.py", "cosim/designs/bbs/board.py",
                "cosim/flow/sweep.py", "pruning/cli.py", "cosim/designs/melo/bridge.py",
                "cosim/designs/fss/bridge.py", "cosim/designs/kvdirect/bridge.py", "cosim/cli/cluster.py"]
 
@@ -70,7 +70,7 @@ def test_every_merging_command_has_a_precedence_test():
 @pytest.mark.parametrize("path", MERGE_SITES)
 def test_merge_sites_use_the_one_rule(path):
     text = (ROOT / path).read_text()
-    assert "from models.precedence import" in text, f"{path} merges layers without models.precedence"
+    assert "from hwcosim.models.precedence import" in text, f"{path} merges layers without models.precedence"
 
 
 # ---- the rule ------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def _csb(tmp_path, rows=16, cols=32, banks=4):
 
 
 def test_sim_params_file_aliases_then_param(tmp_path):
-    from cosim.cli.commands import _bbs_from_csb
+    from hwcosim.cosim.cli.commands import _bbs_from_csb
 
     csb = _csb(tmp_path)
     f = tmp_path / "p.toml"
@@ -116,8 +116,8 @@ def test_sim_params_file_aliases_then_param(tmp_path):
 
 
 def test_board_run_params_file_then_param(tmp_path):
-    from cosim.designs import get_design
-    from cosim.designs.bbs.board import cli_inputs
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.cosim.designs.bbs.board import cli_inputs
 
     d = get_design("bbs-spmxv")
     f = tmp_path / "p.toml"
@@ -134,8 +134,8 @@ def test_board_run_params_file_then_param(tmp_path):
 def test_build_board_configuration_then_file_then_param(tmp_path):
     """hwcosim build: the design's board configuration, then --params, then --param (a --param used to
     replace the whole board configuration by the design's defaults)."""
-    from cosim.cli.build import plan_params
-    from cosim.designs import get_design
+    from hwcosim.cosim.cli.build import plan_params
+    from hwcosim.cosim.registry import get_design
 
     d = get_design("bbs-spmxv")
     board = d.board_params()
@@ -182,7 +182,7 @@ def test_prune_flags_override_the_config(tmp_path, capsys):
 
 # ---- cosim melo / serve / kv --scenario ------------------------------------------------------------
 def _scenario(tmp_path, old: str = "", new: str = ""):
-    from models.systems.cluster.scenario import load_scenario
+    from hwcosim.models.systems.cluster.scenario import load_scenario
 
     text = COSIM.read_text()
     assert old in text
@@ -192,7 +192,7 @@ def _scenario(tmp_path, old: str = "", new: str = ""):
 
 
 def test_cosim_melo_command_line_file_default(tmp_path):
-    from cosim.designs.melo.bridge import params_from_scenario
+    from hwcosim.cosim.designs.melo.bridge import params_from_scenario
 
     sc = _scenario(tmp_path)
     p = params_from_scenario(sc)
@@ -204,7 +204,7 @@ def test_cosim_melo_command_line_file_default(tmp_path):
 
 
 def test_cosim_serve_command_line_file_default(tmp_path):
-    from cosim.designs.fss.bridge import ServeScenarioParams, params_from_scenario
+    from hwcosim.cosim.designs.fss.bridge import ServeScenarioParams, params_from_scenario
 
     sc = _scenario(tmp_path)
     d = ServeScenarioParams(device="bbs")
@@ -217,7 +217,7 @@ def test_cosim_serve_command_line_file_default(tmp_path):
 
 
 def test_cosim_kv_command_line_file_default(tmp_path):
-    from cosim.designs.kvdirect.bridge import KVScenarioParams, params_from_scenario
+    from hwcosim.cosim.designs.kvdirect.bridge import KVScenarioParams, params_from_scenario
 
     sc = _scenario(tmp_path)
     p = params_from_scenario(sc)
@@ -230,7 +230,7 @@ def test_cosim_kv_command_line_file_default(tmp_path):
 
 def test_cluster_run_seed(tmp_path, monkeypatch):
     """--seed over the file's seed; the run itself is stopped at once (its output is tested elsewhere)."""
-    from models.systems.cluster import scenario
+    from hwcosim.models.systems.cluster import scenario
 
     class Seen(Exception):
         pass

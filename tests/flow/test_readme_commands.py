@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim.cli import build_parser
+from hwcosim.cosim.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]

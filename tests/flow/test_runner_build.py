@@ -7,7 +7,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from cosim.flow import runner
+from hwcosim.cosim.flow import runner
 
 
 class _Acc(wiring.Component):
@@ -85,7 +85,7 @@ def test_bad_optimisation_level_is_refused(monkeypatch):
 
 def test_only_the_testbench_module_is_assertion_rewritten(monkeypatch):
     monkeypatch.delenv("COCOTB_REWRITE_ASSERTION_FILES", raising=False)
-    assert runner._rewrite_files("cosim.designs.fss.tb_bridge") == "tb_bridge.py"
+    assert runner._rewrite_files("hwcosim.cosim.designs.fss.tb_bridge") == "tb_bridge.py"
     assert runner._rewrite_files("tb") == "tb.py"
     monkeypatch.setenv("COCOTB_REWRITE_ASSERTION_FILES", "*.py")
-    assert runner._rewrite_files("cosim.designs.fss.tb_bridge") == "*.py"
+    assert runner._rewrite_files("hwcosim.cosim.designs.fss.tb_bridge") == "*.py"

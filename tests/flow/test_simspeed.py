@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from cosim.designs import get_design
-from cosim.flow import simspeed
-from cosim.flow.bench import BENCHES
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.registry import get_design
+from hwcosim.cosim.flow import simspeed
+from hwcosim.cosim.flow.bench import BENCHES
+from hwcosim.models.melo.engine import MeloEngineParams
 
 SMALL_MELO = MeloEngineParams(n_conns=16, psn_bits=24, block_bits=16, pool_blocks=16, max_blocks_per_conn=4)
 

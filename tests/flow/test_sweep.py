@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cosim.cli import main
-from cosim.flow import sweep
-from cosim.flow.runner import SimFailure
+from hwcosim.cosim.cli import main
+from hwcosim.cosim.flow import sweep
+from hwcosim.cosim.flow.runner import SimFailure
 
 SPECS = sorted((Path(sweep.__file__).parent / "sweeps").glob("*.toml"))
 SMALL = {"rows": 16, "cols": 32, "banks": 4, "sparsity": 0.5}
@@ -175,7 +175,7 @@ def test_bbs_two_point_sweep_then_cached(tmp_path, monkeypatch, capsys):
     assert by[4]["metrics"]["cycles"] < by[2]["metrics"]["cycles"]  # more PEs, fewer cycles
     assert json.loads((tmp_path / "sweep.json").read_text())["counts"]["ok"] == 2
     assert (tmp_path / "pareto_cycles_vs_multipliers.png").stat().st_size > 1000
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     for run in (tmp_path / "runs").iterdir():  # every point's run folder re-verifies without simulating
         assert main(["check", str(run)]) == 0, capsys.readouterr().err

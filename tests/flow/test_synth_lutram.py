@@ -2,7 +2,7 @@
 
 import pytest
 
-from cosim.flow.synth import _patched_lutram_lib, synthesize
+from hwcosim.cosim.flow.synth import _patched_lutram_lib, synthesize
 
 # 1024 words x 6 bits, one address shared by the write and the asynchronous read: the shape of
 # the KV-Direct pipeline's former tail table. Unpatched, Yosys picks a single-port option "ABITS 16" that its own

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.tables import json_session, missing_unit, show, table
+from hwcosim.models.tables import json_session, missing_unit, show, table
 
 
 @pytest.mark.parametrize("header", ["wall s", "Fmax (MHz)", "M edges/s/core", "p99 ms", "LUT", "cycles", "k",

@@ -27,7 +27,7 @@ def toy(monkeypatch):
 
 
 def test_registry_lists_it(toy):
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     ds = designs()
     assert "toy-fir" in ds and ds["toy-fir"].family == "fir"
@@ -35,13 +35,13 @@ def test_registry_lists_it(toy):
 
 def test_without_the_variable_it_is_gone(monkeypatch):
     monkeypatch.delenv("HWCOSIM_DESIGN_MODULES", raising=False)
-    from cosim.designs import designs
+    from hwcosim.cosim.registry import designs
 
     assert "toy-fir" not in designs()
 
 
 def test_cli_choices_and_verilog(toy, tmp_path, capsys):
-    from cosim.cli import build_parser, main
+    from hwcosim.cosim.cli import build_parser, main
 
     help_text = build_parser()._subparsers._group_actions[0].choices["verilog"].format_help()
     assert "toy-fir" in help_text
@@ -54,7 +54,7 @@ def test_cli_choices_and_verilog(toy, tmp_path, capsys):
 
 
 def test_formal_providers_and_docs_and_benches(toy, tmp_path):
-    from cosim.flow import bench, docs, formal
+    from hwcosim.cosim.flow import bench, docs, formal
 
     assert formal.providers()["toy-fir"] == "toy_fir.formal:formal_checks"
     names = {c.name for c in formal.checks("toy-fir")}
@@ -82,8 +82,8 @@ def test_golden_model_is_a_real_filter():
 
 @pytest.mark.sim
 def test_sim_through_its_testbench(toy, tmp_path):
-    from cosim.designs import get_design, resolve
-    from cosim.flow.runner import run
+    from hwcosim.cosim.registry import get_design, resolve
+    from hwcosim.cosim.flow.runner import run
 
     d = get_design("toy-fir")
     p = d.default_params()
@@ -98,8 +98,8 @@ def test_sim_through_its_testbench(toy, tmp_path):
 def test_testbench_asserts_keep_pytests_messages(toy, tmp_path):
     """cocotb rewrites only the testbench module's asserts (runner._rewrite_files): a wrong golden
     word still fails with pytest's introspected comparison in the log."""
-    from cosim.designs import get_design, resolve
-    from cosim.flow.runner import run
+    from hwcosim.cosim.registry import get_design, resolve
+    from hwcosim.cosim.flow.runner import run
 
     d = get_design("toy-fir")
     p = d.default_params()
@@ -115,7 +115,7 @@ def test_testbench_asserts_keep_pytests_messages(toy, tmp_path):
 
 @pytest.mark.formal
 def test_formal_bmc_passes(toy, tmp_path):
-    from cosim.flow import formal
+    from hwcosim.cosim.flow import formal
 
     c = next(c for c in formal.checks("toy-fir") if c.name == "bmc")
     r = formal.run_check(c, tmp_path)

@@ -5,11 +5,11 @@ import re
 import numpy as np
 import pytest
 
-from cosim.designs.bbs.spmxv import run_spmxv
-from cosim.flow.waves import ports
-from models.bbs.spmxv import BBSParams
-from models.fixedpoint import quantize
-from pruning.formats.csb import encode
+from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+from hwcosim.cosim.flow.waves import ports
+from hwcosim.models.bbs.spmxv import BBSParams
+from hwcosim.models.fixedpoint import quantize
+from hwcosim.pruning.formats.csb import encode
 
 
 def test_ports_parse():

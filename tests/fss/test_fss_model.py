@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q, dequantize, quantize, requantize
-from models.fss.gemm import (
+from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize
+from hwcosim.models.fss.gemm import (
     HBM,
     U280_HBM,
     CycleModel,
@@ -18,7 +18,7 @@ from models.fss.gemm import (
     regions_to_dense,
     unpack_output_beats,
 )
-from pruning.formats.fss import encode
+from hwcosim.pruning.formats.fss import encode
 
 
 def _case(p, rows=16, cols=32, t=4, seed=0):
@@ -165,7 +165,7 @@ def test_hbm_weight_modes():
 
 def test_gemm_compiled_path_equals_the_dense_product():
     """Above the size threshold gemm() uses the compiled integer COO product: identical words."""
-    from models.fss import gemm as g
+    from hwcosim.models.fss import gemm as g
 
     p = g.FSSParams(max_rows=256, max_cols=512)
     rng = np.random.default_rng(5)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from cosim.designs import get_design
-from cosim.flow.runner import to_verilog
-from hdl.fss import FSSGemm
-from models.fss.gemm import FSSParams
+from hwcosim.cosim.registry import get_design
+from hwcosim.cosim.flow.runner import to_verilog
+from hwcosim.hdl.fss import FSSGemm
+from hwcosim.models.fss.gemm import FSSParams
 
 
 def test_design_is_registered_and_emits_verilog():
@@ -22,7 +22,7 @@ def test_wrong_params_type_is_refused():
 
 @pytest.mark.synth
 def test_small_engine_synthesises_with_one_dsp_per_multiplier(tmp_path):
-    from cosim.flow.synth import synthesize
+    from hwcosim.cosim.flow.synth import synthesize
 
     p = FSSParams(region=(2, 4), n=2, pe_rows=2, pe_cols=1, max_rows=16, max_cols=16)
     rep = synthesize(to_verilog(FSSGemm(p), "fss_gemm"), "fss_gemm", "xcup", out_dir=tmp_path)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from cosim.designs.kvdirect.bridge import ENGINE, KVScenarioParams, check_transcript, run_bridge, run_model
-from cosim.flow.bridge import BridgeMismatch
-from models.kvdirect.rtl_model import GET, PUT, Request, golden_run, pack_request, pack_response
+from hwcosim.cosim.designs.kvdirect.bridge import ENGINE, KVScenarioParams, check_transcript, run_bridge, run_model
+from hwcosim.cosim.flow.bridge import BridgeMismatch
+from hwcosim.models.kvdirect.rtl_model import GET, PUT, Request, golden_run, pack_request, pack_response
 
 SMALL = KVScenarioParams(n_workers=2, iterations=2, keys_per_iter=6, n_keys=12, seed=2)
 
@@ -77,7 +77,7 @@ def test_one_worker_model_equals_rtl_exactly(tmp_path):
 def test_model_only_cli(tmp_path, capsys):
     import json
 
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["cosim", "kv", "--model-only", "--workers", "2", "--iterations", "1", "-o", str(tmp_path)]) == 0
     d = json.loads((tmp_path / "bridge_kv.json").read_text())
@@ -93,8 +93,8 @@ def test_rtl_in_the_loop_from_the_cluster_scenario_file(tmp_path):
     # two batches overlap, where the model device's rules are exact (with dp4's four workers they are not: NOTES)
     from pathlib import Path
 
-    from cosim.designs.kvdirect.bridge import params_from_scenario
-    from models.systems.cluster.scenario import load_scenario
+    from hwcosim.cosim.designs.kvdirect.bridge import params_from_scenario
+    from hwcosim.models.systems.cluster.scenario import load_scenario
 
     f = Path(__file__).resolve().parents[2] / "models/systems/cluster/scenarios/cosim_small.toml"
     sp = params_from_scenario(load_scenario(f), n_workers=1)

@@ -7,8 +7,8 @@ golden store. Plus the host side's checks."""
 import numpy as np
 import pytest
 
-from cosim.designs.kvdirect.board import compare, in_request_order
-from models.kvdirect.rtl_model import PipelineParams, golden_run, make_stream, pack_request, pack_response
+from hwcosim.cosim.designs.kvdirect.board import compare, in_request_order
+from hwcosim.models.kvdirect.rtl_model import PipelineParams, golden_run, make_stream, pack_request, pack_response
 
 P = PipelineParams(memory_bytes=8192, entries=16, rs_slots=64)
 
@@ -19,7 +19,7 @@ def _reqs(n=120, seed=4):
 
 @pytest.mark.sim
 def test_kvdirect_board_session_through_uart_matches_golden(tmp_path, run_folder_checks):
-    from cosim.designs.kvdirect.board import run_board_sim
+    from hwcosim.cosim.designs.kvdirect.board import run_board_sim
 
     reqs = _reqs()
     res = run_board_sim(P, reqs, rate_error=0.02, test_dir=tmp_path)
@@ -34,7 +34,7 @@ def test_kvdirect_board_session_through_uart_matches_golden(tmp_path, run_folder
 
 def test_compare_matches_by_tag_and_catches_errors():
     reqs = _reqs(40)
-    from models.kvdirect.rtl_model import unpack_request
+    from hwcosim.models.kvdirect.rtl_model import unpack_request
 
     want = [pack_response(r) for r in golden_run(P, [unpack_request(w) for w in reqs])[0]]
     c = {"OPS_IN": 40, "OPS_OUT": 40, "CYCLES": 1}
@@ -52,7 +52,7 @@ def test_compare_matches_by_tag_and_catches_errors():
 
 
 def test_core_refuses_too_many_entries():
-    from hdl.kvdirect.board import KVBoardCore
+    from hwcosim.hdl.kvdirect.board import KVBoardCore
 
     with pytest.raises(ValueError, match="tags would repeat"):
         KVBoardCore(PipelineParams(memory_bytes=8192, entries=256, rs_slots=64))

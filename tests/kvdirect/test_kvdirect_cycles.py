@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from models.kvdirect.cycles import EX_STAGES, simulate_cycles
-from models.kvdirect.rtl_model import GET, PIPE_CYCLES, PUT, PipelineParams, Request, bucket_of, make_stream
+from hwcosim.models.kvdirect.cycles import EX_STAGES, simulate_cycles
+from hwcosim.models.kvdirect.rtl_model import GET, PIPE_CYCLES, PUT, PipelineParams, Request, bucket_of, make_stream
 
 P = PipelineParams(memory_bytes=8192, entries=8, rs_slots=64)
 
@@ -64,7 +64,7 @@ def test_wrong_arguments():
 @pytest.mark.slow  # ~80 s of Icarus per run on the shared machine: make bench, not make test
 @pytest.mark.parametrize("forward", [True, False], ids=["forward", "no-forward"])
 def test_cycle_model_tracks_the_rtl(tmp_path, forward):
-    from cosim.designs.kvdirect.pipeline import run_pipeline
+    from hwcosim.cosim.designs.kvdirect.pipeline import run_pipeline
 
     sim = "icarus" if shutil.which("iverilog") else "verilator"  # Icarus compiles instantly
     p = PipelineParams(memory_bytes=8192, entries=8, rs_slots=4)  # 64 buckets on 4 slots: many false dependencies

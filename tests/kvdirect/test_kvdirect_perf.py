@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from cosim.cli.kvdirect import register
-from models.kvdirect.perf import (
+from hwcosim.cosim.cli.kvdirect import register
+from hwcosim.models.kvdirect.perf import (
     HWParams,
     _nic_shares,
     atomic_rates,
@@ -21,7 +21,7 @@ from models.kvdirect.perf import (
     pcie_link_ops,
     prev_distance,
 )
-from models.kvdirect.workload import Workload, generate, zipf_harmonic, zipf_ranks, zipf_top_mass
+from hwcosim.models.kvdirect.workload import Workload, generate, zipf_harmonic, zipf_ranks, zipf_top_mass
 
 HW = HWParams()
 
@@ -153,7 +153,7 @@ def test_cli_study(tmp_path, capsys):
 
 
 def test_cli_bad_input(tmp_path, capsys):
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     code = main(["kvdirect", "study", "-o", str(tmp_path), "--nics", "0"])
     assert code == 2

@@ -5,9 +5,9 @@ import zlib
 import numpy as np
 import pytest
 
-from hdl.kvdirect.hash import crc_matrix
-from models.kvdirect.hashing import key_hash
-from models.kvdirect.rtl_model import (
+from hwcosim.hdl.kvdirect.hash import crc_matrix
+from hwcosim.models.kvdirect.hashing import key_hash
+from hwcosim.models.kvdirect.rtl_model import (
     ATOMIC,
     DELETE,
     ERROR,
@@ -119,8 +119,8 @@ def test_key_hash_rtl_matches_model():
     models.hashing."""
     from amaranth.sim import Simulator
 
-    from hdl.kvdirect import KeyHash
-    from models.kvdirect.rtl_model import HASH_STAGES
+    from hwcosim.hdl.kvdirect import KeyHash
+    from hwcosim.models.kvdirect.rtl_model import HASH_STAGES
 
     dut = KeyHash()
     rng = np.random.default_rng(2)
@@ -165,8 +165,8 @@ def test_predicted_throughput_bounds():
 
 
 def test_design_is_registered_for_hwcosim_verilog():
-    from cosim.designs import get_design, override_params
-    from cosim.flow.runner import to_verilog
+    from hwcosim.cosim.registry import get_design, override_params
+    from hwcosim.cosim.flow.runner import to_verilog
 
     d = get_design("kvdirect-pipeline")
     p = override_params(d.default_params(), ["entries=4", "rs_slots=8", "memory_bytes=4096"])
@@ -177,9 +177,9 @@ def test_design_is_registered_for_hwcosim_verilog():
 
 @pytest.mark.synth
 def test_key_hash_synthesises_with_two_multipliers(tmp_path):
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import synthesize
-    from hdl.kvdirect import KeyHash
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.hdl.kvdirect import KeyHash
 
     rep = synthesize(to_verilog(KeyHash(), "kvdirect_keyhash"), "kvdirect_keyhash", "xcup", out_dir=tmp_path)
     r = rep["resources"]

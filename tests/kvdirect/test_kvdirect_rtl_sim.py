@@ -2,10 +2,10 @@
 
 import pytest
 
-import cosim.designs.kvdirect.pipeline as ck
-from cosim.designs.kvdirect.pipeline import run_pipeline
-from cosim.flow.runner import SimFailure
-from models.kvdirect.rtl_model import ATOMIC, PipelineParams, Request, Response, make_stream
+import hwcosim.cosim.designs.kvdirect.pipeline as ck
+from hwcosim.cosim.designs.kvdirect.pipeline import run_pipeline
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.kvdirect.rtl_model import ATOMIC, PipelineParams, Request, Response, make_stream
 
 pytestmark = pytest.mark.sim
 
@@ -90,7 +90,7 @@ def _colliding_stream(p, sizes, n_ops: int, seed: int) -> list[Request]:
     bucket full."""
     import random
 
-    from models.kvdirect.rtl_model import DELETE, GET, PUT, bucket_of
+    from hwcosim.models.kvdirect.rtl_model import DELETE, GET, PUT, bucket_of
 
     rng = random.Random(seed)
     groups, by_bucket, k = [], {}, 1
@@ -108,7 +108,7 @@ def _colliding_stream(p, sizes, n_ops: int, seed: int) -> list[Request]:
 
 @pytest.mark.parametrize("forward", [False, True], ids=["chained", "forwarded"])
 def test_repeated_puts_in_crowded_buckets_write_only_when_the_bucket_changes(tmp_path, forward):
-    from models.kvdirect.rtl_model import OK, PUT, RTLStore, bucket_of, execute, key_to_bytes
+    from hwcosim.models.kvdirect.rtl_model import OK, PUT, RTLStore, bucket_of, execute, key_to_bytes
 
     reqs = _colliding_stream(PA, (2, 2, 3), 300, seed=7)
     # the stream reaches every case of the PUT's write decision (counted on the golden store)
@@ -137,7 +137,7 @@ def test_more_entries_than_one_match_flag_group(tmp_path):
     """32 entries (the bridge's engine, whose simulation build this shares): the dispatch stage's
     registered match flags cover 16 entries each, and with a long memory latency a hot key's
     chain spans both groups."""
-    from cosim.designs.kvdirect.bridge import ENGINE
+    from hwcosim.cosim.designs.kvdirect.bridge import ENGINE
 
     assert ENGINE.entries == 32
     reqs = make_stream(300, 12, "zipf", seed=5)

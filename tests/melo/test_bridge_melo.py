@@ -2,10 +2,10 @@
 
 import pytest
 
-from cosim.designs.melo.bridge import MeloScenarioParams, check_transcript, run_bridge, run_model
-from cosim.designs.melo.engine import golden_streams
-from cosim.flow.bridge import BridgeMismatch
-from models.melo.engine import pack_event
+from hwcosim.cosim.designs.melo.bridge import MeloScenarioParams, check_transcript, run_bridge, run_model
+from hwcosim.cosim.designs.melo.engine import golden_streams
+from hwcosim.cosim.flow.bridge import BridgeMismatch
+from hwcosim.models.melo.engine import pack_event
 
 SMALL = MeloScenarioParams(scale=0.25, loss=0.03, seed=3)
 
@@ -70,7 +70,7 @@ def test_rtl_in_the_loop_matches_the_golden_model(tmp_path, run_folder_checks):
 def test_model_only_cli(tmp_path, capsys):
     import json
 
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["cosim", "melo", "--model-only", "--scale", "0.25", "-o", str(tmp_path)]) == 0
     d = json.loads((tmp_path / "bridge_melo.json").read_text())
@@ -83,7 +83,7 @@ def test_model_only_cli(tmp_path, capsys):
 def test_cli_user_flows(tmp_path, capsys):
     import json
 
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     args = ["cosim", "melo", "--model-only", "-o", str(tmp_path),
             "--flow", "1,2,65536,0", "--flow", "3,2,32768,1.5", "--flow", "0,3,131072,0.5"]
@@ -105,8 +105,8 @@ def test_rtl_in_the_loop_from_the_cluster_scenario_file(tmp_path):
     # the file hwcosim cluster run reads: topology, dp4's ring hops, the lossy port-down#1 failure
     from pathlib import Path
 
-    from cosim.designs.melo.bridge import params_from_scenario
-    from models.systems.cluster.scenario import load_scenario
+    from hwcosim.cosim.designs.melo.bridge import params_from_scenario
+    from hwcosim.models.systems.cluster.scenario import load_scenario
 
     f = Path(__file__).resolve().parents[2] / "models/systems/cluster/scenarios/cosim_small.toml"
     p = params_from_scenario(load_scenario(f))

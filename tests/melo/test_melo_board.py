@@ -7,16 +7,16 @@ them and the host's level-driven draining is exercised. Plus the host side's che
 import numpy as np
 import pytest
 
-from cosim.designs.melo.board import compare, golden_of, traffic
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.designs.melo.board import compare, golden_of, traffic
+from hwcosim.models.melo.engine import MeloEngineParams
 
 P = MeloEngineParams(n_conns=8, psn_bits=12, block_bits=8, pool_blocks=8, max_blocks_per_conn=2)
 
 
 @pytest.mark.sim
 def test_melo_board_session_through_uart_matches_golden(tmp_path, run_folder_checks, monkeypatch):
-    import hdl.melo.board as hb
-    from cosim.designs.melo.board import run_board_sim
+    import hwcosim.hdl.melo.board as hb
+    from hwcosim.cosim.designs.melo.board import run_board_sim
 
     monkeypatch.setattr(hb, "OUTPUTS", (("d", 4), ("r", 4)))      # small FIFOs: the engine stalls on them
     events = traffic(P, 6, seed=2)
@@ -52,8 +52,8 @@ def test_compare_catches_a_wrong_word_and_counter():
 
 
 def test_register_map_and_widths():
-    from hdl.common.stream_host import stream_host_regs
-    from hdl.melo.board import INPUTS, OUTPUTS, STATUS, melo_host
+    from hwcosim.hdl.common.stream_host import stream_host_regs
+    from hwcosim.hdl.melo.board import INPUTS, OUTPUTS, STATUS, melo_host
 
     regs = {r.name: r.addr for r in stream_host_regs(INPUTS, OUTPUTS, STATUS)}
     assert regs["CTRL"] == 0 and regs["ID"] == 4 and regs["IN_FREE0"] == 8 and regs["LEVEL1"] == 16

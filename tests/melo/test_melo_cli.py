@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from cosim.cli import melo as cli
-from models.melo import study
+from hwcosim.cosim.cli import melo as cli
+from hwcosim.models.melo import study
 
 TINY = {
     "losses": [0.0, 0.02],

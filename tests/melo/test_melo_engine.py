@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams, MeloResponse
+from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams, MeloResponse
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,11 +3,11 @@ and a small synthesis check."""
 
 import pytest
 
-from cosim.designs import get_design, override_params
-from cosim.flow.runner import to_verilog
-from hdl.melo import MeloEngine
-from hdl.melo.engine import delivery_layout, event_layout, metadata_layout, response_layout
-from models.melo.engine import (
+from hwcosim.cosim.registry import get_design, override_params
+from hwcosim.cosim.flow.runner import to_verilog
+from hwcosim.hdl.melo import MeloEngine
+from hwcosim.hdl.melo.engine import delivery_layout, event_layout, metadata_layout, response_layout
+from hwcosim.models.melo.engine import (
     NACK,
     MeloEngineParams,
     MeloResponse,
@@ -61,7 +61,7 @@ def test_verilog_of_the_registered_default():
 
 @pytest.mark.synth
 def test_synthesis_maps_the_engine(tmp_path):
-    from cosim.flow.synth import synthesize
+    from hwcosim.cosim.flow.synth import synthesize
 
     p = MeloEngineParams(n_conns=16, psn_bits=12, block_bits=16, pool_blocks=16, max_blocks_per_conn=2)
     rep = synthesize(to_verilog(MeloEngine(p), "melo_engine"), "melo_engine", "xcup", out_dir=tmp_path)

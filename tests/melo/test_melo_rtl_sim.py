@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from cosim.designs.melo.engine import golden_streams, in_order_traffic, lossy_traffic, run_melo_engine
-from cosim.flow.runner import SimFailure
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.designs.melo.engine import golden_streams, in_order_traffic, lossy_traffic, run_melo_engine
+from hwcosim.cosim.flow.runner import SimFailure
+from hwcosim.models.melo.engine import MeloEngineParams
 
 pytestmark = pytest.mark.sim
 

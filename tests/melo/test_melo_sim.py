@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from models.melo import sim as melo_sim
-from models.melo.sim import DeliveryError, LossModel, SimParams, _LossStream, simulate
-from models.melo.workloads import DATA_MINING, WEB_SEARCH, poisson_flows
+from hwcosim.models.melo import sim as melo_sim
+from hwcosim.models.melo.sim import DeliveryError, LossModel, SimParams, _LossStream, simulate
+from hwcosim.models.melo.workloads import DATA_MINING, WEB_SEARCH, poisson_flows
 
 FLOWS = dict(workload="websearch", n_flows=40, load=0.6, max_flow_bytes=150e3, duration_us=1e6)
 

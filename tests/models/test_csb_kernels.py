@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.csb_kernels import CSBPacked, index_dtype, spmm, spmm_int, spmv
+from hwcosim.models.csb_kernels import CSBPacked, index_dtype, spmm, spmm_int, spmv
 
 
 def _csb(rows, banks, bank_size, k, rng, integer=False):
@@ -67,7 +67,7 @@ def test_wrong_inputs():
 
 def test_study_sizes_bench_section():
     """The csb_kernels bench's record of the golden/float products at the study sizes (exact integer)."""
-    from pruning.csb_bench import study_sizes
+    from hwcosim.pruning.csb_bench import study_sizes
 
     res = study_sizes(repeats=1)
     assert res["matrix"]["rows"] == 256 and res["matrix"]["cols"] == 72 and len(res["load_average"]) == 3

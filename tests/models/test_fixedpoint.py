@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q, acc_bits, dequantize, quantize, requantize
+from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, quantize, requantize
 
 
 def test_init_and_ranges():
@@ -57,7 +57,7 @@ def test_fitting_and_roundtrip():
 def test_atomic_write_permissions_and_no_leftovers(tmp_path):
     import os
 
-    from models.atomic import atomic_path, write_text
+    from hwcosim.models.atomic import atomic_path, write_text
 
     write_text(tmp_path / "a.txt", "x")
     mask = os.umask(0)
@@ -76,7 +76,7 @@ def test_save_png_atomic_and_closes_the_figure(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])

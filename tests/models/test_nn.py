@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.nn import (
+from hwcosim.models.nn import (
     CNN,
     MLP,
     CNNConfig,
@@ -16,8 +16,8 @@ from models.nn import (
     load_digits_sequences,
     train,
 )
-from models.nn.data import load_digits_flat
-from models.nn.layers import (
+from hwcosim.models.nn.data import load_digits_flat
+from hwcosim.models.nn.layers import (
     col2im3,
     conv3_forward,
     im2col3,

@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pruning.base import PatternError, get_pattern
-from pruning.patterns.bank_balanced import BankBalanced
+from hwcosim.pruning.base import PatternError, get_pattern
+from hwcosim.pruning.patterns.bank_balanced import BankBalanced
 
 
 def test_hand_worked_example_and_tie_break():

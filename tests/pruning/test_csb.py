@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q, dequantize, quantize
-from pruning.base import PatternError
-from pruning.formats import csb
-from pruning.patterns.bank_balanced import BankBalanced
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.pruning.base import PatternError
+from hwcosim.pruning.formats import csb
+from hwcosim.pruning.patterns.bank_balanced import BankBalanced
 
 
 def _matrix(seed=0, rows=6, cols=32):
@@ -93,8 +93,8 @@ def test_integrity_covers_the_hex_image_and_every_manifest_field(tmp_path):
     import numpy as np
     import pytest
 
-    from pruning.formats import csb
-    from pruning.formats.csb import FormatError
+    from hwcosim.pruning.formats import csb
+    from hwcosim.pruning.formats.csb import FormatError
 
     m = csb.encode(np.random.default_rng(1).normal(size=(8, 16)), 4, 0.5)
     csb.save(m, tmp_path, "w")

@@ -13,10 +13,10 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.fixedpoint import Q, quantize
-from pruning.base import PatternError, get_pattern
-from pruning.formats import csb, fss, memimage, nm, sparse
-from pruning.formats.csb import FormatError, seal
+from hwcosim.models.fixedpoint import Q, quantize
+from hwcosim.pruning.base import PatternError, get_pattern
+from hwcosim.pruning.formats import csb, fss, memimage, nm, sparse
+from hwcosim.pruning.formats.csb import FormatError, seal
 
 
 def rand(rows, cols, seed=0):
@@ -338,7 +338,7 @@ def test_nm_corrupt_metadata_padding(tmp_path):
     man = json.loads((tmp_path / "w.json").read_text())
     meta = mat.metadata()
     meta[0, 1] |= 0x80
-    from pruning.formats._bundle import save_bundle
+    from hwcosim.pruning.formats._bundle import save_bundle
 
     save_bundle(
         tmp_path,
@@ -353,7 +353,7 @@ def test_nm_corrupt_metadata_padding(tmp_path):
 
 
 def test_csr_structural_refusals(tmp_path):
-    from pruning.formats._bundle import save_bundle
+    from hwcosim.pruning.formats._bundle import save_bundle
 
     fields = {"kind": "csr", "shape": [2, 3], "blocksize": [1, 1], "nnz": 2, "value_format": None}
     cases = [

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from models.bbs.spmxv import BBSParams, spmxv
-from models.fixedpoint import Q, quantize
-from pruning.bench import run_kernel_bench
-from pruning.formats import csb
-from pruning.kernels import CSBKernel, csb_columns, csb_spmm, csb_spmv
+from hwcosim.models.bbs.spmxv import BBSParams, spmxv
+from hwcosim.models.fixedpoint import Q, quantize
+from hwcosim.pruning.bench import run_kernel_bench
+from hwcosim.pruning.formats import csb
+from hwcosim.pruning.kernels import CSBKernel, csb_columns, csb_spmm, csb_spmv
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_exact_integer_matches_golden_model():
     assert acc.dtype == np.int64
     assert (acc == m.to_dense_raw() @ xr).all()
     # the golden model requantises the same exact accumulator
-    from models.fixedpoint import requantize
+    from hwcosim.models.fixedpoint import requantize
 
     golden = spmxv(p, m.values, m.indices, xr)
     assert (

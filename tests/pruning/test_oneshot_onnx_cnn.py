@@ -1,5 +1,5 @@
 """End to end on a real trained network in ONNX: the digits CNN exported by
-:func:`models.nn.onnx_export.cnn_to_onnx`, pruned by ``hwcosim prune --calibration`` from
+:func:`hwcosim.models.nn.onnx_export.cnn_to_onnx`, pruned by ``hwcosim prune --calibration`` from
 onnxruntime activations, written back with ``--dense-out`` and run in onnxruntime again."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ onnx = pytest.importorskip("onnx")
 
 @pytest.fixture(scope="module")
 def cnn_onnx(tmp_path_factory):
-    from models.nn.cnn import CNNConfig
-    from models.nn.onnx_export import cnn_to_onnx
-    from models.nn.train import TrainConfig, get_trained
+    from hwcosim.models.nn.cnn import CNNConfig
+    from hwcosim.models.nn.onnx_export import cnn_to_onnx
+    from hwcosim.models.nn.train import TrainConfig, get_trained
 
     d = tmp_path_factory.mktemp("cnn")
     model, ds, info = get_trained("cnn", CNNConfig(channels=(8, 16)), TrainConfig(epochs=6), seed=0, cache_dir=d)
@@ -46,7 +46,7 @@ def test_calibrated_pruning_of_the_trained_onnx_cnn(cnn_onnx, tmp_path):
     """BBS at 75% on the second Conv (8 banks per row = one bank of 9 weights per input channel): the pruned
     graph keeps the pattern exactly, runs in onnxruntime, and OBS keeps more accuracy than
     magnitude on the held-out test set (figures printed; the fidelity report names each layer)."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     d, model, ds = cnn_onnx
     dense = _accuracy(d / "cnn.onnx", ds)

@@ -10,13 +10,13 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="package onnx not installed (pip install onnx)")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from pruning.io import WeightIOError, load_tensors  # noqa: E402
-from pruning.onnx_io import OnnxIOError, consumers, load_onnx, write_onnx  # noqa: E402
+from hwcosim.pruning.io import WeightIOError, load_tensors  # noqa: E402
+from hwcosim.pruning.onnx_io import OnnxIOError, consumers, load_onnx, write_onnx  # noqa: E402
 
 
 def run(argv):
     """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     return main(argv)
 

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pruning.base import PatternError, get_pattern, pattern_names, topk_mask
-from pruning.patterns._select import topk_groups
-from pruning.patterns.balanced import Balanced
-from pruning.patterns.bank_balanced import BankBalanced
-from pruning.patterns.block import Block
-from pruning.patterns.fss import FSS, from_regions, to_regions
-from pruning.patterns.nm import NM
-from pruning.patterns.unstructured import Unstructured
-from pruning.patterns.vector import Vector
+from hwcosim.pruning.base import PatternError, get_pattern, pattern_names, topk_mask
+from hwcosim.pruning.patterns._select import topk_groups
+from hwcosim.pruning.patterns.balanced import Balanced
+from hwcosim.pruning.patterns.bank_balanced import BankBalanced
+from hwcosim.pruning.patterns.block import Block
+from hwcosim.pruning.patterns.fss import FSS, from_regions, to_regions
+from hwcosim.pruning.patterns.nm import NM
+from hwcosim.pruning.patterns.unstructured import Unstructured
+from hwcosim.pruning.patterns.vector import Vector
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

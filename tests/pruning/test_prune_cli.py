@@ -9,14 +9,14 @@ import sys
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q, quantize
-from pruning import cli
-from pruning.formats import csb, fss, nm, sparse
+from hwcosim.models.fixedpoint import Q, quantize
+from hwcosim.pruning import cli
+from hwcosim.pruning.formats import csb, fss, nm, sparse
 
 
 def run(argv):
     """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     return main(argv)
 

@@ -8,14 +8,14 @@ import struct
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q, dequantize, quantize
-from pruning.base import get_pattern
-from pruning.roundtrip import RoundTripError, read_safetensors, safetensors_header, write_dense
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.pruning.base import get_pattern
+from hwcosim.pruning.roundtrip import RoundTripError, read_safetensors, safetensors_header, write_dense
 
 
 def run(argv):
     """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     return main(argv)
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from models.nn import MLP, MLPConfig, TrainConfig
-from models.nn.data import load_digits_flat
-from pruning.base import get_pattern, pattern_names
-from pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity, pattern_mask_fn
+from hwcosim.models.nn import MLP, MLPConfig, TrainConfig
+from hwcosim.models.nn.data import load_digits_flat
+from hwcosim.pruning.base import get_pattern, pattern_names
+from hwcosim.pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity, pattern_mask_fn
 
 
 def test_cubic_values_by_hand():
@@ -51,7 +51,7 @@ def _local_unstructured(_name, w, s):
 def test_gradual_prune_numpy_mlp(kind):
     ds = load_digits_flat()
     m = MLP(MLPConfig(hidden=(32,)), seed=1)
-    from models.nn import train
+    from hwcosim.models.nn import train
     train(m, ds.x_train, ds.y_train, TrainConfig(epochs=5))
     if kind == "bbs":
         fn, check = pattern_mask_fn("bbs", banks=4), get_pattern("bbs", banks=4, sparsity=0.75).check
@@ -80,7 +80,7 @@ def test_gradual_prune_rejects_unknown_param():
 
 def test_torch_gradual_pruner():
     torch = pytest.importorskip("torch")
-    from pruning.schedule import TorchGradualPruner
+    from hwcosim.pruning.schedule import TorchGradualPruner
 
     torch.manual_seed(0)
     ds = load_digits_flat()

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from models.nn import CNNConfig, TrainConfig, get_trained
-from models.nn.layers import conv3_forward
-from pruning import seernet
-from pruning.seernet import (
+from hwcosim.models.nn import CNNConfig, TrainConfig, get_trained
+from hwcosim.models.nn.layers import conv3_forward
+from hwcosim.pruning import seernet
+from hwcosim.pruning.seernet import (
     conv_at,
     dense_conv_exact,
     needed_mask,

@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from pruning.base import get_pattern
-from pruning.study import accuracy_study, default_specs
+from hwcosim.pruning.base import get_pattern
+from hwcosim.pruning.study import accuracy_study, default_specs
 
 
 def cli(argv):
     """Through the one dispatcher (``hwcosim ...``): errors become exit status 2 (1 for a failed check)."""
-    from cosim.cli import main
+    from hwcosim.cosim.cli import main
 
     return main(argv)
 
@@ -24,7 +24,7 @@ def small_study(tmp_path_factory):
 
 
 def test_default_specs_cover_registered_patterns():
-    from pruning.base import pattern_names
+    from hwcosim.pruning.base import pattern_names
     specs = default_specs()
     assert {s["pattern"] for s in specs} == set(pattern_names())
     assert {"bbs-4banks", "bbs-8banks"} <= {s["label"] for s in specs}
@@ -64,8 +64,8 @@ def test_accuracy_study_result(small_study):
 
 def test_one_shot_point_matches_direct_pruning(small_study, tmp_path):
     """Independent recomputation of one one-shot point from the cached dense model."""
-    from models.nn import LSTMConfig, get_trained
-    from pruning.study import LSTM_TRAIN
+    from hwcosim.models.nn import LSTMConfig, get_trained
+    from hwcosim.pruning.study import LSTM_TRAIN
     r = accuracy_study(sparsities=(0.5,), patterns=["bbs-4banks"], hidden=16, finetune=False, cache_dir=tmp_path)
     m, ds, _ = get_trained("lstm", LSTMConfig(hidden=16), LSTM_TRAIN, 0, tmp_path)
     for p in ("W", "W_out"):

@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from models.fixedpoint import Q
-from pruning.io import WeightIOError, load_config, load_tensors, select
+from hwcosim.models.fixedpoint import Q
+from hwcosim.pruning.io import WeightIOError, load_config, load_tensors, select
 
 
 def test_npy_npz(tmp_path):
@@ -178,7 +178,7 @@ def test_npz_bomb_refused_from_the_zip_directory(tmp_path, monkeypatch):
     import numpy as np
     import pytest
 
-    from pruning import io as wio
+    from hwcosim.pruning import io as wio
 
     np.savez_compressed(tmp_path / "bomb.npz", big=np.zeros((4096, 4096), np.float32), w=np.ones((4, 8), np.float32))
     assert (tmp_path / "bomb.npz").stat().st_size < 200_000

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.cluster.arnold import (
+from hwcosim.models.systems.cluster.arnold import (
     LINGJUN_JOBS,
     POLICIES,
     _place_gpus,
     lingjun_free_hosts,
     run_lingjun_study,
 )
-from models.systems.cluster.topology import lingjun_2023
+from hwcosim.models.systems.cluster.topology import lingjun_2023
 
 
 def test_free_hosts_fragmentation_is_seeded_and_fits():

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
-from models.systems.cluster.c4p import C4PRouter, used_links_to_fail
-from models.systems.cluster.crux import (
+from hwcosim.models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
+from hwcosim.models.systems.cluster.c4p import C4PRouter, used_links_to_fail
+from hwcosim.models.systems.cluster.crux import (
     CruxRouter,
     _ecmp_fn,
     compress_levels,
@@ -18,7 +18,7 @@ from models.systems.cluster.crux import (
     intensity,
     job_link_bytes,
 )
-from models.systems.cluster.topology import GBPS, LinkKind
+from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
 
 B = 100 * GBPS
 
@@ -155,7 +155,7 @@ def test_compression_on_partial_order(seed):
 
 
 def test_crux_priority_pays_only_when_the_shared_link_is_busy():
-    from models.systems.cluster.crux import run_intensity_study
+    from hwcosim.models.systems.cluster.crux import run_intensity_study
 
     r = run_intensity_study(ratios=(1.0, 4.0), compute_over_comm=(0.25, 8.0), horizon=4.0)
     row = {(x["compute_over_comm"], x["ratio"]): x for x in r["rows"]}

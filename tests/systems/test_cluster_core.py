@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.systems.cluster import (
+from hwcosim.models.systems.cluster import (
     ECMPRouter,
     FlowNetwork,
     JobSpec,
@@ -22,7 +22,7 @@ from models.systems.cluster import (
     ring_allreduce,
     tree_allreduce,
 )
-from models.systems.cluster.topology import GBPS, LinkKind, hash_choices
+from hwcosim.models.systems.cluster.topology import GBPS, LinkKind, hash_choices
 
 B = 100 * GBPS  # 100 Gb/s in bytes/s
 
@@ -258,7 +258,7 @@ def test_two_jobs_share_link_fairly():
 @pytest.mark.parametrize("n", [2, 5, 8])
 @pytest.mark.parametrize("channels", [1, 3])
 def test_reducescatter_and_p2p_closed_forms(n, channels):
-    from models.systems.cluster import p2p, ring_reducescatter
+    from hwcosim.models.systems.cluster import p2p, ring_reducescatter
 
     t = star(n)
     S, alpha = 48e6, 4e-6

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.cluster import JobSpec, Simulator, alltoall, bus_bw_factor, clos, placement
-from models.systems.cluster.job import Comm, Compute
-from models.systems.cluster.topology import GBPS
+from hwcosim.models.systems.cluster import JobSpec, Simulator, alltoall, bus_bw_factor, clos, placement
+from hwcosim.models.systems.cluster.job import Comm, Compute
+from hwcosim.models.systems.cluster.topology import GBPS
 
 B = 100 * GBPS
 
@@ -17,7 +17,7 @@ def star(n_hosts: int, gbps: float = 100.0):
 
 
 def _time_of(topo, coll):
-    from models.systems.cluster.routing import ECMPRouter
+    from hwcosim.models.systems.cluster.routing import ECMPRouter
 
     sim = Simulator(topo, ECMPRouter(topo, 0))
     r = sim.router

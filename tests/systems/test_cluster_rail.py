@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.cluster import (
+from hwcosim.models.systems.cluster import (
     ECMPRouter,
     FlowNetwork,
     JobSpec,
@@ -15,8 +15,8 @@ from models.systems.cluster import (
     rail_clos,
     ring_allreduce,
 )
-from models.systems.cluster.c4p import C4PRouter
-from models.systems.cluster.topology import GBPS, LinkKind, hash_choices
+from hwcosim.models.systems.cluster.c4p import C4PRouter
+from hwcosim.models.systems.cluster.topology import GBPS, LinkKind, hash_choices
 
 B = 100 * GBPS
 
@@ -151,7 +151,7 @@ def test_rail_c4p_vs_ecmp():
 
 
 def test_rail_scenario_file(tmp_path):
-    from models.systems.cluster.scenario import ScenarioError, load_scenario, prepare
+    from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario, prepare
 
     f = tmp_path / "r.toml"
     f.write_text('name = "r"\n[topology]\ngenerator = "rail-clos"\npods = 1\ntors_per_pod = 2\nhosts_per_tor = 2\n'

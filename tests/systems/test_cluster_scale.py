@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cosim.cli.cluster import scale_run
-from models.systems.cluster import JobSpec, Simulator, clos, placement
-from models.systems.cluster.network import FlowNetwork, maxmin_rates
-from models.systems.cluster.routing import ECMPRouter
-from models.systems.cluster.topology import LinkKind
+from hwcosim.cosim.cli.cluster import scale_run
+from hwcosim.models.systems.cluster import JobSpec, Simulator, clos, placement
+from hwcosim.models.systems.cluster.network import FlowNetwork, maxmin_rates
+from hwcosim.models.systems.cluster.routing import ECMPRouter
+from hwcosim.models.systems.cluster.topology import LinkKind
 
 
 class _NoCache(ECMPRouter):

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim.cli import cluster as cli
-from models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, place_jobs, run_scenario
+from hwcosim.cosim.cli import cluster as cli
+from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, place_jobs, run_scenario
 
 SCEN = Path(__file__).resolve().parents[2] / "models" / "systems" / "cluster" / "scenarios"
 
@@ -79,7 +79,7 @@ def test_good_scenario_runs(tmp_path):
 
 def test_spread_and_packed_placement():
     sc = parse_scenario(_doc())
-    from models.systems.cluster.scenario import build
+    from hwcosim.models.systems.cluster.scenario import build
 
     topo = sc.topology.build()
     pa, pb = place_jobs(sc, topo)

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
-from models.systems.cluster.arnold import (
+from hwcosim.models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
+from hwcosim.models.systems.cluster.arnold import (
     POLICIES,
     SETTINGS,
     PlacementJob,
@@ -19,9 +19,9 @@ from models.systems.cluster.arnold import (
     spreads,
     weighted_spread,
 )
-from models.systems.cluster.c4p import C4PRouter
-from models.systems.cluster.crux import compress_levels, sincronia_order
-from models.systems.cluster.topology import LinkKind
+from hwcosim.models.systems.cluster.c4p import C4PRouter
+from hwcosim.models.systems.cluster.crux import compress_levels, sincronia_order
+from hwcosim.models.systems.cluster.topology import LinkKind
 
 
 # ---- Arnold -----------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_sincronia_order_puts_heaviest_last():
 
 # ---- CLI --------------------------------------------------------------------------------------
 def test_cli_bad_input_and_quick_crux(tmp_path, capsys):
-    from cosim.cli.cluster import main
+    from hwcosim.cosim.cli.cluster import main
 
     code = main(["crux", "--quick", "--levels", "0", "-o", str(tmp_path)])
     assert code == 2
@@ -165,7 +165,7 @@ def test_cli_bad_input_and_quick_crux(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("study", ["arnold", "c4p", "crux"])
 def test_cli_quick_studies(tmp_path, study):
-    from cosim.cli.cluster import main
+    from hwcosim.cosim.cli.cluster import main
 
     assert main([study, "--quick", "-o", str(tmp_path)]) == 0
     assert json.loads((tmp_path / f"{study}.json").read_text())
@@ -177,8 +177,8 @@ def test_cassini_shifts_interleave_two_jobs():
     """Two identical DP=2 jobs whose rings share both ToR uplinks, compute = solo comm time c:
     unshifted they communicate together at half rate (iteration 3c); shifted by c they interleave
     (iteration 2c), so utilisation rises from 1/3 to 1/2."""
-    from models.systems.cluster.crux import _simulate, cassini_shifts
-    from models.systems.cluster.topology import GBPS
+    from hwcosim.models.systems.cluster.crux import _simulate, cassini_shifts
+    from hwcosim.models.systems.cluster.topology import GBPS
 
     t = clos(1, 2, 2, gpus_per_host=1, nic_ports=1, nic_gbps=100, aggs_per_pod=1, cores_per_plane=1,
              tor_oversub=2.0, hop_latency_s=0.0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.cluster import JobSpec, clos, placement
-from models.systems.cluster.topology import GBPS, LinkKind
-from models.systems.cluster.transport import Effects, TransportParams, TransportSim, p2p_conns, ring_conns
-from models.systems.reliability import Fault, FaultKind
-from models.systems.reliability.mechanics import effects_from_faults, run_job
+from hwcosim.models.systems.cluster import JobSpec, clos, placement
+from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
+from hwcosim.models.systems.cluster.transport import Effects, TransportParams, TransportSim, p2p_conns, ring_conns
+from hwcosim.models.systems.reliability import Fault, FaultKind
+from hwcosim.models.systems.reliability.mechanics import effects_from_faults, run_job
 
 P = TransportParams()
 
@@ -154,7 +154,7 @@ def test_switch_failure_reroutes_by_epoch():
     topo = clos(1, 2, 4, gpus_per_host=1, nic_ports=1, aggs_per_pod=2, hop_latency_s=0.0)
     s = sim(Fault(0, FaultKind.SWITCH_FAIL, 0.05, 0), topo=topo)
     assert len(s.epochs) == 2 and len(s.iter_end) == SPEC.iterations
-    from models.systems.reliability.sim import agg_switch_links
+    from hwcosim.models.systems.reliability.sim import agg_switch_links
 
     dead = agg_switch_links(topo, 0)
     assert not np.isin(s.colls[0].paths[1], dead).any()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cosim.cli.elastic import main
+from hwcosim.cosim.cli.elastic import main
 
 
 def test_elasticbatch_quick(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.elastic.easyscale import (
+from hwcosim.models.systems.elastic.easyscale import (
     ClusterSimConfig,
     EasyScaleConfig,
     EasyScaleTrainer,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.bbs.lstm import LSTMCycleModel, LSTMParams
-from models.bbs.spmxv import BBSParams, CycleModel
-from models.systems.elastic.elasticbatch import (
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel
+from hwcosim.models.systems.elastic.elasticbatch import (
     A100_40GB,
     H100_80GB,
     BBSDevice,
@@ -125,7 +125,7 @@ def test_bbs_devices():
 
 
 def test_plan_device_picks_the_cheapest_batch_within_the_slo():
-    from models.systems.elastic.elasticbatch import ServingConfig, plan_device
+    from hwcosim.models.systems.elastic.elasticbatch import ServingConfig, plan_device
 
     class Linear:  # t = 1 ms + 0.1 ms per token: batching amortises the fixed cost
         name, capacity = "linear", 1e9
@@ -145,7 +145,7 @@ def test_plan_device_picks_the_cheapest_batch_within_the_slo():
 
 
 def test_validation_machinery_on_a_closed_form_device():
-    from models.systems.elastic.measured import validate
+    from hwcosim.models.systems.elastic.measured import validate
 
     class Exact:  # in the predictor's feature space: the fit is exact, so held-out error is ~0
         name, capacity = "exact", 1e9

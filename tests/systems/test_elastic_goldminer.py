@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from models.systems.elastic.goldminer import (
+from hwcosim.models.systems.elastic.goldminer import (
     Autoscaler,
     ClusterConfig,
     DataWorkerPool,
@@ -159,7 +159,7 @@ def test_stage_error_reported_not_hung():
 
 def test_dask_backend_exactly_once_and_resize():
     pytest.importorskip("distributed")
-    from models.systems.elastic.goldminer import DaskDataWorkers, data_workers
+    from hwcosim.models.systems.elastic.goldminer import DaskDataWorkers, data_workers
 
     seen = []
 

@@ -8,7 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from cosim.cli.graph import main
+from hwcosim.cosim.cli.graph import main
 
 
 def test_run_writes_json(tmp_path, capsys):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components
 
-from cosim.cli.graph import main
-from models.systems.graph import (
+from hwcosim.cosim.cli.graph import main
+from hwcosim.models.systems.graph import (
     BFS,
     SSSP,
     ConnectedComponents,
@@ -21,8 +21,8 @@ from models.systems.graph import (
     partition,
     rmat,
 )
-from models.systems.graph.compiled import CompiledExecutor, build_plan, compiled_partition_step
-from models.systems.graph.engine import DaskExecutor, partition_step
+from hwcosim.models.systems.graph.compiled import CompiledExecutor, build_plan, compiled_partition_step
+from hwcosim.models.systems.graph.engine import DaskExecutor, partition_step
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_push_pull_auto_identical(small_rmat, method, masters):
 def test_compiled_bench_tiny(tmp_path):
     import json
 
-    from cosim.cli.graph_bench import bench_graph_compiled
+    from hwcosim.cosim.cli.graph_bench import bench_graph_compiled
 
     res = bench_graph_compiled(tmp_path, True, scales=(8,), threads=2, repeats=1)
     on_disk = json.loads((tmp_path / "graph_compiled.json").read_text())
@@ -240,7 +240,7 @@ def test_compiled_bench_tiny(tmp_path):
 
 def test_default_thread_count_follows_graph_size():
     """The default (None) uses at most one thread per AUTO_EDGES_PER_THREAD edges; explicit counts stay."""
-    from models.systems.graph import compiled
+    from hwcosim.models.systems.graph import compiled
 
     small = rmat(RMATParams(scale=8, edge_factor=8, seed=1))
     assert small.m < compiled.AUTO_EDGES_PER_THREAD
@@ -259,8 +259,8 @@ def test_default_thread_count_follows_graph_size():
 
 
 def test_shipped_debian_graph_loads_as_its_header_says():
-    from models.systems.graph.graph import LARGE_REAL_GRAPHS
-    from models.systems.graph.io import read_graph
+    from hwcosim.models.systems.graph.graph import LARGE_REAL_GRAPHS
+    from hwcosim.models.systems.graph.io import read_graph
 
     g = read_graph(LARGE_REAL_GRAPHS["debian-deps"], progress=False)
     assert (g.n, g.m) == (63436, 264122)

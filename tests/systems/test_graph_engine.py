@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from models.systems.graph import (
+from hwcosim.models.systems.graph import (
     BFS,
     METHODS,
     SSSP,

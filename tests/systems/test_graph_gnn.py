@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.graph import Graph, RMATParams, load_real, rmat
-from models.systems.graph.gnn import (
+from hwcosim.models.systems.graph import Graph, RMATParams, load_real, rmat
+from hwcosim.models.systems.graph.gnn import (
     MODELS,
     GraphContext,
     Op,

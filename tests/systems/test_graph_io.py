@@ -11,8 +11,8 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from cosim.cli import main
-from models.systems.graph.io import GraphFormatError, read_graph
+from hwcosim.cosim.cli import main
+from hwcosim.models.systems.graph.io import GraphFormatError, read_graph
 
 SNAP = "# Directed graph: toy\n# FromNodeId\tToNodeId\n0\t1\n1\t2\n2\t0\n2\t3\n"
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from models.systems.graph.partition import partition
-from models.systems.graph.tux2 import Bipartite, MEGAProgram, TuX2Engine, WorkerModel
-from models.systems.graph.tux2_algos import (
+from hwcosim.models.systems.graph.partition import partition
+from hwcosim.models.systems.graph.tux2 import Bipartite, MEGAProgram, TuX2Engine, WorkerModel
+from hwcosim.models.systems.graph.tux2_algos import (
     LDA,
     LR,
     MF,
@@ -196,7 +196,7 @@ def test_wrong_data_and_params():
 
 
 def test_cli_tux2(tmp_path):
-    from cosim.cli.graph import main
+    from hwcosim.cosim.cli.graph import main
 
     assert main(["tux2", "--algo", "lr", "--staleness", "1", "--workers", "3", "--epochs", "2", "-o",
                  str(tmp_path)]) == 0
@@ -210,7 +210,7 @@ def test_cli_tux2(tmp_path):
                                   ["--workers", "0"], ["--partitioner", "metis"], ["--epochs", "0"],
                                   ["--algo", "lr", "--partitioner", "edge-cut"]])
 def test_cli_tux2_bad_input(tmp_path, capsys, argv):
-    from cosim.cli.graph import main
+    from hwcosim.cosim.cli.graph import main
 
     code = main(["tux2", *argv, "-o", str(tmp_path)])
     assert code == 2
@@ -219,7 +219,7 @@ def test_cli_tux2_bad_input(tmp_path, capsys, argv):
 
 
 def test_bench_registered():
-    from cosim.flow.bench import BENCHES
+    from hwcosim.cosim.flow.bench import BENCHES
 
     assert "tux2" in BENCHES
 
@@ -237,7 +237,7 @@ def test_mf_bsp_any_partitioner(ratings, cut):
 
 def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
     """The engine bench (requirement 2): one JSON row per size; igraph skipped above its budget."""
-    import cosim.cli.graph as gcli
+    import hwcosim.cosim.cli.graph as gcli
 
     monkeypatch.setattr(gcli, "_IGRAPH_BUILD_BUDGET_S", 1e-9)
     monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 1000)            # several edge-list chunks
@@ -257,8 +257,8 @@ def test_igraph_baseline_graph_is_the_same_graph(monkeypatch):
     import igraph
     import numpy as np
 
-    import cosim.cli.graph as gcli
-    from models.systems.graph.graph import Graph
+    import hwcosim.cosim.cli.graph as gcli
+    from hwcosim.models.systems.graph.graph import Graph
 
     monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 7)
     src = np.array([0, 12, 3, 3, 11, 0, 5, 9, 12, 1], np.int64)

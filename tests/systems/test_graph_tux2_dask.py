@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.systems.graph.tux2 import TuX2Engine
-from models.systems.graph.tux2_algos import LDA, LR, MF, bars_corpus, digits_lr, plain_lr, plain_mf, synthetic_ratings
+from hwcosim.models.systems.graph.tux2 import TuX2Engine
+from hwcosim.models.systems.graph.tux2_algos import LDA, LR, MF, bars_corpus, digits_lr, plain_lr, plain_mf, synthetic_ratings
 
 distributed = pytest.importorskip("distributed")
 
@@ -80,7 +80,7 @@ def test_dask_cluster_too_small(client, ratings):
 def test_cli_tux2_executor_dask(tmp_path):
     import json
 
-    from cosim.cli.graph import main
+    from hwcosim.cosim.cli.graph import main
 
     assert main(["tux2", "--algo", "mf", "--staleness", "1", "--workers", "2", "--epochs", "2", "--executor", "dask",
                  "-o", str(tmp_path)]) == 0

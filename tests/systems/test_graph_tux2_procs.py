@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.systems.graph.tux2 import Bipartite, TuX2Engine
-from models.systems.graph.tux2_algos import (
+from hwcosim.models.systems.graph.tux2 import Bipartite, TuX2Engine
+from hwcosim.models.systems.graph.tux2_algos import (
     LDA,
     LR,
     MF,
@@ -152,7 +152,7 @@ def test_straggler_bad_input(ratings):
 @needs_dev_shm
 def test_worker_error_cleans_up(monkeypatch):
     """A worker that raises: the error (with its traceback) surfaces, no process or segment remains."""
-    import models.systems.graph.tux2_procs as tp
+    import hwcosim.models.systems.graph.tux2_procs as tp
 
     created = []
 
@@ -214,8 +214,8 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
         import signal
         import sys
 
-        from models.systems.graph.tux2 import TuX2Engine
-        from models.systems.graph.tux2_algos import MF, synthetic_ratings
+        from hwcosim.models.systems.graph.tux2 import TuX2Engine
+        from hwcosim.models.systems.graph.tux2_algos import MF, synthetic_ratings
 
         if __name__ == "__main__":
             print(f"SIGINT handler at start: {signal.getsignal(signal.SIGINT)!r}", file=sys.stderr, flush=True)
@@ -263,7 +263,7 @@ def test_interrupt_leaves_no_orphans(tmp_path, sig):
 def test_cli_tux2_executor(tmp_path):
     import json
 
-    from cosim.cli.graph import main
+    from hwcosim.cosim.cli.graph import main
 
     assert main(["tux2", "--algo", "mf", "--staleness", "1", "--workers", "2", "--epochs", "2", "--executor",
                  "processes", "-o", str(tmp_path)]) == 0
@@ -280,9 +280,9 @@ def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
     """The measured bench on tiny problems: JSON + PNG, per-staleness medians, BSP = simulated BSP."""
     import json
 
-    import models.systems.graph.tux2_procs as tp
-    from cosim.cli.graph import bench_tux2_procs
-    from cosim.flow.bench import BENCHES
+    import hwcosim.models.systems.graph.tux2_procs as tp
+    from hwcosim.cosim.cli.graph import bench_tux2_procs
+    from hwcosim.cosim.flow.bench import BENCHES
 
     assert "tux2_procs" in BENCHES
     tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
@@ -312,7 +312,7 @@ class _WritesGraph(MF):
 def test_graph_shared_read_only_views(ratings):
     """With the graph shared, a worker's graph is the read-only shared block: a write fails there;
     with the pickled copy (share_graph=False) the same write goes to the worker's private copy."""
-    from models.systems.graph.tux2_procs import run_processes
+    from hwcosim.models.systems.graph.tux2_procs import run_processes
 
     eng = TuX2Engine(ratings, 2)
     prog = _WritesGraph(lr=0.05)
@@ -330,7 +330,7 @@ def test_graph_shared_read_only_views(ratings):
 
 def test_graph_shared_equals_pickled(ratings):
     """The shared and the pickled graph give the same BSP run (float addition order aside)."""
-    from models.systems.graph.tux2_procs import run_processes
+    from hwcosim.models.systems.graph.tux2_procs import run_processes
 
     eng = TuX2Engine(ratings, 2, seed=3)
     out = {}
@@ -350,7 +350,7 @@ def test_graph_shared_equals_pickled(ratings):
 
 
 def test_graph_sharing_study_tiny():
-    from models.systems.graph.tux2_procs import graph_sharing_study
+    from hwcosim.models.systems.graph.tux2_procs import graph_sharing_study
 
     res = graph_sharing_study((8,), workers=2, batches=2)
     (row,) = res["scales"]
@@ -366,8 +366,8 @@ def test_bench_tux2_measures_processes(tmp_path, monkeypatch):
     """hwcosim graph tux2-bench: every staleness also runs on real worker processes (loss vs wall s)."""
     import json
 
-    import models.systems.graph.tux2_algos as ta
-    from cosim.cli.graph import bench_tux2
+    import hwcosim.models.systems.graph.tux2_algos as ta
+    from hwcosim.cosim.cli.graph import bench_tux2
 
     real_setup = ta._setup
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from cosim.cli.jobs import main as cli_main
-from models.systems.jobs.cognn import (
+from hwcosim.cosim.cli.jobs import main as cli_main
+from hwcosim.models.systems.jobs.cognn import (
     MODELS,
     POLICIES,
     GNNTask,
@@ -57,7 +57,7 @@ def test_training_learns(graphs, kind):
 
 @pytest.mark.parametrize("kind", MODELS)
 def test_gradients_match_finite_differences(kind):
-    from models.systems.jobs import cognn as C
+    from hwcosim.models.systems.jobs import cognn as C
 
     rng = np.random.default_rng(1)
     n = 12
@@ -205,7 +205,7 @@ def test_cli_cognn(tmp_path):
 
 
 def test_colocation_needs_a_queue_and_memory_room():
-    from models.systems.jobs.cognn import run_colocation_study
+    from hwcosim.models.systems.jobs.cognn import run_colocation_study
 
     r = run_colocation_study(rates=(0.25,), cap_mults=(1.5, 12.0), n_tasks=80)
     row = {(x["cap_mult"], x["policy"]): x for x in r["rows"]}

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cosim.cli.jobs import main as cli_main
-from models.systems.cluster.engine import Simulator
-from models.systems.jobs.cpualloc import (
+from hwcosim.cosim.cli.jobs import main as cli_main
+from hwcosim.models.systems.cluster.engine import Simulator
+from hwcosim.models.systems.jobs.cpualloc import (
     POLICIES,
     CPUClusterSim,
     CPUJob,

@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from cosim.cli.jobs import main as cli_main
-from models.systems.jobs.jobcheck import CheckConfig, Finding, check, corpus_scripts, evaluate_corpus, static_check
+from hwcosim.cosim.cli.jobs import main as cli_main
+from hwcosim.models.systems.jobs.jobcheck import CheckConfig, Finding, check, corpus_scripts, evaluate_corpus, static_check
 
 FAST = CheckConfig(timeout_s=60)
 
@@ -223,7 +223,7 @@ def test_inplace_rules_match_the_libraries():
 
     import numpy as np
 
-    from models.systems.jobs.jobcheck import INPLACE_FUNCTIONS, INPLACE_METHODS
+    from hwcosim.models.systems.jobs.jobcheck import INPLACE_FUNCTIONS, INPLACE_METHODS
 
     for full in INPLACE_FUNCTIONS:
         mod, _, fn = full.rpartition(".")
@@ -274,7 +274,7 @@ def test_discarded_result_rule_matches_numpy():
     it was, checked by calling it on a real numpy array (torch: the next test)."""
     import numpy as np
 
-    from models.systems.jobs.jobcheck import _DISCARDED
+    from hwcosim.models.systems.jobs.jobcheck import _DISCARDED
 
     assert set(_DISCARD_ARGS) >= _DISCARDED
     on_numpy = [m for m in sorted(_DISCARDED) if hasattr(np.ndarray, m)]
@@ -289,7 +289,7 @@ def test_discarded_result_rule_matches_numpy():
 
 def test_discarded_result_rule_matches_torch():
     torch = pytest.importorskip("torch")
-    from models.systems.jobs.jobcheck import _DISCARDED
+    from hwcosim.models.systems.jobs.jobcheck import _DISCARDED
 
     on_torch = [m for m in sorted(_DISCARDED) if hasattr(torch.Tensor, m) and m in _DISCARD_ARGS and m != "astype"]
     for meth in on_torch:

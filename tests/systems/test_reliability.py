@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from models.systems.cluster import JobSpec, clos, placement
-from models.systems.cluster.topology import GBPS, LinkKind
-from models.systems.reliability import BYTEROBUST_MIX, Fault, FaultKind, FaultMix, FaultySimulator, sample_faults
-from models.systems.reliability.byterobust import (
+from hwcosim.models.systems.cluster import JobSpec, clos, placement
+from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
+from hwcosim.models.systems.reliability import BYTEROBUST_MIX, Fault, FaultKind, FaultMix, FaultySimulator, sample_faults
+from hwcosim.models.systems.reliability.byterobust import (
     ETTRParams,
     backup_hosts,
     dual_phase_replay,
     simulate_ettr,
     standby_count,
 )
-from models.systems.reliability.sim import agg_switch_links
+from hwcosim.models.systems.reliability.sim import agg_switch_links
 
 
 def star8(ports=1):
@@ -245,8 +245,8 @@ def test_nothing_lost(system):
 
 
 # ---- C4D and Mycroft (on the chunk-level transport's telemetry only) --------------------------
-from models.systems.reliability import c4d, mycroft  # noqa: E402
-from models.systems.reliability.mechanics import run_job  # noqa: E402
+from hwcosim.models.systems.reliability import c4d, mycroft  # noqa: E402
+from hwcosim.models.systems.reliability.mechanics import run_job  # noqa: E402
 
 
 def _tel_run(fault, until=30.0, gph=1):
@@ -380,7 +380,7 @@ def test_studies_quick_run():
 
 
 def test_cli_bad_input(tmp_path, capsys):
-    from cosim.cli.reliability import main
+    from hwcosim.cosim.cli.reliability import main
 
     code = main(["c4d", "--seed", "-1", "-o", str(tmp_path)])
     assert code == 2
@@ -393,8 +393,8 @@ def test_cli_bad_input(tmp_path, capsys):
 
 
 # ---- ByteRobust closed loop (monitors and localisation on telemetry) -----------------------------
-from models.systems.reliability import closedloop as cl  # noqa: E402
-from models.systems.reliability.study import setup as _study_setup  # noqa: E402
+from hwcosim.models.systems.reliability import closedloop as cl  # noqa: E402
+from hwcosim.models.systems.reliability.study import setup as _study_setup  # noqa: E402
 
 
 @pytest.fixture(scope="module")

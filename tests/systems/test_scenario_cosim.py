@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim.cli import main
-from models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, prepare, run_scenario
+from hwcosim.cosim.cli import main
+from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, prepare, run_scenario
 
 SCEN = Path(__file__).resolve().parents[2] / "models" / "systems" / "cluster" / "scenarios"
 COSIM = SCEN / "cosim_small.toml"

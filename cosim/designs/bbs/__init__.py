@@ -1,4 +1,4 @@
-"""cosim.designs.bbs: testbenches, runner glue, benches, sweep adapter and bridges of the bbs designs.
+"""hwcosim.cosim.designs.bbs: testbenches, runner glue, benches, sweep adapter and bridges of the bbs designs.
 
-The registry entries are in :mod:`cosim.designs.bbs.design`.
+The registry entries are in :mod:`hwcosim.cosim.designs.bbs.design`.
 """

@@ -1,6 +1,6 @@
 """Fault-injection cosimulation of the BBS LSTM board top (``bbs-lstm-axi``): AXI read errors,
 long stalls and resets in the middle of transfers, under cocotbext-axi BFMs
-(:mod:`cosim.designs.bbs.tb_axi_faults`); every hidden word compared with the golden model."""
+(:mod:`hwcosim.cosim.designs.bbs.tb_axi_faults`); every hidden word compared with the golden model."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import os
 
 import numpy as np
 
-from cosim.flow import runner
-from models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden
+from hwcosim.cosim.flow import runner
+from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden
 
 __all__ = ["SCENARIOS", "run_lstm_axi_faults"]
 
-#: the cocotb tests of :mod:`cosim.designs.bbs.tb_axi_faults`
+#: the cocotb tests of :mod:`hwcosim.cosim.designs.bbs.tb_axi_faults`
 SCENARIOS = ("mm_load_with_random_stalls", "mm_read_errors", "long_stalls", "soft_reset_mid_transfer",
              "hw_reset_mid_transfer", "axil_slverr", "mm_read_timeout")
 
@@ -23,14 +23,14 @@ def run_lstm_axi_faults(p: LSTMParams, wts: LSTMWeights, wts_b: LSTMWeights, xs:
                         mm_timeout_cycles: int | None = 1 << 16,
                         seed: int = 1, test_dir: str | os.PathLike | None = None, sim: str | None = None,
                         waves: bool | None = None) -> runner.SimResult:
-    """Run one fault scenario on :class:`hdl.bbs.axi_top.LSTMAxiTop` built with the given
+    """Run one fault scenario on :class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop` built with the given
     read-master parameters. ``wts`` (set A) and ``wts_b`` (set B) are two weight sets for the
     same shapes (the scenarios swap between them to show that a load really replaced the
     weights); ``xs`` (N, T, I) raw inputs. ``mm_timeout_cycles`` is the read watchdog (the top's
     default, ``2**16``, gives the same Verilog as ``hwcosim verilog``; ``None`` removes it);
-    ``mm_read_timeout`` needs a short one. Raises :class:`cosim.flow.runner.SimFailure` on any
+    ``mm_read_timeout`` needs a short one. Raises :class:`hwcosim.cosim.flow.runner.SimFailure` on any
     mismatch, protocol violation or unexpected register value."""
-    from hdl.bbs.axi_top import LSTMAxiTop
+    from hwcosim.hdl.bbs.axi_top import LSTMAxiTop
 
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
@@ -42,7 +42,7 @@ def run_lstm_axi_faults(p: LSTMParams, wts: LSTMWeights, wts_b: LSTMWeights, xs:
     top = LSTMAxiTop(p, mm_data_width=mm_data_width, mm_max_burst=mm_max_burst,
                      mm_max_outstanding=mm_max_outstanding, mm_timeout_cycles=mm_timeout_cycles)
     return runner.run(
-        top, "bbs_lstm_axi", "cosim.designs.bbs.tb_axi_faults", testcase=scenario,
+        top, "bbs_lstm_axi", "hwcosim.cosim.designs.bbs.tb_axi_faults", testcase=scenario,
         inputs={"params": p.to_dict(), "mm_data_width": mm_data_width, "mm_max_burst": mm_max_burst,
                 "mm_max_outstanding": mm_max_outstanding, "seed": seed,
                 "mm_timeout_cycles": top.mm_timeout_cycles},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["bench_bbs_spmxv"]
 
@@ -18,11 +18,11 @@ __all__ = ["bench_bbs_spmxv"]
 def bench_bbs_spmxv(out_dir: Path, quick: bool = False) -> dict:
     from rich.table import Table
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from models.atomic import write_text
-    from models.bbs.spmxv import BBSParams
-    from models.fixedpoint import quantize
-    from pruning.formats.csb import encode
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.bbs.spmxv import BBSParams
+    from hwcosim.models.fixedpoint import quantize
+    from hwcosim.pruning.formats.csb import encode
 
     rows = cols = 256
     sparsity = 0.875
@@ -65,7 +65,7 @@ def _plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for banks in sorted({r["banks"] for r in results}):

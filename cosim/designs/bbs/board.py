@@ -1,11 +1,11 @@
 """The BBS SpMxV board session: load CSB weights, stream vectors, read results and counters over the
 host link, and compare every result word with the golden model.
 
-:func:`session` is written once against :class:`cosim.flow.board.HostLink`; ``hwcosim board run
+:func:`session` is written once against :class:`hwcosim.cosim.flow.board.HostLink`; ``hwcosim board run
 bbs-spmxv --port /dev/ttyUSB0`` runs it on a board through pyserial, and :func:`run_board_sim`
 (``--sim`` and ``tests/bbs/test_bbs_board.py``) runs the same coroutine against the RTL of
-:class:`hdl.bbs.board.SpMxVHost` in cocotb, through a bit-level UART model
-(:mod:`cosim.tb.uart`).
+:class:`hwcosim.hdl.bbs.board.SpMxVHost` in cocotb, through a bit-level UART model
+(:mod:`hwcosim.cosim.tb.uart`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, beats_to_words, words_to_beats
-from models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, spmxv, unpack_output_beats
-from models.errors import CheckFailed, UsageError
+from hwcosim.cosim.flow.board import HostLink, beats_to_words, words_to_beats
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, spmxv, unpack_output_beats
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
@@ -38,7 +38,7 @@ async def session(link: HostLink, p: BBSParams, values: np.ndarray, indices: np.
     Raises :class:`UsageError` when the board is built for other parameters and
     :class:`CheckFailed` when the board reports an error.
     """
-    from hdl.bbs.board import CH_RESULTS, CH_VECTOR, CH_WEIGHTS, CTRL, REGS, STATUS, beat_bits
+    from hwcosim.hdl.bbs.board import CH_RESULTS, CH_VECTOR, CH_WEIGHTS, CTRL, REGS, STATUS, beat_bits
 
     log = log or (lambda *_: None)
     bits = beat_bits(p)
@@ -86,14 +86,14 @@ def cli_inputs(design, args) -> tuple:
     """The parameter set and the session's inputs from ``hwcosim board run``'s arguments: CSB
     weights from ``--csb`` (else random weights of the board's shape, seeded), vectors from
     ``--vector`` (else ``-n`` random ones), quantised to the vector format."""
-    from cosim.designs import apply_changes, parse_param_items, read_params_file, resolve_params
-    from models.fixedpoint import quantize
-    from pruning.formats import csb as csbfmt
+    from hwcosim.cosim.registry import apply_changes, parse_param_items, read_params_file, resolve_params
+    from hwcosim.models.fixedpoint import quantize
+    from hwcosim.pruning.formats import csb as csbfmt
 
     base = design.board_config(getattr(args, "family", "ecp5"), top=True) or design.default_params()
     if args.csb:
         m = csbfmt.load(args.csb)
-        from models.precedence import layered
+        from hwcosim.models.precedence import layered
 
         changes = layered((f"--params {args.params}", read_params_file(args.params) if args.params else None),
                           ("--param", parse_param_items(args.param)))
@@ -108,7 +108,7 @@ def cli_inputs(design, args) -> tuple:
         m = csbfmt.encode(rng.normal(0, 0.6, size=(p.rows, p.cols)), p.banks, 1.0 - p.k / p.bank_size,
                           fmt=p.weight_fmt)
     if args.vector:
-        from cosim.cli.commands import _load_vectors
+        from hwcosim.cosim.cli.commands import _load_vectors
 
         xf = _load_vectors(args.vector, p.cols)
     else:
@@ -117,7 +117,7 @@ def cli_inputs(design, args) -> tuple:
 
 
 def compare(p: BBSParams, values, indices, xs, res: dict) -> dict:
-    """Every result word against :func:`models.bbs.spmxv.spmxv`, and the counters against the cycle
+    """Every result word against :func:`hwcosim.models.bbs.spmxv.spmxv`, and the counters against the cycle
     model; returns a summary with ``mismatches`` and ``problems`` (empty when all is well)."""
     xs = np.atleast_2d(xs)
     want = spmxv(p, values, indices, xs)
@@ -148,14 +148,14 @@ def compare(p: BBSParams, values, indices, xs, res: dict) -> dict:
 def run_board_sim(p: BBSParams, values, indices, xs, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
     """Run :func:`session` against the RTL of the board top's core (cocotb, UART model on its pins)."""
-    from cosim.flow import runner
-    from hdl.bbs.board import SpMxVHost
+    from hwcosim.cosim.flow import runner
+    from hwcosim.hdl.bbs.board import SpMxVHost
 
     xs = np.atleast_2d(np.asarray(xs, dtype=np.int64))
-    from cosim.flow.runs import seal_outputs
+    from hwcosim.cosim.flow.runs import seal_outputs
 
     res = runner.run(
-        SpMxVHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_spmxv_host", "cosim.designs.bbs.tb_board",
+        SpMxVHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_spmxv_host", "hwcosim.cosim.designs.bbs.tb_board",
         testcase="spmxv_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": np.asarray(values, dtype=np.int64), "indices": np.asarray(indices, dtype=np.int64),

@@ -1,7 +1,7 @@
 """The CSR baseline's board session (``hwcosim board run bbs-csr``): a matrix pruned unstructured
 (global magnitude) is encoded into the engine's per-PE CSR entry lists, and those entries go to the
 engine over the UART link once per product, with one input vector each; every result word comes back
-and is compared with :func:`models.bbs.csr.spmxv_entries`, and the weight-beat and multiplier-busy
+and is compared with :func:`hwcosim.models.bbs.csr.spmxv_entries`, and the weight-beat and multiplier-busy
 counters with their counts from the entry lists. The same coroutine runs on a board (pyserial) and
 against the RTL of the board top's core through the cocotb UART model (:func:`run_board_sim`)."""
 
@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink, board_params
-from models.bbs.csr import CSRParams, encode, pack_vector_beats, pack_weight_beats, spmxv_entries, unpack_output_beats
-from models.errors import UsageError
+from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
+from hwcosim.models.bbs.csr import CSRParams, encode, pack_vector_beats, pack_weight_beats, spmxv_entries, unpack_output_beats
+from hwcosim.models.errors import UsageError
 
 __all__ = ["session", "compare", "golden_of", "workload", "recheck", "run_board_sim", "cli_inputs", "SIM_DIVISOR",
            "SIM_TIMEOUT", "DENSITY"]
@@ -25,7 +25,7 @@ DENSITY = 0.125
 
 
 def _bits(p: CSRParams) -> tuple[int, int, int]:
-    """Payload widths of the streams ``w``, ``x`` and ``y`` (:mod:`models.bbs.csr`)."""
+    """Payload widths of the streams ``w``, ``x`` and ``y`` (:mod:`hwcosim.models.bbs.csr`)."""
     return p.mults * p.lane_width + 1, p.lanes * p.vec_fmt.width, p.mults * p.out_fmt.width
 
 
@@ -49,7 +49,7 @@ async def session(link: HostLink, p: CSRParams, w, xs, log=None) -> dict:
     """Run one product per vector of ``xs`` (n, cols) with the raw matrix ``w`` (rows, cols) on the
     board: the matrix's CSR entries before each product, the vector beside them; returns the raw
     results (n, rows) (flat when the board returned no whole number of products) and the registers."""
-    from hdl.bbs.board_csr import CSR_ID, STATUS, register_map
+    from hwcosim.hdl.bbs.board_csr import CSR_ID, STATUS, register_map
 
     log = log or (lambda *_: None)
     w, xs = _inputs(p, w, xs)
@@ -84,7 +84,7 @@ def golden_of(p: CSRParams, w, xs) -> dict:
 
 
 def compare(p: CSRParams, w, xs, res: dict) -> dict:
-    """Every result word against :func:`models.bbs.csr.spmxv_entries`, and the counters that have a
+    """Every result word against :func:`hwcosim.models.bbs.csr.spmxv_entries`, and the counters that have a
     golden value; ``problems`` is empty when all agree."""
     g = golden_of(p, w, xs)
     want = g["y"]
@@ -117,8 +117,8 @@ def workload(p: CSRParams, n_vectors: int, seed: int, density: float = DENSITY) 
     largest magnitudes kept across the whole matrix, so rows and PEs carry different loads; the
     largest weight at the format's limit) and ``n_vectors`` raw vectors over the vector format's
     whole range, the first starting with its extremes."""
-    from models.fixedpoint import quantize
-    from pruning.patterns.unstructured import Unstructured
+    from hwcosim.models.fixedpoint import quantize
+    from hwcosim.pruning.patterns.unstructured import Unstructured
 
     if n_vectors < 1:
         raise UsageError(f"{n_vectors} vectors: the board session needs at least one (--steps N, N >= 1)")
@@ -147,7 +147,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved ``hwcosim board run bbs-csr --sim`` run without simulating: the golden results
     recomputed from the saved matrix and vectors against the result words the board top returned
     (positions: vector, row)."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     if "rtl" not in outputs or "w" not in arrays:
         raise ValueError("the folder holds no board session's matrix and RTL words (only hwcosim board run "
@@ -162,13 +162,13 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
 def run_board_sim(p: CSRParams, w, xs, *, rate_error: float = 0.0, test_dir: str | os.PathLike | None = None,
                   sim: str | None = None, raise_on_fail: bool = True):
     """Run :func:`session` against the RTL of the board top's core (cocotb, UART model on its pins)."""
-    from cosim.flow import runner
-    from cosim.flow.runs import seal_outputs
-    from hdl.bbs.board_csr import csr_host
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_outputs
+    from hwcosim.hdl.bbs.board_csr import csr_host
 
     w, xs = _inputs(p, w, xs)
     res = runner.run(
-        csr_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_csr_host", "cosim.designs.bbs.tb_board_csr",
+        csr_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_csr_host", "hwcosim.cosim.designs.bbs.tb_board_csr",
         testcase="csr_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"w": w, "xs": xs, "expected": golden_of(p, w, xs)["y"]},

@@ -1,8 +1,8 @@
 """The BBS LSTM AXI board session (``hwcosim board run bbs-lstm-axi``): load the CSB weights and
 biases over ``s_axis_w``, run sequences step by step (each input over ``s_axis_x``, each hidden
 state back from ``m_axis_h``), read the counters, compare every hidden word with
-:func:`models.bbs.lstm.lstm_golden`. The same coroutine runs on a board (pyserial) and against the
-RTL of :class:`hdl.bbs.board_lstm.LSTMHost` through the cocotb UART model."""
+:func:`hwcosim.models.bbs.lstm.lstm_golden`. The same coroutine runs on a board (pyserial) and against the
+RTL of :class:`hwcosim.hdl.bbs.board_lstm.LSTMHost` through the cocotb UART model."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
-from models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden, pack_bias_beats, pack_x_beats, unpack_h_beats
-from models.bbs.spmxv import pack_weight_beats
-from models.errors import CheckFailed, UsageError
+from hwcosim.cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
+from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden, pack_bias_beats, pack_x_beats, unpack_h_beats
+from hwcosim.models.bbs.spmxv import pack_weight_beats
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
@@ -24,8 +24,8 @@ MAX_POLLS = 200
 
 async def session(link: HostLink, p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, log=None) -> dict:
     """Run sequences ``xs`` (raw, (N, T, I)) through the board's LSTM layer with weights ``wts``."""
-    from hdl.bbs.axi_top import CTRL, REGS, STATUS
-    from hdl.bbs.board_lstm import CH_H, CH_WEIGHTS, CH_X, h_words, x_words
+    from hwcosim.hdl.bbs.axi_top import CTRL, REGS, STATUS
+    from hwcosim.hdl.bbs.board_lstm import CH_H, CH_WEIGHTS, CH_X, h_words, x_words
 
     log = log or (lambda *_: None)
     xs = np.asarray(xs, dtype=np.int64)
@@ -98,7 +98,7 @@ def compare(p: LSTMParams, wts: LSTMWeights, xs, res: dict) -> dict:
 
 
 def random_layer(p: LSTMParams, seed: int) -> LSTMWeights:
-    from models.bbs.lstm import prepare_weights
+    from hwcosim.models.bbs.lstm import prepare_weights
 
     rng = np.random.default_rng(seed)
     return prepare_weights(p, rng.normal(0, 0.5, size=(4 * p.hidden, p.input_size + p.hidden)),
@@ -107,7 +107,7 @@ def random_layer(p: LSTMParams, seed: int) -> LSTMWeights:
 
 def cli_inputs(design, args) -> tuple:
     """Random layer weights (seeded) and ``-n`` random sequences of ``--steps`` steps."""
-    from models.fixedpoint import quantize
+    from hwcosim.models.fixedpoint import quantize
 
     p = board_params(design, args, "random weights and inputs (--seed, -n sequences, --steps)")
     rng = np.random.default_rng(args.seed + 1)
@@ -117,14 +117,14 @@ def cli_inputs(design, args) -> tuple:
 
 def run_board_sim(p: LSTMParams, wts: LSTMWeights, xs, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
-    from cosim.flow import runner
-    from hdl.bbs.board_lstm import LSTMHost
+    from hwcosim.cosim.flow import runner
+    from hwcosim.hdl.bbs.board_lstm import LSTMHost
 
     xs = np.asarray(xs, dtype=np.int64)
-    from cosim.flow.runs import seal_outputs
+    from hwcosim.cosim.flow.runs import seal_outputs
 
     res = runner.run(
-        LSTMHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_lstm_host", "cosim.designs.bbs.tb_board",
+        LSTMHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "bbs_lstm_host", "hwcosim.cosim.designs.bbs.tb_board",
         testcase="lstm_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": wts.values, "indices": wts.indices, "bias": wts.bias, "w_float": wts.w_float,
@@ -138,7 +138,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved ``hwcosim board run bbs-lstm-axi --sim`` run without simulating: the golden
     LSTM recomputed from the saved weights and sequences against the hidden words the board top
     returned (positions: sequence, step, unit)."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     p = LSTMParams.from_dict(params)
     wts = LSTMWeights(arrays["values"], arrays["indices"], arrays["bias"], arrays["w_float"], arrays["b_float"])

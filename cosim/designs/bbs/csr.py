@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-from cosim.flow import runner
-from models.bbs.csr import CSRCycleModel, CSRParams, encode, spmxv_csr
+from hwcosim.cosim.flow import runner
+from hwcosim.models.bbs.csr import CSRCycleModel, CSRParams, encode, spmxv_csr
 
 __all__ = ["run_csr"]
 
@@ -17,15 +17,15 @@ def run_csr(p: CSRParams, w: np.ndarray, xs: np.ndarray, *, p_idle: float = 0.0,
             seed: int = 1, test_dir: str | os.PathLike | None = None, sim: str | None = None,
             waves: bool | None = None) -> runner.SimResult:
     """Simulate ``CSRSpMxV(p)`` on the raw matrix ``w`` (rows, cols) and raw vectors ``xs``
-    (n, cols). Every result word is compared with :func:`models.bbs.csr.spmxv_csr` in the
-    testbench (:class:`cosim.flow.runner.SimFailure` on a mismatch)."""
-    from hdl.bbs.csr import CSRSpMxV
+    (n, cols). Every result word is compared with :func:`hwcosim.models.bbs.csr.spmxv_csr` in the
+    testbench (:class:`hwcosim.cosim.flow.runner.SimFailure` on a mismatch)."""
+    from hwcosim.hdl.bbs.csr import CSRSpMxV
 
     xs = np.atleast_2d(np.asarray(xs, dtype=np.int64))
     e = encode(p, w)
     expected = spmxv_csr(p, w, xs)
     res = runner.run(
-        CSRSpMxV(p), "bbs_csr", "cosim.designs.bbs.tb_csr",
+        CSRSpMxV(p), "bbs_csr", "hwcosim.cosim.designs.bbs.tb_csr",
         inputs={"params": p.to_dict(), "p_idle": p_idle, "p_stall": p_stall, "seed": seed},
         arrays={"value": e.value, "col": e.col, "last": e.last, "valid": e.valid, "loads": e.loads,
                 "nnz": np.int64(e.nnz), "xs": xs, "expected": expected},
@@ -36,16 +36,16 @@ def run_csr(p: CSRParams, w: np.ndarray, xs: np.ndarray, *, p_idle: float = 0.0,
 
 def digits_layers(banks: int = 8, k: int = 2, pes: int = 8, finetune_epochs: int = 0, n_vectors: int = 4):
     """The trained digits LSTM's fused matrix, pruned twice to the same number of nonzeros:
-    bank-balanced for the BBS engine and unstructured (:mod:`pruning.patterns` ``unstructured``)
+    bank-balanced for the BBS engine and unstructured (:mod:`hwcosim.pruning.patterns` ``unstructured``)
     for the CSR engine, both quantised and in the engine's physical row/column order, plus
     ``n_vectors`` real engine input vectors ``[x_t; h_{t-1}]`` (test image 0, steps 0..).
 
     The masks (hence every cycle count) do not depend on ``finetune_epochs``; only the weights do.
     Returns ``(bbs_params, bbs_weights, csr_params, csr_matrix_raw, vectors_physical)``.
     """
-    from cosim.designs.bbs.lstm import trained_pruned_lstm
-    from models.bbs.lstm import column_perm, lstm_golden, prepare_weights, to_physical
-    from models.fixedpoint import Q, quantize
+    from hwcosim.cosim.designs.bbs.lstm import trained_pruned_lstm
+    from hwcosim.models.bbs.lstm import column_perm, lstm_golden, prepare_weights, to_physical
+    from hwcosim.models.fixedpoint import Q, quantize
 
     p, model, ds, mask, _ = trained_pruned_lstm(banks=banks, k=k, pes=pes, finetune_epochs=finetune_epochs)
     _, mu, _, mask_u, _ = trained_pruned_lstm(banks=banks, k=k, pes=pes, finetune_epochs=finetune_epochs,
@@ -79,9 +79,9 @@ def csr_vs_bbs_rtl(n_vectors: int = 4, finetune_epochs: int = 0, out_dir: str | 
     """
     from pathlib import Path
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from models.bbs.lstm import LSTMCycleModel
-    from models.bbs.spmxv import CycleModel
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.models.bbs.lstm import LSTMCycleModel
+    from hwcosim.models.bbs.spmxv import CycleModel
 
     if n_vectors < 2:
         raise ValueError(f"n_vectors must be >= 2 to measure a product's spacing, not {n_vectors}")

@@ -1,14 +1,14 @@
-"""Registry entries of the BBS SpMxV engine (see :mod:`cosim.designs`)."""
+"""Registry entries of the BBS SpMxV engine (see :mod:`hwcosim.cosim.designs`)."""
 
-from cosim.designs import Design, DocsEntry
-from models.bbs.spmxv import BBSParams
+from hwcosim.cosim.registry import Design, DocsEntry
+from hwcosim.models.bbs.spmxv import BBSParams
 
 PAPER = "Cao et al., \"Efficient and Effective Sparse LSTM on FPGA with Bank-Balanced Sparsity\", FPGA 2019"
 SPMXV_DOCS = DocsEntry("bbs-spmxv", "BBS sparse matrix-vector engine", PAPER, handwritten=True)
 
 
 def _spmxv(p: BBSParams):
-    from hdl.bbs import SpMxV
+    from hwcosim.hdl.bbs import SpMxV
 
     return SpMxV(p)
 
@@ -26,11 +26,11 @@ DESIGNS = [
         # the same 87.5 % sparsity (k = 4 of 32 per bank); mul_stage bought 0.8 MHz for 200 FFs there
         family_params=(("ice40", lambda: BBSParams(rows=128, cols=128, banks=4, k=4, pes=2, out_stage=True)),),
         description="BBS sparse matrix-vector engine: P PEs x B banks (Cao et al., FPGA 2019)",
-        golden="models.bbs.spmxv:spmxv", testbench="cosim.designs.bbs.tb_spmxv",
-        formal="hdl.bbs.spmxv_formal:formal_checks",
-        benches=(("bbs_spmxv", "cosim.designs.bbs.bench:bench_bbs_spmxv"),),
-        sweep="cosim.designs.bbs.sweep:ADAPTER", recheck="cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS,
+        golden="hwcosim.models.bbs.spmxv:spmxv", testbench="hwcosim.cosim.designs.bbs.tb_spmxv",
+        formal="hwcosim.hdl.bbs.spmxv_formal:formal_checks",
+        benches=(("bbs_spmxv", "hwcosim.cosim.designs.bbs.bench:bench_bbs_spmxv"),),
+        sweep="hwcosim.cosim.designs.bbs.sweep:ADAPTER", recheck="hwcosim.cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS,
         # host bridge (UART) + weight/vector/result memories + the engine (hdl/bbs/board.py);
         # driven by hwcosim board run bbs-spmxv (the host module: session, compare, run_board_sim)
-        board_tops=(("uart", "hdl.bbs.board:board_top", "cosim.designs.bbs.board"),)),
+        board_tops=(("uart", "hwcosim.hdl.bbs.board:board_top", "hwcosim.cosim.designs.bbs.board"),)),
 ]

@@ -1,27 +1,27 @@
-"""Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline (see :mod:`cosim.designs`)."""
+"""Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline (see :mod:`hwcosim.cosim.designs`)."""
 
-from cosim.designs import Design, DocsEntry
-from cosim.designs.bbs.design import PAPER, SPMXV_DOCS
-from models.bbs.csr import CSRParams
-from models.bbs.lstm import LSTMParams
+from hwcosim.cosim.registry import Design, DocsEntry
+from hwcosim.cosim.designs.bbs.design import PAPER, SPMXV_DOCS
+from hwcosim.models.bbs.csr import CSRParams
+from hwcosim.models.bbs.lstm import LSTMParams
 
 LSTM_DOCS = DocsEntry("bbs-lstm", "BBS LSTM layer engine", PAPER)
 
 
 def _lstm(p: LSTMParams):
-    from hdl.bbs.lstm import LSTMLayer
+    from hwcosim.hdl.bbs.lstm import LSTMLayer
 
     return LSTMLayer(p)
 
 
 def _lstm_axi(p: LSTMParams):
-    from hdl.bbs.axi_top import LSTMAxiTop
+    from hwcosim.hdl.bbs.axi_top import LSTMAxiTop
 
     return LSTMAxiTop(p)
 
 
 def _csr(p: CSRParams):
-    from hdl.bbs.csr import CSRSpMxV
+    from hwcosim.hdl.bbs.csr import CSRSpMxV
 
     return CSRSpMxV(p)
 
@@ -39,10 +39,10 @@ DESIGNS = [
         family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
         description="BBS LSTM layer: SpMxV (P x B) + PLAN element-wise unit + vector builder "
                     "(Cao et al., FPGA 2019)",
-        golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_lstm",
-        formal="hdl.bbs.lstm_formal:formal_checks",
-        benches=(("bbs_lstm", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm"),
-                 ("bbs_lstm_delta", "cosim.designs.bbs.lstm_bench:bench_bbs_lstm_delta")),
+        golden="hwcosim.models.bbs.lstm:lstm_golden", testbench="hwcosim.cosim.designs.bbs.tb_lstm",
+        formal="hwcosim.hdl.bbs.lstm_formal:formal_checks",
+        benches=(("bbs_lstm", "hwcosim.cosim.designs.bbs.lstm_bench:bench_bbs_lstm"),
+                 ("bbs_lstm_delta", "hwcosim.cosim.designs.bbs.lstm_bench:bench_bbs_lstm_delta")),
         on_board_in="bbs-lstm-axi", docs=LSTM_DOCS),
     Design(
         name="bbs-lstm-axi", top="bbs_lstm_axi", build=_lstm_axi,
@@ -50,11 +50,11 @@ DESIGNS = [
         description="BBS LSTM layer behind AXI4-Stream (weights, x, h), an AXI4 read master (weights "
                     "from memory: LOAD_MM) and AXI4-Lite (start, soft reset, busy/done/error, read-error "
                     "address, performance counters); map and fault behaviour in hdl/bbs/axi_top.py",
-        golden="models.bbs.lstm:lstm_golden", testbench="cosim.designs.bbs.tb_axi",
-        formal="hdl.bbs.axi_top_formal:formal_checks",
-        formal_extra=(("axi-reader", "hdl.common.axi_reader_formal:formal_checks"),),
-        register_map="hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS,
-        recheck="cosim.designs.bbs.board_lstm:recheck",  # hwcosim check of a board run --sim folder
+        golden="hwcosim.models.bbs.lstm:lstm_golden", testbench="hwcosim.cosim.designs.bbs.tb_axi",
+        formal="hwcosim.hdl.bbs.axi_top_formal:formal_checks",
+        formal_extra=(("axi-reader", "hwcosim.hdl.common.axi_reader_formal:formal_checks"),),
+        register_map="hwcosim.hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS,
+        recheck="hwcosim.cosim.designs.bbs.board_lstm:recheck",  # hwcosim check of a board run --sim folder
         # the same board configuration as bbs-lstm (the SpMxV's output register): the AXI top
         # wraps that layer, so without it the FPGA build measured the slower layer (28.9 MHz)
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
@@ -63,18 +63,18 @@ DESIGNS = [
         # with the AXI top at 4,898 of 5,280 logic cells, and no longer does since the SpMxV's
         # registered vector write (5,458; 5,374 with H = 16, 5,554 without out_stage)
         # UART host bridge straight onto the AXI ports (hdl/bbs/board_lstm.py)
-        board_tops=(("uart", "hdl.bbs.board_lstm:board_top", "cosim.designs.bbs.board_lstm"),)),
+        board_tops=(("uart", "hwcosim.hdl.bbs.board_lstm:board_top", "hwcosim.cosim.designs.bbs.board_lstm"),)),
     Design(
         name="bbs-csr", top="bbs_csr", build=_csr,
         default_params=lambda: CSRParams(rows=256, cols=72, mults=64, lanes=8),
         description="Row-wise CSR SpMxV baseline (ESE-style, unbalanced rows), M single-multiplier PEs",
-        golden="models.bbs.csr:spmxv_entries", testbench="cosim.designs.bbs.tb_csr",
-        formal="hdl.bbs.csr_formal:formal_checks", formal_prove=False, docs=SPMXV_DOCS,
+        golden="hwcosim.models.bbs.csr:spmxv_entries", testbench="hwcosim.cosim.designs.bbs.tb_csr",
+        formal="hwcosim.hdl.bbs.csr_formal:formal_checks", formal_prove=False, docs=SPMXV_DOCS,
         # 16 PEs on the LFE5U-85F: with the default 64, each PE's private copy of the vector (64 LUT-RAM
         # copies written from one bus) left nextpnr with 138k overused wires after 14 minutes; the
         # replication a row-wise CSR engine needs is the cost the BBS engine's banking avoids
         board_params=lambda: CSRParams(rows=256, cols=72, mults=16, lanes=8),
-        recheck="cosim.designs.bbs.board_csr:recheck",  # hwcosim check of a board run --sim folder
+        recheck="hwcosim.cosim.designs.bbs.board_csr:recheck",  # hwcosim check of a board run --sim folder
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/bbs/board_csr.py)
-        board_tops=(("uart", "hdl.bbs.board_csr:board_top", "cosim.designs.bbs.board_csr"),)),
+        board_tops=(("uart", "hwcosim.hdl.bbs.board_csr:board_top", "hwcosim.cosim.designs.bbs.board_csr"),)),
 ]

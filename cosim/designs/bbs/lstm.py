@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from cosim.flow import runner
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, lstm_golden
+from hwcosim.cosim.flow import runner
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, lstm_golden
 
 __all__ = ["run_lstm", "trained_pruned_lstm", "readout_accuracy"]
 
@@ -17,18 +17,18 @@ def run_lstm(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, *, p_idle: float =
              waves: bool | None = None) -> runner.SimResult:
     """Simulate ``LSTMLayer(p)`` on raw input sequences ``xs`` (N, T, I).
 
-    Every hidden-state word is compared with :func:`models.bbs.lstm.lstm_golden` inside the
-    testbench (raises :class:`cosim.flow.runner.SimFailure` on a mismatch). ``metrics["h_rtl"]`` holds
+    Every hidden-state word is compared with :func:`hwcosim.models.bbs.lstm.lstm_golden` inside the
+    testbench (raises :class:`hwcosim.cosim.flow.runner.SimFailure` on a mismatch). ``metrics["h_rtl"]`` holds
     the RTL's hidden states (N, T, H raw).
     """
-    from hdl.bbs.lstm import LSTMLayer
+    from hwcosim.hdl.bbs.lstm import LSTMLayer
 
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
         raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _ = lstm_golden(p, wts, xs)
     res = runner.run(
-        LSTMLayer(p), "bbs_lstm", "cosim.designs.bbs.tb_lstm",
+        LSTMLayer(p), "bbs_lstm", "hwcosim.cosim.designs.bbs.tb_lstm",
         inputs={"params": p.to_dict(), "p_idle": p_idle, "p_stall": p_stall, "seed": seed},
         arrays={"values": wts.values, "indices": wts.indices, "bias": wts.bias, "xs": xs, "expected": expected},
         test_dir=test_dir, sim=sim, waves=waves)
@@ -38,10 +38,10 @@ def run_lstm(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, *, p_idle: float =
 
 def trained_pruned_lstm(banks: int = 8, k: int = 2, pes: int = 8, finetune_epochs: int = 15, seed: int = 0,
                         pattern: str = "bbs"):
-    """The trained digits LSTM (``models.nn.train.get_trained``), pruned and fine-tuned.
+    """The trained digits LSTM (``hwcosim.models.nn.train.get_trained``), pruned and fine-tuned.
 
     ``pattern="bbs"``: bank-balanced on the engine's (interleaved) banks, ``k`` per bank;
-    ``"unstructured"``: global magnitude pruning (:class:`pruning.patterns.unstructured.Unstructured`)
+    ``"unstructured"``: global magnitude pruning (:class:`hwcosim.pruning.patterns.unstructured.Unstructured`)
     of the same fused matrix to the same sparsity (the CSR baseline's weights).
 
     Returns ``(params, model, dataset, mask, info)``; ``model`` is a fine-tuned copy whose ``W``
@@ -49,10 +49,10 @@ def trained_pruned_lstm(banks: int = 8, k: int = 2, pes: int = 8, finetune_epoch
     """
     import copy
 
-    from models.bbs.lstm import bbs_mask
-    from models.fixedpoint import Q
-    from models.nn.train import TrainConfig, get_trained, train
-    from pruning.patterns.unstructured import Unstructured
+    from hwcosim.models.bbs.lstm import bbs_mask
+    from hwcosim.models.fixedpoint import Q
+    from hwcosim.models.nn.train import TrainConfig, get_trained, train
+    from hwcosim.pruning.patterns.unstructured import Unstructured
 
     dense, ds, info = get_trained("lstm")
     cfg = dense.config

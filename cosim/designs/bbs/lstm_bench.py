@@ -4,12 +4,12 @@ accuracy of the RTL-run model.
 
 ``bench_bbs_lstm(out_dir, quick)`` writes ``bbs_lstm.json`` and ``bbs_lstm_util.png`` and, unless
 ``quick``, ``bbs_lstm_resources.json`` / ``bbs_lstm_resources.md`` (Yosys, UltraScale+ and
-Arria 10 fabric, (P, B) up to 16 x 16). The cycle model (:class:`models.bbs.lstm.LSTMCycleModel`)
+Arria 10 fabric, (P, B) up to 16 x 16). The cycle model (:class:`hwcosim.models.bbs.lstm.LSTMCycleModel`)
 is exact against the RTL on the configurations of ``tests/bbs/test_bbs_lstm_sim.py`` and on the
 (P, B) = 16 x 16 RTL runs of :func:`rtl_16x16` (H = 256: 275 cycles per step, 93.1%);
 the (P, B) tables and the 1024-hidden figures use it. The CSR baseline figures come from
-:func:`models.bbs.csr.cycles_from_mask` on the physical matrix, the same PE assignment as the
-CSR RTL (:func:`cosim.designs.bbs.csr.csr_vs_bbs_rtl` measures it).
+:func:`hwcosim.models.bbs.csr.cycles_from_mask` on the physical matrix, the same PE assignment as the
+CSR RTL (:func:`hwcosim.cosim.designs.bbs.csr.csr_vs_bbs_rtl` measures it).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.atomic import write_text
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, gops
+from hwcosim.models.atomic import write_text
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, gops
 
 __all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
            "rtl_pb", "rtl_16x16", "quantisation_error", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
@@ -52,15 +52,15 @@ def pe_bank_table(hidden: int, input_size: int, sparsity: float, pes=(4, 8, 16),
 
 
 def csr_vs_bbs(p: LSTMParams, w_unstructured_mask: np.ndarray, weights: str = "") -> dict:
-    """Per-step cycles of the BBS engine and of the row-wise CSR engine (:mod:`models.bbs.csr`)
+    """Per-step cycles of the BBS engine and of the row-wise CSR engine (:mod:`hwcosim.models.bbs.csr`)
     with the same ``P * B`` multipliers on the same layer pruned unstructured to the same number
     of nonzeros. ``w_unstructured_mask`` is the logical (4H, I+H) keep-mask; it is laid out in
     the engine's physical order (gate-interleaved rows, interleaved columns: :func:`to_physical`)
-    before rows are dealt to PEs, exactly as :func:`cosim.designs.bbs.csr.digits_layers` feeds the CSR
+    before rows are dealt to PEs, exactly as :func:`hwcosim.cosim.designs.bbs.csr.digits_layers` feeds the CSR
     RTL, so the CSR figure here equals the RTL's. Both engines pay the same recurrence gap
     (pipeline drain) per step."""
-    from models.bbs.csr import CSRParams, cycles_from_mask
-    from models.bbs.lstm import to_physical
+    from hwcosim.models.bbs.csr import CSRParams, cycles_from_mask
+    from hwcosim.models.bbs.lstm import to_physical
 
     m = LSTMCycleModel(p)
     mult = p.pes * p.banks
@@ -105,7 +105,7 @@ def gops_1024(pes: int = 16, banks: int = 16, sparsity: float = 0.875, input_siz
 def measured_clock(p: LSTMParams, step_cycles: float) -> dict:
     """The same layer's throughput at the Fmax ``make boards`` measured for ``bbs-lstm`` (nextpnr,
     LFE5U-85F speed 6), with what was measured stated: the registered default layer, not this one."""
-    from cosim.flow.fmax import measured
+    from hwcosim.cosim.flow.fmax import measured
 
     meas = measured("bbs-lstm")
     mults = p.pes * p.banks  # the SpMxV's P*B multipliers alone (the element-wise unit adds a few)
@@ -133,9 +133,9 @@ def quantisation_error(h_golden: np.ndarray, h_float: np.ndarray) -> dict:
 
 
 def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
-    from cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
-    from models.bbs.lstm import lstm_float, lstm_golden, prepare_weights
-    from models.fixedpoint import dequantize, quantize
+    from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
+    from hwcosim.models.bbs.lstm import lstm_float, lstm_golden, prepare_weights
+    from hwcosim.models.fixedpoint import dequantize, quantize
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +153,7 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
     rng = np.random.default_rng(0)
     big = LSTMParams(input_size=1024, hidden=1024, banks=16, k=16, pes=16)
     wr = rng.normal(size=(big.rows, 2048))
-    from pruning.patterns.unstructured import Unstructured
+    from hwcosim.pruning.patterns.unstructured import Unstructured
     res["csr_vs_bbs_1024_random"] = csr_vs_bbs(
         big, Unstructured(sparsity=0.875).mask(wr),
         "RANDOM weights (i.i.d. normal, seed 0), not a trained layer: unstructured magnitude pruning to 87.5%; "
@@ -173,7 +173,7 @@ def bench_bbs_lstm(out_dir: Path, quick: bool) -> dict:
            "sparsity": info["sparsity"], "n_test": int(len(ds.y_test))}
     n = 24 if quick else len(ds.y_test)
     try:
-        from cosim.designs.bbs.lstm import run_lstm
+        from hwcosim.cosim.designs.bbs.lstm import run_lstm
 
         r = run_lstm(p, wts, xs[:n], test_dir=out_dir / "bbs_lstm_rtl")
         h_rtl = np.asarray(r.metrics["h_rtl"], dtype=np.int64)
@@ -222,11 +222,11 @@ def resource_table(configs=RESOURCE_CONFIGS, hidden: int = 64, input_size: int =
                    sparsity: float = 0.875, targets=("xcup", "cyclone10gx"), out_dir=None) -> list[dict]:
     """Yosys resource estimates of the BBS LSTM layer (``LSTMLayer``) over (P, B) for UltraScale+
     (``xcup``) and the Arria 10 fabric (``cyclone10gx``). Estimates, not place-and-route results
-    (see :mod:`cosim.flow.synth`). With ``out_dir``, writes ``bbs_lstm_resources.json`` (rows) and
+    (see :mod:`hwcosim.cosim.flow.synth`). With ``out_dir``, writes ``bbs_lstm_resources.json`` (rows) and
     ``bbs_lstm_resources.md`` (:func:`resource_markdown`) there, atomically."""
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import check_targets, synthesize
-    from hdl.bbs.lstm import LSTMLayer
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import check_targets, synthesize
+    from hwcosim.hdl.bbs.lstm import LSTMLayer
 
     targets = check_targets(list(targets))
     rows = []
@@ -269,14 +269,14 @@ def rtl_pb(pes: int, banks: int, hidden: int, input_size: int, k: int, out_dir=N
     """One (P, B) point of the BBS LSTM engine in RTL simulation, measured, not modelled.
 
     Random weights (bank-balanced, ``k`` per bank) and random inputs; every hidden-state word is
-    compared with :func:`models.bbs.lstm.lstm_golden` in the testbench. Two runs on the same
+    compared with :func:`hwcosim.models.bbs.lstm.lstm_golden` in the testbench. Two runs on the same
     build, ``T`` and ``T - 1`` steps: their difference is the measured steady-state step
     (``rows/P * k`` weight beats plus the recurrence drain), so ``step_ideal / step`` is the
     measured multiplier utilisation per step; whole-run cycles are checked against
     :class:`LSTMCycleModel` too.
     """
-    from cosim.designs.bbs.lstm import run_lstm
-    from models.bbs.lstm import prepare_weights
+    from hwcosim.cosim.designs.bbs.lstm import run_lstm
+    from hwcosim.models.bbs.lstm import prepare_weights
 
     if T < 2:
         raise ValueError(f"T must be >= 2 to measure a step by difference, not {T}")
@@ -312,7 +312,7 @@ def rtl_16x16(out_dir=None, sim=None) -> dict:
     """(P, B) = 16 x 16 in RTL (256 multipliers), two layers at 87.5% target sparsity:
 
     - ``h256``: H = I = 256, k = 4 of 32 per bank: a step is 1024/16 * 4 = 256 weight beats +
-      the 19-cycle recurrence drain (:data:`models.bbs.lstm.STEP_GAP`) = 275 cycles, 93.1%
+      the 19-cycle recurrence drain (:data:`hwcosim.models.bbs.lstm.STEP_GAP`) = 275 cycles, 93.1%
       multiplier utilisation per step (266 cycles, 96.2%, with the earlier 4-stage
       element-wise unit, 272 with the 10-stage one, 273 with the 11-stage one);
     - ``h64``: the digits-sized H = 64, I = 8 (padded to 16), k = 1 of 5 (80% sparsity, the
@@ -327,7 +327,7 @@ def rtl_16x16(out_dir=None, sim=None) -> dict:
 def bench_bbs_lstm_extra(out_dir: Path, quick: bool) -> dict:
     """The issue-4 additions: CSR vs BBS measured in RTL on the trained digits layer, P x B = 16 x 16
     in RTL, and (unless ``quick``) the Yosys resource table. Each part reports its own error."""
-    from cosim.designs.bbs.csr import csr_vs_bbs_rtl
+    from hwcosim.cosim.designs.bbs.csr import csr_vs_bbs_rtl
 
     out_dir = Path(out_dir)
     res: dict = {}
@@ -348,15 +348,15 @@ DELTA_THETAS = (0, 51, 102, 205, 307)
 
 
 def _delta_point(p, wts, model, ds, xs, theta: int, budget: int) -> dict:
-    from cosim.designs.bbs.lstm import readout_accuracy
-    from models.bbs.lstm_delta import (
+    from hwcosim.cosim.designs.bbs.lstm import readout_accuracy
+    from hwcosim.models.bbs.lstm_delta import (
         DeltaCycleModel,
         beat_skip_fraction,
         dense_ops_per_step,
         lstm_delta_float,
         lstm_delta_golden,
     )
-    from models.fixedpoint import dequantize
+    from hwcosim.models.fixedpoint import dequantize
 
     n, T = xs.shape[:2]
     h, _, st = lstm_delta_golden(p, wts, xs, theta, budget, stats=True)
@@ -394,15 +394,15 @@ def bench_bbs_lstm_delta(out_dir: Path, quick: bool) -> dict:
     and, for contrast, the unpruned trained layer on the same engine (k = bank_size = 9), over the
     full digits test set: task accuracy of the delta golden model (fixed point) and of the float
     DeltaLSTM reference vs the non-delta golden and dense float models; selected/skipped column
-    and weight-beat fractions; cycles from :class:`models.bbs.lstm_delta.DeltaCycleModel` (exact
+    and weight-beat fractions; cycles from :class:`hwcosim.models.bbs.lstm_delta.DeltaCycleModel` (exact
     against the RTL in ``tests/bbs/test_bbs_lstm_delta_sim.py``) and the throughput gain over the
     non-delta engine. The RTL is run for the pruned layer at J = 2 on the first test images (12
     when ``quick``, else 48) for every threshold: its cycles and words are compared with the model.
     Writes ``bbs_lstm_delta.json`` and ``bbs_lstm_delta.png`` (accuracy vs throughput gain).
     """
-    from cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
-    from models.bbs.lstm import lstm_float, lstm_golden, prepare_weights
-    from models.fixedpoint import dequantize, quantize
+    from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
+    from hwcosim.models.bbs.lstm import lstm_float, lstm_golden, prepare_weights
+    from hwcosim.models.fixedpoint import dequantize, quantize
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -432,9 +432,9 @@ def bench_bbs_lstm_delta(out_dir: Path, quick: bool) -> dict:
 
 
 def _delta_rtl(p, wts, xs, out_dir: Path, budget: int = 2) -> list[dict]:
-    from cosim.designs.bbs.lstm import run_lstm
-    from cosim.designs.bbs.lstm_delta import run_lstm_delta
-    from models.bbs.lstm_delta import lstm_delta_golden
+    from hwcosim.cosim.designs.bbs.lstm import run_lstm
+    from hwcosim.cosim.designs.bbs.lstm_delta import run_lstm_delta
+    from hwcosim.models.bbs.lstm_delta import lstm_delta_golden
 
     rows = []
     try:

@@ -1,4 +1,4 @@
-"""Run the BBS LSTM layer RTL in delta mode, compared with :func:`models.bbs.lstm_delta.lstm_delta_golden`."""
+"""Run the BBS LSTM layer RTL in delta mode, compared with :func:`hwcosim.models.bbs.lstm_delta.lstm_delta_golden`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 
-from cosim.flow import runner
-from models.bbs.lstm import LSTMParams, LSTMWeights
-from models.bbs.lstm_delta import DeltaCycleModel, lstm_delta_golden
+from hwcosim.cosim.flow import runner
+from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights
+from hwcosim.models.bbs.lstm_delta import DeltaCycleModel, lstm_delta_golden
 
 __all__ = ["run_lstm_delta"]
 
@@ -20,18 +20,18 @@ def run_lstm_delta(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, theta: int, 
     """Simulate ``LSTMLayer(p, delta_budget=budget)`` with threshold ``theta`` on raw ``xs`` (N, T, I).
 
     Every hidden-state word is compared with the delta golden model inside the testbench (raises
-    :class:`cosim.flow.runner.SimFailure` on a mismatch or a counter that disagrees with the model).
+    :class:`hwcosim.cosim.flow.runner.SimFailure` on a mismatch or a counter that disagrees with the model).
     ``metrics["h_rtl"]`` holds the RTL's hidden states; ``metrics["model_cycles"]`` the
-    :class:`models.bbs.lstm_delta.DeltaCycleModel` count.
+    :class:`hwcosim.models.bbs.lstm_delta.DeltaCycleModel` count.
     """
-    from hdl.bbs.lstm import LSTMLayer
+    from hwcosim.hdl.bbs.lstm import LSTMLayer
 
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
         raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _, st = lstm_delta_golden(p, wts, xs, theta, budget, stats=True)
     res = runner.run(
-        LSTMLayer(p, delta_budget=budget), "bbs_lstm_delta", "cosim.designs.bbs.tb_lstm_delta",
+        LSTMLayer(p, delta_budget=budget), "bbs_lstm_delta", "hwcosim.cosim.designs.bbs.tb_lstm_delta",
         inputs={"params": p.to_dict(), "theta": int(theta), "budget": int(budget), "p_idle": p_idle,
                 "p_stall": p_stall, "seed": seed},
         arrays={"values": wts.values, "indices": wts.indices, "bias": wts.bias, "xs": xs, "expected": expected,

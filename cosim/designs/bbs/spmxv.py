@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from cosim.flow import runner
-from models.bbs.spmxv import BBSParams, CycleModel, spmxv
+from hwcosim.cosim.flow import runner
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, spmxv
 
 __all__ = ["run_spmxv", "recheck"]
 
@@ -18,16 +18,16 @@ def run_spmxv(p: BBSParams, values: np.ndarray, indices: np.ndarray, xs: np.ndar
               waves: bool | None = None, raise_on_fail: bool = True) -> runner.SimResult:
     """Simulate ``SpMxV(p)`` on raw CSB ``values``/``indices`` and raw vectors ``xs`` (n, cols).
 
-    Every result word is compared with :func:`models.bbs.spmxv.spmxv` inside the testbench; the
+    Every result word is compared with :func:`hwcosim.models.bbs.spmxv.spmxv` inside the testbench; the
     returned metrics hold the measured cycles, the ideal and the DUT's counters. Raises
-    :class:`cosim.flow.runner.SimFailure` on any mismatch.
+    :class:`hwcosim.cosim.flow.runner.SimFailure` on any mismatch.
     """
-    from hdl.bbs import SpMxV
+    from hwcosim.hdl.bbs import SpMxV
 
     xs = np.atleast_2d(np.asarray(xs, dtype=np.int64))
     expected = spmxv(p, values, indices, xs)
     res = runner.run(
-        SpMxV(p), "bbs_spmxv", "cosim.designs.bbs.tb_spmxv",
+        SpMxV(p), "bbs_spmxv", "hwcosim.cosim.designs.bbs.tb_spmxv",
         inputs={"params": p.to_dict(), "p_idle_w": p_idle_w, "p_idle_x": p_idle_x, "p_stall": p_stall,
                 "seed": seed},
         arrays={"values": np.asarray(values, dtype=np.int64), "indices": np.asarray(indices, dtype=np.int64),
@@ -41,7 +41,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved run (``hwcosim sim``, ``hwcosim board run bbs-spmxv --sim``) without simulating:
     the golden model recomputed from the saved inputs (not the saved golden words) against the RTL's
     saved output words (``rtl``; positions are (vector, row))."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     p = BBSParams.from_dict(params)
     want = spmxv(p, arrays["values"], arrays["indices"], np.atleast_2d(arrays["xs"]))

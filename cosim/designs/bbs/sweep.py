@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from cosim.flow.sweep import COMMON_SOURCES as _COMMON
-from cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
+from hwcosim.cosim.flow.sweep import COMMON_SOURCES as _COMMON
+from hwcosim.cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
 
 
 # BBS SpMxV: P x B x sparsity (sparsity sets k, the nonzeros kept per bank) ---------------------------
 def _bbs_derive(base, s: dict):
-    from pruning.patterns.bank_balanced import BankBalanced
+    from hwcosim.pruning.patterns.bank_balanced import BankBalanced
 
     if "k" in s:
         raise ValueError("k (nonzeros per bank) follows from sparsity; sweep or set sparsity instead")
@@ -27,8 +27,8 @@ def _bbs_derive(base, s: dict):
 def _bbs_simulate(p, w: dict, sim: str, test_dir) -> dict:
     import numpy as np
 
-    from cosim.designs.bbs.spmxv import run_spmxv
-    from pruning.formats.csb import encode
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.pruning.formats.csb import encode
 
     rng = np.random.default_rng(int(w["seed"]))
     dense = rng.normal(0.0, 0.5, size=(p.rows, p.cols))

@@ -1,11 +1,11 @@
-"""cocotb testbench of the AXI top level of the BBS LSTM engine (:class:`hdl.bbs.axi_top.LSTMAxiTop`),
+"""cocotb testbench of the AXI top level of the BBS LSTM engine (:class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop`),
 driven only through cocotbext-axi bus functional models.
 
 ``AxiStreamSource`` loads the weights/biases (``s_axis_w``) and sends inputs (``s_axis_x``),
 ``AxiStreamSink`` takes hidden states (``m_axis_h``, one frame per step by ``tlast``) and
 ``AxiLiteMaster`` programs and polls the registers. Idle and back-pressure come from seeded
 random pause generators (``p_pause_in`` on both sources, ``p_pause_out`` on the sink). Every
-hidden word is compared with :func:`models.bbs.lstm.lstm_golden` (``expected`` in
+hidden word is compared with :func:`hwcosim.models.bbs.lstm.lstm_golden` (``expected`` in
 ``arrays.npz``). The sequences run as two START commands (all but the last sequence, then
 the last), after checking that a START before loading is refused with ``ERROR`` bit 0.
 Writes ``metrics.json`` with the register values read back.
@@ -19,12 +19,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from cosim.tb.common import arrays, inputs, write_metrics
-from cosim.tb.common import pauses as _pauses
-from cosim.tb.common import to_bytes as _to_bytes
-from hdl.bbs.axi_top import REGS, bytes_up
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
-from models.bbs.spmxv import pack_weight_beats
+from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
+from hwcosim.cosim.tb.common import pauses as _pauses
+from hwcosim.cosim.tb.common import to_bytes as _to_bytes
+from hwcosim.hdl.bbs.axi_top import REGS, bytes_up
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
+from hwcosim.models.bbs.spmxv import pack_weight_beats
 
 
 def _split32(word: int, nwords: int) -> list[int]:

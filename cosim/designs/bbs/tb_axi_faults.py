@@ -1,5 +1,5 @@
 """cocotb testbench: faults at the interfaces of the BBS LSTM board top
-(:class:`hdl.bbs.axi_top.LSTMAxiTop`), driven only through cocotbext-axi bus functional models.
+(:class:`hwcosim.hdl.bbs.axi_top.LSTMAxiTop`), driven only through cocotbext-axi bus functional models.
 
 The weights sit in an ``AxiRamRead`` memory model on ``m_axi`` (:class:`FaultyRam` can answer
 SLVERR or DECERR for chosen byte addresses); ``s_axis_w``, ``s_axis_x`` and ``m_axis_h`` are
@@ -41,12 +41,12 @@ from cocotbext.axi import (
     AxiStreamSource,
 )
 
-from cosim.tb.common import arrays, inputs, write_metrics
-from cosim.tb.common import pauses as _pauses
-from cosim.tb.common import to_bytes as _to_bytes
-from hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, bytes_up
-from models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
-from models.bbs.spmxv import pack_weight_beats
+from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
+from hwcosim.cosim.tb.common import pauses as _pauses
+from hwcosim.cosim.tb.common import to_bytes as _to_bytes
+from hwcosim.hdl.bbs.axi_top import CTRL, ERROR, REGS, STATUS, bytes_up
+from hwcosim.models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
+from hwcosim.models.bbs.spmxv import pack_weight_beats
 
 OKAY, SLVERR = 0, 2
 RAM_SIZE = 1 << 16
@@ -622,7 +622,7 @@ async def axil_slverr(dut):
     """Unmapped reads and writes, and writes to read-only registers: SLVERR, data 0, nothing
     changed, ERROR.bad_address; mapped accesses stay OKAY; issued in the middle of a LOAD_MM and
     of a run, which complete bit-exact."""
-    from hdl.bbs.axi_top import WRITABLE
+    from hwcosim.hdl.bbs.axi_top import WRITABLE
 
     tb = await _setup(dut)
     unmapped = [a for a in range(0, 0x100, 4) if a not in REGS.values()]

@@ -1,10 +1,10 @@
 """cocotb testbench of the SpMxV board top: the host session of ``hwcosim board run`` drives the RTL
 through a bit-level UART model, and every result word is compared with the golden model.
 
-Inputs (written by :func:`cosim.designs.bbs.board.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.board.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with ``values``/``indices`` (CSB, raw) and ``xs`` (raw vectors). The golden results
-are computed here from those inputs (:func:`cosim.designs.bbs.board.compare`). Writes
+are computed here from those inputs (:func:`hwcosim.cosim.designs.bbs.board.compare`). Writes
 ``metrics.json`` (mismatches, run cycles against the cycle model, the board's counters, the bytes
 on the line) and ``outputs.npz``.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from cosim.designs.bbs.board import SIM_TIMEOUT, compare, session
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.bbs.spmxv import BBSParams
+from hwcosim.cosim.designs.bbs.board import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.bbs.spmxv import BBSParams
 
 PERIOD_NS = 10
 
@@ -36,10 +36,10 @@ async def spmxv_board_session_matches_golden(dut):
 
 @cocotb.test()
 async def lstm_board_session_matches_golden(dut):
-    """The LSTM AXI board top (:class:`hdl.bbs.board_lstm.LSTMHost`) through the same UART model."""
-    from cosim.designs.bbs.board_lstm import compare as lstm_compare
-    from cosim.designs.bbs.board_lstm import session as lstm_session
-    from models.bbs.lstm import LSTMParams, LSTMWeights
+    """The LSTM AXI board top (:class:`hwcosim.hdl.bbs.board_lstm.LSTMHost`) through the same UART model."""
+    from hwcosim.cosim.designs.bbs.board_lstm import compare as lstm_compare
+    from hwcosim.cosim.designs.bbs.board_lstm import session as lstm_session
+    from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights
 
     cfg = inputs()
     p = LSTMParams.from_dict(cfg["params"])

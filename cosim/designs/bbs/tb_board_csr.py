@@ -1,8 +1,8 @@
-"""cocotb testbench of the CSR baseline board top's core (:func:`hdl.bbs.board_csr.csr_host`): the host
+"""cocotb testbench of the CSR baseline board top's core (:func:`hwcosim.hdl.bbs.board_csr.csr_host`): the host
 session of ``hwcosim board run bbs-csr`` drives the RTL through a bit-level UART model, and every
-result word is compared with :func:`models.bbs.csr.spmxv_entries` on the same entry lists.
+result word is compared with :func:`hwcosim.models.bbs.csr.spmxv_entries` on the same entry lists.
 
-Inputs (written by :func:`cosim.designs.bbs.board_csr.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.board_csr.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with the raw matrix ``w`` and vectors ``xs`` (and the golden results ``expected``,
 for ``hwcosim check``). Writes ``metrics.json`` and ``outputs.npz`` (``rtl``, ``golden``).
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import cocotb
 
-from cosim.designs.bbs.board_csr import SIM_TIMEOUT, compare, session
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.bbs.csr import CSRParams
+from hwcosim.cosim.designs.bbs.board_csr import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.bbs.csr import CSRParams
 
 PERIOD_NS = 10
 

@@ -1,6 +1,6 @@
-"""cocotb testbench of the row-wise CSR SpMxV engine against :func:`models.bbs.csr.spmxv_csr`.
+"""cocotb testbench of the row-wise CSR SpMxV engine against :func:`hwcosim.models.bbs.csr.spmxv_csr`.
 
-Inputs (written by :func:`cosim.designs.bbs.csr.run_csr`): ``inputs.json`` with the parameter set and
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.csr.run_csr`): ``inputs.json`` with the parameter set and
 the traffic pattern (``p_idle``: idle probability before each input beat; ``p_stall``: output
 refusal probability; ``seed``); ``arrays.npz`` with the entry lists (``value``, ``col``,
 ``last``, ``valid``, ``loads``, ``nnz``), ``xs`` (n, cols raw) and ``expected`` (n, rows raw).
@@ -14,8 +14,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
-from models.bbs.csr import (
+from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.models.bbs.csr import (
     CSRCycleModel,
     CSRParams,
     CSRWeights,

@@ -1,13 +1,13 @@
-"""cocotb testbench of the BBS LSTM layer engine against :func:`models.bbs.lstm.lstm_golden`.
+"""cocotb testbench of the BBS LSTM layer engine against :func:`hwcosim.models.bbs.lstm.lstm_golden`.
 
-Inputs (written by :func:`cosim.designs.bbs.lstm.run_lstm`): ``inputs.json`` with the parameter set,
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.lstm.run_lstm`): ``inputs.json`` with the parameter set,
 ``seq_len`` and the traffic pattern (``p_idle``: idle probability before each input/load beat;
 ``p_stall``: probability the ``h`` sink refuses a cycle; ``seed``); ``arrays.npz`` with CSB
 ``values``/``indices``, ``bias`` (raw gate_fmt, physical order), ``xs`` (N, T, I raw) and
 ``expected`` (N, T, H raw hidden states of the golden model).
 
 Every hidden-state word is compared. Writes ``metrics.json``: cycles from the first input beat
-accepted to the last hidden beat, ideal/expected of :class:`models.bbs.lstm.LSTMCycleModel`,
+accepted to the last hidden beat, ideal/expected of :class:`hwcosim.models.bbs.lstm.LSTMCycleModel`,
 the DUT's counters, mismatches, and the hidden states the RTL produced (``h_rtl``), so the
 caller can compute task accuracy from the RTL's own output.
 """
@@ -18,9 +18,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
-from models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
-from models.bbs.spmxv import pack_weight_beats
+from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
+from hwcosim.models.bbs.spmxv import pack_weight_beats
 
 
 @cocotb.test()

@@ -1,6 +1,6 @@
-"""cocotb testbench of the BBS LSTM engine in delta mode against :func:`models.bbs.lstm_delta.lstm_delta_golden`.
+"""cocotb testbench of the BBS LSTM engine in delta mode against :func:`hwcosim.models.bbs.lstm_delta.lstm_delta_golden`.
 
-Inputs (written by :func:`cosim.designs.bbs.lstm_delta.run_lstm_delta`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.lstm_delta.run_lstm_delta`): ``inputs.json`` with the
 parameter set, ``budget`` (J), ``theta`` (raw threshold) and the traffic pattern (``p_idle``,
 ``p_stall``, ``seed``); ``arrays.npz`` with CSB ``values``/``indices``, ``bias``, ``xs``
 (N, T, I raw), ``expected`` (N, T, H raw hidden states of the delta golden model),
@@ -18,10 +18,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
-from models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
-from models.bbs.lstm_delta import DeltaCycleModel
-from models.bbs.spmxv import pack_weight_beats
+from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
+from hwcosim.models.bbs.lstm_delta import DeltaCycleModel
+from hwcosim.models.bbs.spmxv import pack_weight_beats
 
 
 def _int(sig) -> int:

@@ -1,11 +1,11 @@
-"""cocotb testbench of the BBS SpMxV engine against :func:`models.bbs.spmxv.spmxv`, word by word.
+"""cocotb testbench of the BBS SpMxV engine against :func:`hwcosim.models.bbs.spmxv.spmxv`, word by word.
 
-Inputs (written by :func:`cosim.designs.bbs.spmxv.run_spmxv`): ``inputs.json`` with the parameter set and the
+Inputs (written by :func:`hwcosim.cosim.designs.bbs.spmxv.run_spmxv`): ``inputs.json`` with the parameter set and the
 traffic pattern (``p_idle_w``, ``p_idle_x``: probability of an idle cycle before each input beat;
 ``p_stall``: probability that the output sink refuses a cycle; ``seed``), ``arrays.npz`` with
 ``values``/``indices`` (CSB, raw), ``xs`` (vectors, raw) and ``expected`` (golden results, raw).
 Writes ``metrics.json``: cycles measured from the first vector beat to the last result beat, the
-ideal and expected counts of :class:`models.bbs.spmxv.CycleModel`, the DUT's counters, mismatches.
+ideal and expected counts of :class:`hwcosim.models.bbs.spmxv.CycleModel`, the DUT's counters, mismatches.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
 
-from cosim.tb.common import (
+from hwcosim.cosim.tb.common import (
     CycleCounter,
     StreamDriver,
     StreamSink,
@@ -24,7 +24,7 @@ from cosim.tb.common import (
     write_metrics,
     write_outputs,
 )
-from models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, unpack_output_beats
+from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, unpack_output_beats
 
 
 @cocotb.test()

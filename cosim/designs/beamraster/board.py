@@ -1,6 +1,6 @@
 """The BeamRaster board session (``hwcosim board run beamraster-precoder``): a channel-driven
 scenario's coefficient sets and 16-QAM symbols go to the precoder over the UART link, every antenna
-sample comes back and is compared with :func:`models.beamraster.datapath.precode_fixed`. The same
+sample comes back and is compared with :func:`hwcosim.models.beamraster.datapath.precode_fixed`. The same
 coroutine runs on a board (pyserial) and against the RTL of the board top's core through the cocotb
 UART model (:func:`run_board_sim`)."""
 
@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink, board_params
-from models.beamraster.datapath import (
+from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
+from hwcosim.models.beamraster.datapath import (
     PrecoderParams,
     pack_coef_beats,
     pack_symbol_beats,
@@ -19,7 +19,7 @@ from models.beamraster.datapath import (
     scenario,
     unpack_output_beats,
 )
-from models.errors import CheckFailed, UsageError
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
@@ -30,7 +30,7 @@ SIM_TIMEOUT = 2000
 async def session(link: HostLink, p: PrecoderParams, s_re, s_im, beams, P_re, P_im, log=None) -> dict:
     """Precode raw symbols ``s_re``/``s_im`` (N, K) with the coefficient sets ``beams`` (F, K) and
     ``P_re``/``P_im`` (F, groups, K, K) on the board; returns the raw antenna samples."""
-    from hdl.beamraster.board import BEAMRASTER_ID, STATUS, register_map
+    from hwcosim.hdl.beamraster.board import BEAMRASTER_ID, STATUS, register_map
 
     log = log or (lambda *_: None)
     cbits, sbits = p.coef_width, 2 * p.K * p.sym_fmt.width
@@ -81,7 +81,7 @@ def compare(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, res: dict) -> dict
 
 
 def cli_inputs(design, args) -> tuple:
-    """A channel-driven scenario (:func:`models.beamraster.datapath.scenario`) of ``-n`` frames (seeded)."""
+    """A channel-driven scenario (:func:`hwcosim.models.beamraster.datapath.scenario`) of ``-n`` frames (seeded)."""
     p = board_params(design, args, "a generated channel scenario (--seed, -n frames)")
     sc = scenario(p, n_frames=args.n, seed=args.seed)
     return p, {k: sc[k] for k in ("s_re", "s_im", "beams", "P_re", "P_im")}
@@ -90,14 +90,14 @@ def cli_inputs(design, args) -> tuple:
 def run_board_sim(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
     """Run :func:`session` against the RTL of the board top's core (cocotb, UART model on its pins)."""
-    from cosim.flow import runner
-    from cosim.flow.runs import seal
-    from hdl.beamraster.board import precoder_host
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal
+    from hwcosim.hdl.beamraster.board import precoder_host
 
     s_re, s_im = np.asarray(s_re, dtype=np.int64), np.asarray(s_im, dtype=np.int64)
     (x_re, x_im), _ = precode_fixed(p, s_re, s_im, beams, P_re, P_im)
     res = runner.run(
-        precoder_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "beamraster_host", "cosim.designs.beamraster.tb_board",
+        precoder_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "beamraster_host", "hwcosim.cosim.designs.beamraster.tb_board",
         testcase="beamraster_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"s_re": s_re, "s_im": s_im, "beams": np.asarray(beams, dtype=np.int64),

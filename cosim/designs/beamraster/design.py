@@ -1,11 +1,11 @@
-"""Registry entry of the BeamRaster precoder (see :mod:`cosim.designs`)."""
+"""Registry entry of the BeamRaster precoder (see :mod:`hwcosim.cosim.designs`)."""
 
-from cosim.designs import Design, DocsEntry
-from models.beamraster.datapath import PrecoderParams
+from hwcosim.cosim.registry import Design, DocsEntry
+from hwcosim.models.beamraster.datapath import PrecoderParams
 
 
 def _precoder(p: PrecoderParams):
-    from hdl.beamraster import Precoder
+    from hwcosim.hdl.beamraster import Precoder
 
     return Precoder(p)
 
@@ -26,13 +26,13 @@ DESIGNS = [
         # routes in minutes (docs/boards/bitstreams.json)
         board_top_params=lambda: PrecoderParams(M=64, K=8, lanes=8, groups=100, sc_per_group=12,
                                                 symbols_per_frame=14),
-        golden="models.beamraster.datapath:precode_fixed", testbench="cosim.designs.beamraster.tb_precoder",
-        formal="hdl.beamraster.precoder_formal:formal_checks",
-        recheck="cosim.designs.beamraster.precoder:recheck",  # also the folders of hwcosim board run --sim
+        golden="hwcosim.models.beamraster.datapath:precode_fixed", testbench="hwcosim.cosim.designs.beamraster.tb_precoder",
+        formal="hwcosim.hdl.beamraster.precoder_formal:formal_checks",
+        recheck="hwcosim.cosim.designs.beamraster.precoder:recheck",  # also the folders of hwcosim board run --sim
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/beamraster/board.py)
-        board_tops=(("uart", "hdl.beamraster.board:board_top", "cosim.designs.beamraster.board"),),
-        benches=(("beamraster_realtime", "cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
-                 ("beamraster_dsp", "cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
+        board_tops=(("uart", "hwcosim.hdl.beamraster.board:board_top", "hwcosim.cosim.designs.beamraster.board"),),
+        benches=(("beamraster_realtime", "hwcosim.cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
+                 ("beamraster_dsp", "hwcosim.cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
         docs=DocsEntry("beamraster", "BeamRaster MU-MIMO precoder",
                        "Meng et al., \"BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed "
                        "Precoders\", IEEE TMC 18(5), 2019")),

@@ -1,8 +1,8 @@
 """Run the BeamRaster precoder RTL against the golden model; real-time budget and DSP benches.
 
-- :func:`run_precoder`: simulate :class:`hdl.beamraster.Precoder` on raw symbols and coefficient
+- :func:`run_precoder`: simulate :class:`hwcosim.hdl.beamraster.Precoder` on raw symbols and coefficient
   sets; the testbench compares every antenna sample with
-  :func:`models.beamraster.datapath.precode_fixed`.
+  :func:`hwcosim.models.beamraster.datapath.precode_fixed`.
 - :func:`realtime_budget`: measured throughput (subcarrier-symbols per cycle) -> the clock needed
   for an LTE-like 20 MHz carrier (1200 subcarriers x 14 symbols per ms) at M antennas.
 - :func:`bench_beamraster_realtime` and :func:`bench_beamraster_dsp`: ``bench_<x>(out_dir, quick)``.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.flow import runner
-from models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, precode_fixed, scenario
-from models.tables import show
+from hwcosim.cosim.flow import runner
+from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, precode_fixed, scenario
+from hwcosim.models.tables import show
 
 __all__ = ["run_precoder", "run_scenario", "realtime_budget", "LTE_SYMBOLS_PER_S", "bench_beamraster_realtime",
            "bench_beamraster_dsp", "dsp_report", "fixed_point_fraction", "recheck"]
@@ -32,20 +32,20 @@ def run_precoder(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, *, p_idle_s: 
                  p_idle_c: float = 0.0, p_stall: float = 0.0, seed: int = 1, coef_first: bool = True,
                  return_output: bool = False, test_dir: str | os.PathLike | None = None, sim: str | None = None,
                  waves: bool | None = None) -> runner.SimResult:
-    """Simulate ``Precoder(p)``; raises :class:`cosim.flow.runner.SimFailure` on any differing sample.
+    """Simulate ``Precoder(p)``; raises :class:`hwcosim.cosim.flow.runner.SimFailure` on any differing sample.
 
     ``coef_first`` loads the first two coefficient sets before the first symbol (so the measured
     cycles are the datapath's, not the loader's); otherwise both streams start together.
     """
-    from hdl.beamraster import Precoder
+    from hwcosim.hdl.beamraster import Precoder
 
     s_re = np.asarray(s_re, dtype=np.int64)
     s_im = np.asarray(s_im, dtype=np.int64)
-    from cosim.flow.runs import seal
+    from hwcosim.cosim.flow.runs import seal
 
     (x_re, x_im), _ = precode_fixed(p, s_re, s_im, beams, P_re, P_im)
     res = runner.run(
-        Precoder(p), "beamraster_precoder", "cosim.designs.beamraster.tb_precoder",
+        Precoder(p), "beamraster_precoder", "hwcosim.cosim.designs.beamraster.tb_precoder",
         inputs={"params": p.to_dict(), "p_idle_s": p_idle_s, "p_idle_c": p_idle_c, "p_stall": p_stall,
                 "seed": seed, "coef_first": coef_first, "return_output": return_output},
         arrays={"s_re": s_re, "s_im": s_im, "beams": np.asarray(beams, dtype=np.int64),
@@ -60,7 +60,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved precoder run without simulating: :func:`precode_fixed` recomputed from the
     saved symbols and coefficient sets against the RTL's saved samples (positions: symbol, antenna,
     0 = real / 1 = imaginary)."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     p = PrecoderParams.from_dict(params)
     (x_re, x_im), _ = precode_fixed(p, np.asarray(arrays["s_re"], dtype=np.int64),
@@ -75,7 +75,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
 
 
 def run_scenario(p: PrecoderParams, n_frames: int = 2, seed: int = 0, snr_db: float = 30.0, **kw) -> tuple:
-    """A channel-driven run (:func:`models.beamraster.datapath.scenario`): (SimResult, scenario)."""
+    """A channel-driven run (:func:`hwcosim.models.beamraster.datapath.scenario`): (SimResult, scenario)."""
     sc = scenario(p, n_frames=n_frames, snr_db=snr_db, seed=seed)
     res = run_precoder(p, sc["s_re"], sc["s_im"], sc["beams"], sc["P_re"], sc["P_im"], seed=seed, **kw)
     return res, sc
@@ -117,7 +117,7 @@ def fixed_point_fraction(M: int, K: int, *, n_frames: int = 4, snr_db: float = 3
                          sc_per_group: int = 12, groups: int = 4, symbols_per_frame: int = 4) -> dict:
     """Sum rate of the fixed-point datapath over that of the float precoder it implements.
 
-    Golden model :func:`models.beamraster.datapath.precode_fixed` (bit-exact with the RTL, which
+    Golden model :func:`hwcosim.models.beamraster.datapath.precode_fixed` (bit-exact with the RTL, which
     the simulated rows of the real-time bench check sample by sample) on a channel-driven
     scenario with LTE-like grouping (one pre-distortion matrix per ``sc_per_group`` = 12
     subcarriers), 16-QAM symbols; the float reference uses the same grouped matrices, so the
@@ -143,7 +143,7 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     """
     from rich.table import Table
 
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     rows = _budget_rows(quick, out_dir / "beamraster_sim")
@@ -174,8 +174,8 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
 
 def dsp_report(p: PrecoderParams, out_dir: Path | None = None, target: str = "xcup") -> dict:
     """Verilog + Yosys resources of ``Precoder(p)`` on ``target`` (``xcup`` or ``cyclone10gx``)."""
-    from cosim.flow.synth import synthesize
-    from hdl.beamraster import Precoder
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.hdl.beamraster import Precoder
 
     v = runner.to_verilog(Precoder(p), "beamraster_precoder")
     rep = synthesize(v, "beamraster_precoder", target, out_dir=out_dir)
@@ -190,7 +190,7 @@ def bench_beamraster_dsp(out_dir: Path, quick: bool = False) -> dict:
     """
     from rich.table import Table
 
-    from models.atomic import write_text
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     if quick:

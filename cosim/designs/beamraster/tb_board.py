@@ -1,8 +1,8 @@
-"""cocotb testbench of the BeamRaster board top's core (:func:`hdl.beamraster.board.precoder_host`):
+"""cocotb testbench of the BeamRaster board top's core (:func:`hwcosim.hdl.beamraster.board.precoder_host`):
 the host session of ``hwcosim board run beamraster-precoder`` drives the RTL through a bit-level
-UART model, and every antenna sample is compared with :func:`models.beamraster.datapath.precode_fixed`.
+UART model, and every antenna sample is compared with :func:`hwcosim.models.beamraster.datapath.precode_fixed`.
 
-Inputs (written by :func:`cosim.designs.beamraster.board.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.beamraster.board.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with the raw symbols and coefficient sets (and the golden samples, for ``hwcosim
 check``). Writes ``metrics.json`` and ``outputs.npz`` (``rtl_re``, ``rtl_im``).
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import cocotb
 
-from cosim.designs.beamraster.board import SIM_TIMEOUT, compare, session
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.beamraster.datapath import PrecoderParams
+from hwcosim.cosim.designs.beamraster.board import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.beamraster.datapath import PrecoderParams
 
 PERIOD_NS = 10
 

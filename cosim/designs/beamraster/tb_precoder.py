@@ -1,6 +1,6 @@
-"""cocotb testbench of the BeamRaster precoder against :func:`models.beamraster.datapath.precode_fixed`.
+"""cocotb testbench of the BeamRaster precoder against :func:`hwcosim.models.beamraster.datapath.precode_fixed`.
 
-Inputs (written by :func:`cosim.designs.beamraster.precoder.run_precoder`): ``inputs.json`` with the parameter set
+Inputs (written by :func:`hwcosim.cosim.designs.beamraster.precoder.run_precoder`): ``inputs.json`` with the parameter set
 and the traffic pattern (``p_idle_s``, ``p_idle_c``: probability of an idle cycle before each
 symbol / coefficient beat; ``p_stall``: probability the output sink refuses a cycle; ``seed``;
 ``coef_first``: load every coefficient set before the first symbol), ``arrays.npz`` with
@@ -16,8 +16,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.flow.runs import as_words, word_diff
-from cosim.tb.common import (
+from hwcosim.cosim.flow.runs import as_words, word_diff
+from hwcosim.cosim.tb.common import (
     CycleCounter,
     StreamDriver,
     StreamSink,
@@ -27,7 +27,7 @@ from cosim.tb.common import (
     write_metrics,
     write_outputs,
 )
-from models.beamraster.datapath import (
+from hwcosim.models.beamraster.datapath import (
     CycleModel,
     PrecoderParams,
     pack_coef_beats,

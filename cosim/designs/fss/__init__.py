@@ -1,4 +1,4 @@
-"""cosim.designs.fss: testbenches, runner glue, benches, sweep adapter and bridges of the fss designs.
+"""hwcosim.cosim.designs.fss: testbenches, runner glue, benches, sweep adapter and bridges of the fss designs.
 
-The registry entries are in :mod:`cosim.designs.fss.design`.
+The registry entries are in :mod:`hwcosim.cosim.designs.fss.design`.
 """

@@ -22,7 +22,7 @@ import json
 import time
 from pathlib import Path
 
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["bench_fss_layers", "bench_fss_synth", "ENGINE_KINDS", "SPARSITIES", "engine", "n_kept", "layer_rows",
            "minilm_roofline", "roofline_engines", "hbm_validation", "MINILM_SHAPES", "ROOFLINE_T"]
@@ -51,8 +51,8 @@ def n_kept(kind: str, sparsity: float) -> int:
 def engine(kind: str, n: int, max_rows: int, max_cols: int):
     """An engine with ``MULTIPLIERS`` multipliers: FSS 2x8 / N:M 1x16 / N:M 1x8 with ``n`` kept per
     region, or dense; ``pe_rows = MULTIPLIERS / (PE_COLS * n)``."""
-    from cosim.designs.fss.layers import engine_formats
-    from models.fss.gemm import FSSParams
+    from hwcosim.cosim.designs.fss.layers import engine_formats
+    from hwcosim.models.fss.gemm import FSSParams
 
     if kind not in ENGINE_KINDS:
         raise ValueError(f"engine kind must be one of {', '.join(ENGINE_KINDS)}, not {kind!r}")
@@ -68,7 +68,7 @@ def engine(kind: str, n: int, max_rows: int, max_cols: int):
 
 
 def _layers(quick: bool):
-    from cosim.designs.fss.layers import cnn_conv_layer, lstm_gate_layer, minilm_layers
+    from hwcosim.cosim.designs.fss.layers import cnn_conv_layer, lstm_gate_layer, minilm_layers
 
     out = [cnn_conv_layer(n_images=1 if quick else 2), lstm_gate_layer(n_cols=4 if quick else 8)]
     try:
@@ -89,8 +89,8 @@ def layer_rows(layers, *, rtl: bool = True, sim: str | None = None, test_dir: Pa
     (``cycles`` measured); without, the golden model alone runs and ``cycles`` is the cycle
     model's expected count (``cycles_source`` says which).
     """
-    from cosim.designs.fss.layers import run_layer
-    from models.fss.gemm import U280_HBM, layer_performance
+    from hwcosim.cosim.designs.fss.layers import run_layer
+    from hwcosim.models.fss.gemm import U280_HBM, layer_performance
 
     max_rows = max(-(-lay.w.shape[0] // 16) * 16 for lay in layers)
     max_cols = max(-(-lay.w.shape[1] // 16) * 16 for lay in layers)
@@ -127,7 +127,7 @@ def layer_rows(layers, *, rtl: bool = True, sim: str | None = None, test_dir: Pa
 
 def _measured(design: str) -> dict:
     """The Fmax make boards measured for ``design`` on an LFE5U-85F (nextpnr), or why there is none."""
-    from cosim.flow.fmax import measured
+    from hwcosim.cosim.flow.fmax import measured
 
     m = measured(design)
     return {"note": "no measured Fmax yet (run make boards)"} if m is None else \
@@ -137,8 +137,8 @@ def _measured(design: str) -> dict:
 def bench_fss_layers(out_dir: Path, quick: bool = False) -> dict:
     from rich.table import Table
 
-    from cosim.flow.runner import simulator
-    from models.atomic import write_text
+    from hwcosim.cosim.flow.runner import simulator
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     rows = layer_rows(_layers(quick))
@@ -178,7 +178,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     names = list(dict.fromkeys(r["layer"] for r in rows))
@@ -217,8 +217,8 @@ def roofline_engines() -> dict:
     768 / 384 / 96 GB/s at 1 / 2 / 4 / 16 PE columns (12-bit FSS lanes, 250 MHz), while T = 1
     uses only one of the ``pe_cols`` columns.
     """
-    from cosim.designs.fss.layers import engine_formats
-    from models.fss.gemm import FSSParams
+    from hwcosim.cosim.designs.fss.layers import engine_formats
+    from hwcosim.models.fss.gemm import FSSParams
 
     fm = engine_formats()
 
@@ -244,7 +244,7 @@ def roofline_rows(engines: dict | None = None, shapes: dict | None = None, ts=RO
     like real ones); ``useful_gmacs`` and ``peak_fraction`` count only the MACs of the real
     layer's kept weights, so padding shows up as lost throughput.
     """
-    from models.fss.gemm import U280_HBM, WEIGHT_MODES, CycleModel, layer_performance
+    from hwcosim.models.fss.gemm import U280_HBM, WEIGHT_MODES, CycleModel, layer_performance
 
     engines = roofline_engines() if engines is None else engines
     shapes = MINILM_SHAPES if shapes is None else shapes
@@ -280,8 +280,8 @@ def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
     """U280-scale roofline of the MiniLM linear layers: JSON, PNG and a terminal table."""
     from rich.table import Table
 
-    from models.atomic import write_text
-    from models.fss.gemm import PIPELINE_LATENCY, U280_HBM
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.fss.gemm import PIPELINE_LATENCY, U280_HBM
 
     rows = roofline_rows(**kw)
     out = {"hbm": f"U280: {U280_HBM.channels} pseudo-channels x {U280_HBM.gbps_per_channel} GB/s = "
@@ -290,10 +290,10 @@ def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
            "formats": "8-bit weights (+ index bits), 16-bit activations, 24-bit results",
            "weight_modes": {
                "stream": "weights re-streamed from HBM once per column tile of pe_cols activation columns, as "
-                         "hdl.fss.FSSGemm consumes them: the weight bandwidth is one weight beat per cycle "
+                         "hwcosim.hdl.fss.FSSGemm consumes them: the weight bandwidth is one weight beat per cycle "
                          "whatever T is",
                "resident": "weights read from HBM once per layer and reused on chip across column tiles, as "
-                           "hdl.fss.axi_top.FSSAxiTop does (it stores a layer's weights on chip); the stored "
+                           "hwcosim.hdl.fss.axi_top.FSSAxiTop does (it stores a layer's weights on chip); the stored "
                            "weights must fit on chip (MiniLM-L6 at 75 %: about 5.4 M kept weights x 12 bits, "
                            "~8 MB, vs ~43 MB of U280 BRAM+URAM)"},
            "cycles": "ideal (every multiplier busy); the RTL adds the first tile's activation load and "
@@ -328,8 +328,8 @@ def _plot_roofline(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from models.atomic import save_png
-    from models.fss.gemm import U280_HBM
+    from hwcosim.models.atomic import save_png
+    from hwcosim.models.fss.gemm import U280_HBM
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
     main = "FSS 4/16 512x2"  # the array whose bound turns with T and the weight mode
@@ -380,7 +380,7 @@ def hbm_tolerance(p_idle: float, beats: int, overhead: int, predicted: float) ->
 
 def hbm_validation(out_dir: Path | None = None, quick: bool = False, bytes_per_cycle=None,
                    sim: str | None = None, test_dir: Path | None = None, layer=None) -> dict:
-    """Check :func:`models.fss.gemm.layer_performance` against RTL runs starved by a modelled HBM.
+    """Check :func:`hwcosim.models.fss.gemm.layer_performance` against RTL runs starved by a modelled HBM.
 
     The 16-multiplier FSS engine of :func:`engine` (2x8 regions, 4 kept, PE 2x2) needs
     ``weight_beat_bits / 8`` bytes per cycle; an HBM of ``B`` bytes per cycle below that makes
@@ -391,10 +391,10 @@ def hbm_validation(out_dir: Path | None = None, quick: bool = False, bytes_per_c
     the other streams run free. The measured cycles must meet the model's memory-bound cycle
     count within :func:`hbm_tolerance`.
     """
-    from cosim.designs.fss.gemm import run_gemm
-    from cosim.designs.fss.layers import lstm_gate_layer, prepare
-    from models.atomic import write_text
-    from models.fss.gemm import HBM, CycleModel, layer_performance
+    from hwcosim.cosim.designs.fss.gemm import run_gemm
+    from hwcosim.cosim.designs.fss.layers import lstm_gate_layer, prepare
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.fss.gemm import HBM, CycleModel, layer_performance
 
     lay = lstm_gate_layer(n_cols=4 if quick else 8) if layer is None else layer
     if bytes_per_cycle is None:  # one compute-bound control, two memory-bound points
@@ -445,7 +445,7 @@ def hbm_validation(out_dir: Path | None = None, quick: bool = False, bytes_per_c
 
 
 def synth_configs(quick: bool):
-    from models.fss.gemm import FSSParams
+    from hwcosim.models.fss.gemm import FSSParams
 
     base = dict(max_rows=1024, max_cols=1024)
     cfgs = [("fss 2x8 n=4 PE 2x2", FSSParams(region=(2, 8), n=4, pe_rows=2, pe_cols=2, **base)),
@@ -461,11 +461,11 @@ def synth_configs(quick: bool):
 def bench_fss_synth(out_dir: Path, quick: bool = False) -> dict:
     from rich.table import Table
 
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import synthesize
-    from hdl.fss import FSSGemm
-    from models.atomic import write_text
-    from models.fss.gemm import FSSParams
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.hdl.fss import FSSGemm
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.fss.gemm import FSSParams
 
     results = []
     for label, p in synth_configs(quick):
@@ -473,7 +473,7 @@ def bench_fss_synth(out_dir: Path, quick: bool = False) -> dict:
         rep = synthesize(to_verilog(FSSGemm(p), "fss_gemm"), "fss_gemm", "xcup")
         results.append({"config": label, **p.to_dict(), "multipliers": p.multipliers, **rep["resources"],
                         "seconds": round(time.monotonic() - t0, 1)})
-    from cosim.designs.fss.layers import engine_formats
+    from hwcosim.cosim.designs.fss.layers import engine_formats
 
     bench_fmt = {k: str(v) for k, v in engine_formats().items()}
     out = {"target": "xcup (synth_xilinx, Yosys estimate, not place-and-route)",

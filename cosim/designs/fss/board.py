@@ -1,8 +1,8 @@
 """The FSS AXI board session (``hwcosim board run fss-axi``): load one layer's FSS weights over
 ``s_axis_w`` into the on-chip store, run activation matrices tile by tile (each tile's
 activation beats over ``s_axis_x``, its result beats back from ``m_axis_y``), read the counters
-and compare every result word with :func:`models.fss.gemm.gemm`. The same coroutine runs on a
-board (pyserial) and against the RTL of :class:`hdl.fss.board.FSSHost` through the cocotb UART
+and compare every result word with :func:`hwcosim.models.fss.gemm.gemm`. The same coroutine runs on a
+board (pyserial) and against the RTL of :class:`hwcosim.hdl.fss.board.FSSHost` through the cocotb UART
 model (:func:`run_board_sim`)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
-from models.errors import CheckFailed, UsageError
-from models.fss.gemm import FSSParams, gemm, pack_act_beats, unpack_output_beats
+from hwcosim.cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.fss.gemm import FSSParams, gemm, pack_act_beats, unpack_output_beats
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "random_layer", "recheck", "SIM_DIVISOR",
            "SIM_TIMEOUT"]
@@ -26,7 +26,7 @@ COUNTERS = ("CYCLES", "MAC_BEATS", "STALL_OUT", "STARVE_W", "RUN_CYCLES", "OUT_B
 
 def _bits(p: FSSParams) -> tuple[int, int]:
     """``s_axis_x`` and ``m_axis_y`` ``tdata`` widths."""
-    from hdl.bbs.axi_top import bytes_up
+    from hwcosim.hdl.bbs.axi_top import bytes_up
 
     return bytes_up(p.r_w * p.pe_cols * p.act_fmt.width), bytes_up(p.out_lanes * p.out_fmt.width)
 
@@ -51,9 +51,9 @@ async def session(link: HostLink, p: FSSParams, values: np.ndarray, indices: np.
 
     Raises :class:`UsageError` when the board is built for other parameters and
     :class:`CheckFailed` when the board reports an error or a run does not finish."""
-    from cosim.designs.fss.gemm import pack_axi_weight_words
-    from hdl.fss.axi_top import CTRL, FSS_ID, REGS, STATUS, config_words
-    from hdl.fss.board import CH_WEIGHTS, CH_X, CH_Y
+    from hwcosim.cosim.designs.fss.gemm import pack_axi_weight_words
+    from hwcosim.hdl.fss.axi_top import CTRL, FSS_ID, REGS, STATUS, config_words
+    from hwcosim.hdl.fss.board import CH_WEIGHTS, CH_X, CH_Y
 
     log = log or (lambda *_: None)
     values, indices = np.asarray(values, dtype=np.int64), np.asarray(indices, dtype=np.int64)
@@ -110,7 +110,7 @@ async def session(link: HostLink, p: FSSParams, values: np.ndarray, indices: np.
 
 
 def compare(p: FSSParams, values, indices, xs, res: dict) -> dict:
-    """Every result word against :func:`models.fss.gemm.gemm`, and each run's counters (weight beats
+    """Every result word against :func:`hwcosim.models.fss.gemm.gemm`, and each run's counters (weight beats
     replayed per tile, result beats, no error, ``m_axis_y`` never refused: the FIFO holds a tile)."""
     values, indices = np.asarray(values, dtype=np.int64), np.asarray(indices, dtype=np.int64)
     xs = np.asarray(xs, dtype=np.int64)
@@ -146,8 +146,8 @@ def compare(p: FSSParams, values, indices, xs, res: dict) -> dict:
 
 
 def random_layer(p: FSSParams, rows: int, cols: int, seed: int):
-    """An FSS-pruned random ``rows x cols`` layer (:func:`pruning.formats.fss.encode`)."""
-    from pruning.formats.fss import encode
+    """An FSS-pruned random ``rows x cols`` layer (:func:`hwcosim.pruning.formats.fss.encode`)."""
+    from hwcosim.pruning.formats.fss import encode
 
     return encode(np.random.default_rng(seed).normal(0, 0.6, size=(rows, cols)), p.region, n=p.n, fmt=p.weight_fmt)
 
@@ -168,13 +168,13 @@ def cli_inputs(design, args) -> tuple:
 
 def run_board_sim(p: FSSParams, values, indices, xs, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
-    """Run :func:`session` against the RTL of :class:`hdl.fss.board.FSSHost` (cocotb, UART model on its pins)."""
-    from cosim.flow import runner
-    from cosim.flow.runs import seal_outputs
-    from hdl.fss.board import FSSHost
+    """Run :func:`session` against the RTL of :class:`hwcosim.hdl.fss.board.FSSHost` (cocotb, UART model on its pins)."""
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_outputs
+    from hwcosim.hdl.fss.board import FSSHost
 
     res = runner.run(
-        FSSHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "fss_host", "cosim.designs.fss.tb_board",
+        FSSHost(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "fss_host", "hwcosim.cosim.designs.fss.tb_board",
         testcase="fss_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"values": np.asarray(values, dtype=np.int64), "indices": np.asarray(indices, dtype=np.int64),
@@ -188,7 +188,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved ``hwcosim board run fss-axi --sim`` folder without simulating: the golden GEMM
     recomputed from the saved weights and activations against the words the board top returned
     (positions: run, row, column)."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     p = FSSParams.from_dict(params)
     values, indices = np.asarray(arrays["values"], dtype=np.int64), np.asarray(arrays["indices"], dtype=np.int64)

@@ -4,11 +4,11 @@ Scenario
 --------
 Requests arrive as a Poisson stream (``rate`` per second); each has an input size (vectors for
 the BBS SpMxV engine, activation columns / tokens for the FSS GEMM engine) drawn from the
-log-normal law of :class:`models.systems.elastic.elasticbatch.ServingConfig` and padded to its
+log-normal law of :class:`hwcosim.models.systems.elastic.elasticbatch.ServingConfig` and padded to its
 *bucket* bound, as ElasticBatch does. One device serves every bucket; when it is free it takes
 the bucket of the oldest waiting request and batches up to ``batch[bucket]`` waiting requests
 of that bucket (dynamic batching). ``batch[bucket]`` comes from ElasticBatch's planner
-(:func:`models.systems.elastic.elasticbatch.plan_device`): its latency predictor is fitted to nine
+(:func:`hwcosim.models.systems.elastic.elasticbatch.plan_device`): its latency predictor is fitted to nine
 profiled points of the device's *cycle model* (3 batches x 3 buckets), and per bucket the batch
 whose predicted service time is at most ``slo_fraction`` of the SLO and that needs the fewest
 device instances at the bucket's arrival rate wins (the planner sees only the model, in both
@@ -16,8 +16,8 @@ runs).
 
 A batch of ``b`` requests of bucket ``s`` is one engine run:
 
-- BBS SpMxV (:class:`hdl.bbs.SpMxV`, one CSB weight matrix, ``rows x cols``): ``b * s`` vectors;
-- FSS GEMM (:class:`hdl.fss.FSSGemm`, one FSS weight matrix): ``T = b * s`` activation columns,
+- BBS SpMxV (:class:`hwcosim.hdl.bbs.SpMxV`, one CSB weight matrix, ``rows x cols``): ``b * s`` vectors;
+- FSS GEMM (:class:`hwcosim.hdl.fss.FSSGemm`, one FSS weight matrix): ``T = b * s`` activation columns,
   rounded up to a multiple of ``pe_cols``.
 
 From a cluster scenario file
@@ -33,13 +33,13 @@ time and gradient bytes say nothing about an inference request stream's rate or 
 Devices and time base
 ---------------------
 The engine clock is ``f_clk_mhz`` (default 200 MHz, the clock of
-:class:`models.systems.elastic.elasticbatch.BBSDevice`). The **model device** takes the service time of
-a batch from the cycle model (``models.bbs.spmxv.CycleModel.expected`` / ``models.fss.gemm.CycleModel.
-expected``). The **RTL device** (:mod:`cosim.designs.fss.tb_bridge`) runs the batch's real data (each
+:class:`hwcosim.models.systems.elastic.elasticbatch.BBSDevice`). The **model device** takes the service time of
+a batch from the cycle model (``hwcosim.models.bbs.spmxv.CycleModel.expected`` / ``hwcosim.models.fss.gemm.CycleModel.
+expected``). The **RTL device** (:mod:`hwcosim.cosim.designs.fss.tb_bridge`) runs the batch's real data (each
 request's seeded input vectors, zero-padded to the bucket) through the engine at the batch's
 start cycle; the service time is the measured cycle count from the first input beat to the last
-result beat, and every result word is compared with the golden model (``models.bbs.spmxv.spmxv`` /
-``models.fss.gemm.gemm``). **Cache per shape:** the engine's cycle count depends only on the batch
+result beat, and every result word is compared with the golden model (``hwcosim.models.bbs.spmxv.spmxv`` /
+``hwcosim.models.fss.gemm.gemm``). **Cache per shape:** the engine's cycle count depends only on the batch
 shape (the number of vectors / columns), not on the data, so a shape measured once is not
 simulated again: a repeated shape advances the RTL clock by the cached count (one timer, no
 engine activity) and its data is not checked. ``cache=False`` simulates every batch (the tests
@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.flow.bridge import ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
+from hwcosim.cosim.flow.bridge import ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
 
 __all__ = ["ServeScenarioParams", "ServeScenario", "ServeModelDevice", "make_engine", "run_model", "run_rtl",
            "run_bridge", "DEVICES", "params_from_scenario"]
@@ -123,12 +123,12 @@ def params_from_scenario(sc, device: str | None = None, **flags) -> list[ServeSc
     ``sc`` (module docstring). ``device`` and ``flags`` (keyword arguments of :class:`ServeScenarioParams`
     given on the command line; None: not given) override the file's ``[cosim.serve]``.
     Raises ``ScenarioError`` (one line)."""
-    from models.systems.cluster.scenario import ScenarioError
+    from hwcosim.models.systems.cluster.scenario import ScenarioError
 
     conf = sc.cosim_conf("serve")
     names = {"requests": "n_requests", "load": "load", "slo_us": "slo_us", "p_stall": "p_stall", "cache": "cache",
              "clock_mhz": "f_clk_mhz"}
-    from models.precedence import layered
+    from hwcosim.models.precedence import layered
 
     # command line over [cosim.serve] over the scenario's seed and the class defaults
     kw = layered(("scenario", {"seed": sc.seed}),
@@ -150,15 +150,15 @@ def make_engine(sp: ServeScenarioParams):
     rng = np.random.default_rng([sp.seed, 17])
     w = rng.normal(0, 0.6, size=(sp.rows, sp.cols))
     if sp.device == "bbs":
-        from models.bbs.spmxv import BBSParams
-        from models.fixedpoint import Q
-        from pruning.formats.csb import encode
+        from hwcosim.models.bbs.spmxv import BBSParams
+        from hwcosim.models.fixedpoint import Q
+        from hwcosim.pruning.formats.csb import encode
 
         m = encode(w, 8, 0.75, fmt=Q(2, 6))
         p = BBSParams(rows=sp.rows, cols=sp.cols, banks=8, k=m.k, pes=2, weight_fmt=m.fmt)
         return p, np.asarray(m.values, dtype=np.int64), np.asarray(m.indices, dtype=np.int64)
-    from models.fss.gemm import FSSParams
-    from pruning.formats.fss import encode
+    from hwcosim.models.fss.gemm import FSSParams
+    from hwcosim.pruning.formats.fss import encode
 
     p = FSSParams(region=(2, 8), n=4, pe_rows=2, pe_cols=4, max_rows=max(32, sp.rows), max_cols=max(64, sp.cols))
     m = encode(w, p.region, n=p.n, fmt=p.weight_fmt)
@@ -175,10 +175,10 @@ def batch_shape(sp: ServeScenarioParams, p, n_req: int, bucket: int) -> int:
 
 def model_cycles(sp: ServeScenarioParams, p, shape: int) -> int:
     if sp.device == "bbs":
-        from models.bbs.spmxv import CycleModel
+        from hwcosim.models.bbs.spmxv import CycleModel
 
         return CycleModel(p).expected(shape)
-    from models.fss.gemm import CycleModel
+    from hwcosim.models.fss.gemm import CycleModel
 
     return CycleModel(p).expected(sp.rows, sp.cols, shape)
 
@@ -210,7 +210,7 @@ class ServeScenario:
     """Arrivals, buckets, dynamic batching and latency accounting of the serving bridge."""
 
     def __init__(self, sp: ServeScenarioParams, p):
-        from models.systems.elastic.elasticbatch import LatencyPredictor, ServingConfig, plan_device
+        from hwcosim.models.systems.elastic.elasticbatch import LatencyPredictor, ServingConfig, plan_device
 
         self.sp, self.p = sp, p
         self.clock = ClockMap(sp.f_clk_mhz * 1e6)
@@ -328,7 +328,7 @@ def save_evidence(run_dir, device: str) -> None:
     (``expected``) in ``arrays.npz``, the RTL's words (``rtl``) in ``outputs.npz``. The design is the
     engine (``bbs-spmxv`` or ``fss-gemm``): a batch is one engine run, and the rows of different
     batches are independent, so the engine's recheck re-verifies them all in one call."""
-    from cosim.flow.runs import read_npz, seal, word_diff
+    from hwcosim.cosim.flow.runs import read_npz, seal, word_diff
 
     d = Path(run_dir)
     diff = None
@@ -340,19 +340,19 @@ def save_evidence(run_dir, device: str) -> None:
 def run_rtl(sp: ServeScenarioParams, *, sim: str | None = None, test_dir=None) -> dict:
     """The serving stream with the engine's RTL under cocotb as the device; the run folder keeps every
     simulated batch's inputs, RTL words and golden words (:func:`save_evidence`)."""
-    from cosim.flow import runner
+    from hwcosim.cosim.flow import runner
 
     p, values, indices = make_engine(sp)
     if sp.device == "bbs":
-        from hdl.bbs import SpMxV
+        from hwcosim.hdl.bbs import SpMxV
 
         design, top = SpMxV(p), "bbs_spmxv"
     else:
-        from hdl.fss import FSSGemm
+        from hwcosim.hdl.fss import FSSGemm
 
         design, top = FSSGemm(p), "fss_gemm"
     t0 = time.perf_counter()
-    res = runner.run(design, top, "cosim.designs.fss.tb_bridge",
+    res = runner.run(design, top, "hwcosim.cosim.designs.fss.tb_bridge",
                      inputs={"scenario": sp.to_dict(), "params": p.to_dict()},
                      arrays={"values": values, "indices": indices}, test_dir=test_dir, sim=sim, raise_on_fail=False)
     save_evidence(res.test_dir, sp.device)

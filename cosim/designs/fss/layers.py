@@ -5,7 +5,7 @@ Zhang et al., "Fine-Grained Structured Sparse Computing for FPGA-Based AI Infere
 44(7), 2025, evaluate CNN, RNN and LLM layers; this module gives one real layer of each kind:
 
 - ``cnn.conv1``: the second 3x3 convolution of the CNN trained on scikit-learn digits
-  (:func:`models.nn.train.get_trained`), weight (32, 16*9), activations the im2col columns of
+  (:func:`hwcosim.models.nn.train.get_trained`), weight (32, 16*9), activations the im2col columns of
   its real input feature maps (one column per output pixel).
 - ``lstm.W``: the fused gate matrix (4H, I+H) = (256, 72) of the trained digits LSTM, activations
   the real ``[x_t; h_{t-1}]`` vectors of test sequences.
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.fixedpoint import Q, dequantize, quantize
-from models.fss.gemm import CycleModel, FSSParams, gemm, pad_layer
+from hwcosim.models.fixedpoint import Q, dequantize, quantize
+from hwcosim.models.fss.gemm import CycleModel, FSSParams, gemm, pad_layer
 
 __all__ = ["Layer", "cnn_conv_layer", "lstm_gate_layer", "minilm_layers", "MINILM_PACKAGE", "prepare",
            "run_layer", "row_errors", "engine_formats"]
@@ -68,20 +68,20 @@ def engine_formats() -> dict:
 # -- layer sources ----------------------------------------------------------------------------
 def cnn_conv_layer(n_images: int = 2, cache_dir: str | Path | None = "build/cache") -> Layer:
     """Conv layer 1 of the trained digits CNN as a GEMM on im2col columns of real inputs."""
-    from models.nn.layers import im2col3
-    from models.nn.train import get_trained
+    from hwcosim.models.nn.layers import im2col3
+    from hwcosim.models.nn.train import get_trained
 
     model, ds, _ = get_trained("cnn", cache_dir=cache_dir)
     w = model.params["conv1.W"].astype(np.float64)
     feats = model.layer_inputs(ds.x_test[:n_images])[1].astype(np.float64)  # (N, 16, 4, 4)
     cols = im2col3(feats)  # (N*H*W, C*9)
     return Layer("cnn.conv1", w.reshape(w.shape[0], -1), cols.T.copy(),
-                 {"source": "models.nn CNN trained on sklearn digits", "feature_map": list(feats.shape)})
+                 {"source": "hwcosim.models.nn CNN trained on sklearn digits", "feature_map": list(feats.shape)})
 
 
 def lstm_gate_layer(n_cols: int = 8, cache_dir: str | Path | None = "build/cache") -> Layer:
     """The trained digits LSTM's fused gate matrix on real ``[x_t; h_{t-1}]`` vectors."""
-    from models.nn.train import get_trained
+    from hwcosim.models.nn.train import get_trained
 
     model, ds, _ = get_trained("lstm", cache_dir=cache_dir)
     W = model.params["W"].astype(np.float64)
@@ -89,7 +89,7 @@ def lstm_gate_layer(n_cols: int = 8, cache_dir: str | Path | None = "build/cache
     hs = model.forward(xs).astype(np.float64)  # (N, T, H)
     steps = np.linspace(1, xs.shape[1] - 1, 4).astype(int)
     cols = [np.concatenate([xs[i, s], hs[i, s - 1]]) for i in range(len(xs)) for s in steps]
-    return Layer("lstm.W", W, np.stack(cols[:n_cols], axis=1), {"source": "models.nn LSTM trained on digits"})
+    return Layer("lstm.W", W, np.stack(cols[:n_cols], axis=1), {"source": "hwcosim.models.nn LSTM trained on digits"})
 
 
 @lru_cache(maxsize=1)
@@ -174,7 +174,7 @@ def _pow2_scale(max_abs: float, limit: float) -> int:
 def prepare(layer: Layer, p: FSSParams) -> dict:
     """Prune ``layer`` to ``p``'s pattern (FSS region ``p.region``, ``p.n`` per region), scale,
     pad and quantise it. Returns raw ``values``/``indices``/``x`` for the engine and the scales."""
-    from pruning.formats.fss import encode
+    from hwcosim.pruning.formats.fss import encode
 
     wp, xp = pad_layer(p, layer.w, layer.x)
     ew = _pow2_scale(float(np.abs(wp).max()), p.weight_fmt.max_value)
@@ -214,7 +214,7 @@ def run_layer(layer: Layer, p: FSSParams, *, rtl: bool = True, test_dir=None, si
     """Run one layer on ``FSSGemm(p)`` (``rtl``) or the golden model alone; errors and cycles.
 
     With ``rtl`` the testbench compares every result word with the golden model (a mismatch
-    raises :class:`cosim.flow.runner.SimFailure`), and the result dict holds the measured cycles.
+    raises :class:`hwcosim.cosim.flow.runner.SimFailure`), and the result dict holds the measured cycles.
     """
     d = prepare(layer, p)
     rows, cols = d["shape"]
@@ -226,7 +226,7 @@ def run_layer(layer: Layer, p: FSSParams, *, rtl: bool = True, test_dir=None, si
            "ideal": CycleModel(p).ideal(rows, cols, d["t_pad"]),
            "expected": CycleModel(p).expected(rows, cols, d["t_pad"])}
     if rtl:
-        from cosim.designs.fss.gemm import run_gemm
+        from hwcosim.cosim.designs.fss.gemm import run_gemm
 
         res = run_gemm(p, d["values"], d["indices"], d["x"], test_dir=test_dir, sim=sim, **traffic)
         mt = res.metrics

@@ -1,20 +1,20 @@
-"""cocotb testbench of the AXI top level of the FSS GEMM engine (:class:`hdl.fss.axi_top.FSSAxiTop`),
+"""cocotb testbench of the AXI top level of the FSS GEMM engine (:class:`hwcosim.hdl.fss.axi_top.FSSAxiTop`),
 driven only through cocotbext-axi bus functional models.
 
 ``AxiStreamSource`` loads the weights (``s_axis_w``, 32-bit words of
-:func:`cosim.designs.fss.gemm.pack_axi_weight_words`) and sends activations (``s_axis_x``),
+:func:`hwcosim.cosim.designs.fss.gemm.pack_axi_weight_words`) and sends activations (``s_axis_x``),
 ``AxiStreamSink`` takes results (``m_axis_y``, one frame per column tile by ``tlast``) and
 ``AxiLiteMaster`` programs and polls the registers. Idle and back-pressure come from seeded
 random pause generators (``p_pause_in`` on both sources, ``p_pause_out`` on the sink). Every
-result word of every run is compared with :func:`models.fss.gemm.gemm` (``expected<i>`` in
-``arrays.npz``, written by :func:`cosim.designs.fss.gemm.run_gemm_axi`), and every frame must hold exactly
+result word of every run is compared with :func:`hwcosim.models.fss.gemm.gemm` (``expected<i>`` in
+``arrays.npz``, written by :func:`hwcosim.cosim.designs.fss.gemm.run_gemm_axi`), and every frame must hold exactly
 one tile (``tlast`` placement).
 
 Tests (the runner picks one with ``testcase``):
 
 - ``axi_fss_golden``: reset values and identification, START before loading refused, one load,
   then every run in ``arrays.npz`` on the same weights; the per-run counters against
-  :class:`models.fss.gemm.CycleModel` (exact when nothing pauses).
+  :class:`hwcosim.models.fss.gemm.CycleModel` (exact when nothing pauses).
 - ``axi_fss_errors``: SLVERR on unmapped reads/writes and read-only writes, size writes out of
   range, LOAD restarting a partial load, extra weight words, commands while busy; the runs in
   between stay bit-exact.
@@ -35,13 +35,13 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from cosim.designs.fss.gemm import pack_axi_weight_words
-from cosim.tb.common import arrays, inputs, write_metrics
-from cosim.tb.common import pauses as _pauses
-from cosim.tb.common import to_bytes as _to_bytes
-from hdl.bbs.axi_top import bytes_up
-from hdl.fss.axi_top import CTRL, ERROR, REGS, STATUS, WEIGHT_LEAD, config_words
-from models.fss.gemm import CycleModel, FSSParams, pack_act_beats, unpack_output_beats
+from hwcosim.cosim.designs.fss.gemm import pack_axi_weight_words
+from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
+from hwcosim.cosim.tb.common import pauses as _pauses
+from hwcosim.cosim.tb.common import to_bytes as _to_bytes
+from hwcosim.hdl.bbs.axi_top import bytes_up
+from hwcosim.hdl.fss.axi_top import CTRL, ERROR, REGS, STATUS, WEIGHT_LEAD, config_words
+from hwcosim.models.fss.gemm import CycleModel, FSSParams, pack_act_beats, unpack_output_beats
 
 OKAY, SLVERR = 0, 2
 COUNTERS = ("CYCLES", "MAC_BEATS", "STALL_OUT", "STARVE_W", "RUN_CYCLES", "OUT_BEATS")

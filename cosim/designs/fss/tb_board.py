@@ -1,8 +1,8 @@
-"""cocotb testbench of the FSS AXI board top (:class:`hdl.fss.board.FSSHost`): the host session of
+"""cocotb testbench of the FSS AXI board top (:class:`hwcosim.hdl.fss.board.FSSHost`): the host session of
 ``hwcosim board run fss-axi`` drives the RTL through a bit-level UART model, and every result word
-is compared with :func:`models.fss.gemm.gemm`.
+is compared with :func:`hwcosim.models.fss.gemm.gemm`.
 
-Inputs (written by :func:`cosim.designs.fss.board.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.fss.board.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with ``values``/``indices`` (raw FSS regions) and ``xs`` (raw activations, one
 matrix per run). Writes ``metrics.json`` and ``outputs.npz`` (``rtl``, ``golden``).
@@ -13,10 +13,10 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from cosim.designs.fss.board import SIM_TIMEOUT, compare, session
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.fss.gemm import FSSParams
+from hwcosim.cosim.designs.fss.board import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.fss.gemm import FSSParams
 
 PERIOD_NS = 10
 

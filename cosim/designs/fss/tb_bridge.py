@@ -1,9 +1,9 @@
 """cocotb testbench of bridge (b): BBS SpMxV or FSS GEMM RTL as the serving device.
 
-The serving scenario (:class:`cosim.designs.fss.bridge.ServeScenario`) runs in this process;
+The serving scenario (:class:`hwcosim.cosim.designs.fss.bridge.ServeScenario`) runs in this process;
 :class:`ServeRTLDevice` runs each batch's data through the engine at the batch's start cycle and
 measures its cycles (first input beat to last result beat), compares every result word with the
-golden model, and caches the count per batch shape (see :mod:`cosim.designs.fss.bridge`). Writes
+golden model, and caches the count per batch shape (see :mod:`hwcosim.cosim.designs.fss.bridge`). Writes
 ``metrics.json``: the scenario result and the word-for-word check; fails on any mismatch.
 """
 
@@ -15,10 +15,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from cosim.designs.fss.bridge import ServeScenario, ServeScenarioParams, request_inputs
-from cosim.flow.bridge import ClockMap, co_simulate
-from cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock
-from cosim.tb.common import StreamDriver, StreamSink, arrays, inputs, tb_dir, write_metrics, write_outputs
+from hwcosim.cosim.designs.fss.bridge import ServeScenario, ServeScenarioParams, request_inputs
+from hwcosim.cosim.flow.bridge import ClockMap, co_simulate
+from hwcosim.cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock
+from hwcosim.cosim.tb.common import StreamDriver, StreamSink, arrays, inputs, tb_dir, write_metrics, write_outputs
 
 
 class ServeRTLDevice(RTLSerialDevice):
@@ -38,9 +38,9 @@ class ServeRTLDevice(RTLSerialDevice):
         self.rtl_rows: list[np.ndarray] = []
         self.want_rows: list[np.ndarray] = []
         if sp.device == "bbs":
-            from models.bbs.spmxv import pack_weight_beats
+            from hwcosim.models.bbs.spmxv import pack_weight_beats
         else:
-            from models.fss.gemm import pack_weight_beats
+            from hwcosim.models.fss.gemm import pack_weight_beats
         self.wwords = pack_weight_beats(p, values, indices)
 
     async def run(self, req, start):
@@ -60,7 +60,7 @@ class ServeRTLDevice(RTLSerialDevice):
         shape = req["shape"]
         self.seed += 3
         if sp.device == "bbs":
-            from models.bbs.spmxv import pack_vector_beats, spmxv, unpack_output_beats
+            from hwcosim.models.bbs.spmxv import pack_vector_beats, spmxv, unpack_output_beats
 
             xs = x  # (shape, cols)
             want = spmxv(p, self.values, self.indices, xs)
@@ -68,7 +68,7 @@ class ServeRTLDevice(RTLSerialDevice):
             wwords = self.wwords * shape
             beats = shape * p.row_groups
         else:
-            from models.fss.gemm import gemm, pack_act_beats, unpack_output_beats
+            from hwcosim.models.fss.gemm import gemm, pack_act_beats, unpack_output_beats
 
             xt = np.zeros((sp.cols, shape), dtype=np.int64)
             xt[:, : x.shape[0]] = x.T
@@ -118,11 +118,11 @@ async def serve_bridge(dut):
     sp = ServeScenarioParams.from_dict(cfg["scenario"])
     a = arrays()
     if sp.device == "bbs":
-        from models.bbs.spmxv import BBSParams
+        from hwcosim.models.bbs.spmxv import BBSParams
 
         p = BBSParams.from_dict(cfg["params"])
     else:
-        from models.fss.gemm import FSSParams
+        from hwcosim.models.fss.gemm import FSSParams
 
         p = FSSParams.from_dict(cfg["params"])
         dut.cfg_k_regions.value = sp.cols // p.r_w
@@ -144,7 +144,7 @@ async def serve_bridge(dut):
              "batches_simulated": dev.simulated, "cache": sp.cache}
     write_metrics({"result": res, "check": check})
     if dev.x_rows:  # the run folder's evidence (cosim.designs.fss.bridge.save_evidence seals it)
-        from cosim.flow.runs import add_arrays
+        from hwcosim.cosim.flow.runs import add_arrays
 
         add_arrays(tb_dir(), xs=np.concatenate(dev.x_rows), expected=np.concatenate(dev.want_rows),
                    batch_rows=np.asarray([len(x) for x in dev.x_rows], dtype=np.int64))

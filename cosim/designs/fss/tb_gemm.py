@@ -1,12 +1,12 @@
-"""cocotb testbench of the FSS sparse GEMM engine against :func:`models.fss.gemm.gemm`, word by word.
+"""cocotb testbench of the FSS sparse GEMM engine against :func:`hwcosim.models.fss.gemm.gemm`, word by word.
 
-Inputs (written by :func:`cosim.designs.fss.gemm.run_gemm`): ``inputs.json`` with the parameter set, the
+Inputs (written by :func:`hwcosim.cosim.designs.fss.gemm.run_gemm`): ``inputs.json`` with the parameter set, the
 layer shape (``rows``, ``cols``, ``T``) and the traffic pattern (``p_idle_w``, ``p_idle_x``:
 probability of an idle cycle before each input beat; ``p_stall``: probability that the output
 sink refuses a cycle; ``seed``); ``arrays.npz`` with ``values``/``indices`` (FSS, raw), ``x``
 (activations (cols, T), raw) and ``expected`` (golden results (rows, T), raw). Writes
 ``metrics.json``: cycles from the first activation beat to the last result beat, the ideal and
-expected counts of :class:`models.fss.gemm.CycleModel`, the DUT's counters and the mismatches.
+expected counts of :class:`hwcosim.models.fss.gemm.CycleModel`, the DUT's counters and the mismatches.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
-from models.fss.gemm import (
+from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.models.fss.gemm import (
     PIPELINE_LATENCY,
     CycleModel,
     FSSParams,

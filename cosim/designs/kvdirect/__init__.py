@@ -1,4 +1,4 @@
-"""cosim.designs.kvdirect: testbenches, runner glue, benches, sweep adapter and bridges of the kvdirect designs.
+"""hwcosim.cosim.designs.kvdirect: testbenches, runner glue, benches, sweep adapter and bridges of the kvdirect designs.
 
-The registry entries are in :mod:`cosim.designs.kvdirect.design`.
+The registry entries are in :mod:`hwcosim.cosim.designs.kvdirect.design`.
 """

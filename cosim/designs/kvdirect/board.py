@@ -1,7 +1,7 @@
 """The KV-Direct board session (``hwcosim board run kvdirect-pipeline``): a stream of GET / PUT /
 DELETE / ATOMIC operations goes to the pipeline over the UART link and every response comes back;
 each is matched to its request by tag and compared with the golden store
-(:func:`models.kvdirect.rtl_model.golden_run`), and the counters with the operation count. The same
+(:func:`hwcosim.models.kvdirect.rtl_model.golden_run`), and the counters with the operation count. The same
 coroutine runs on a board (pyserial) and against the RTL of the board top's core (pipeline + on-chip
 memory) through the cocotb UART model (:func:`run_board_sim`)."""
 
@@ -12,9 +12,9 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink, board_params
-from models.errors import CheckFailed, UsageError
-from models.kvdirect.rtl_model import PipelineParams, golden_run, pack_request, pack_response, unpack_request
+from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.kvdirect.rtl_model import PipelineParams, golden_run, pack_request, pack_response, unpack_request
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "recheck", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
@@ -24,9 +24,9 @@ REQ_BITS, RSP_BITS = 156, 76
 
 
 async def session(link: HostLink, p: PipelineParams, requests, log=None) -> dict:
-    """Send the packed ``requests`` (:func:`models.kvdirect.rtl_model.pack_request`) to the board's
+    """Send the packed ``requests`` (:func:`hwcosim.models.kvdirect.rtl_model.pack_request`) to the board's
     pipeline; returns the response words in arrival order and the registers."""
-    from hdl.kvdirect.board import KVD_ID, STATUS, register_map
+    from hwcosim.hdl.kvdirect.board import KVD_ID, STATUS, register_map
 
     log = log or (lambda *_: None)
     s = StreamLink(link, register_map(), [REQ_BITS], [RSP_BITS])
@@ -88,7 +88,7 @@ def compare(p: PipelineParams, requests, res: dict) -> dict:
 
 def cli_inputs(design, args) -> tuple:
     """A seeded Zipf (0.99) operation stream of ``-n`` hundred operations over 64 keys."""
-    from models.kvdirect.rtl_model import make_stream
+    from hwcosim.models.kvdirect.rtl_model import make_stream
 
     p = board_params(design, args, "a generated operation stream (--seed, -n hundreds of operations)")
     reqs = make_stream(100 * args.n, 64, "zipf", args.seed)
@@ -98,13 +98,13 @@ def cli_inputs(design, args) -> tuple:
 def run_board_sim(p: PipelineParams, requests, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
     """Run :func:`session` against the RTL of the board top's core (cocotb, UART model on its pins)."""
-    from cosim.flow import runner
-    from cosim.flow.runs import as_words, seal_outputs
-    from hdl.kvdirect.board import kv_host
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import as_words, seal_outputs
+    from hwcosim.hdl.kvdirect.board import kv_host
 
     words = [int(r) for r in requests]
     res = runner.run(
-        kv_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "kvdirect_host", "cosim.designs.kvdirect.tb_board",
+        kv_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "kvdirect_host", "hwcosim.cosim.designs.kvdirect.tb_board",
         testcase="kvdirect_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"requests": as_words(words)},
@@ -117,7 +117,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved ``hwcosim board run kvdirect-pipeline --sim`` folder without simulating: the
     golden store replayed on the saved requests against the responses the board returned (in request
     order by tag; positions: request)."""
-    from cosim.flow.runs import word_diff
+    from hwcosim.cosim.flow.runs import word_diff
 
     p = PipelineParams.from_dict(params)
     reqs = [int(w) for w in arrays["requests"]]

@@ -2,7 +2,7 @@
 
 Scenario
 --------
-A data-parallel training job on a small Clos (:func:`models.systems.cluster.topology.clos`, one pod,
+A data-parallel training job on a small Clos (:func:`hwcosim.models.systems.cluster.topology.clos`, one pod,
 two ToRs, four single-GPU hosts per ToR, 100 Gb/s NICs) keeps its parameters in a key-value
 store on GPU 0's NIC (KV-Direct: the NIC serves the store from host memory). Every worker
 (GPUs 1..``n_workers``) repeats ``iterations`` times:
@@ -14,7 +14,7 @@ store on GPU 0's NIC (KV-Direct: the NIC serves the store from host memory). Eve
    the key, or PUT of an initial value if it did not (the first touch creates the shard).
 
 Each phase's request batch crosses the network as one flow-level stream worker -> PS
-(``req_bytes`` per operation) in a :class:`models.systems.cluster.network.FlowNetwork`, so concurrent
+(``req_bytes`` per operation) in a :class:`hwcosim.models.systems.cluster.network.FlowNetwork`, so concurrent
 workers share the PS NIC port max-min fairly (incast); when it has arrived, its operations
 enter the KV pipeline in order, and when the last response is out, the response batch returns as
 a stream PS -> worker (``resp_bytes`` per operation). The push phase depends on the pull's
@@ -34,11 +34,11 @@ all-reduce job) and the failures (the KV traffic is microseconds of one job's li
 Devices and time base
 ---------------------
 Clock ``f_clk_mhz`` (default 200 MHz; the paper's NIC runs at 180 MHz). The **RTL device**
-(:mod:`cosim.designs.kvdirect.tb_bridge`) is ``hdl.kvdirect.Pipeline`` with the memory model of
-:mod:`cosim.designs.kvdirect.tb_pipeline` (fixed ``mem_latency`` cycles, ``outstanding`` reads in
+(:mod:`hwcosim.cosim.designs.kvdirect.tb_bridge`) is ``hwcosim.hdl.kvdirect.Pipeline`` with the memory model of
+:mod:`hwcosim.cosim.designs.kvdirect.tb_pipeline` (fixed ``mem_latency`` cycles, ``outstanding`` reads in
 flight); operations of a batch are offered from their arrival cycle, one per cycle as the
 pipeline accepts them; a batch completes at the transfer cycle of its last response. The
-**model device** answers with the golden store (:class:`models.kvdirect.rtl_model.RTLStore`,
+**model device** answers with the golden store (:class:`hwcosim.models.kvdirect.rtl_model.RTLStore`,
 operations in arrival order) and times each operation with :meth:`KVModelDevice.op_cycles`:
 one operation accepted per cycle, at most ``entries`` in flight, a chain head done
 ``mem_latency + PIPE_CYCLES`` after it is accepted (its read takes a cycle of the ordered memory
@@ -60,8 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, co_simulate, compare, run_sync
-from models.kvdirect.rtl_model import (
+from hwcosim.cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, co_simulate, compare, run_sync
+from hwcosim.models.kvdirect.rtl_model import (
     ATOMIC,
     EX_STAGES,
     FRONT_STAGES,
@@ -151,12 +151,12 @@ class KVScenarioParams:
         return tuple(range(1, self.n_workers + 1)) if self.worker_gpus is None else tuple(self.worker_gpus)
 
     def build_topology(self):
-        from models.systems.cluster.topology import clos
+        from hwcosim.models.systems.cluster.topology import clos
 
         if self.topology is None:
             return clos(1, 2, 4, gpus_per_host=1, nic_ports=1, aggs_per_pod=1, cores_per_plane=1,
                         nic_gbps=self.nic_gbps, name="bridge-clos-1x2x4")
-        from models.systems.cluster.scenario import TopologyConf
+        from hwcosim.models.systems.cluster.scenario import TopologyConf
 
         gen, params = self.topology
         return TopologyConf(gen, tuple((str(k), v) for k, v in params)).build()
@@ -186,7 +186,7 @@ def params_from_scenario(sc, **flags) -> KVScenarioParams:
     """The KV bridge scenario of a cluster scenario ``sc`` (module docstring). ``flags``: keyword
     arguments of :class:`KVScenarioParams` given on the command line (None: not given); they
     override the file. Raises ``ScenarioError`` (one line) on a file the bridge cannot run."""
-    from models.systems.cluster.scenario import ScenarioError, prepare
+    from hwcosim.models.systems.cluster.scenario import ScenarioError, prepare
 
     conf = sc.cosim_conf("kv")
     ji, jc = sc.job(conf.get("job"))
@@ -200,7 +200,7 @@ def params_from_scenario(sc, **flags) -> KVScenarioParams:
                             "more for the parameter server: enlarge [topology] or name a smaller job in [cosim.kv]")
     names = {"iterations": "iterations", "keys_per_iter": "keys_per_iter", "keys": "n_keys", "theta": "theta",
              "mem_latency": "mem_latency", "forward": "forward", "compute_us": "compute_us", "clock_mhz": "f_clk_mhz"}
-    from models.precedence import layered
+    from hwcosim.models.precedence import layered
 
     # command line over [cosim.kv] over the scenario's seed and the class defaults
     kw = layered(("scenario", {"seed": sc.seed}), ("[cosim.kv]", {names[k]: v for k, v in conf.items() if k in names}),
@@ -226,11 +226,11 @@ class _Worker:
 
 
 class KVScenario:
-    """The parameter-server job of the KV bridge; runs under :func:`cosim.flow.bridge.co_simulate`."""
+    """The parameter-server job of the KV bridge; runs under :func:`hwcosim.cosim.flow.bridge.co_simulate`."""
 
     def __init__(self, sp: KVScenarioParams):
-        from models.kvdirect.workload import zipf_ranks
-        from models.systems.cluster.network import FlowNetwork
+        from hwcosim.models.kvdirect.workload import zipf_ranks
+        from hwcosim.models.systems.cluster.network import FlowNetwork
 
         self.sp = sp
         self.topo = sp._topo
@@ -291,7 +291,7 @@ class KVScenario:
             getattr(self, "_ev_" + kind)(t, dev, *args)
 
     def _stream(self, kind, wk, src, dst, nbytes):
-        from models.systems.cluster.topology import N_CHOICES, hash_choices
+        from hwcosim.models.systems.cluster.topology import N_CHOICES, hash_choices
 
         if self.sp.topology is None:  # the built-in Clos has one path per pair
             ch = np.zeros((1, N_CHOICES), dtype=np.int64)
@@ -459,7 +459,7 @@ def run_model(sp: KVScenarioParams, port_model: bool = True) -> dict:
 def check_transcript(p: PipelineParams, requests: list[int], responses: list[int], image_hex: str) -> dict:
     """Replay the RTL's accepted requests (in order) on the golden store; compare every response and
     the final bucket array."""
-    from models.kvdirect.rtl_model import unpack_request
+    from hwcosim.models.kvdirect.rtl_model import unpack_request
 
     reqs = [unpack_request(w) for w in requests]
     want, image, _ = golden_run(p, reqs)
@@ -481,8 +481,8 @@ def transcript_diff(p: PipelineParams, requests, responses, image: bytes) -> tup
     """The golden store replayed on the RTL's accepted requests: its response words, its bucket
     array, and the word-for-word differences of the RTL's responses (``None``: no response, saved as
     -1) and final bucket array from them (positions ``["response", i]``, ``["image", line, byte]``)."""
-    from cosim.flow.runs import merge_diffs, word_diff
-    from models.kvdirect.rtl_model import unpack_request
+    from hwcosim.cosim.flow.runs import merge_diffs, word_diff
+    from hwcosim.models.kvdirect.rtl_model import unpack_request
 
     want, img, _ = golden_run(p, [unpack_request(int(w)) for w in requests])
     want_words = [pack_response(r) for r in want]
@@ -499,7 +499,7 @@ def transcript_diff(p: PipelineParams, requests, responses, image: bytes) -> tup
 def save_evidence(run_dir, p: PipelineParams, tr: dict) -> dict:
     """Keep the bridge's RTL transcript as a run folder (``hwcosim check``): the accepted request words
     and the golden responses and bucket array in ``arrays.npz``, the RTL's in ``outputs.npz``."""
-    from cosim.flow.runs import add_arrays, as_words, save_npz, seal
+    from hwcosim.cosim.flow.runs import add_arrays, as_words, save_npz, seal
 
     image = bytes.fromhex(tr["image"])
     want, gimg, diff = transcript_diff(p, tr["requests"], tr["responses"], image)
@@ -514,9 +514,9 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved bridge run (``hwcosim cosim kv``) without simulating: the golden store
     replayed on the saved requests against the RTL's saved responses and final bucket array. A folder
     of ``hwcosim board run kvdirect-pipeline --sim`` (responses only) goes to
-    :func:`cosim.designs.kvdirect.board.recheck`."""
+    :func:`hwcosim.cosim.designs.kvdirect.board.recheck`."""
     if "rtl_responses" not in outputs and "rtl" in outputs:
-        from cosim.designs.kvdirect.board import recheck as board_recheck
+        from hwcosim.cosim.designs.kvdirect.board import recheck as board_recheck
 
         return board_recheck(params, arrays, outputs)
     p = PipelineParams.from_dict(params)
@@ -528,14 +528,14 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
 
 
 def run_rtl(sp: KVScenarioParams, *, sim: str | None = None, test_dir=None) -> dict:
-    """The job with ``hdl.kvdirect.Pipeline`` under cocotb as the NIC; the run folder keeps the
+    """The job with ``hwcosim.hdl.kvdirect.Pipeline`` under cocotb as the NIC; the run folder keeps the
     transcript (:func:`save_evidence`), also when the RTL disagrees with the golden store."""
-    from cosim.flow import runner
-    from cosim.flow.runs import seal_or_save
-    from hdl.kvdirect import Pipeline
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_or_save
+    from hwcosim.hdl.kvdirect import Pipeline
 
     t0 = time.perf_counter()
-    res = runner.run(Pipeline(sp.engine), "kvdirect_pipeline", "cosim.designs.kvdirect.tb_bridge",
+    res = runner.run(Pipeline(sp.engine), "kvdirect_pipeline", "hwcosim.cosim.designs.kvdirect.tb_bridge",
                      inputs={"scenario": sp.to_dict(), "params": sp.engine.to_dict()}, test_dir=test_dir, sim=sim,
                      raise_on_fail=False)
     tr = res.metrics.get("transcript")

@@ -1,11 +1,11 @@
-"""Registry entry of the KV-Direct processing pipeline (see :mod:`cosim.designs`)."""
+"""Registry entry of the KV-Direct processing pipeline (see :mod:`hwcosim.cosim.designs`)."""
 
-from cosim.designs import Design, DocsEntry
-from models.kvdirect.rtl_model import PipelineParams
+from hwcosim.cosim.registry import Design, DocsEntry
+from hwcosim.models.kvdirect.rtl_model import PipelineParams
 
 
 def _pipeline(p: PipelineParams):
-    from hdl.kvdirect import Pipeline
+    from hwcosim.hdl.kvdirect import Pipeline
 
     return Pipeline(p)
 
@@ -19,14 +19,14 @@ DESIGNS = [
         board_params=lambda: PipelineParams(memory_bytes=1 << 17, entries=64, rs_slots=1024),
         description="KV-Direct KV processing pipeline: hash, reservation station with forwarding, "
                     "memory engine (Li et al., SOSP 2017)",
-        golden="models.kvdirect.rtl_model:golden_run", testbench="cosim.designs.kvdirect.tb_pipeline",
-        formal="hdl.kvdirect.pipeline_formal:formal_checks",
-        benches=(("kvdirect_rtl", "cosim.designs.kvdirect.pipeline:bench_kvdirect_rtl"),
-                 ("kvdirect_resources", "cosim.designs.kvdirect.pipeline:bench_kvdirect_resources")),
-        sweep="cosim.designs.kvdirect.sweep:ADAPTER",
-        recheck="cosim.designs.kvdirect.bridge:recheck",  # run folders of hwcosim cosim kv and board run --sim
+        golden="hwcosim.models.kvdirect.rtl_model:golden_run", testbench="hwcosim.cosim.designs.kvdirect.tb_pipeline",
+        formal="hwcosim.hdl.kvdirect.pipeline_formal:formal_checks",
+        benches=(("kvdirect_rtl", "hwcosim.cosim.designs.kvdirect.pipeline:bench_kvdirect_rtl"),
+                 ("kvdirect_resources", "hwcosim.cosim.designs.kvdirect.pipeline:bench_kvdirect_resources")),
+        sweep="hwcosim.cosim.designs.kvdirect.sweep:ADAPTER",
+        recheck="hwcosim.cosim.designs.kvdirect.bridge:recheck",  # run folders of hwcosim cosim kv and board run --sim
         # the pipeline + an on-chip memory behind the generic stream host (hdl/kvdirect/board.py)
-        board_tops=(("uart", "hdl.kvdirect.board:board_top", "cosim.designs.kvdirect.board"),),
+        board_tops=(("uart", "hwcosim.hdl.kvdirect.board:board_top", "hwcosim.cosim.designs.kvdirect.board"),),
         docs=DocsEntry("kvdirect", "KV-Direct key-value store",
                        "Li et al., \"KV-Direct: High-Performance In-Memory Key-Value Store with Programmable "
                        "NIC\", SOSP 2017")),

@@ -1,22 +1,22 @@
 """Run the KV-Direct pipeline RTL on an operation stream and compare with the golden store.
 
-:func:`run_pipeline` simulates :class:`hdl.kvdirect.Pipeline` against the cocotb memory model
-of :mod:`cosim.designs.kvdirect.tb_pipeline`; every response and the final memory image are checked
-against :class:`models.kvdirect.rtl_model.RTLStore` inside the testbench.
+:func:`run_pipeline` simulates :class:`hwcosim.hdl.kvdirect.Pipeline` against the cocotb memory model
+of :mod:`hwcosim.cosim.designs.kvdirect.tb_pipeline`; every response and the final memory image are checked
+against :class:`hwcosim.models.kvdirect.rtl_model.RTLStore` inside the testbench.
 """
 
 from __future__ import annotations
 
 import os
 
-from cosim.flow import runner
-from models.kvdirect.rtl_model import PipelineParams, Request, golden_run, pack_request, pack_response
-from models.tables import show
+from hwcosim.cosim.flow import runner
+from hwcosim.models.kvdirect.rtl_model import PipelineParams, Request, golden_run, pack_request, pack_response
+from hwcosim.models.tables import show
 
 
 def _measured_fmax(design: str) -> dict:
     """Mops per ops/cycle at the Fmax make boards measured (nextpnr, LFE5U-85F), or why there is none."""
-    from cosim.flow.fmax import measured
+    from hwcosim.cosim.flow.fmax import measured
 
     m = measured(design)
     return {"note": "no measured Fmax yet (run make boards)"} if m is None else \
@@ -30,7 +30,7 @@ def run_pipeline(p: PipelineParams, reqs: list[Request], *, latency: int = 20, o
                  jitter: int = 0, forward: bool = True, p_idle: float = 0.0, p_stall: float = 0.0,
                  p_mem_stall: float = 0.0, seed: int = 1, test_dir: str | os.PathLike | None = None,
                  sim: str | None = None, waves: bool | None = None) -> runner.SimResult:
-    """Simulate ``Pipeline(p)`` on ``reqs``; raises :class:`cosim.flow.runner.SimFailure` on any mismatch.
+    """Simulate ``Pipeline(p)`` on ``reqs``; raises :class:`hwcosim.cosim.flow.runner.SimFailure` on any mismatch.
 
     Parameters
     ----------
@@ -39,7 +39,7 @@ def run_pipeline(p: PipelineParams, reqs: list[Request], *, latency: int = 20, o
     forward : the DUT's ``forward_en``.
     p_idle, p_stall, p_mem_stall : request idle, response back-pressure, memory refusal probabilities.
     """
-    from hdl.kvdirect import Pipeline
+    from hwcosim.hdl.kvdirect import Pipeline
 
     if not 1 <= outstanding <= p.entries:
         raise ValueError(f"outstanding={outstanding} must be in 1..entries={p.entries} (the DUT tracks at "
@@ -48,7 +48,7 @@ def run_pipeline(p: PipelineParams, reqs: list[Request], *, latency: int = 20, o
         raise ValueError(f"latency must be >= 1 cycle, not {latency}")
     expected, image, traffic = golden_run(p, reqs)
     return runner.run(
-        Pipeline(p), "kvdirect_pipeline", "cosim.designs.kvdirect.tb_pipeline",
+        Pipeline(p), "kvdirect_pipeline", "hwcosim.cosim.designs.kvdirect.tb_pipeline",
         inputs={"params": p.to_dict(), "requests": [pack_request(r) for r in reqs],
                 "expected": [pack_response(r) for r in expected], "image": image.tobytes().hex(),
                 "traffic": traffic, "latency": latency, "jitter": jitter, "outstanding": outstanding,
@@ -75,8 +75,8 @@ def bench_kvdirect_rtl(out_dir, quick: bool = False) -> dict:
 
     from rich.table import Table
 
-    from models.atomic import write_text
-    from models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
+    from hwcosim.models.atomic import write_text
+    from hwcosim.models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
 
     out_dir = Path(out_dir)
     p = SWEEP_PARAMS
@@ -124,7 +124,7 @@ def _plot(results: list[dict], path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for dist, color in (("uniform", "C0"), ("zipf", "C3")):
@@ -151,17 +151,17 @@ def bench_kvdirect_resources(out_dir, quick: bool = False) -> dict:
     """Verilog and Yosys resource estimates (UltraScale+) of the hash unit and the pipeline.
 
     Writes ``kvdirect_resources.json`` and the Verilog of each configuration to ``out_dir``.
-    Estimates, not vendor place-and-route results (see :mod:`cosim.flow.synth`).
+    Estimates, not vendor place-and-route results (see :mod:`hwcosim.cosim.flow.synth`).
     """
     import json
     from pathlib import Path
 
     from rich.table import Table
 
-    from cosim.flow.runner import to_verilog
-    from cosim.flow.synth import synthesize
-    from hdl.kvdirect import KeyHash, Pipeline
-    from models.atomic import write_text
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.hdl.kvdirect import KeyHash, Pipeline
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     configs = [("key hash", "kvdirect_keyhash", KeyHash(), {})]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from cosim.flow.sweep import COMMON_SOURCES as _COMMON
-from cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
+from hwcosim.cosim.flow.sweep import COMMON_SOURCES as _COMMON
+from hwcosim.cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
 
 
 # KV-Direct pipeline: reservation-station entries and dependency slots -----------------------------------
 def _kvd_simulate(p, w: dict, sim: str, test_dir) -> dict:
-    from cosim.designs.kvdirect.pipeline import run_pipeline
-    from models.kvdirect.rtl_model import make_stream
+    from hwcosim.cosim.designs.kvdirect.pipeline import run_pipeline
+    from hwcosim.models.kvdirect.rtl_model import make_stream
 
     reqs = make_stream(int(w["ops"]), int(w["keys"]), str(w["dist"]), int(w["seed"]))
     res = run_pipeline(p, reqs, latency=int(w["latency"]), outstanding=min(int(w["outstanding"]), p.entries),
@@ -20,12 +20,12 @@ def _kvd_simulate(p, w: dict, sim: str, test_dir) -> dict:
 
 def _kvd_metrics(p, w: dict, raw: dict, clock_mhz: float) -> dict:
     """Measured ops/cycle beside two models: the steady-state bound of
-    :func:`models.kvdirect.rtl_model.predict_ops_per_cycle` (clock, port, Little's law, chains;
+    :func:`hwcosim.models.kvdirect.rtl_model.predict_ops_per_cycle` (clock, port, Little's law, chains;
     blind to ``rs_slots`` and to fill/drain, so 1.5-4.5x above a 400-op run with few slots) and
-    the cycle model :func:`models.kvdirect.cycles.simulate_cycles` (entries, slots, memory
+    the cycle model :func:`hwcosim.models.kvdirect.cycles.simulate_cycles` (entries, slots, memory
     port, fill and drain of the run), whose cycles are set against the RTL's."""
-    from models.kvdirect.cycles import simulate_cycles
-    from models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
+    from hwcosim.models.kvdirect.cycles import simulate_cycles
+    from hwcosim.models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
 
     reqs = make_stream(int(w["ops"]), int(w["keys"]), str(w["dist"]), int(w["seed"]))
     outstanding = min(int(w["outstanding"]), p.entries)

@@ -1,9 +1,9 @@
-"""cocotb testbench of the KV-Direct board top's core (:func:`hdl.kvdirect.board.kv_host`: pipeline +
+"""cocotb testbench of the KV-Direct board top's core (:func:`hwcosim.hdl.kvdirect.board.kv_host`: pipeline +
 on-chip memory behind the stream host): the host session of ``hwcosim board run kvdirect-pipeline``
 drives the RTL through a bit-level UART model, and every response (matched to its request by tag) is
 compared with the golden store.
 
-Inputs (written by :func:`cosim.designs.kvdirect.board.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.kvdirect.board.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with the packed ``requests`` (decimal strings: they are 156 bits wide). Writes
 ``metrics.json`` and ``outputs.npz`` (``rtl``: the responses in request order, ``golden``).
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import cocotb
 
-from cosim.designs.kvdirect.board import SIM_TIMEOUT, compare, session
-from cosim.flow.runs import as_words
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.kvdirect.rtl_model import PipelineParams
+from hwcosim.cosim.designs.kvdirect.board import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.flow.runs import as_words
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.kvdirect.rtl_model import PipelineParams
 
 PERIOD_NS = 10
 

@@ -1,11 +1,11 @@
 """cocotb testbench of bridge (c): the KV-Direct pipeline RTL serving the parameter-server job.
 
-The job (:class:`cosim.designs.kvdirect.bridge.KVScenario`) runs in this process; :class:`KVRTLDevice` offers
-each arrived batch's operations to ``hdl.kvdirect.Pipeline`` in order from the batch's arrival
-cycle, with the memory model of :mod:`cosim.designs.kvdirect.tb_pipeline`, matches responses to
+The job (:class:`hwcosim.cosim.designs.kvdirect.bridge.KVScenario`) runs in this process; :class:`KVRTLDevice` offers
+each arrived batch's operations to ``hwcosim.hdl.kvdirect.Pipeline`` in order from the batch's arrival
+cycle, with the memory model of :mod:`hwcosim.cosim.designs.kvdirect.tb_pipeline`, matches responses to
 operations by tag, and reports a batch at the transfer cycle of its last response. Writes
 ``metrics.json``: the job result and the transcript (accepted request words in order, the
-response word of each, the final memory image) that :func:`cosim.designs.kvdirect.bridge.check_transcript`
+response word of each, the final memory image) that :func:`hwcosim.cosim.designs.kvdirect.bridge.check_transcript`
 compares with the golden store.
 """
 
@@ -17,16 +17,16 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from cosim.designs.kvdirect.bridge import KVScenario, KVScenarioParams
-from cosim.designs.kvdirect.tb_pipeline import MemoryModel
-from cosim.flow.bridge import ClockMap, Completion, co_simulate
-from cosim.flow.bridge_rtl import reset_with_clock
-from cosim.tb.common import StreamSink, inputs, write_metrics
-from models.kvdirect.rtl_model import pack_request, unpack_response
+from hwcosim.cosim.designs.kvdirect.bridge import KVScenario, KVScenarioParams
+from hwcosim.cosim.designs.kvdirect.tb_pipeline import MemoryModel
+from hwcosim.cosim.flow.bridge import ClockMap, Completion, co_simulate
+from hwcosim.cosim.flow.bridge_rtl import reset_with_clock
+from hwcosim.cosim.tb.common import StreamSink, inputs, write_metrics
+from hwcosim.models.kvdirect.rtl_model import pack_request, unpack_response
 
 
 class KVRTLDevice:
-    """``hdl.kvdirect.Pipeline`` behind the bridge's device interface (many operations in flight)."""
+    """``hwcosim.hdl.kvdirect.Pipeline`` behind the bridge's device interface (many operations in flight)."""
 
     name = "rtl"
 

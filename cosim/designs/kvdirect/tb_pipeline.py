@@ -1,6 +1,6 @@
-"""cocotb testbench of the KV-Direct pipeline against :class:`models.kvdirect.rtl_model.RTLStore`.
+"""cocotb testbench of the KV-Direct pipeline against :class:`hwcosim.models.kvdirect.rtl_model.RTLStore`.
 
-Inputs (written by :func:`cosim.designs.kvdirect.pipeline.run_pipeline`), ``inputs.json``:
+Inputs (written by :func:`hwcosim.cosim.designs.kvdirect.pipeline.run_pipeline`), ``inputs.json``:
 
 - ``params`` (:class:`PipelineParams`), ``requests`` (156-bit words, in order), ``expected``
   (golden 76-bit response words, same order), ``image`` (golden final bucket array, hex),
@@ -27,9 +27,9 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.tb.common import CycleCounter, StreamSink, inputs, start_clock_and_reset, write_metrics
-from hdl.kvdirect.pipeline import COUNTERS
-from models.kvdirect.rtl_model import PipelineParams, unpack_response
+from hwcosim.cosim.tb.common import CycleCounter, StreamSink, inputs, start_clock_and_reset, write_metrics
+from hwcosim.hdl.kvdirect.pipeline import COUNTERS
+from hwcosim.models.kvdirect.rtl_model import PipelineParams, unpack_response
 
 _M512 = (1 << 512) - 1
 

@@ -1,4 +1,4 @@
-"""cosim.designs.melo: testbenches, runner glue, benches, sweep adapter and bridges of the melo designs.
+"""hwcosim.cosim.designs.melo: testbenches, runner glue, benches, sweep adapter and bridges of the melo designs.
 
-The registry entries are in :mod:`cosim.designs.melo.design`.
+The registry entries are in :mod:`hwcosim.cosim.designs.melo.design`.
 """

@@ -1,7 +1,7 @@
 """The MELO board session (``hwcosim board run melo-engine``): lossy, reordered, duplicated packet
 arrivals over many connections go to the engine over the UART link; every released PSN, every
 response (ACK / SACK / NACK, cumulative PSN, pool occupancy) and the counters come back and are
-compared with the golden model (:func:`cosim.designs.melo.engine.golden_streams`). The same
+compared with the golden model (:func:`hwcosim.cosim.designs.melo.engine.golden_streams`). The same
 coroutine runs on a board (pyserial) and against the RTL of the board top's core through the
 cocotb UART model (:func:`run_board_sim`)."""
 
@@ -12,9 +12,9 @@ from dataclasses import asdict
 
 import numpy as np
 
-from cosim.flow.board import HostLink, StreamLink, board_params
-from models.errors import CheckFailed, UsageError
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
+from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.melo.engine import MeloEngineParams
 
 __all__ = ["session", "compare", "golden_of", "traffic", "run_board_sim", "cli_inputs", "SIM_DIVISOR",
            "SIM_TIMEOUT"]
@@ -31,9 +31,9 @@ def _bits(p: MeloEngineParams) -> tuple[int, int, int]:
 
 
 async def session(link: HostLink, p: MeloEngineParams, events: np.ndarray, log=None) -> dict:
-    """Send ``events`` (packed event words, :func:`models.melo.engine.pack_event`) to the board's
+    """Send ``events`` (packed event words, :func:`hwcosim.models.melo.engine.pack_event`) to the board's
     engine; returns the delivered-PSN and response words and the registers."""
-    from hdl.melo.board import MELO_ID, STATUS, register_map
+    from hwcosim.hdl.melo.board import MELO_ID, STATUS, register_map
 
     log = log or (lambda *_: None)
     regs = register_map()
@@ -61,7 +61,7 @@ async def session(link: HostLink, p: MeloEngineParams, events: np.ndarray, log=N
 
 def golden_of(p: MeloEngineParams, events) -> dict:
     """The golden model's streams and statistics for packed event words."""
-    from cosim.designs.melo.bridge import transcript_diff
+    from hwcosim.cosim.designs.melo.bridge import transcript_diff
 
     return transcript_diff(p, events, [], [])[0]
 
@@ -101,8 +101,8 @@ def compare(p: MeloEngineParams, events: np.ndarray, res: dict) -> dict:
 def traffic(p: MeloEngineParams, packets_per_conn: int, seed: int) -> np.ndarray:
     """Packed event words of lossy traffic (5 % loss, 3 % duplicates, reordering; the senders react to
     the golden engine's responses) until every connection delivered ``packets_per_conn`` PSNs."""
-    from cosim.designs.melo.engine import lossy_traffic
-    from models.melo.engine import pack_event
+    from hwcosim.cosim.designs.melo.engine import lossy_traffic
+    from hwcosim.models.melo.engine import pack_event
 
     return np.array([pack_event(p, c, psn, op) for c, psn, op in lossy_traffic(p, packets_per_conn, seed=seed)],
                     dtype=np.int64)
@@ -117,13 +117,13 @@ def cli_inputs(design, args) -> tuple:
 def run_board_sim(p: MeloEngineParams, events, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
     """Run :func:`session` against the RTL of the board top's core (cocotb, UART model on its pins)."""
-    from cosim.designs.melo.bridge import save_evidence
-    from cosim.flow import runner
-    from cosim.flow.runs import seal_or_save
-    from hdl.melo.board import melo_host
+    from hwcosim.cosim.designs.melo.bridge import save_evidence
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_or_save
+    from hwcosim.hdl.melo.board import melo_host
 
     res = runner.run(
-        melo_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "melo_host", "cosim.designs.melo.tb_board",
+        melo_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "melo_host", "hwcosim.cosim.designs.melo.tb_board",
         testcase="melo_board_session_matches_golden",
         inputs={"params": asdict(p), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"events": np.asarray(events, dtype=np.int64)},

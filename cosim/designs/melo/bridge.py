@@ -2,12 +2,12 @@
 
 Scenario
 --------
-A small Clos (:func:`models.systems.cluster.topology.clos`: one pod, two ToRs, two single-GPU hosts per
+A small Clos (:func:`hwcosim.models.systems.cluster.topology.clos`: one pod, two ToRs, two single-GPU hosts per
 ToR, 100 Gb/s NICs, 1 us per switch hop) carries a handful of flows. One link, the NIC
 *down* port of the receiving host (``lossy_gpu``), drops data packets with probability ``loss``.
 Every flow that crosses that link is *chosen* (or the ones named in ``chosen``): its transfer is
 simulated packet by packet, with the receiver's loss recovery done by the MELO engine; all other
-flows stay at flow level in a :class:`models.systems.cluster.network.FlowNetwork` (max-min fair).
+flows stay at flow level in a :class:`hwcosim.models.systems.cluster.network.FlowNetwork` (max-min fair).
 
 Coupling of the two levels: a chosen flow also holds a stream in the flow network, so it takes
 (and leaves to the others) its max-min share of every link; its sender paces one MTU packet per
@@ -17,13 +17,13 @@ path's propagation latency (:meth:`Topology.base_latency`); the response (ACK/SA
 returns after the same latency. Flow-level flows do not see the loss (they do not cross the
 lossy link in the default scenario).
 
-Sender (selective repeat, as :mod:`models.melo.sim`): a window of ``window`` packets beyond the
+Sender (selective repeat, as :mod:`hwcosim.models.melo.sim`): a window of ``window`` packets beyond the
 cumulative ACK; a SACK of PSN ``x`` queues the holes below ``x`` once, a NACK queues that PSN, a
 timeout of ``rto_us`` without progress queues every unacknowledged PSN. Whether a transmission
 is lost is a hash of (seed, flow, PSN, attempt), so both runs of the bridge lose the same
 transmissions even when their timing differs.
 
-Receiver: one MELO engine (:class:`models.melo.engine.MeloEngineParams`) holds the receive state
+Receiver: one MELO engine (:class:`hwcosim.models.melo.engine.MeloEngineParams`) holds the receive state
 of every chosen flow (flow ``i`` is connection ``i``), as the receiving NIC would for its queue
 pairs. It takes one packet at a time; a packet that arrives while it is busy waits.
 
@@ -43,9 +43,9 @@ the lossy link see loss; by default those are the chosen ones.
 Devices and time base
 ---------------------
 The engine clock is ``f_clk_mhz`` (default 250 MHz). The **RTL device** is
-``hdl.melo.MeloEngine`` under cocotb (:mod:`cosim.designs.melo.tb_bridge`): each packet becomes an input
+``hwcosim.hdl.melo.MeloEngine`` under cocotb (:mod:`hwcosim.cosim.designs.melo.tb_bridge`): each packet becomes an input
 event word at the cycle of its arrival; the cycle of its response beat is the response time.
-The **model device** is the golden model :class:`models.melo.engine.MeloEngine` timed by
+The **model device** is the golden model :class:`hwcosim.models.melo.engine.MeloEngine` timed by
 :func:`model_cycles`, the cycle table of the RTL's docstring. Every event, released-PSN word and
 response word of the RTL run is replayed through the golden model afterwards and compared word
 for word (:func:`check_transcript`).
@@ -61,8 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
-from models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams
+from hwcosim.cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
+from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams
 
 __all__ = ["MeloScenarioParams", "MeloScenario", "MeloModelDevice", "model_cycles", "packet_cycles", "run_model",
            "run_rtl", "check_transcript", "run_bridge", "ENGINE", "params_from_scenario", "MAX_PACKETS"]
@@ -147,18 +147,18 @@ class MeloScenarioParams:
 
     def build_topology(self):
         """The cluster topology the flows run on (see ``topology``)."""
-        from models.systems.cluster.topology import clos
+        from hwcosim.models.systems.cluster.topology import clos
 
         if self.topology is None:
             return clos(1, 2, 2, gpus_per_host=1, nic_ports=1, aggs_per_pod=1, cores_per_plane=1,
                         nic_gbps=self.nic_gbps, hop_latency_s=self.hop_latency_us * 1e-6, name="bridge-clos-1x2x2")
-        from models.systems.cluster.scenario import TopologyConf
+        from hwcosim.models.systems.cluster.scenario import TopologyConf
 
         gen, params = self.topology
         return TopologyConf(gen, tuple((str(k), v) for k, v in params)).build()
 
     def _lossy_link_id(self, topo) -> int:
-        from models.systems.cluster.topology import LinkKind
+        from hwcosim.models.systems.cluster.topology import LinkKind
 
         if self.lossy_link is None:
             kind, idx = "port-down", self.lossy_gpu * topo.nic_ports
@@ -173,7 +173,7 @@ class MeloScenarioParams:
         return blk.start + int(idx)
 
     def _flow_paths(self, topo) -> list:
-        from models.systems.cluster.topology import N_CHOICES, hash_choices
+        from hwcosim.models.systems.cluster.topology import N_CHOICES, hash_choices
 
         out = []
         for i, f in enumerate(self.flows):
@@ -220,7 +220,7 @@ class MeloScenarioParams:
 def params_from_scenario(sc, *, scale: float | None = None, loss: float | None = None,
                          lossy_gpu: int | None = None, flows=None, chosen=None, f_clk_mhz: float | None = None,
                          seed: int | None = None) -> MeloScenarioParams:
-    """The bridge scenario of a cluster scenario ``sc`` (:class:`models.systems.cluster.scenario.Scenario`;
+    """The bridge scenario of a cluster scenario ``sc`` (:class:`hwcosim.models.systems.cluster.scenario.Scenario`;
     see the module docstring). Keyword arguments (the command line's flags) override the file.
 
     Raises
@@ -228,14 +228,14 @@ def params_from_scenario(sc, *, scale: float | None = None, loss: float | None =
     models.systems.cluster.scenario.ScenarioError
         One line naming the field of the file (or the flag) and the fix.
     """
-    from models.systems.cluster.job import Comm
-    from models.systems.cluster.scenario import ScenarioError, prepare
+    from hwcosim.models.systems.cluster.job import Comm
+    from hwcosim.models.systems.cluster.scenario import ScenarioError, prepare
 
     conf = sc.cosim_conf("melo")
     ji, jc = sc.job(conf.get("job"))
     spec = jc.spec
     topo, places, _ = prepare(sc)
-    from models.precedence import layered
+    from hwcosim.models.precedence import layered
 
     # command line over [cosim.melo] over defaults (the loss: over the lossy [[failures]] entry, below)
     given = layered(("defaults", {"f_clk_mhz": 250.0, "seed": sc.seed}),
@@ -311,10 +311,10 @@ class _Flow:
 
 
 class MeloScenario:
-    """The cluster network of the MELO bridge; runs under :func:`cosim.flow.bridge.co_simulate`."""
+    """The cluster network of the MELO bridge; runs under :func:`hwcosim.cosim.flow.bridge.co_simulate`."""
 
     def __init__(self, p: MeloScenarioParams):
-        from models.systems.cluster.network import FlowNetwork
+        from hwcosim.models.systems.cluster.network import FlowNetwork
 
         self.p = p
         self.topo = p._topo
@@ -623,8 +623,8 @@ def run_model(p: MeloScenarioParams) -> dict:
 
 def check_transcript(p: MeloEngineParams, events: list[int], deliv: list[int], resp: list[int]) -> dict:
     """Replay the RTL's input events through the golden model; compare every output word."""
-    from cosim.designs.melo.engine import golden_streams
-    from models.melo.engine import pack_event
+    from hwcosim.cosim.designs.melo.engine import golden_streams
+    from hwcosim.models.melo.engine import pack_event
 
     evs = []
     for w in events:
@@ -645,10 +645,10 @@ def check_transcript(p: MeloEngineParams, events: list[int], deliv: list[int], r
 
 def transcript_diff(p: MeloEngineParams, events, deliv, resp) -> tuple[dict, dict]:
     """The golden streams for the RTL's input event words, and the word-for-word differences of the
-    RTL's response and released-PSN words from them (:func:`cosim.flow.runs.word_diff`, positions
+    RTL's response and released-PSN words from them (:func:`hwcosim.cosim.flow.runs.word_diff`, positions
     ``["response"|"released", i]``)."""
-    from cosim.designs.melo.engine import golden_streams
-    from cosim.flow.runs import merge_diffs, word_diff
+    from hwcosim.cosim.designs.melo.engine import golden_streams
+    from hwcosim.cosim.flow.runs import merge_diffs, word_diff
 
     evs = []
     for w in (int(w) for w in events):
@@ -665,7 +665,7 @@ def transcript_diff(p: MeloEngineParams, events, deliv, resp) -> tuple[dict, dic
 def save_evidence(run_dir, p: MeloEngineParams, tr: dict) -> dict:
     """Keep the bridge's RTL transcript as a run folder (``hwcosim check``): the input event words and
     the golden streams in ``arrays.npz``, the RTL's words in ``outputs.npz``, the manifest last."""
-    from cosim.flow.runs import add_arrays, as_words, save_npz, seal
+    from hwcosim.cosim.flow.runs import add_arrays, as_words, save_npz, seal
 
     g, diff = transcript_diff(p, tr["events"], tr["deliv"], tr["resp"])
     add_arrays(run_dir, events=as_words(tr["events"]), expected_resp=as_words(g["resp"]),
@@ -678,7 +678,7 @@ def save_evidence(run_dir, p: MeloEngineParams, tr: dict) -> dict:
 def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     """Re-verify a saved bridge run (``hwcosim cosim melo``) without simulating: the golden engine
     replayed on the saved input events against the RTL's saved response and released-PSN words."""
-    from cosim.flow.runs import as_words
+    from hwcosim.cosim.flow.runs import as_words
 
     p = MeloEngineParams(**params)
     g, res = transcript_diff(p, arrays["events"], outputs["rtl_deliv"], outputs["rtl_resp"])
@@ -688,14 +688,14 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
 
 
 def run_rtl(p: MeloScenarioParams, *, sim: str | None = None, test_dir=None) -> dict:
-    """The scenario with ``hdl.melo.MeloEngine`` under cocotb as the receiver engine; the run folder
+    """The scenario with ``hwcosim.hdl.melo.MeloEngine`` under cocotb as the receiver engine; the run folder
     keeps the transcript (:func:`save_evidence`), also when the RTL disagrees with the golden model."""
-    from cosim.flow import runner
-    from cosim.flow.runs import seal_or_save
-    from hdl.melo import MeloEngine as RTL
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_or_save
+    from hwcosim.hdl.melo import MeloEngine as RTL
 
     t0 = time.perf_counter()
-    res = runner.run(RTL(p.engine), "melo_engine", "cosim.designs.melo.tb_bridge",
+    res = runner.run(RTL(p.engine), "melo_engine", "hwcosim.cosim.designs.melo.tb_bridge",
                      inputs={"scenario": p.to_dict(), "params": asdict(p.engine)}, test_dir=test_dir, sim=sim,
                      raise_on_fail=False)
     wall_total = time.perf_counter() - t0

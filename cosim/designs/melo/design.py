@@ -1,11 +1,11 @@
-"""Registry entry of the MELO receiver engine (see :mod:`cosim.designs`)."""
+"""Registry entry of the MELO receiver engine (see :mod:`hwcosim.cosim.designs`)."""
 
-from cosim.designs import Design, DocsEntry
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.registry import Design, DocsEntry
+from hwcosim.models.melo.engine import MeloEngineParams
 
 
 def _engine(p: MeloEngineParams):
-    from hdl.melo import MeloEngine
+    from hwcosim.hdl.melo import MeloEngine
 
     return MeloEngine(p)
 
@@ -21,13 +21,13 @@ DESIGNS = [
                                                           max_blocks_per_conn=4)),),
         description="MELO receiver: metadata table, shared bits pool, free list, ACK/SACK/NACK "
                     "(Lu et al., APNet 2017)",
-        golden="models.melo.engine:MeloEngine", testbench="cosim.designs.melo.tb_engine",
-        formal="hdl.melo.engine_formal:formal_checks",
-        benches=(("melo_engine", "cosim.designs.melo.engine:bench_melo_engine"),),
-        sweep="cosim.designs.melo.sweep:ADAPTER",
-        recheck="cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo and board run --sim
+        golden="hwcosim.models.melo.engine:MeloEngine", testbench="hwcosim.cosim.designs.melo.tb_engine",
+        formal="hwcosim.hdl.melo.engine_formal:formal_checks",
+        benches=(("melo_engine", "hwcosim.cosim.designs.melo.engine:bench_melo_engine"),),
+        sweep="hwcosim.cosim.designs.melo.sweep:ADAPTER",
+        recheck="hwcosim.cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo and board run --sim
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/melo/board.py)
-        board_tops=(("uart", "hdl.melo.board:board_top", "cosim.designs.melo.board"),),
+        board_tops=(("uart", "hwcosim.hdl.melo.board:board_top", "hwcosim.cosim.designs.melo.board"),),
         docs=DocsEntry("melo", "MELO loss-recovery engine",
                        "Lu et al., \"Memory Efficient Loss Recovery for Hardware-based Transport in Datacenter\", "
                        "APNet 2017")),

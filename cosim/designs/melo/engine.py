@@ -6,8 +6,8 @@
   so the arrivals are generated in a closed loop with the golden model; the RTL sees the same
   arrivals and must produce the same outputs.
 - :func:`golden_streams`: the golden model's output streams for a list of events, as the RTL's
-  words (:mod:`models.melo.engine` packing).
-- :func:`run_melo_engine`: simulate ``hdl.melo.MeloEngine`` on the events; the testbench
+  words (:mod:`hwcosim.models.melo.engine` packing).
+- :func:`run_melo_engine`: simulate ``hwcosim.hdl.melo.MeloEngine`` on the events; the testbench
   compares every released-PSN word and every response word (which carries the pool occupancy)
   and checks the status ports at quiescence.
 - :func:`bench_melo_engine`: packets per cycle (measured), memory bits per connection, Verilog
@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from cosim.flow import runner
-from models.melo.engine import (
+from hwcosim.cosim.flow import runner
+from hwcosim.models.melo.engine import (
     NACK,
     MeloEngine,
     MeloEngineParams,
@@ -33,7 +33,7 @@ from models.melo.engine import (
     pack_event,
     pack_response_beat,
 )
-from models.tables import show
+from hwcosim.models.tables import show
 
 __all__ = ["lossy_traffic", "in_order_traffic", "golden_streams", "run_melo_engine", "bench_melo_engine"]
 
@@ -112,7 +112,7 @@ def golden_streams(p: MeloEngineParams, events: list[Event]) -> dict:
 
     Events outside the contract (``conn >= n_conns``, or ``open`` on a connection holding blocks)
     are counted in ``rejected`` and produce nothing, as in the RTL."""
-    from cosim.designs.melo.bridge import packet_cycles
+    from hwcosim.cosim.designs.melo.bridge import packet_cycles
 
     eng = MeloEngine(p)
     deliv, resp = [], []
@@ -146,19 +146,19 @@ def run_melo_engine(p: MeloEngineParams, events: list[Event], *, p_idle: float =
                     p_stall_r: float = 0.0, seed: int = 1, golden: dict | None = None,
                     test_dir: str | os.PathLike | None = None, sim: str | None = None,
                     waves: bool | None = None) -> runner.SimResult:
-    """Simulate ``hdl.melo.MeloEngine(p)`` on ``events`` and compare with the golden model.
+    """Simulate ``hwcosim.hdl.melo.MeloEngine(p)`` on ``events`` and compare with the golden model.
 
     ``golden`` (default :func:`golden_streams`) holds the expected words; every released-PSN word,
     every response word (kind, conn, cumulative PSN, PSN, pool occupancy) and the final counters
-    and status ports are checked inside the testbench. Raises :class:`cosim.flow.runner.SimFailure`
+    and status ports are checked inside the testbench. Raises :class:`hwcosim.cosim.flow.runner.SimFailure`
     on a mismatch. Metrics: ``cycles`` (first data event taken to last response), ``pkts_per_cycle``
     and the DUT's counters.
     """
-    from hdl.melo import MeloEngine as RTL
+    from hwcosim.hdl.melo import MeloEngine as RTL
 
     g = golden if golden is not None else golden_streams(p, events)
     return runner.run(
-        RTL(p), "melo_engine", "cosim.designs.melo.tb_engine",
+        RTL(p), "melo_engine", "hwcosim.cosim.designs.melo.tb_engine",
         inputs={"params": asdict(p), "p_idle": p_idle, "p_stall_d": p_stall_d, "p_stall_r": p_stall_r,
                 "seed": seed, **g},
         test_dir=test_dir, sim=sim, waves=waves)
@@ -190,9 +190,9 @@ def bench_melo_engine(out_dir: Path, quick: bool = False) -> dict:
     UltraScale+ estimate. Writes ``melo_engine.json`` to ``out_dir``."""
     from rich.table import Table
 
-    from cosim.flow.synth import SynthError, synthesize
-    from hdl.melo import MeloEngine as RTL
-    from models.atomic import write_text
+    from hwcosim.cosim.flow.synth import SynthError, synthesize
+    from hwcosim.hdl.melo import MeloEngine as RTL
+    from hwcosim.models.atomic import write_text
 
     out_dir = Path(out_dir)
     configs = BENCH_CONFIGS[:2] if quick else BENCH_CONFIGS

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from cosim.flow.sweep import COMMON_SOURCES as _COMMON
-from cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
+from hwcosim.cosim.flow.sweep import COMMON_SOURCES as _COMMON
+from hwcosim.cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
 
 
 # MELO receiver engine: pool size, blocks, window ------------------------------------------------------
 def _melo_simulate(p, w: dict, sim: str, test_dir) -> dict:
-    from cosim.designs.melo.engine import golden_streams, lossy_traffic, run_melo_engine
+    from hwcosim.cosim.designs.melo.engine import golden_streams, lossy_traffic, run_melo_engine
 
     events = lossy_traffic(p, int(w["packets_per_conn"]), loss=float(w["loss"]), dup=float(w["dup"]),
                            max_delay=int(w["max_delay"]), seed=int(w["seed"]))

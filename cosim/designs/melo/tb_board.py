@@ -1,8 +1,8 @@
-"""cocotb testbench of the MELO board top's core (:func:`hdl.melo.board.melo_host`): the host session
+"""cocotb testbench of the MELO board top's core (:func:`hwcosim.hdl.melo.board.melo_host`): the host session
 of ``hwcosim board run melo-engine`` drives the RTL through a bit-level UART model, and every
 delivered-PSN and response word is compared with the golden engine replayed on the same events.
 
-Inputs (written by :func:`cosim.designs.melo.board.run_board_sim`): ``inputs.json`` with the
+Inputs (written by :func:`hwcosim.cosim.designs.melo.board.run_board_sim`): ``inputs.json`` with the
 parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_error``;
 ``arrays.npz`` with the packed ``events``. Writes ``metrics.json`` with the comparison and the
 transcript (kept as the run folder's evidence).
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import cocotb
 
-from cosim.designs.melo.board import SIM_TIMEOUT, compare, session
-from cosim.tb.common import arrays, inputs
-from cosim.tb.uart import board_link, finish_board_session
-from models.melo.engine import MeloEngineParams
+from hwcosim.cosim.designs.melo.board import SIM_TIMEOUT, compare, session
+from hwcosim.cosim.tb.common import arrays, inputs
+from hwcosim.cosim.tb.uart import board_link, finish_board_session
+from hwcosim.models.melo.engine import MeloEngineParams
 
 PERIOD_NS = 10
 

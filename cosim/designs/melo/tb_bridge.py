@@ -1,10 +1,10 @@
 """cocotb testbench of bridge (a): the MELO RTL engine as the receiver inside the cluster scenario.
 
-The scenario (:class:`cosim.designs.melo.bridge.MeloScenario`) runs in this process and is the client;
-:class:`MeloRTLDevice` hands every arriving packet to ``hdl.melo.MeloEngine`` at the cycle of its
+The scenario (:class:`hwcosim.cosim.designs.melo.bridge.MeloScenario`) runs in this process and is the client;
+:class:`MeloRTLDevice` hands every arriving packet to ``hwcosim.hdl.melo.MeloEngine`` at the cycle of its
 arrival and returns, at the cycle of the response beat, the released PSNs and the response.
 Writes ``metrics.json``: the scenario result and the transcript (every input event word, every
-released-PSN word, every response word) that :func:`cosim.designs.melo.bridge.check_transcript`
+released-PSN word, every response word) that :func:`hwcosim.cosim.designs.melo.bridge.check_transcript`
 compares with the golden model.
 """
 
@@ -15,15 +15,15 @@ import time
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from cosim.designs.melo.bridge import MeloScenario, MeloScenarioParams, _summary
-from cosim.flow.bridge import ClockMap, co_simulate
-from cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock
-from cosim.tb.common import inputs, write_metrics
-from models.melo.engine import pack_event, unpack_response_beat
+from hwcosim.cosim.designs.melo.bridge import MeloScenario, MeloScenarioParams, _summary
+from hwcosim.cosim.flow.bridge import ClockMap, co_simulate
+from hwcosim.cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock
+from hwcosim.cosim.tb.common import inputs, write_metrics
+from hwcosim.models.melo.engine import pack_event, unpack_response_beat
 
 
 class MeloRTLDevice(RTLSerialDevice):
-    """``hdl.melo.MeloEngine`` behind the bridge's device interface (one packet at a time).
+    """``hwcosim.hdl.melo.MeloEngine`` behind the bridge's device interface (one packet at a time).
 
     A packet's input beat is offered at its arrival cycle; released-PSN beats are collected up
     to the packet's response beat, whose transfer cycle is the completion (both sinks always

@@ -1,6 +1,6 @@
-"""cocotb testbench of the MELO receiver engine against :class:`models.melo.engine.MeloEngine`.
+"""cocotb testbench of the MELO receiver engine against :class:`hwcosim.models.melo.engine.MeloEngine`.
 
-Inputs (written by :func:`cosim.designs.melo.engine.run_melo_engine`), all in ``inputs.json`` (response words
+Inputs (written by :func:`hwcosim.cosim.designs.melo.engine.run_melo_engine`), all in ``inputs.json`` (response words
 can exceed 64 bits, so they travel as JSON integers): ``params``; ``events`` (input words);
 ``deliv`` and ``resp`` (the golden output words); ``stats``, ``free_count``, ``quiescent`` (the
 golden model's final state); ``p_idle`` (probability of an idle cycle before each input beat),
@@ -17,8 +17,8 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from cosim.tb.common import CycleCounter, StreamDriver, StreamSink, inputs, start_clock_and_reset, write_metrics
-from models.melo.engine import KIND_NAMES, MeloEngineParams, unpack_response_beat
+from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, inputs, start_clock_and_reset, write_metrics
+from hwcosim.models.melo.engine import KIND_NAMES, MeloEngineParams, unpack_response_beat
 
 _STATS = ("packets", "acks", "sacks", "dups", "nack_pool", "nack_window", "allocs", "frees")
 

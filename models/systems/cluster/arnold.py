@@ -37,7 +37,7 @@ chosen nodes sorted by minipod and node id, as a host file would be):
 its 3 pods (PSW aggregation blocks of 179, 362 and 306 hosts). A seeded fragmentation
 (:func:`lingjun_free_hosts`) leaves some hosts of every pod free; every policy places the job on
 those hosts, spreads are measured from the placed GPUs' pods, and the iteration time comes from
-the flow simulation (:mod:`models.systems.cluster.engine`) on the same topology.
+the flow simulation (:mod:`hwcosim.models.systems.cluster.engine`) on the same topology.
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ def simulate_placement(job: PlacementJob, caps, pod: np.ndarray, iterations: int
 
     Pod j has ``caps[j]`` free 8-GPU hosts (each GPU one 400 Gb/s NIC port), 8 hosts per ToR,
     8 aggregation switches, ``core_oversub``:1 between aggregation and core (the higher tier has
-    less bandwidth, the premise of Arnold). Iteration model: :mod:`models.systems.cluster.job`
+    less bandwidth, the premise of Arnold). Iteration model: :mod:`hwcosim.models.systems.cluster.job`
     (``compute_s``, DP ring all-reduce of ``grad_bytes`` per rank, PP P2P of ``act_bytes``).
     """
     from .topology import clos

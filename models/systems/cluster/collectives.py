@@ -1,7 +1,7 @@
 """Collectives decomposed into streams of flows (alpha-beta model, pipelined algorithms).
 
 Every collective becomes one or more :class:`StreamSpec` (a set of src -> dst flows moving the same
-bytes at one common rate, see :mod:`models.systems.cluster.network`) plus a latency term. Sizes follow
+bytes at one common rate, see :mod:`hwcosim.models.systems.cluster.network`) plus a latency term. Sizes follow
 NCCL's conventions (``S`` is the buffer size per rank; Thakur, Rabenseifner & Gropp, IJHPCA 2005;
 NCCL ``PERFORMANCE.md`` for bus bandwidth):
 

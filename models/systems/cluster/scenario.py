@@ -73,7 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.safeparse import toml_loads
+from hwcosim.models.safeparse import toml_loads
 
 from .job import JobSpec
 from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023, rail_clos

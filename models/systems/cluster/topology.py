@@ -350,7 +350,7 @@ def fat_tree(k: int, gpus_per_host: int = 1, nic_gbps: float = 100.0, **kw) -> T
 
 
 def _data_path() -> Path:
-    return Path(str(resources.files("models.systems.cluster").joinpath("data/lingjun-2023/topo.csv")))
+    return Path(str(resources.files("hwcosim.models.systems.cluster").joinpath("data/lingjun-2023/topo.csv")))
 
 
 class TopologyError(ValueError):
@@ -371,7 +371,7 @@ def read_topology_csv(path: str | Path) -> list[dict[str, str]]:
     """
     import io
 
-    from models.safeparse import decode_utf8, one_line
+    from hwcosim.models.safeparse import decode_utf8, one_line
 
     path = Path(path)
     fix = "give a CSV with the header ip,DSW,PSW,ASW and one row per host"

@@ -1,6 +1,6 @@
 """Chunk-level collective transport in the style of NCCL's proxy, with mechanical faults.
 
-The flow-level engine (:mod:`models.systems.cluster.engine`) moves a collective's bytes at one rate. This
+The flow-level engine (:mod:`hwcosim.models.systems.cluster.engine`) moves a collective's bytes at one rate. This
 model goes one level down, to the unit that NCCL's network proxy and Mycroft's counters see: the
 **chunk**. Every collective is a set of *connections* (one per ring hop per NCCL channel, or one
 per P2P pair per channel); a connection moves ``K`` chunk slots in order, and for every slot ``k``
@@ -17,7 +17,7 @@ three times exist:
 - ``D[k]`` (RDMA done): the write completes at the receiver. The connection's link service is
   serial: the transfer starts at ``max(T[k], end of the previous transfer)``, takes ``chunk /
   rate`` where ``rate`` is the connection's max-min fair share of its path (the flow model,
-  :func:`models.systems.cluster.network._waterfill`, over every connection of the collective running at
+  :func:`hwcosim.models.systems.cluster.network._waterfill`, over every connection of the collective running at
   once, on the ECMP paths of :class:`~models.systems.cluster.routing.ECMPRouter`), plus the path latency.
 
 The recurrences are solved slot by slot, vectorised over every connection of the job (every DP

@@ -408,7 +408,7 @@ class EasyScaleTrainer:
 
     def checkpoint(self, path) -> Path:
         """Write the job context (:meth:`checkpoint_bytes`) atomically to ``path`` (npz)."""
-        from models.atomic import write_bytes
+        from hwcosim.models.atomic import write_bytes
 
         return write_bytes(Path(path), self.checkpoint_bytes())
 
@@ -452,7 +452,7 @@ def read_checkpoint(path, d_in: int = 64, n_cls: int = 10) -> dict:
         ``meta``, a bad configuration, arrays of the wrong size, EST contexts missing or
         inconsistent with the job's step.
     """
-    from models.safeparse import json_loads, one_line
+    from hwcosim.models.safeparse import json_loads, one_line
 
     path = Path(path)
     fix = "restore from a file written by EasyScaleTrainer.checkpoint"

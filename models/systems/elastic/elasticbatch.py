@@ -32,8 +32,8 @@ H100 80G 7g.80gb       1     8       0
 
 Devices are pluggable (:class:`Device`: ``latency(batch, input_size)`` in seconds and
 ``capacity`` in tokens). :class:`MigInstance` is an analytical GPU-slice model;
-:class:`BBSDevice` wraps the BBS SpMxV / LSTM cycle models (``models.bbs.spmxv.CycleModel``,
-``models.bbs.lstm.LSTMCycleModel``) at a stated clock.
+:class:`BBSDevice` wraps the BBS SpMxV / LSTM cycle models (``hwcosim.models.bbs.spmxv.CycleModel``,
+``hwcosim.models.bbs.lstm.LSTMCycleModel``) at a stated clock.
 """
 
 from __future__ import annotations
@@ -227,9 +227,9 @@ class MigInstance:
 class BBSDevice:
     """A BBS accelerator as a serving device, timed by its cycle model at ``clock_mhz``.
 
-    - LSTM engine (``models.bbs.lstm.LSTMCycleModel``): a request is a sequence of
+    - LSTM engine (``hwcosim.models.bbs.lstm.LSTMCycleModel``): a request is a sequence of
       ``input_size`` steps; a batch of ``b`` runs back to back: ``expected(b, input_size)`` cycles.
-    - SpMxV engine (``models.bbs.spmxv.CycleModel``): a request is ``input_size`` vectors; a batch is
+    - SpMxV engine (``hwcosim.models.bbs.spmxv.CycleModel``): a request is ``input_size`` vectors; a batch is
       ``expected(b * input_size)`` cycles (vectors stream through the double-buffered memory).
 
     ``capacity`` is the largest ``batch * input_size`` accepted (the on-chip buffer, default
@@ -242,8 +242,8 @@ class BBSDevice:
     name: str = "bbs"
 
     def __post_init__(self):
-        from models.bbs.lstm import LSTMCycleModel
-        from models.bbs.spmxv import CycleModel
+        from hwcosim.models.bbs.lstm import LSTMCycleModel
+        from hwcosim.models.bbs.spmxv import CycleModel
 
         if not isinstance(self.model, (CycleModel, LSTMCycleModel)):
             raise ValueError("BBSDevice: model must be a CycleModel or LSTMCycleModel, "
@@ -252,7 +252,7 @@ class BBSDevice:
             raise ValueError(f"BBSDevice: clock must be > 0 MHz, not {self.clock_mhz!r}")
 
     def latency(self, batch: int, input_size: int) -> float:
-        from models.bbs.lstm import LSTMCycleModel
+        from hwcosim.models.bbs.lstm import LSTMCycleModel
 
         if isinstance(self.model, LSTMCycleModel):
             cyc = self.model.expected(int(batch), int(input_size))

@@ -1,10 +1,10 @@
 """ElasticBatch's latency predictor checked against measured timings it was not fitted to.
 
-The MIG study (:mod:`models.systems.elastic.elasticbatch`) fits :class:`LatencyPredictor` to points of the
+The MIG study (:mod:`hwcosim.models.systems.elastic.elasticbatch`) fits :class:`LatencyPredictor` to points of the
 analytical :class:`MigInstance` model, the same formula that then plays the cluster, so its
 accuracy there says little. Here the devices are real computations timed on this machine:
 
-- :class:`NumpyLSTMDevice`: the project's numpy LSTM (:class:`models.nn.lstm.LSTMClassifier`), a
+- :class:`NumpyLSTMDevice`: the project's numpy LSTM (:class:`hwcosim.models.nn.lstm.LSTMClassifier`), a
   request being a sequence of ``input_size`` steps, a batch of ``b`` requests one forward pass of
   shape ``(b, input_size, features)``;
 - :class:`NumpyEncoderDevice`: one transformer-encoder layer in numpy (multi-head self-attention
@@ -61,7 +61,7 @@ class NumpyLSTMDevice:
     _model: object = field(default=None, repr=False)
 
     def __post_init__(self):
-        from models.nn.lstm import LSTMClassifier, LSTMConfig
+        from hwcosim.models.nn.lstm import LSTMClassifier, LSTMConfig
 
         self._model = LSTMClassifier(LSTMConfig(input_size=self.features, hidden=self.hidden, classes=10,
                                                 dtype="float32"), seed=0)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.systems.graph.graph import Graph
+from hwcosim.models.systems.graph.graph import Graph
 
 __all__ = ["read_graph", "GraphFormatError", "EDGE_SUFFIXES"]
 

@@ -391,7 +391,7 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
                          f"the {SNAPSHOT_BUDGET_BYTES >> 20} MB budget; use fewer clocks or record=False")
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["models.systems.graph.tux2_algos"])
+        ctx.set_forkserver_preload(["hwcosim.models.systems.graph.tux2_algos"])
     layout, size = _layout(master, W, C)
     t_launch = time.perf_counter()
     t_launch_epoch = time.time()                     # worker stamps are wall-clock (another process)

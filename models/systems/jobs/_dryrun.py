@@ -1,6 +1,6 @@
 """Sandboxed dry run of a training script (executed by path in a child interpreter).
 
-Not imported by the package: :mod:`models.systems.jobs.jobcheck` runs ``python _dryrun.py CONFIG``,
+Not imported by the package: :mod:`hwcosim.models.systems.jobs.jobcheck` runs ``python _dryrun.py CONFIG``,
 where CONFIG is a JSON file naming the script, its arguments, the tiny batch sizes and the result
 file. The child
 

@@ -18,7 +18,7 @@ templates: so many cores per GPU for vision, for NLP...).
   (greedy on the marginal gain of GPU-weighted utilisation, optimal for concave curves, with an
   optional fairness ``floor``; cores move when jobs arrive or leave).
 - :func:`simulate` / :class:`CPUClusterSim`: the cluster simulation on the discrete-event core of
-  :mod:`models.systems.cluster` (:class:`~models.systems.cluster.engine.Simulator`): hosts of several GPU types
+  :mod:`hwcosim.models.systems.cluster` (:class:`~models.systems.cluster.engine.Simulator`): hosts of several GPU types
   (a :class:`~models.systems.cluster.topology.Topology`, one ToR per type), job arrivals, placements,
   end-of-profiling and completions as events; between events each job progresses at ``thr(c)``;
   GPU utilisation (busy fraction of the allocated GPUs, and of the whole cluster) and JCT.
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.systems.cluster.engine import Simulator
+from hwcosim.models.systems.cluster.engine import Simulator
 
 __all__ = ["ThroughputModel", "profile_loader", "fit_profile", "offered_load", "ALLOC_POLICIES", "NodeType",
            "CPUJob", "allocate", "simulate", "POLICIES",
@@ -337,7 +337,7 @@ def offered_load(jobs, nodes) -> dict:
 
 
 class CPUClusterSim(Simulator):
-    """The allocation study on :class:`models.systems.cluster.engine.Simulator`, the cluster's discrete-event core.
+    """The allocation study on :class:`hwcosim.models.systems.cluster.engine.Simulator`, the cluster's discrete-event core.
 
     The cluster is a :class:`~models.systems.cluster.topology.Topology` with one ToR per node type (hosts of
     a type share a ToR); host ``h`` has ``gpus`` GPUs and ``cores`` CPU cores of its type. Job
@@ -363,7 +363,7 @@ class CPUClusterSim(Simulator):
     def __init__(self, nodes, policy: str, seed: int = 0, floor: float = 0.0, profile_s: float = 120.0,
                  profile_noise: float = 0.1, alpha_prior: float = 0.85, prior_sd: float | None = 0.15,
                  profile_span: str = "share"):
-        from models.systems.cluster.topology import Topology
+        from hwcosim.models.systems.cluster.topology import Topology
 
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {policy!r}")
@@ -696,7 +696,7 @@ def run_study(quick: bool = True, seed: int = 0, profile: bool = True) -> dict:
     ]
     return {"profile": prof, "loader_fit": fitp, "warnings": list(fitp["warnings"]) if fitp else [],
             "nodes": [nt.__dict__ for nt in nodes], "jobs": len(jobs),
-            "engine": "models.systems.cluster.engine.Simulator",
+            "engine": "hwcosim.models.systems.cluster.engine.Simulator",
             "offered_load": offered_load(jobs, nodes), "results": res, "adaptive_sensitivity": sens,
             "adaptive_gain_over": gain["adaptive"], "oracle_gain_over": gain["oracle"],
             "adaptive_cluster_gain_over": {p: res["adaptive"]["cluster_gpu_utilisation"]

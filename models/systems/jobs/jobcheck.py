@@ -29,7 +29,7 @@ Static pass (AST of the script, nothing executed)
     ``gpu``: ``.cuda()`` / ``"cuda"`` devices without an ``is_available()`` guard where CUDA is
     absent.
 
-Dry run (:mod:`models.systems.jobs._dryrun` in a child interpreter, sandboxed)
+Dry run (:mod:`hwcosim.models.systems.jobs._dryrun` in a child interpreter, sandboxed)
     The script runs for ``steps`` steps at two tiny batch sizes. Convention: the child sets
     ``HWCOSIM_DRYRUN=1``, ``HWCOSIM_BATCH`` and ``HWCOSIM_STEPS``; scripts that read them (or that
     take ``--batch-size``/``--epochs``/``--steps`` options, which are rewritten) run in well

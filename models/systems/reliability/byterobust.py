@@ -3,7 +3,7 @@
 Wan et al., "Robust LLM Training Infrastructure at ByteDance", SOSP 2025 (arXiv 2509.16293).
 
 In :func:`simulate_ettr` the detection and demarcation delays are *inputs* (the paper's figures
-and ours). :mod:`models.systems.reliability.closedloop` runs ByteRobust as a closed loop instead: its
+and ours). :mod:`hwcosim.models.systems.reliability.closedloop` runs ByteRobust as a closed loop instead: its
 monitors and localisation read the telemetry of the chunk-level transport, and the delays and
 wrong evictions come out of them (``hwcosim reliability byterobust-loop``).
 
@@ -392,8 +392,8 @@ def calibrate_network_slowdowns(seed: int = 0, iterations: int = 6) -> dict:
     uplink keeping 10% of its capacity (loss), aggregation switch 0 failing. Returns
     ``{kind: iteration time with fault / without}``.
     """
-    from models.systems.cluster.job import JobSpec, placement
-    from models.systems.cluster.topology import LinkKind, clos
+    from hwcosim.models.systems.cluster.job import JobSpec, placement
+    from hwcosim.models.systems.cluster.topology import LinkKind, clos
 
     from .sim import FaultySimulator
 

@@ -1,7 +1,7 @@
 """Faults as mechanics: the translation from a fault list to the transport model's :class:`Effects`.
 
 This is the only place that reads fault kinds to drive the chunk-level transport
-(:mod:`models.systems.cluster.transport`). What each kind does there:
+(:mod:`hwcosim.models.systems.cluster.transport`). What each kind does there:
 
 =============  ========================================================================
 kind           mechanics
@@ -24,8 +24,8 @@ Detectors never import this module: they read :class:`~models.systems.cluster.te
 
 from __future__ import annotations
 
-from models.systems.cluster.topology import Topology
-from models.systems.cluster.transport import Effects
+from hwcosim.models.systems.cluster.topology import Topology
+from hwcosim.models.systems.cluster.transport import Effects
 
 from .faults import Fault, FaultKind
 from .sim import agg_switch_links, nic_port_links
@@ -75,8 +75,8 @@ def run_job(topo, spec, place, faults, until: float, seed: int = 0, params=None,
     """Run ``spec`` on the transport with ``faults`` up to ``until``; returns the simulator (its
     ``.tel`` is what detectors get). ``seed`` drives the random drops, ``route_seed`` (default
     ``seed``) the ECMP hashing."""
-    from models.systems.cluster.routing import ECMPRouter
-    from models.systems.cluster.transport import TransportSim
+    from hwcosim.models.systems.cluster.routing import ECMPRouter
+    from hwcosim.models.systems.cluster.transport import TransportSim
 
     router = ECMPRouter(topo, seed if route_seed is None else route_seed)
     sim = TransportSim(topo, spec, place, effects_from_faults(topo, faults), params=params, seed=seed, record=record,

@@ -1,6 +1,6 @@
 """A fault-injecting, telemetry-recording subclass of the flow-level cluster simulator.
 
-:class:`FaultySimulator` extends :class:`models.systems.cluster.engine.Simulator` (which it does not
+:class:`FaultySimulator` extends :class:`hwcosim.models.systems.cluster.engine.Simulator` (which it does not
 modify) in three ways:
 
 1. **Per-rank compute.** The base engine runs one compute step per job; here every rank computes
@@ -20,9 +20,9 @@ import heapq
 
 import numpy as np
 
-from models.systems.cluster.engine import Simulator
-from models.systems.cluster.job import Compute
-from models.systems.cluster.topology import LinkKind, Topology
+from hwcosim.models.systems.cluster.engine import Simulator
+from hwcosim.models.systems.cluster.job import Compute
+from hwcosim.models.systems.cluster.topology import LinkKind, Topology
 
 from .faults import Fault, FaultKind
 from .telemetry import CollectiveRecord, Telemetry

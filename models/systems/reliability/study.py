@@ -1,5 +1,5 @@
 """Shared harness of the detector studies: one job, one injected fault per trial, on the
-chunk-level transport (:mod:`models.systems.cluster.transport`).
+chunk-level transport (:mod:`hwcosim.models.systems.cluster.transport`).
 
 The harness knows the ground truth (the fault it injected) and uses it **only to score**; the
 detectors get ``sim.tel`` and nothing else. :func:`confusion` builds the fault kind x diagnosis
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.systems.cluster.job import JobSpec, placement
-from models.systems.cluster.topology import LinkKind, clos
+from hwcosim.models.systems.cluster.job import JobSpec, placement
+from hwcosim.models.systems.cluster.topology import LinkKind, clos
 
 from .faults import Fault, FaultKind
 from .mechanics import run_job
@@ -96,7 +96,7 @@ def confusion_png(path, cm: dict, title: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from models.atomic import save_png
+    from hwcosim.models.atomic import save_png
 
     m = np.array(cm["counts"], dtype=float)
     frac = m / np.maximum(m.sum(axis=1, keepdims=True), 1)

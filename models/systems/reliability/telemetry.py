@@ -3,7 +3,7 @@ the stated cost per telemetry sample.
 
 The detectors (C4D, Mycroft, ByteRobust's monitors) no longer read this: they read the
 :class:`~models.systems.cluster.telemetry.Telemetry` that the chunk-level transport
-(:mod:`models.systems.cluster.transport`) writes, whose counters are produced by the mechanics. The
+(:mod:`hwcosim.models.systems.cluster.transport`) writes, whose counters are produced by the mechanics. The
 per-flow counters that used to be synthesised here from the injected fault state, and the node
 inspection that listed the injected faults, are gone (issue 24: a detector must not read the
 injector). The flow-level simulator keeps its per-rank collective timestamps for its own tests
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.systems.cluster.topology import Topology
+from hwcosim.models.systems.cluster.topology import Topology
 
 __all__ = ["CollectiveRecord", "Telemetry", "COSTS"]
 
