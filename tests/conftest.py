@@ -21,7 +21,6 @@ import pytest  # noqa: E402
 def _edit_word(run_dir, key: str, index: int) -> None:
     """Change one RTL output word (``outputs.npz[key].flat[index]``) by one, leaving run.json alone."""
     import numpy as np
-
     from hwcosim.cosim.flow.runs import read_npz, save_npz
 
     out = read_npz(run_dir / "outputs.npz")
@@ -74,3 +73,48 @@ def pytest_collection_modifyitems(config, items):
         return 0 if "data-bmc" in item.nodeid else 1
 
     items.sort(key=rank)
+
+
+# ---- real datasets: the data directory ($HWCOSIM_DATA, else ../shared/data; models/data.py) --------------
+def _no_data_dir() -> str | None:
+    """Why there is no data directory, or None when there is one."""
+    from hwcosim.models.data import ENV, data_dir
+
+    d = data_dir()
+    if d is None:
+        return f"no data directory: set {ENV}=DIR or check out ../shared/data beside the repository"
+    return None if d.is_dir() else f"no data directory: {ENV}={d} is not a folder"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """The data directory (a Path). A test that takes it is skipped, with the reason, only when there is
+    no data directory; a dataset missing from an existing one fails (``dataset(name)``)."""
+    from hwcosim.models.data import data_dir
+
+    why = _no_data_dir()
+    if why:
+        pytest.skip(why)
+    return data_dir()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that reads a dataset through the library (``lingjun_2023()`` and the studies on it) and
+    fails with ``DatasetMissing`` is reported as skipped, with that reason, when there is no data
+    directory at all; with a data directory the missing dataset stays a failure."""
+    outcome = yield
+    rep = outcome.get_result()
+    if call.excinfo is None or not rep.failed:
+        return
+    from hwcosim.models.data import DatasetMissing
+
+    e, seen = call.excinfo.value, set()
+    while e is not None and not isinstance(e, DatasetMissing) and id(e) not in seen:  # also when re-raised
+        seen.add(id(e))  # as a reader's own error (a scenario's ScenarioError names the topology's problem)
+        e = e.__cause__ or e.__context__
+    if isinstance(e, DatasetMissing):
+        why = _no_data_dir()
+        if why:
+            rep.outcome = "skipped"
+            rep.longrepr = (str(item.path), item.location[1], f"Skipped: {why} ({str(e).split(':')[0]})")

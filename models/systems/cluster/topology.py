@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Topology", "LinkKind", "clos", "rail_clos", "fat_tree", "lingjun_2023", "read_topology_csv",
            "TopologyError",
@@ -61,7 +61,7 @@ class LinkKind:
 
 def _check_pos(name: str, v, fix: str) -> None:
     if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
-        raise ValueError(f"{name} must be an integer >= 1, not {v!r}; {fix}")
+        raise UsageError(f"{name} must be an integer >= 1, not {v!r}; {fix}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,25 +120,25 @@ class Topology:
         host_tor = np.ascontiguousarray(self.host_tor, dtype=np.int64)
         tor_pod = np.ascontiguousarray(self.tor_pod, dtype=np.int64)
         if host_tor.ndim != 1 or host_tor.size == 0:
-            raise ValueError(f"host_tor must be a non-empty 1-D array, not shape {host_tor.shape}")
+            raise UsageError(f"host_tor must be a non-empty 1-D array, not shape {host_tor.shape}")
         if tor_pod.ndim != 1 or tor_pod.size == 0:
-            raise ValueError(f"tor_pod must be a non-empty 1-D array, not shape {tor_pod.shape}")
+            raise UsageError(f"tor_pod must be a non-empty 1-D array, not shape {tor_pod.shape}")
         if host_tor.min() < 0 or host_tor.max() >= tor_pod.size:
-            raise ValueError(f"host_tor values must lie in [0, {tor_pod.size}), got {host_tor.min()}..{host_tor.max()}")
+            raise UsageError(f"host_tor values must lie in [0, {tor_pod.size}), got {host_tor.min()}..{host_tor.max()}")
         if tor_pod.min() < 0:
-            raise ValueError("tor_pod values must be >= 0")
+            raise UsageError("tor_pod values must be >= 0")
         for n in ("gpus_per_host", "nic_ports", "aggs_per_pod", "tor_lanes", "cores_per_plane", "core_lanes"):
             _check_pos(n, getattr(self, n), "pass a positive count")
         for n in ("nvlink_gbps", "nic_gbps"):
             if not getattr(self, n) > 0:
-                raise ValueError(f"{n} must be > 0, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
         for n in ("tor_oversub", "core_oversub"):
             if not getattr(self, n) >= 1.0:
-                raise ValueError(f"{n} must be >= 1 (1 = non-blocking), not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be >= 1 (1 = non-blocking), not {getattr(self, n)!r}")
         if not self.hop_latency_s >= 0:
-            raise ValueError(f"hop_latency_s must be >= 0, not {self.hop_latency_s!r}")
+            raise UsageError(f"hop_latency_s must be >= 0, not {self.hop_latency_s!r}")
         if not isinstance(self.rail, (bool, np.bool_)):
-            raise ValueError(f"rail must be true or false, not {self.rail!r}")
+            raise UsageError(f"rail must be true or false, not {self.rail!r}")
         object.__setattr__(self, "host_tor", host_tor)
         object.__setattr__(self, "tor_pod", tor_pod)
         object.__setattr__(self, "_leaf_pod", np.repeat(tor_pod, self.gpus_per_host) if self.rail else tor_pod)
@@ -256,7 +256,7 @@ class Topology:
         dst = np.asarray(dst, dtype=np.int64).ravel()
         ch = np.asarray(choices, dtype=np.int64).reshape(src.size, N_CHOICES) % self.choice_ranges()
         if np.any(src == dst):
-            raise ValueError("a flow needs src != dst")
+            raise UsageError("a flow needs src != dst")
         gph, p, a_n, l1, c_n, l2 = (self.gpus_per_host, self.nic_ports, self.aggs_per_pod, self.tor_lanes,
                                     self.cores_per_plane, self.core_lanes)
         hs, hd = src // gph, dst // gph
@@ -343,17 +343,19 @@ def fat_tree(k: int, gpus_per_host: int = 1, nic_gbps: float = 100.0, **kw) -> T
     """A k-ary fat tree (Al-Fares et al., SIGCOMM 2008): k pods, k/2 ToRs and k/2 aggs per pod,
     (k/2)^2 cores, k/2 single-port hosts per ToR; non-blocking."""
     if not (isinstance(k, int) and k >= 2 and k % 2 == 0):
-        raise ValueError(f"fat-tree k must be an even integer >= 2, not {k!r}")
+        raise UsageError(f"fat-tree k must be an even integer >= 2, not {k!r}")
     h = k // 2
     return clos(k, h, h, gpus_per_host=gpus_per_host, nic_ports=1, aggs_per_pod=h, tor_lanes=1,
                 cores_per_plane=h, core_lanes=1, nic_gbps=nic_gbps, name=f"fat-tree-k{k}", **kw)
 
 
 def _data_path() -> Path:
-    return Path(str(resources.files("hwcosim.models.systems.cluster").joinpath("data/lingjun-2023/topo.csv")))
+    from hwcosim.models.data import dataset
+
+    return dataset("lingjun-2023", "topo.csv")  # the data directory ($HWCOSIM_DATA); DatasetMissing if absent
 
 
-class TopologyError(ValueError):
+class TopologyError(UsageError):
     """A topology file that cannot be read; the one-line message names the problem and the fix."""
 
 
@@ -418,8 +420,10 @@ def lingjun_2023(path: str | Path | None = None, **kw) -> Topology:
     The data set gives no switch port counts; the defaults (8 GPUs/host, 2 x 200 Gb/s NIC per
     GPU, 8 aggs per pod, 8 cores per plane, non-blocking) follow Alibaba HPN and are parameters.
 
-    ``path`` reads another cluster in the same CSV format (:func:`read_topology_csv`, which
-    raises :class:`TopologyError` for a damaged file).
+    Without ``path`` it reads ``lingjun-2023/topo.csv`` from the data directory
+    (:func:`hwcosim.models.data.dataset`, ``$HWCOSIM_DATA``; ``DatasetMissing``, exit 2, when it is
+    not there). ``path`` reads another cluster in the same CSV format (:func:`read_topology_csv`,
+    which raises :class:`TopologyError` for a damaged file).
     """
     path = Path(path) if path is not None else _data_path()
     rows = read_topology_csv(path)
