@@ -1,8 +1,9 @@
 """Sandboxed dry run of a training script (executed by path in a child interpreter).
 
-Not imported by the package: :mod:`hwcosim.models.systems.jobs.jobcheck` runs ``python _dryrun.py CONFIG``,
-where CONFIG is a JSON file naming the script, its arguments, the tiny batch sizes and the result
-file. The child
+Not imported by the package: :mod:`hwcosim.models.systems.jobs.jobcheck` runs ``python _dryrun.py CONFIG``
+inside its sandbox (:mod:`hwcosim.models.systems.jobs.sandbox`, which confines writes, processes and
+the network at the kernel level), where CONFIG is a JSON file (or ``fd:N``, an open file descriptor)
+naming the script, its arguments, the tiny batch sizes and the result file (or ``fd:N``). The child
 
 - blocks the network (``socket`` connects and name look-ups raise ``OSError``),
 - caps CPU time and address space with ``resource`` limits,
@@ -50,17 +51,32 @@ def _rewrite_argv(argv, options, value):
     return out
 
 
+def _open(name, mode):
+    """``open`` of a path, or of an inherited file descriptor given as ``fd:N`` (closed with the file)."""
+    if name.startswith("fd:"):
+        return os.fdopen(int(name[3:]), mode)
+    return open(name, mode)
+
+
+def _limit(res, soft, hard):
+    try:
+        resource.setrlimit(res, (soft, hard))
+    except (ValueError, OSError):  # already lower (the sandbox set it, and may not be raised): keep it
+        pass
+
+
 def main(cfg_path):
-    with open(cfg_path) as f:
+    with _open(cfg_path, "r") as f:
         cfg = json.load(f)
+    out = _open(cfg["result"], "w")  # opened now: the script must not be able to close it first
     script = os.path.abspath(cfg["script"])
     res = {"runs": [], "fp_events": [], "exception": None}
     lim = cfg.get("cpu_s")
     if lim:
-        resource.setrlimit(resource.RLIMIT_CPU, (int(lim), int(lim) + 1))
+        _limit(resource.RLIMIT_CPU, int(lim), int(lim) + 1)
     mem = cfg.get("address_space_bytes")
     if mem:
-        resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
+        _limit(resource.RLIMIT_AS, int(mem), int(mem))
     _block_network()
     sys.path.insert(0, os.path.dirname(script))
     fp = res["fp_events"]
@@ -123,13 +139,14 @@ def main(cfg_path):
             res["exception"] = {"type": type(exc).__name__,
                                 "mro": [c.__name__ for c in type(exc).__mro__],
                                 "errno": getattr(exc, "errno", None),
+                                "filename": str(exc.filename) if getattr(exc, "filename", None) else None,
                                 "message": str(exc)[:2000] if not isinstance(exc, SystemExit) else f"exit {exc.code}",
                                 "line": line, "batch": b,
                                 "traceback": "".join(traceback.format_exception(exc))[-4000:]}
             break
     sys.stdout.flush()
-    with open(cfg["result"], "w") as f:
-        json.dump(res, f)
+    with out:
+        json.dump(res, out)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,16 @@ Static pass (AST of the script, nothing executed)
     ``gpu``: ``.cuda()`` / ``"cuda"`` devices without an ``is_available()`` guard where CUDA is
     absent.
 
-Dry run (:mod:`hwcosim.models.systems.jobs._dryrun` in a child interpreter, sandboxed)
+Dry run (:mod:`hwcosim.models.systems.jobs._dryrun` in a child interpreter in a :mod:`~.sandbox`)
     The script runs for ``steps`` steps at two tiny batch sizes. Convention: the child sets
     ``HWCOSIM_DRYRUN=1``, ``HWCOSIM_BATCH`` and ``HWCOSIM_STEPS``; scripts that read them (or that
     take ``--batch-size``/``--epochs``/``--steps`` options, which are rewritten) run in well
-    under a second. Network connects and DNS look-ups raise, CPU time and address space are
-    capped, stdin is closed, the wall-clock timeout kills the child. The first exception is
+    under a second. The sandbox (Linux namespaces): the working folder and the script's folder
+    are private copy-on-write copies, every other path is read-only, ``/tmp`` is private, there is
+    no network, every process the script starts is killed at the end (``setsid`` children
+    included), address space, CPU time, file size and the number of tasks are limited, stdin is
+    closed, the wall-clock timeout kills the whole sandbox; nothing the script writes survives it.
+    Where the sandbox cannot be guaranteed the dry run is refused (``SandboxUnavailable``). The first exception is
     classified (``module``, ``path``, ``permission``, ``memory``, ``shape``, ``gpu``,
     ``runtime``); numpy floating-point invalid/overflow/divide events and ``nan``/``inf`` in
     printed loss lines are ``numeric``. ``memory``: the peak of traced allocations (numpy; the
@@ -50,18 +54,22 @@ linear in the batch size and ignores allocator fragmentation and CUDA context me
 from __future__ import annotations
 
 import ast
+import errno
 import importlib.util
 import io
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from hwcosim.models.errors import UsageError
+from hwcosim.models.systems.jobs import sandbox
+from hwcosim.models.systems.jobs.sandbox import SandboxLimits
 
 __all__ = ["Finding", "Report", "CheckConfig", "ScriptError", "check", "static_check", "dry_run", "CATEGORIES",
            "corpus_dir", "corpus_scripts", "evaluate_corpus"]
@@ -156,6 +164,8 @@ class CheckConfig:
         ``RLIMIT_AS`` of the child (0: no limit).
     dry_run : bool
         Run the dry run at all.
+    sandbox : SandboxLimits
+        Scratch space, file size and task limits of the dry run's sandbox.
     """
 
     device_memory_bytes: float = 16 * 2**30
@@ -164,18 +174,19 @@ class CheckConfig:
     timeout_s: float = 60.0
     address_space_bytes: int = 8 * 2**30
     dry_run: bool = True
+    sandbox: SandboxLimits = SandboxLimits()
 
     def __post_init__(self):
         if not self.device_memory_bytes > 0:
-            raise ValueError(f"device memory must be > 0, not {self.device_memory_bytes}")
+            raise UsageError(f"device memory must be > 0, not {self.device_memory_bytes}")
         if len(self.batches) != 2 or not 1 <= self.batches[0] < self.batches[1]:
-            raise ValueError(f"batches must be two increasing sizes >= 1, not {self.batches}")
+            raise UsageError(f"batches must be two increasing sizes >= 1, not {self.batches}")
         if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, not {self.steps}")
+            raise UsageError(f"steps must be >= 1, not {self.steps}")
         if not 0 < self.timeout_s <= 3600:
-            raise ValueError(f"timeout must be in (0, 3600] s, not {self.timeout_s}")
+            raise UsageError(f"timeout must be in (0, 3600] s, not {self.timeout_s}")
         if self.address_space_bytes < 0:
-            raise ValueError(f"address space limit must be >= 0, not {self.address_space_bytes}")
+            raise UsageError(f"address space limit must be >= 0, not {self.address_space_bytes}")
 
 
 @dataclass
@@ -357,7 +368,7 @@ def _cli_values(args: list[str]) -> dict[str, str]:
     return out
 
 
-class ScriptError(ValueError):
+class ScriptError(UsageError):
     """The script file cannot be read at all (permissions, a folder, an I/O error): bad input."""
 
 
@@ -561,72 +572,55 @@ def _top_imports(script: Path) -> list[str]:
 
 def dry_run(script: str | os.PathLike, args: list[str] | None = None, cfg: CheckConfig = CheckConfig(),
             cwd: str | os.PathLike | None = None) -> dict:
-    """Run ``script`` sandboxed at the tiny batch sizes of ``cfg``; return the child's result dict.
+    """Run ``script`` in the sandbox (:mod:`hwcosim.models.systems.jobs.sandbox`) at the tiny batch
+    sizes of ``cfg``; return the child's result dict.
 
-    Adds ``returncode``, ``stdout``/``stderr`` tails and ``timed_out``.
+    The working folder ``cwd`` and the script's folder are private copy-on-write copies, every
+    other path is read-only, ``/tmp`` is private, there is no network, every process the script
+    starts is killed at the end, and address space, CPU time, file size and the number of tasks
+    are limited. Adds ``returncode``, ``stdout``/``stderr`` tails, ``timed_out`` and ``sandbox``
+    (its limits). Raises :class:`~hwcosim.models.systems.jobs.sandbox.SandboxUnavailable` (a
+    ``UsageError``) when the sandbox cannot be guaranteed here; nothing is run then.
     """
     runner = Path(__file__).with_name("_dryrun.py")
+    script = Path(os.path.realpath(script))
+    work = Path(os.path.realpath(cwd if cwd is not None else Path.cwd()))
     with tempfile.TemporaryDirectory(prefix="jobcheck-") as td:
-        res_path = Path(td) / "result.json"
-        conf = {"script": str(Path(script).resolve()), "args": list(args or []), "batches": list(cfg.batches),
-                "steps": cfg.steps, "result": str(res_path), "cpu_s": int(cfg.timeout_s) + 1,
+        res_path, cfg_path = Path(td) / "result.json", Path(td) / "cfg.json"
+        res_fd = os.open(res_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        conf = {"script": str(script), "args": list(args or []), "batches": list(cfg.batches),
+                "steps": cfg.steps, "result": f"fd:{res_fd}", "cpu_s": int(cfg.timeout_s) + 1,
                 "address_space_bytes": cfg.address_space_bytes, "batch_options": list(_BATCH_OPT),
                 "epoch_options": list(_EPOCH_OPT), "step_options": list(_STEP_OPT),
-                "preimport": _top_imports(Path(script))}
-        (Path(td) / "cfg.json").write_text(json.dumps(conf))
+                "preimport": _top_imports(script)}
+        cfg_path.write_text(json.dumps(conf))
+        cfg_fd = os.open(cfg_path, os.O_RDONLY)
         env = dict(os.environ)
         env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                     "CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES", ""), "HF_HUB_OFFLINE": "1",
                     "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "",
                     "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"})
-        work = _scratch_cwd(Path(td), Path(cwd) if cwd else Path.cwd())
-        # its own session and process group: whatever the script forks is killed with it at the end
-        # output to files, not pipes: a forked child holding a pipe open must not keep us waiting
+        # output to files, not pipes: a process the script leaves behind must not keep us waiting
         out_f, err_f = Path(td) / "stdout.txt", Path(td) / "stderr.txt"
-        with open(out_f, "wb") as fo, open(err_f, "wb") as fe:
-            p = subprocess.Popen([sys.executable, str(runner), str(Path(td) / "cfg.json")], cwd=work,
-                                 stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env, start_new_session=True)
-            try:
-                rc, to = p.wait(timeout=cfg.timeout_s), False
-            except subprocess.TimeoutExpired:
-                rc, to = None, True
-            finally:
-                _kill_group(p.pid)
-                p.wait()
+        try:
+            with open(out_f, "wb") as fo, open(err_f, "wb") as fe:
+                sb = sandbox.run([sys.executable, str(runner), f"fd:{cfg_fd}"], cwd=work, inputs=[script.parent],
+                                 limits=cfg.sandbox, address_space_bytes=cfg.address_space_bytes,
+                                 cpu_s=int(cfg.timeout_s) + 1, timeout_s=cfg.timeout_s, env=env, stdout=fo,
+                                 stderr=fe, pass_fds=(cfg_fd, res_fd), what="hwcosim jobcheck --run")
+        finally:
+            os.close(cfg_fd)
+            os.close(res_fd)
         so = out_f.read_bytes()[-8000:].decode(errors="replace")
         se = err_f.read_bytes()[-8000:].decode(errors="replace")
-        res = json.loads(res_path.read_text()) if res_path.exists() else {"runs": [], "fp_events": [],
-                                                                          "exception": None}
-    res.update({"returncode": rc, "timed_out": to, "stdout": so[-4000:], "stderr": se[-4000:]})
-    return res
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL every process of the dry run's process group (children it forked included)."""
-    import signal
-
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _scratch_cwd(td: Path, cwd: Path) -> Path:
-    """A temporary working directory for the dry run: links to the entries of ``cwd`` (so the
-    script reads its data where it expects it), while files it creates land in the scratch folder
-    and are removed with it."""
-    work = td / "cwd"
-    work.mkdir()
-    try:
-        entries = list(cwd.iterdir())[:10_000]
-    except OSError:
-        entries = []
-    for e in entries:
         try:
-            (work / e.name).symlink_to(e, target_is_directory=e.is_dir())
-        except OSError:
-            continue
-    return work
+            res = json.loads(res_path.read_text())
+        except (OSError, ValueError):  # the child died before writing it (signal, resource limit)
+            res = {"runs": [], "fp_events": [], "exception": None}
+    res.update({"returncode": sb.returncode, "timed_out": sb.timed_out, "stdout": so[-4000:], "stderr": se[-4000:],
+                "sandbox": {"private": sb.private, **asdict(cfg.sandbox),
+                            "address_space_bytes": cfg.address_space_bytes, "cpu_s": int(cfg.timeout_s) + 1}})
+    return res
 
 
 def _classify(exc: dict) -> str:
@@ -660,8 +654,19 @@ def _dryrun_findings(res: dict, cfg: CheckConfig, full_batch: int | None) -> tup
                            "HWCOSIM_STEPS / HWCOSIM_BATCH", source="dryrun"))
     elif exc is not None:
         cat = _classify(exc)
-        out.append(Finding(cat, "error", f"dry run (batch {exc['batch']}) raised {exc['type']}: "
-                           f"{exc['message'][:300]}", exc.get("line"), "dryrun"))
+        msg = f"dry run (batch {exc['batch']}) raised {exc['type']}: {exc['message'][:300]}"
+        sev = "error"
+        lim = cfg.sandbox
+        if exc.get("errno") == errno.EFBIG:
+            msg += f" (the dry run's file-size limit is {lim.file_bytes / 2**20:g} MiB)"
+        elif exc.get("errno") == errno.ENOSPC:
+            msg += f" (the dry run's scratch space of {lim.scratch_bytes / 2**20:g} MiB is full)"
+        elif exc.get("errno") == errno.EROFS and exc.get("filename") and _writable(Path(exc["filename"]))[0]:
+            # writable on the host: only the sandbox refused it (read-only outside the private folders)
+            sev = "warning"
+            msg += ("; the sandbox keeps everything outside the working folder, the script's folder and /tmp "
+                    "read-only, and this path is writable here, so the dry run stopped at this write")
+        out.append(Finding(cat, sev, msg, exc.get("line"), "dryrun"))
     elif res.get("returncode") not in (0, None):
         out.append(Finding("runtime", "error", f"dry run child exited with status {res['returncode']} "
                            f"(signal or resource limit); stderr: {res.get('stderr', '')[-200:]}", source="dryrun"))
@@ -701,12 +706,16 @@ def check(script: str | os.PathLike, args: list[str] | None = None, cfg: CheckCo
     ScriptError
         If it cannot be read (a folder, no permission, an I/O error). A script Python would refuse
         (bad syntax, undecodable bytes) is not an error: it is a ``syntax`` finding.
+    SandboxUnavailable
+        If ``cfg.dry_run`` and the sandbox cannot be guaranteed on this machine (nothing is run).
     """
     script = Path(script)
     if not _exists(script):
         raise FileNotFoundError(f"no such script: {script}")
     if script.is_dir():
         raise ScriptError(f"{script} is a folder; pass the training script (.py) itself")
+    if cfg.dry_run:  # refused before anything runs when the sandbox cannot be guaranteed here
+        sandbox.require("hwcosim jobcheck --run", hint="the static checks run without --run")
     findings, full_batch = static_check(script, args, cwd)
     rep = Report(str(script), findings, full_batch=full_batch)
     if cfg.dry_run and "syntax" not in rep.categories:
