@@ -10,8 +10,13 @@ and classifies:
 - **communication hang**: every rank posted, nothing completes within ``hang_s``; the culprit is
   localised from the rank x rank connection-latency matrix (dead connections, infinite latency):
   the GPU that is an endpoint of the most dead connections;
-- **non-communication slow**: the last rank to post lags the median by more than
-  ``(slow_ratio - 1)`` of the healthy compute phase for ``slow_iters`` iterations in a row;
+- **non-communication slow**: a rank's compute phase (from the end of the previous iteration to
+  its post of the first collective, relative to the iteration's median rank) lies above its own
+  median over the trailing ``slow_window`` iterations by more than ``slow_m`` times the job's
+  own spread (1.4826 x MAD of every rank's phase over that window, and of the ranks' deviations
+  in that iteration, at least ``slow_floor`` of the median) for ``slow_iters`` iterations in a
+  row (:func:`slow_rank_events`): relative to what the telemetry shows, never a fixed ratio or
+  wall-clock window;
 - **communication slow**: a collective takes ``slow_ratio`` times its healthy duration for
   ``slow_iters`` iterations in a row; the slowest connection of the latency matrix and its
   bottleneck hop localise it.
@@ -19,7 +24,9 @@ and classifies:
 After a diagnosis the culprit is isolated and the job restarts from its last checkpoint
 (:func:`overhead`). The master runs on :class:`~models.systems.reliability.sim.FaultySimulator`
 telemetry; detection times are when each rule first holds on the data available then (polling
-every ``poll_s``). Thresholds are ours (the paper does not give them in SPECS.md).
+every ``poll_s``). Thresholds are ours (the paper does not give them in SPECS.md); the PAI replay
+(:mod:`~models.systems.reliability.pai`) reports how the slow-rank verdicts move over a range of
+``slow_m``, ``slow_iters`` and ``slow_window``.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .faults import FaultKind
 
-__all__ = ["C4DParams", "Diagnosis", "diagnose", "expected_class", "run_study", "overhead"]
+__all__ = ["C4DParams", "Diagnosis", "diagnose", "expected_class", "run_study", "overhead", "compute_phases",
+           "slow_rank_events"]
 
 NONCOMM_HANG, COMM_HANG, NONCOMM_SLOW, COMM_SLOW = ("non-comm hang", "comm hang", "non-comm slow", "comm slow")
 CLASSES = (NONCOMM_HANG, COMM_HANG, NONCOMM_SLOW, COMM_SLOW)
@@ -45,29 +54,42 @@ class C4DParams:
     hang_s : float
         No progress this long = hang.
     slow_ratio : float
-        A phase this many times its healthy length = slow.
+        A collective this many times its healthy duration = communication slow.
+    slow_m : float
+        Non-communication slow: a rank's relative compute phase this many spreads above its own
+        trailing median.
+    slow_window : int
+        Trailing iterations giving each rank's median and the job's spread.
+    slow_floor : float
+        Smallest spread, as a fraction of the median relative phase (1): a perfectly regular job
+        has MAD 0.
     slow_iters : int
         Consecutive slow iterations before a slow diagnosis.
     warmup : int
-        Healthy iterations that set the baselines.
+        Iterations of history before any slow verdict (they set the first baselines).
     poll_s : float
         Master polling period (detection times round up to it).
     """
 
     hang_s: float = 10.0
     slow_ratio: float = 1.2
+    slow_m: float = 6.0
+    slow_window: int = 50
+    slow_floor: float = 0.02
     slow_iters: int = 2
     warmup: int = 2
     poll_s: float = 1.0
 
     def __post_init__(self):
         if not self.hang_s > 0 or not self.poll_s > 0:
-            raise ValueError(f"hang_s and poll_s must be > 0, not {self.hang_s!r}, {self.poll_s!r}")
+            raise UsageError(f"hang_s and poll_s must be > 0, not {self.hang_s!r}, {self.poll_s!r}")
         if not self.slow_ratio > 1:
-            raise ValueError(f"slow_ratio must be > 1, not {self.slow_ratio!r}")
-        for n in ("slow_iters", "warmup"):
+            raise UsageError(f"slow_ratio must be > 1, not {self.slow_ratio!r}")
+        if not self.slow_m > 0 or not self.slow_floor > 0:
+            raise UsageError(f"slow_m and slow_floor must be > 0, not {self.slow_m!r}, {self.slow_floor!r}")
+        for n in ("slow_iters", "warmup", "slow_window"):
             if not (isinstance(getattr(self, n), int) and getattr(self, n) >= 1):
-                raise ValueError(f"{n} must be an integer >= 1, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be an integer >= 1, not {getattr(self, n)!r}")
 
 
 @dataclass(frozen=True)
@@ -95,31 +117,11 @@ def diagnose(tel, p: C4DParams, now: float) -> Diagnosis | None:
     recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
     if not recs:
         return None
-    n_seq = len(tel.conns)
     found: list[Diagnosis] = []
-    first = {r.it: r for r in recs if r.seq == 0}
-    last = {r.it: r for r in recs if r.seq == n_seq - 1}
-    # ---- non-communication slow: one rank posts the first collective late, iterations in a row
-    its = sorted(i for i in first if np.isfinite(first[i].enter).all()
-                 and (i == 0 or (i - 1 in last and np.isfinite(last[i - 1].exit).all())))
-    if len(its) > p.warmup:
-        def comp(i):
-            st = np.zeros(first[i].enter.size) if i == 0 else last[i - 1].exit
-            return first[i].enter - st
-
-        base_c = float(np.median([np.median(comp(i)) for i in its[:p.warmup]]))
-        run, culprit = 0, []
-        for i in its[p.warmup:]:
-            lag = comp(i) - np.median(comp(i))
-            if lag.max() > (p.slow_ratio - 1) * base_c:
-                run += 1
-                culprit.append(int(first[i].ranks[np.argmax(lag)]))
-                if run >= p.slow_iters:
-                    found.append(Diagnosis(NONCOMM_SLOW, _poll(float(np.max(first[i].enter)), p),
-                                           (max(set(culprit), key=culprit.count),)))
-                    break
-            else:
-                run, culprit = 0, []
+    # ---- non-communication slow: a rank's compute phase departs from its own history
+    ev = slow_rank_events(tel, p, now, recs=recs)
+    if ev:
+        found.append(Diagnosis(NONCOMM_SLOW, _poll(ev[0]["t"], p), (ev[0]["rank"],)))
     # ---- communication slow: a collective takes slow_ratio x its healthy time once all joined
     by_label: dict[str, list] = {}
     for r in recs:
@@ -153,6 +155,43 @@ def diagnose(tel, p: C4DParams, now: float) -> Diagnosis | None:
                 found.append(Diagnosis(COMM_HANG, t, ()))
     found = [f for f in found if f.t <= now + p.poll_s]
     return min(found, key=lambda f: f.t) if found else None
+
+
+def compute_phases(tel, now: float, recs=None):
+    """Per-rank compute phases from the completion logs up to ``now``: ``(iterations, ranks, comp,
+    t_post)`` with ``comp[i, j]`` = rank ``j``'s post of iteration ``its[i]``'s first collective
+    minus its exit from the previous iteration's last one, and ``t_post[i]`` the last post (when
+    the phase of every rank is known). Iterations some rank has not posted yet are left out."""
+    if recs is None:
+        recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
+    n_seq = len(tel.conns)
+    first = {r.it: r for r in recs if r.seq == 0}
+    last = {r.it: r for r in recs if r.seq == n_seq - 1}
+    its = sorted(i for i in first if np.isfinite(first[i].enter).all()
+                 and (i == 0 or (i - 1 in last and np.isfinite(last[i - 1].exit).all())))
+    if not its:
+        return [], tel.ranks, np.zeros((0, tel.ranks.size)), np.zeros(0)
+    comp = np.stack([first[i].enter - (0.0 if i == 0 else last[i - 1].exit) for i in its])
+    t_post = np.array([float(np.max(first[i].enter)) for i in its])
+    return its, first[its[0]].ranks, comp, t_post
+
+
+def slow_rank_events(tel, p: C4DParams, now: float, recs=None, phases=None) -> list[dict]:
+    """Every non-communication-slow verdict of the relative rule (module docstring) up to ``now``:
+    one per run of ``slow_iters`` slow iterations of a rank, ``{"rank", "it", "start_it", "t",
+    "score"}`` in time order (``it``: the iteration that completed the run, ``t``: its last post)."""
+    from .mycroft import robust_score, runs
+
+    its, ranks, comp, t_post = phases if phases is not None else compute_phases(tel, now, recs)
+    if len(its) <= p.warmup:
+        return []
+    med = np.median(comp, axis=1, keepdims=True)
+    rel = comp / np.where(med > 0, med, 1.0)
+    score = robust_score(rel, p.slow_window, p.warmup, p.slow_floor, cross=True)
+    with np.errstate(invalid="ignore"):
+        slow = score > p.slow_m
+    return [{"rank": int(ranks[c]), "it": int(its[i]), "start_it": int(its[s0]), "t": float(t_post[i]),
+             "score": float(score[i, c])} for c, s0, i in runs(slow, p.slow_iters)]
 
 
 def _comm_hang(tel, r, t: float, now: float) -> Diagnosis:
@@ -258,7 +297,7 @@ def run_study(quick: bool = False, seed: int = 0, params: C4DParams | None = Non
 
     p = params or C4DParams()
     if mix not in ("uniform", "byterobust"):
-        raise ValueError(f"mix must be 'uniform' or 'byterobust', not {mix!r}")
+        raise UsageError(f"mix must be 'uniform' or 'byterobust', not {mix!r}")
     n_trials = 30 if quick else 100
     st = setup(seed, iterations=p.warmup + 40)
     rng = np.random.default_rng(seed)

@@ -8,8 +8,11 @@ below takes the telemetry and an observation time, never the simulator or the fa
 
 **Trigger** (:func:`trigger`): a sample of ranks, at least one per DP group and at most 10, is
 watched; a sampled rank with an open collective (state log) but no completion log within
-``window_s`` is a failure; a gap between iteration completions of twice the healthy gap
-(throughput halved) is a straggler.
+``window_s`` is a failure. A **straggler** is a throughput drop measured against the job's own
+recent behaviour, never a fixed wall-clock window: the gap between the sampled ranks' iteration
+completions exceeds the median gap of the trailing ``straggler_window`` iterations by more than
+``straggler_m`` times their spread (1.4826 x MAD, at least ``straggler_floor`` x the median gap)
+for ``straggler_persist`` iterations in a row (:func:`straggler_events`, :func:`robust_score`).
 
 **Root cause** (:func:`root_cause`), on the logs as they are ``collect_s`` after the trigger,
 following the dependencies to the earliest culprit:
@@ -28,7 +31,10 @@ following the dependencies to the earliest culprit:
    one whose receiver is not blocked itself: its own proxy lags -> ``host``.
 
 Window, sampling and collection delays are ours: ``window_s = 10``, ``collect_s = 2`` (gather
-state logs from the ring buffers and analyse).
+state logs from the ring buffers and analyse). The straggler rule's defaults (``m = 6``,
+persistence 2, window 50 iterations, floor 2% of the median gap) are ours too; the PAI replay
+(:mod:`~models.systems.reliability.pai`) reports what the verdicts are sensitive to over a range
+of each.
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .faults import FaultKind
 
-__all__ = ["MycroftParams", "trigger", "root_cause", "sample_ranks", "run_study", "COMPONENT"]
+__all__ = ["MycroftParams", "trigger", "root_cause", "sample_ranks", "run_study", "COMPONENT", "robust_score",
+           "runs", "straggler_events", "completion_times", "late_ranks"]
 
 #: Ground-truth component of every fault kind (None: outside Mycroft's view).
 COMPONENT = {FaultKind.GPU_FAIL: "gpu", FaultKind.HANG: "gpu", FaultKind.GPU_SLOW: "gpu",
@@ -56,8 +64,17 @@ class MycroftParams:
     ----------
     window_s : float
         An open collective without a completion log this long = failure.
-    straggler_ratio : float
-        A completion gap this many times the healthy gap = straggler (2: throughput halved).
+    straggler_m : float
+        A completion gap above the trailing median by more than this many spreads = slow.
+    straggler_persist : int
+        Slow gaps in a row before a straggler trigger.
+    straggler_window : int
+        Trailing iterations whose gaps give the median and the spread (1.4826 x MAD).
+    straggler_floor : float
+        Smallest spread, as a fraction of the median gap (a perfectly regular job has MAD 0).
+    lag_frac : float
+        Root cause of a straggler on a replayed trace (:func:`late_ranks`): of the ranks standing
+        out, those whose excess is at least this fraction of the largest.
     collect_s : float
         Time to collect the logs and run the analysis after a trigger.
     state_log_s : float
@@ -67,7 +84,11 @@ class MycroftParams:
     """
 
     window_s: float = 10.0
-    straggler_ratio: float = 2.0
+    straggler_m: float = 6.0
+    straggler_persist: int = 2
+    straggler_window: int = 50
+    straggler_floor: float = 0.02
+    lag_frac: float = 0.5
     collect_s: float = 2.0
     state_log_s: float = 0.1
     max_sampled: int = 10
@@ -75,11 +96,17 @@ class MycroftParams:
     def __post_init__(self):
         for n in ("window_s", "collect_s", "state_log_s"):
             if not getattr(self, n) > 0:
-                raise ValueError(f"{n} must be > 0, not {getattr(self, n)!r}")
-        if not self.straggler_ratio > 1:
-            raise ValueError(f"straggler_ratio must be > 1, not {self.straggler_ratio!r}")
+                raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
+        for n in ("straggler_m", "straggler_floor"):
+            if not getattr(self, n) > 0:
+                raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
+        for n in ("straggler_persist", "straggler_window"):
+            if not (isinstance(getattr(self, n), int) and getattr(self, n) >= 1):
+                raise UsageError(f"{n} must be an integer >= 1, not {getattr(self, n)!r}")
+        if not 0 < self.lag_frac <= 1:
+            raise UsageError(f"lag_frac must lie in (0, 1], not {self.lag_frac!r}")
         if not (isinstance(self.max_sampled, int) and self.max_sampled >= 1):
-            raise ValueError(f"max_sampled must be an integer >= 1, not {self.max_sampled!r}")
+            raise UsageError(f"max_sampled must be an integer >= 1, not {self.max_sampled!r}")
 
 
 def sample_ranks(place: np.ndarray, max_sampled: int, seed: int) -> np.ndarray:
@@ -98,8 +125,9 @@ def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int 
     """Earliest trigger ``(time, "failure" | "straggler")`` on telemetry ``tel`` up to ``now``.
 
     Failure: a sampled rank has state logs of an instance (it entered) and no completion log
-    ``window_s`` later. Straggler: the gap between a sampled rank's successive iteration
-    completions exceeds ``straggler_ratio`` times the healthy gap (throughput halved).
+    ``window_s`` later. Straggler: the first of :func:`straggler_events` on the sampled ranks'
+    iteration completions (relative to the job's own trailing gaps; ``warmup`` gaps of history
+    at least).
     """
     recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
     if not recs:
@@ -117,21 +145,155 @@ def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int 
             t_tr = float(np.ceil((t0 + p.window_s) / p.state_log_s - 1e-9) * p.state_log_s)
             if t_tr <= now:
                 cands.append((t_tr, "failure"))
-    ends = [float(np.nanmin(np.where(np.isin(r.ranks, sampled), r.exit, np.nan)))
-            for r in recs if r.seq == n_seq - 1 and np.isfinite(r.exit[np.isin(r.ranks, sampled)]).all()]
-    last = np.array([0.0, *ends])
-    gaps = np.diff(last)
-    if gaps.size > warmup:
-        base = float(np.median(gaps[:warmup]))
-        for i in range(warmup, gaps.size):
-            if gaps[i] > p.straggler_ratio * base:
-                cands.append((last[i] + p.straggler_ratio * base, "straggler"))
-                break
-        running = tel.finished is None or tel.finished > now
-        if running and now - last[-1] > p.straggler_ratio * base:
-            cands.append((last[-1] + p.straggler_ratio * base, "straggler"))
+    last = _completions(recs, sampled, n_seq)
+    running = tel.finished is None or tel.finished > now
+    ev = straggler_events(last, p, warmup, now=now if running else None)
+    if ev:
+        cands.append((ev[0]["t"], "straggler"))
     return min(cands) if cands else None
 
+
+# ---- relative straggler rule (shared with C4D's slow-rank rule) -----------------------------------
+def robust_score(x: np.ndarray, window: int, min_hist: int, floor: float, cross: bool = False) -> np.ndarray:
+    """How far every row of ``x`` (shape (n,) or (n, k)) lies above its trailing history, in spreads.
+
+    Row ``i`` is compared with rows ``[i - window, i)``: centre = their median (per column), spread
+    = 1.4826 x the median absolute deviation from that centre pooled over the window and every
+    column (the job's own spread), at least ``floor`` x the median |centre|; with ``cross`` (k
+    columns = ranks) also at least 1.4826 x the MAD of row ``i``'s own deviations across the
+    columns (a rank must stand out from its peers in that iteration too: a job-wide burst of
+    variation is not one slow rank). Returns ``(x[i] - centre) / spread`` of the same shape; NaN
+    while fewer than ``min_hist`` rows precede.
+    """
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    a = np.asarray(x, dtype=float)
+    one = a.ndim == 1
+    a2 = a[:, None] if one else a
+    n, k = a2.shape
+    centre = np.full((n, k), np.nan)
+    spread = np.full(n, np.nan)
+    if n > window:  # rows i >= window: history rows [i - window, i)
+        win = sliding_window_view(a2, window, axis=0)[:n - window]  # (n - window, k, window)
+        c = np.median(win, axis=-1)
+        centre[window:] = c
+        spread[window:] = 1.4826 * np.median(np.abs(win - c[..., None]).reshape(n - window, -1), axis=1)
+    m0 = min(window, n)
+    if m0 > max(min_hist, 1):  # rows i < window: history rows [0, i) (medians of the first i values)
+        pad = np.vstack([np.full((window, k), np.nan), a2[:m0]])
+        w0 = sliding_window_view(pad, window, axis=0)[:m0]  # (m0, k, window), NaN-padded on the left
+        cnt = np.arange(m0)
+        c = _nan_median_sorted(np.sort(w0, axis=-1), cnt[:, None])
+        dev = np.sort(np.abs(w0 - c[..., None]).reshape(m0, -1), axis=-1)
+        sp = 1.4826 * _nan_median_sorted(dev, cnt * k)
+        rows = cnt >= max(min_hist, 1)
+        centre[:m0][rows] = c[rows]
+        spread[:m0][rows] = sp[rows]
+    ok = np.isfinite(spread)
+    spread = np.where(ok, np.maximum(spread, floor * np.median(np.abs(np.where(ok[:, None], centre, 0.0)), axis=1)),
+                      np.nan)
+    if cross and k > 2:
+        d = a2 - centre
+        now = 1.4826 * np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+        spread = np.where(ok, np.maximum(spread, now), np.nan)
+    hist = np.arange(n) >= min_hist
+    good = hist & ok & (np.nan_to_num(spread) > 0)
+    score = np.where(good[:, None], (a2 - np.nan_to_num(centre)) / np.where(good, spread, 1.0)[:, None], np.nan)
+    return score[:, 0] if one else score
+
+
+def _nan_median_sorted(srt: np.ndarray, cnt) -> np.ndarray:
+    """Median of the first ``cnt`` entries of the last axis of ``srt`` (sorted, NaN after the
+    values; ``cnt`` broadcast over the leading axes; NaN where ``cnt`` is 0)."""
+    cnt = np.broadcast_to(np.asarray(cnt), srt.shape[:-1])
+    lo = np.clip((cnt - 1) // 2, 0, srt.shape[-1] - 1)[..., None]
+    hi = np.clip(cnt // 2, 0, srt.shape[-1] - 1)[..., None]
+    med = 0.5 * (np.take_along_axis(srt, lo, -1) + np.take_along_axis(srt, hi, -1))[..., 0]
+    return np.where(cnt > 0, med, np.nan)
+
+
+def runs(flag: np.ndarray, persist: int) -> list[tuple[int, int, int]]:
+    """Runs of at least ``persist`` consecutive True rows in every column of ``flag`` ((n,) or
+    (n, k)): ``(column, first row, row where the run reached persist)``, in row order."""
+    f = np.asarray(flag, dtype=bool)
+    f = f[:, None] if f.ndim == 1 else f
+    out = []
+    for c in range(f.shape[1]):
+        col = np.concatenate([[False], f[:, c], [False]])
+        d = np.diff(col.astype(np.int8))
+        starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        for s0, e0 in zip(starts, ends):
+            if e0 - s0 >= persist:
+                out.append((c, int(s0), int(s0 + persist - 1)))
+    return sorted(out, key=lambda x: (x[2], x[0]))
+
+
+def _completions(recs, sampled, n_seq) -> np.ndarray:
+    """Iteration completion times of the sampled ranks (the earliest of their exits from the
+    iteration's last collective), iterations whose sampled ranks all logged their exit."""
+    lastc = [r for r in recs if r.seq == n_seq - 1]
+    if not lastc:
+        return np.zeros(0)
+    sel = np.isin(lastc[0].ranks, sampled)
+    ex = np.stack([r.exit[sel] for r in lastc])
+    done = np.isfinite(ex).all(axis=1)
+    return ex[done].min(axis=1) if done.any() else np.zeros(0)
+
+
+def completion_times(tel, sampled: np.ndarray, now: float, recs=None) -> np.ndarray:
+    """Iteration completion times of the sampled ranks in the completion logs as known at ``now``."""
+    if recs is None:
+        recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
+    return _completions(recs, sampled, len(tel.conns))
+
+
+def straggler_events(ends: np.ndarray, p: MycroftParams, warmup: int = 2, now: float | None = None) -> list[dict]:
+    """Straggler triggers from iteration completion times ``ends`` (module docstring): every run of
+    ``straggler_persist`` slow gaps is one trigger ``{"it", "t", "score"}`` (``it``: index of the
+    gap that completed the run; ``t``: when that gap crossed its threshold). With ``now`` (the job
+    still running), the open gap counts too once it exceeds its threshold."""
+    last = np.concatenate([[0.0], np.asarray(ends, dtype=float)])
+    gaps = np.diff(last)
+    if now is not None and last.size:
+        gaps = np.append(gaps, max(now - last[-1], 0.0))
+    if gaps.size <= warmup:
+        return []
+    score = robust_score(gaps, p.straggler_window, warmup, p.straggler_floor)
+    with np.errstate(invalid="ignore"):
+        slow = score > p.straggler_m
+    out = []
+    for _c, _s0, i in runs(slow, p.straggler_persist):
+        out.append({"it": int(i), "t": float(last[i] + _threshold(gaps, i, p)), "score": float(score[i])})
+    return out
+
+
+def _threshold(gaps: np.ndarray, i: int, p: MycroftParams) -> float:
+    """The gap length above which gap ``i`` is slow (centre + m x spread of :func:`robust_score`)."""
+    h = gaps[max(0, i - p.straggler_window):i]
+    c = float(np.median(h))
+    return c + p.straggler_m * max(1.4826 * float(np.median(np.abs(h - c))), p.straggler_floor * abs(c))
+
+
+def late_ranks(comp: np.ndarray, i: int, p: MycroftParams, warmup: int = 2) -> list[int]:
+    """Mycroft's "late to post" on a compute-phase matrix ``comp`` (iterations x ranks, from the
+    completion logs), relative to the job's own history: at iteration ``i``, the ranks whose
+    compute phase (relative to the iteration's median rank) exceeds its own trailing median by
+    more than ``straggler_m`` spreads (:func:`robust_score` with ``cross``: the rank stands out
+    from its peers too) and by more than ``lag_frac`` of the largest such excess (positions in
+    the rank axis; empty: the trigger has no culprit, e.g. a job-wide slow-down)."""
+    lo = max(0, i - p.straggler_window)
+    rel = comp[lo:i + 1] / np.median(comp[lo:i + 1], axis=1, keepdims=True)
+    if rel.shape[0] <= warmup:
+        return []
+    h, x = rel[:-1], rel[-1]
+    centre = np.median(h, axis=0)
+    spread = max(1.4826 * float(np.median(np.abs(h - centre))), p.straggler_floor * float(np.median(np.abs(centre))))
+    ex = x - centre
+    if x.size > 2:
+        spread = max(spread, 1.4826 * float(np.median(np.abs(ex - np.median(ex)))))
+    if not spread > 0 or not ex.max() > 0:
+        return []
+    return np.flatnonzero((ex / spread > p.straggler_m) & (ex > p.lag_frac * ex.max())).tolist()
 
 def _host_or_gpu(tel, ranks) -> str:
     ranks = np.asarray(ranks)
