@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Q", "quantize", "dequantize", "requantize", "saturate", "acc_bits"]
 
@@ -48,13 +49,13 @@ class Q:
 
     def __post_init__(self):
         if not isinstance(self.int_bits, int) or not isinstance(self.frac_bits, int):
-            raise ValueError(f"Q() takes integers, not {self.int_bits!r}, {self.frac_bits!r}")
+            raise UsageError(f"Q() takes integers, not {self.int_bits!r}, {self.frac_bits!r}")
         if self.int_bits < 1:
-            raise ValueError(f"Q int_bits includes the sign bit and must be >= 1, not {self.int_bits}")
+            raise UsageError(f"Q int_bits includes the sign bit and must be >= 1, not {self.int_bits}")
         if self.frac_bits < 0:
-            raise ValueError(f"Q frac_bits must be >= 0, not {self.frac_bits}")
+            raise UsageError(f"Q frac_bits must be >= 0, not {self.frac_bits}")
         if self.width > 32:
-            raise ValueError(f"Q({self.int_bits}, {self.frac_bits}) is {self.width} bits; at most 32 are supported")
+            raise UsageError(f"Q({self.int_bits}, {self.frac_bits}) is {self.width} bits; at most 32 are supported")
 
     @property
     def width(self) -> int:
@@ -88,7 +89,7 @@ class Q:
         try:
             return cls(int(d["int_bits"]), int(d["frac_bits"]))
         except (KeyError, TypeError, OverflowError) as e:
-            raise ValueError(f"a fixed-point format needs int_bits and frac_bits, got {d!r}") from e
+            raise UsageError(f"a fixed-point format needs int_bits and frac_bits, got {d!r}") from e
 
     @classmethod
     def parse(cls, text: str) -> Q:
@@ -98,7 +99,7 @@ class Q:
             i, f = t.split(".")
             return cls(int(i), int(f))
         except ValueError as e:
-            raise ValueError(
+            raise UsageError(
                 f"cannot read fixed-point format {text!r}: write Q<int_bits>.<frac_bits>, e.g. Q2.6 "
                 "(int_bits include the sign bit)"
             ) from e
@@ -107,7 +108,7 @@ class Q:
     def fitting(cls, max_abs: float, width: int) -> Q:
         """The format of ``width`` bits with the most fractional bits that holds ``max_abs``."""
         if not np.isfinite(max_abs):
-            raise ValueError(f"cannot choose a format for a non-finite magnitude {max_abs}")
+            raise UsageError(f"cannot choose a format for a non-finite magnitude {max_abs}")
         for int_bits in range(1, width + 1):
             q = cls(int_bits, width - int_bits)
             if max_abs <= q.max_value + q.lsb / 2:
@@ -124,7 +125,7 @@ def quantize(x: np.ndarray, fmt: Q) -> np.ndarray:
     """Float -> raw ``int64``: round to nearest (ties to even), saturate. NaN is refused."""
     x = np.asarray(x, dtype=np.float64)
     if np.isnan(x).any():
-        raise ValueError("cannot quantise NaN values; clean the weights first")
+        raise UsageError("cannot quantise NaN values; clean the weights first")
     scaled = np.rint(np.clip(x * (1 << fmt.frac_bits), fmt.min_raw - 1, fmt.max_raw + 1))
     return saturate(scaled.astype(np.int64), fmt)
 
@@ -148,5 +149,5 @@ def requantize(raw: np.ndarray, src_frac: int, fmt: Q) -> np.ndarray:
 def acc_bits(a: Q, b: Q, terms: int) -> int:
     """Width of an accumulator that sums ``terms`` products of ``a`` x ``b`` without overflow."""
     if terms < 1:
-        raise ValueError(f"an accumulator sums at least one term, not {terms}")
+        raise UsageError(f"an accumulator sums at least one term, not {terms}")
     return a.width + b.width + max(0, int(terms - 1).bit_length())

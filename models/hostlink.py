@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwcosim.models.errors import UsageError
+
 __all__ = ["SYNC_CMD", "SYNC_RESP", "OP", "STATUS", "CMD_BYTES", "crc8", "encode_command", "encode_payload",
            "Response", "decode_response", "response_length", "status_text", "BAUD_RATES", "divisor_for"]
 
@@ -78,14 +80,14 @@ def crc8(data: bytes | bytearray, crc: int = 0) -> int:
 
 def _u(name: str, v: int, bits: int) -> int:
     if not isinstance(v, int) or not 0 <= v < 1 << bits:
-        raise ValueError(f"host link: {name}={v!r} must be an integer in [0, 2**{bits})")
+        raise UsageError(f"host link: {name}={v!r} must be an integer in [0, 2**{bits})")
     return v
 
 
 def encode_command(op: int, arg: int = 0, val: int = 0) -> bytes:
     """The 9-byte command frame."""
     if op not in OP.values():
-        raise ValueError(f"host link: unknown opcode {op!r}; choose one of {OP}")
+        raise UsageError(f"host link: unknown opcode {op!r}; choose one of {OP}")
     body = bytes([op]) + _u("arg", arg, 16).to_bytes(2, "little") + _u("val", val, 32).to_bytes(4, "little")
     return bytes([SYNC_CMD]) + body + bytes([crc8(body)])
 
@@ -147,13 +149,13 @@ def divisor_for(clock_hz: float, baud: int) -> int:
     """Clock cycles per UART bit for ``baud`` at ``clock_hz``; refuses a rate the clock cannot make
     within :data:`MAX_RATE_ERROR` or a divisor below 4 (the receiver samples mid-bit)."""
     if baud <= 0 or clock_hz <= 0:
-        raise ValueError(f"UART: baud rate {baud} and clock {clock_hz} Hz must be positive")
+        raise UsageError(f"UART: baud rate {baud} and clock {clock_hz} Hz must be positive")
     div = round(clock_hz / baud)
     if div < 4:
-        raise ValueError(f"UART: {baud} baud needs at least 4 clocks per bit; a {clock_hz / 1e6:g} MHz clock "
+        raise UsageError(f"UART: {baud} baud needs at least 4 clocks per bit; a {clock_hz / 1e6:g} MHz clock "
                          f"gives {clock_hz / baud:.2f}; choose a lower rate")
     err = abs(clock_hz / div - baud) / baud
     if err > MAX_RATE_ERROR:
-        raise ValueError(f"UART: {baud} baud from {clock_hz / 1e6:g} MHz is off by {err:.1%} (divisor {div}); "
+        raise UsageError(f"UART: {baud} baud from {clock_hz / 1e6:g} MHz is off by {err:.1%} (divisor {div}); "
                          f"choose another rate or clock")
     return div

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = [
     "PatternError", "Pattern", "register", "get_pattern", "pattern_names", "check_weights",
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-class PatternError(ValueError):
+class PatternError(UsageError):
     """Bad input for a pattern (shape, sparsity, non-finite weights) or a broken invariant."""
 
 

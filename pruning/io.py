@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 from hwcosim.models.safeparse import decode_utf8, one_line, toml_loads
 from hwcosim.pruning.base import Pattern, PatternError, get_pattern
@@ -57,7 +57,7 @@ TORCH_HINT = "pip install torch==2.13.0"
 SUFFIXES = (".npy", ".npz", ".safetensors", ".pt", ".pth", ".onnx")
 
 
-class WeightIOError(ValueError):
+class WeightIOError(UsageError):
     """A weight or config file that cannot be read, or a selection that matches nothing."""
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.safeparse import one_line
 
 __all__ = ["ONNX_HINT", "load_onnx", "write_onnx", "consumers", "OnnxIOError"]
@@ -31,7 +31,7 @@ ONNX_HINT = "pip install onnx"
 _TWO_GIB = 2**31 - 1
 
 
-class OnnxIOError(ValueError):
+class OnnxIOError(UsageError):
     """An ONNX file that cannot be read or written, or a replacement that does not fit."""
 
 

@@ -28,8 +28,8 @@ import struct
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import atomic_path, write_bytes
+from hwcosim.models.errors import UsageError
 from hwcosim.models.safeparse import json_loads
 
 __all__ = ["RoundTripError", "DENSE_SUFFIXES", "write_dense", "read_safetensors", "safetensors_header",
@@ -44,7 +44,7 @@ _ST_DTYPES = {
 }
 
 
-class RoundTripError(ValueError):
+class RoundTripError(UsageError):
     """The dense output cannot be written: unknown format, a mismatching tensor, a bad file."""
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.train import TrainConfig, train
 from hwcosim.pruning import base
 from hwcosim.pruning.base import get_pattern, pattern_names
@@ -59,13 +59,13 @@ class CubicSchedule:
 
     def __post_init__(self):
         if not (0.0 <= self.final < 1.0):
-            raise ValueError(f"final sparsity must lie in [0, 1), not {self.final}")
+            raise UsageError(f"final sparsity must lie in [0, 1), not {self.final}")
         if not (0.0 <= self.initial <= self.final):
-            raise ValueError(f"initial sparsity must lie in [0, final={self.final}], not {self.initial}")
+            raise UsageError(f"initial sparsity must lie in [0, final={self.final}], not {self.initial}")
         for name, lo in (("start", 0), ("steps", 1), ("interval", 1)):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"CubicSchedule.{name} must be an integer >= {lo}, not {v!r}")
+                raise UsageError(f"CubicSchedule.{name} must be an integer >= {lo}, not {v!r}")
 
     @property
     def end(self) -> int:
@@ -109,7 +109,7 @@ def pattern_for_sparsity(name: str, sparsity: float, **params):
         m = int(params.get("m", fields["m"]))
         n = max(1, int(round(m * (1.0 - sparsity))))
         return get_pattern(name, **{**params, "n": n, "m": m})
-    raise ValueError(
+    raise UsageError(
         f"pattern {name!r} has neither a 'sparsity' nor 'n'/'m' parameters; "
         "give a mask function of your own instead"
     )
@@ -153,7 +153,7 @@ def gradual_prune(
     """
     missing = [p for p in param_names if p not in model.params]
     if missing:
-        raise ValueError(f"cannot prune unknown parameters {missing}; the model has {sorted(model.params)}")
+        raise UsageError(f"cannot prune unknown parameters {missing}; the model has {sorted(model.params)}")
     masks: dict[str, np.ndarray] = {}
     history = []
     steps = list(schedule.prune_steps())
@@ -202,7 +202,7 @@ class TorchGradualPruner:
         named = dict(module.named_parameters())
         missing = [p for p in param_names if p not in named]
         if missing:
-            raise ValueError(f"unknown parameters {missing}; the module has {sorted(named)}")
+            raise UsageError(f"unknown parameters {missing}; the module has {sorted(named)}")
         self.params = {p: named[p] for p in param_names}
         self.mask_fn, self.schedule = mask_fn, schedule
         self.masks: dict[str, object] = {}

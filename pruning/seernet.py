@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.layers import im2col3, pool_windows
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 
 def _check_bits(bits: int) -> int:
     if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 8:
-        raise ValueError(f"SeerNet bit width must be an integer in 1..8, not {bits!r}")
+        raise UsageError(f"SeerNet bit width must be an integer in 1..8, not {bits!r}")
     return int(bits)
 
 

@@ -119,7 +119,7 @@ def build_board(design, params, board: Board, out_dir: Path, baud: int = 115200,
     _abc_lut_mapping(platform)
     try:   # the board top checks the parameters it is given (a design core's own limits)
         top = resolve(ref)(params, baud, pll) if pll is not None else resolve(ref)(params, baud)
-    except (ValueError, TypeError) as e:
+    except (UsageError, TypeError) as e:
         raise UsageError(f"{design.name} board top: {e}") from None
     clock_mhz = pll.fout_mhz if pll is not None else board.clock_mhz
     fam = family_of(board)

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.cosim.flow.runs import numpy_json_default
+from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.tables import show
 
 __all__ = ["ClockMap", "Completion", "Device", "Scenario", "ModelDevice", "co_simulate", "run_sync", "measured_note",
@@ -56,7 +57,7 @@ class BridgeMismatch(SimFailure):
     """The RTL moved data that differs from the golden model's (``hwcosim`` exits with status 1)."""
 
 
-class DeadlockError(RuntimeError):
+class DeadlockError(CheckFailed):
     """The scenario waits for the device, and the device has nothing to do."""
 
 
@@ -68,7 +69,7 @@ class ClockMap:
 
     def __post_init__(self):
         if not (isinstance(self.f_clk_hz, (int, float)) and self.f_clk_hz > 0 and math.isfinite(self.f_clk_hz)):
-            raise ValueError(f"clock frequency must be a positive number of Hz, not {self.f_clk_hz!r}")
+            raise UsageError(f"clock frequency must be a positive number of Hz, not {self.f_clk_hz!r}")
 
     @property
     def period_s(self) -> float:
@@ -190,7 +191,7 @@ async def co_simulate(scn, dev, *, max_steps: int = 50_000_000) -> None:
                 scn.on_complete(c, dev)
         else:
             scn.step(t, dev)
-    raise RuntimeError(f"co-simulation did not finish within {max_steps} steps")
+    raise CheckFailed(f"co-simulation did not finish within {max_steps} steps")
 
 
 def run_sync(coro):

@@ -3,7 +3,7 @@
 ``docs/boards/results.json`` (committed, written by ``make boards``: nextpnr-ecp5 out of context on
 an LFE5U-85F speed 6) holds each design's Fmax over the seeds. :func:`measured` returns the worst
 of them (the clock the design is known to close at on that part) with the part's name, so a bench
-prints "N GOPS at 38.2 MHz measured on LFE5U-85F-6" beside the paper's figure on the paper's part,
+prints "N GOPS at F MHz measured on LFE5U-85F-6" beside the paper's figure on the paper's part,
 and an assumed clock only when labelled "assumed".
 """
 

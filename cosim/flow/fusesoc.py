@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwcosim.models.atomic import write_text
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Port", "verilog_ports", "smoke_testbench", "core_text", "write_core", "core_vlnv",
            "SMOKE_CYCLES", "U280_PART", "ARRIA10_DEVICE", "constraints"]
@@ -127,7 +128,7 @@ def _vec(width: int) -> str:
 def smoke_testbench(top: str, ports: list[Port], cycles: int = SMOKE_CYCLES) -> str:
     """Verilog source of the smoke testbench module ``<top>_tb`` (see the module docstring)."""
     if cycles < 1:
-        raise ValueError(f"the smoke testbench needs at least one cycle, not {cycles}")
+        raise UsageError(f"the smoke testbench needs at least one cycle, not {cycles}")
     clocks = [p for p in ports if p.is_clock]
     resets = [p for p in ports if p.is_reset]
     outs = [p for p in ports if p.direction != "input"]
@@ -183,7 +184,7 @@ def core_vlnv(top: str, version: str | None = None) -> str:
     if version is None:
         version = _version()
     if not re.fullmatch(r"[A-Za-z_][\w-]*", top):
-        raise ValueError(f"top-level name {top!r} cannot name a FuseSoC core; use letters, digits, '_' or '-'")
+        raise UsageError(f"top-level name {top!r} cannot name a FuseSoC core; use letters, digits, '_' or '-'")
     return f"hwcosim:designs:{top}:{version}"
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["SimResult", "SimFailure", "SimulatorMissing", "run", "check", "simulator", "ensure_simulator",
            "build_root", "to_verilog"]
@@ -48,11 +49,11 @@ VERILATOR_FLAGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE",
                    "-Wno-UNSIGNED", "-Wno-CMPCONST", "-Wno-fatal"]
 
 
-class SimulatorMissing(RuntimeError):
+class SimulatorMissing(UsageError, RuntimeError):
     """The chosen simulator is not installed; the message says how to get it."""
 
 
-class SimFailure(AssertionError):
+class SimFailure(CheckFailed, AssertionError):
     """A cocotb test failed, or the simulator did not run; the message holds the log tail."""
 
 

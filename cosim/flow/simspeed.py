@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import cocotb
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import show
 
 __all__ = ["input_ports", "measure", "run_simspeed", "bench_simspeed", "speed_table"]
@@ -116,7 +116,6 @@ async def speed_driven(dut):
     """Random stream traffic written by Python every cycle."""
     from cocotb.clock import Clock
     from cocotb.triggers import RisingEdge
-
     from hwcosim.cosim.tb.common import write_metrics
 
     cfg, handles, rng = _setup(dut)
@@ -139,7 +138,6 @@ async def speed_free_running(dut):
     """Handshakes held high, payloads constant, clock in the simulator, one timer per chunk."""
     from cocotb.clock import Clock
     from cocotb.triggers import Timer
-
     from hwcosim.cosim.tb.common import write_metrics
 
     cfg, handles, rng = _setup(dut)
@@ -174,13 +172,13 @@ def measure(design: str, sim: str, *, params=None, cycles: int = 3000, free_cycl
     Returns ``{"design", "sim", "params", "build_seconds", "rebuilt", "run_seconds", "driven",
     "free"}`` where ``driven``/``free`` hold ``cycles``, ``seconds`` and ``cycles_per_s``.
     """
-    from hwcosim.cosim.registry import get_design
     from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.registry import get_design
 
     d = get_design(design)
     p = params if params is not None else d.default_params()
     if cycles < 1 or free_cycles < 1 or min_seconds < 0 or max_seconds < min_seconds:
-        raise ValueError(f"cycles ({cycles}) and free_cycles ({free_cycles}) must be >= 1, "
+        raise UsageError(f"cycles ({cycles}) and free_cycles ({free_cycles}) must be >= 1, "
                          f"0 <= min_seconds ({min_seconds}) <= max_seconds ({max_seconds})")
     component = d.build(p)
     res = runner.run(component, d.top, "hwcosim.cosim.flow.simspeed", sim=sim, test_dir=test_dir, waves=False,
@@ -259,9 +257,8 @@ def speed_table(rows: list[dict]):
 
 def bench_simspeed(out_dir, quick: bool = False) -> dict:
     """``make bench`` entry: every registered design on Verilator and Icarus -> ``sim_speed.json``."""
-    from rich.console import Console
-
     from hwcosim.models.atomic import write_text
+    from rich.console import Console
 
     out_dir = Path(out_dir)
     con = Console()

@@ -26,7 +26,9 @@ interrupted sweep resumes where it stopped. Failed points are not cached (they r
 **Dask.** Points run as ``distributed`` tasks: on an embedded ``LocalCluster`` (``--workers``
 worker processes, one thread each) by default, or on a running cluster with ``--scheduler
 tcp://host:8786`` (its workers need this project installed and a working simulator; results
-come back to the client, which alone writes the cache and the outputs).
+come back to the client, which alone writes the cache and the outputs). Dask is part of the
+``hwcosim[systems]`` extra: without it the points run on a local pool of ``--workers`` processes
+(threads with ``--threads``), and ``--scheduler`` is refused naming the extra.
 
 **Outputs** (in ``-o DIR``): ``sweep.json`` (every point: its grid values, parameters,
 workload, status, metrics, resources, Pareto fronts, and ``sim_seconds``, the wall time of its
@@ -72,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.tables import show
 
 __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
@@ -207,36 +210,36 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ValueError(f"sweep spec {str(path)!r} not found") from None
+        raise UsageError(f"sweep spec {str(path)!r} not found") from None
     except OSError as e:
-        raise ValueError(f"sweep spec {path}: cannot read it ({e.strerror or e}); pass a .toml file") from None
-    data = toml_loads(raw, f"sweep spec {path}", ValueError, "spec")
+        raise UsageError(f"sweep spec {path}: cannot read it ({e.strerror or e}); pass a .toml file") from None
+    data = toml_loads(raw, f"sweep spec {path}", UsageError, "spec")
     unknown = sorted(set(data) - _SPEC_KEYS)
     if unknown:
-        raise ValueError(f"sweep spec {path}: unknown key(s) {', '.join(unknown)}; "
+        raise UsageError(f"sweep spec {path}: unknown key(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(sorted(_SPEC_KEYS))}")
     if "design" not in data or not isinstance(data["design"], str):
-        raise ValueError(f"sweep spec {path}: needs design = \"<name>\" (one of {', '.join(ADAPTERS)})")
+        raise UsageError(f"sweep spec {path}: needs design = \"<name>\" (one of {', '.join(ADAPTERS)})")
     for sect in ("params", "grid", "workload"):
         if not isinstance(data.get(sect, {}), dict):
-            raise ValueError(f"sweep spec {path}: [{sect}] must be a table of name = value")
+            raise UsageError(f"sweep spec {path}: [{sect}] must be a table of name = value")
     for k, v in data.get("grid", {}).items():
         if not isinstance(v, list) or not v:
-            raise ValueError(f"sweep spec {path}: grid.{k} must be a non-empty list of values, not {v!r}")
+            raise UsageError(f"sweep spec {path}: grid.{k} must be a non-empty list of values, not {v!r}")
     clock = data.get("clock_mhz")
     if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
                               or not 0 < clock < float("inf")):
-        raise ValueError(f"sweep spec {path}: clock_mhz must be a positive number, not {clock!r}")
+        raise UsageError(f"sweep spec {path}: clock_mhz must be a positive number, not {clock!r}")
     sim = data.get("sim")
     if sim is not None and sim not in ("verilator", "icarus"):
-        raise ValueError(f"sweep spec {path}: sim must be \"verilator\" or \"icarus\", not {sim!r}")
+        raise UsageError(f"sweep spec {path}: sim must be \"verilator\" or \"icarus\", not {sim!r}")
     synth = data.get("synth")
     if synth is not None and not isinstance(synth, str):
-        raise ValueError(f"sweep spec {path}: synth must be a target name such as \"xcup\" or \"none\", "
+        raise UsageError(f"sweep spec {path}: synth must be a target name such as \"xcup\" or \"none\", "
                          f"not {synth!r}")
     name = data.get("name", re.sub(r"[^A-Za-z0-9_.+-]+", "_", path.stem).strip("._") or "sweep")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"sweep spec {path}: name must be 1-100 letters, digits or '_.+-', starting with a "
+        raise UsageError(f"sweep spec {path}: name must be 1-100 letters, digits or '_.+-', starting with a "
                          f"letter or digit (it names the output folder build/sweep/<name>), not {name!r}")
     return SweepSpec(design=data["design"], params=dict(data.get("params", {})), grid=dict(data.get("grid", {})),
                      workload=dict(data.get("workload", {})), clock_mhz=clock, sim=sim,
@@ -269,7 +272,7 @@ def spec_from_args(args) -> SweepSpec:
 
     def place(name: str, value, flag: str) -> None:
         if flag == "--param" and name in workload_names:
-            raise ValueError(f"--param {name}: {name!r} is a workload setting, not a design parameter; "
+            raise UsageError(f"--param {name}: {name!r} is a workload setting, not a design parameter; "
                              f"use --set {name}=...")
         for section in (spec.params, spec.workload, spec.grid):
             section.pop(name, None)
@@ -292,7 +295,7 @@ def spec_from_args(args) -> SweepSpec:
         layer = {}
         for item in items:
             if "=" not in item:
-                raise ValueError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
+                raise UsageError(f"{flag} {item!r}: write name=value, e.g. {flag} rows=64")
             k, v = item.split("=", 1)
             k = k.strip().replace("-", "_")
             if flag == "--param" and k in workload_names:
@@ -304,11 +307,11 @@ def spec_from_args(args) -> SweepSpec:
         place(k, v, origin[k])
     for item in args.grid or []:
         if "=" not in item:
-            raise ValueError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
+            raise UsageError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
         k, v = item.split("=", 1)
         vals = [_scalar(x) for x in v.split(",") if x.strip()]
         if not vals:
-            raise ValueError(f"--grid {item!r}: give at least one value")
+            raise UsageError(f"--grid {item!r}: give at least one value")
         place(k.strip().replace("-", "_"), vals, "--grid")
     if args.synth is not None:
         spec.synth = None if args.synth == "none" else args.synth
@@ -327,7 +330,7 @@ def _coerce(old, value, name: str):
         try:
             return Q.parse(str(value))
         except ValueError as e:
-            raise ValueError(f"{name}={value!r}: {e}") from None
+            raise UsageError(f"{name}={value!r}: {e}") from None
     ok = {bool: lambda v: isinstance(v, bool),
           int: lambda v: isinstance(v, int) and not isinstance(v, bool),
           float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -336,9 +339,9 @@ def _coerce(old, value, name: str):
         if isinstance(old, typ) and (typ is not int or not isinstance(old, bool)):
             if not check(value):
                 article = "an" if typ is int else "a"
-                raise ValueError(f"{name}={value!r}: expected {article} {typ.__name__} like {old!r}")
+                raise UsageError(f"{name}={value!r}: expected {article} {typ.__name__} like {old!r}")
             return float(value) if typ is float else value
-    raise ValueError(f"{name}: parameters of type {type(old).__name__} cannot be swept")
+    raise UsageError(f"{name}: parameters of type {type(old).__name__} cannot be swept")
 
 
 _PROBABILITIES = ("p_idle", "p_stall", "loss", "dup")
@@ -349,15 +352,15 @@ _CHOICES = {"dist": ("uniform", "zipf")}
 def _check_workload(name: str, v) -> None:
     """Range checks of the workload settings (the types were checked against the defaults)."""
     if name in _PROBABILITIES and not 0.0 <= v < 1.0:
-        raise ValueError(f"{name}={v}: a probability in [0, 1) is needed")
+        raise UsageError(f"{name}={v}: a probability in [0, 1) is needed")
     if name in _COUNTS and not 1 <= v <= MAX_COUNT:
-        raise ValueError(f"{name}={v}: must be in 1..{MAX_COUNT} (every unit is simulated in RTL)")
+        raise UsageError(f"{name}={v}: must be in 1..{MAX_COUNT} (every unit is simulated in RTL)")
     if name == "seed" and not 0 <= v < 2**63:
-        raise ValueError(f"seed={v}: must be in 0..{2**63 - 1}")
+        raise UsageError(f"seed={v}: must be in 0..{2**63 - 1}")
     if name in _CHOICES and v not in _CHOICES[name]:
-        raise ValueError(f"{name}={v!r}: choose one of {', '.join(_CHOICES[name])}")
+        raise UsageError(f"{name}={v!r}: choose one of {', '.join(_CHOICES[name])}")
     if name == "sparsity" and not 0.0 <= v < 1.0:
-        raise ValueError(f"sparsity={v}: must lie in [0, 1)")
+        raise UsageError(f"sparsity={v}: must lie in [0, 1)")
 
 
 @dataclass
@@ -374,8 +377,8 @@ def _adapter(design: str) -> Adapter:
     if design in ADAPTERS:
         return ADAPTERS[design]
     if design in designs():
-        raise ValueError(f"design {design!r} has no sweep workload yet; sweepable: {', '.join(ADAPTERS)}")
-    raise ValueError(f"unknown design {design!r}; sweepable designs: {', '.join(ADAPTERS)}")
+        raise UsageError(f"design {design!r} has no sweep workload yet; sweepable: {', '.join(ADAPTERS)}")
+    raise UsageError(f"unknown design {design!r}; sweepable designs: {', '.join(ADAPTERS)}")
 
 
 def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
@@ -389,7 +392,7 @@ def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
 
     def check(name, value, where):
         if name not in allowed:
-            raise ValueError(f"{where}: {spec.design} has no parameter {name!r}; choose from "
+            raise UsageError(f"{where}: {spec.design} has no parameter {name!r}; choose from "
                              f"{', '.join(sorted(fields))} (design) or {', '.join(sorted(ad.workload))} (workload)")
         v = _coerce(allowed[name], value, f"{where}.{name}" if where != "grid" else name)
         if name in ad.workload:
@@ -399,20 +402,20 @@ def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
     for section in ("params", "workload"):
         for k in getattr(spec, section):
             if k in spec.grid:
-                raise ValueError(f"{k!r} is both fixed ([{section}]) and swept ([grid]); keep one")
+                raise UsageError(f"{k!r} is both fixed ([{section}]) and swept ([grid]); keep one")
     fixed = {k: check(k, v, "params") for k, v in spec.params.items()}
     fixed.update({k: check(k, v, "workload") for k, v in spec.workload.items()})
     grid = {k: [check(k, v, "grid") for v in vals] for k, vals in spec.grid.items()}
     for k, vals in grid.items():
         if len(set(map(repr, vals))) != len(vals):
-            raise ValueError(f"grid.{k} repeats a value: {spec.grid[k]}")
+            raise UsageError(f"grid.{k} repeats a value: {spec.grid[k]}")
     if spec.clock_mhz is not None and not 0 < spec.clock_mhz < float("inf"):
-        raise ValueError(f"clock_mhz must be positive, not {spec.clock_mhz}")
+        raise UsageError(f"clock_mhz must be positive, not {spec.clock_mhz}")
     n_points = 1
     for vals in grid.values():
         n_points *= len(vals)
     if n_points > MAX_POINTS:
-        raise ValueError(f"the grid has {n_points} points, more than {MAX_POINTS} (each is an RTL simulation); "
+        raise UsageError(f"the grid has {n_points} points, more than {MAX_POINTS} (each is an RTL simulation); "
                          "sweep fewer values")
     if spec.synth:
         from hwcosim.cosim.flow.synth import check_targets
@@ -426,8 +429,8 @@ def expand(spec: SweepSpec) -> tuple[Adapter, list[Point]]:
         where = ", ".join(f"{k}={v}" for k, v in label.items()) or "the fixed parameters"
         try:
             params = ad.derive(base, {**settings, **workload})
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"point {where}: {str(e).splitlines()[0]}") from None
+        except (UsageError, TypeError) as e:
+            raise UsageError(f"point {where}: {str(e).splitlines()[0]}") from None
         points.append(Point(i, label, params, workload))
     return ad, points
 
@@ -503,8 +506,8 @@ def _seal_point(design: str, test_dir) -> None:
     """A point whose testbench kept the RTL's words (``outputs.npz``) becomes a run folder that
     ``hwcosim check`` re-verifies (the design's registered ``recheck``); never raises."""
     try:
-        from hwcosim.cosim.registry import get_design
         from hwcosim.cosim.flow.runs import seal
+        from hwcosim.cosim.registry import get_design
 
         if test_dir and (Path(test_dir) / "outputs.npz").is_file() and get_design(design).recheck:
             seal(test_dir, design)
@@ -535,8 +538,8 @@ def evaluate_point(task: dict) -> dict:
         out["sim"]["seconds"] = round(time.monotonic() - t0, 2)
         _seal_point(task["design"], task["test_dir"])
     if task["synth"]:
-        from hwcosim.cosim.registry import get_design
         from hwcosim.cosim.flow.synth import synthesize
+        from hwcosim.cosim.registry import get_design
 
         t0 = time.monotonic()
         d = get_design(task["design"])
@@ -556,22 +559,56 @@ def _short(e: BaseException, n: int = 600) -> str:
 
 
 # ---- running -------------------------------------------------------------------------------------------
+class _LocalPool:
+    """The executor a sweep falls back to without Dask (``hwcosim[systems]`` not installed): the same
+    points on a local pool of ``workers`` spawned processes (threads with ``processes=False``)."""
+
+    def __init__(self, workers: int, processes: bool):
+        import concurrent.futures as cf
+        import multiprocessing
+
+        self._pool = (cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if processes
+                      else cf.ThreadPoolExecutor(workers))
+        self.label = f"local pool, {workers} {'processes' if processes else 'threads'} (no Dask)"
+
+    def submit(self, fn, *args, key=None, pure=None):
+        return self._pool.submit(fn, *args)
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _client(scheduler: str | None, workers: int, processes: bool):
+    """``(client, cluster)``: Dask when ``distributed`` imports, else a :class:`_LocalPool` and None
+    (a ``--scheduler`` needs Dask: without it, :class:`~hwcosim.models.extras.ExtraMissing`)."""
     import logging
 
-    from distributed import Client, LocalCluster
+    from hwcosim.models.extras import have, systems_extra
+
+    if not scheduler and not have("distributed"):
+        return _LocalPool(workers, processes), None
+    with systems_extra("--scheduler (a Dask cluster)"):
+        from distributed import Client, LocalCluster
 
     if scheduler:
         try:
             return Client(scheduler, timeout="20s"), None
         except OSError as e:
-            raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
     with warnings.catch_warnings():
         # no dashboard; its bare HTTP server moves to a free port when 8787 is taken, and says so
         warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=None,
                                silence_logs=logging.ERROR)
     return Client(cluster), cluster
+
+
+def _as_completed(client):
+    if isinstance(client, _LocalPool):
+        from concurrent.futures import as_completed
+    else:
+        from distributed import as_completed
+    return as_completed
 
 
 class _CacheMiss(ValueError):
@@ -626,22 +663,21 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
     Raises ValueError (bad spec) before starting any worker. ``force`` ignores cached points;
     ``plots=False`` skips the Pareto PNGs (the fronts are still marked in the JSON).
     """
+    from hwcosim.models.benchio import write_json
+    from hwcosim.cosim.flow.runner import ensure_simulator, simulator
+    from hwcosim.cosim.registry import get_design
     from rich.console import Console
 
-    from hwcosim.cosim.cli.util import write_json
-    from hwcosim.cosim.registry import get_design
-    from hwcosim.cosim.flow.runner import ensure_simulator, simulator
-
     if workers < 1:
-        raise ValueError(f"--workers must be >= 1, not {workers}")
+        raise UsageError(f"--workers must be >= 1, not {workers}")
     ad, points = expand(spec)
     sim = ensure_simulator(simulator(spec.sim))
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"output path {str(out_dir)!r} exists and is not a directory; pass -o DIR")
+        raise UsageError(f"output path {str(out_dir)!r} exists and is not a directory; pass -o DIR")
     cache = Path(cache_dir) if cache_dir else out_dir / "cache"
     if cache.exists() and not cache.is_dir():
-        raise ValueError(f"cache path {str(cache)!r} exists and is not a directory; pass --cache DIR")
+        raise UsageError(f"cache path {str(cache)!r} exists and is not a directory; pass --cache DIR")
     con = console or Console(stderr=True)
     clock = float(spec.clock_mhz or ad.clock_mhz)
     tools = tool_versions(sim, spec.synth)
@@ -679,9 +715,10 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
         client, cluster = _client(scheduler, workers, processes)
         restore = _sigterm_as_interrupt()
         try:
-            con.print(f"dask: {'scheduler ' + scheduler if scheduler else f'LocalCluster, {workers} worker(s)'}")
-            from distributed import as_completed
-
+            local = isinstance(client, _LocalPool)
+            con.print(client.label if local else
+                      f"dask: {'scheduler ' + scheduler if scheduler else f'LocalCluster, {workers} worker(s)'}")
+            as_completed = _as_completed(client)
             futs = {client.submit(evaluate_point, t, key=f"hwcosim-sweep-{i}-{recs[i]['sim_key']}", pure=False): i
                     for i, t in tasks.items()}
             with _progress(con, progress, len(futs)) as bar:
@@ -690,7 +727,8 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
                     try:
                         res = fut.result()
                     except Exception as e:  # noqa: BLE001 -- a lost worker, an unpicklable result ...
-                        res = {"sim": {"status": "failed", "error": f"dask: {type(e).__name__}: {_short(e)}"},
+                        who = "local pool" if local else "dask"
+                        res = {"sim": {"status": "failed", "error": f"{who}: {type(e).__name__}: {_short(e)}"},
                                "synth": None}
                     rec = recs[i]
                     if res["sim"] is not None:
@@ -832,7 +870,7 @@ def pareto_front(points: list[dict], objectives: list[tuple[str, str]]) -> list[
     """
     for _, sense in objectives:
         if sense not in ("min", "max"):
-            raise ValueError(f"objective sense must be 'min' or 'max', not {sense!r}")
+            raise UsageError(f"objective sense must be 'min' or 'max', not {sense!r}")
     vals = []
     for i, p in enumerate(points):
         v = [get(p, k) for k, _ in objectives]
@@ -864,7 +902,6 @@ def plot_pareto(points: list[dict], x: str, y: str, y_sense: str, path: Path, ti
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     ok = [p for p in points if p.get("status") == "ok" and _finite(get(p, x)) and _finite(get(p, y))]
@@ -937,9 +974,8 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
     one row per point (grid values, the design's table columns, resources, status, Pareto
     membership). Returns that summary.
     """
+    from hwcosim.models.benchio import write_json
     from rich.console import Console
-
-    from hwcosim.cosim.cli.util import write_json
 
     out_dir = Path(out_dir)
     root = out_dir / "sweeps"
@@ -969,7 +1005,7 @@ def bench_sweeps(out_dir, quick: bool = False, *, workers: int = 2, processes: b
         write_json(out_dir / "sweeps.json", summary)
     failed = {n: s["counts"]["failed"] for n, s in summary["sweeps"].items() if s["counts"]["failed"]}
     if failed:
-        raise RuntimeError(f"sweep bench: failed points {failed}; see {root}/<name>/sweep.json")
+        raise CheckFailed(f"sweep bench: failed points {failed}; see {root}/<name>/sweep.json")
     return summary
 
 

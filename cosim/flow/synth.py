@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from hwcosim.models.atomic import write_text
+from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["TARGETS", "check_targets", "synthesize", "yosys_command", "SynthError"]
 
@@ -64,8 +65,8 @@ _CLASSES = [
 ]
 
 
-class SynthError(RuntimeError):
-    pass
+class SynthError(CheckFailed):
+    """Yosys is missing, timed out or failed on the design: the synthesis check failed (exit 1)."""
 
 
 def yosys_command() -> list[str]:
@@ -133,7 +134,7 @@ def check_targets(targets: list[str]) -> list[str]:
     out = [t.strip() for t in targets if t.strip()]
     for t in out:
         if t not in TARGETS:
-            raise ValueError(f"unknown synthesis target {t!r}; choose one of {', '.join(TARGETS)} or none")
+            raise UsageError(f"unknown synthesis target {t!r}; choose one of {', '.join(TARGETS)} or none")
     return out
 
 

@@ -152,7 +152,7 @@ class CSRSpMxV(wiring.Component):
                          s1_last.eq(ln.last), s1_lv.eq(w_fire & ln.valid)]
             xe = vrp.data.word_select(s1_l, XW).as_signed() if L > 1 else vrp.data.as_signed()
             # the product register is the DSP's own output register on an ECP5 (hdl.common.dsp): the
-            # lane select -> multiplier -> fabric register was the critical path, 87-89 MHz
+            # lane select -> multiplier -> fabric register was the critical path
             s2_prod = registered_mul(m, s1_w, xe, en=1, name=f"s2_prod{pe}")
             s2_last, s2_lv = Signal(name=f"s2_last{pe}"), Signal(name=f"s2_lv{pe}")
             m.d.sync += [s2_last.eq(s1_last), s2_lv.eq(s1_lv)]
@@ -162,7 +162,7 @@ class CSRSpMxV(wiring.Component):
             row = Signal(range(max(G, 2)), name=f"row{pe}")
             new = Signal(signed(p.acc_width), name=f"acc_next{pe}")
             # stage 4: the row's sum (held in acc until the PE's next entry) requantised into the
-            # result memory (accumulate, requantise and write in one cycle closed at 84.6 MHz with 16
+            # result memory (accumulate, requantise and write in one cycle missed 100 MHz with 16
             # PEs on an LFE5U-85F: two carry chains in series)
             s4_we = Signal(name=f"s4_we{pe}")
             s4_addr = Signal(len(Cat(row, psel)), name=f"s4_addr{pe}")

@@ -28,10 +28,10 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-
 from hwcosim.hdl.bbs.csr import CSRSpMxV
 from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks
 from hwcosim.models.bbs.csr import CSRParams
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["CSRFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
@@ -53,7 +53,7 @@ class CSRFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown CSR properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown CSR properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.dut = dut_class(params)

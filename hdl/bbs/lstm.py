@@ -20,7 +20,7 @@ Blocks
   update rounded then clipped, ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, ``h`` rounded then
   clipped): no stage holds more than two carry chains or one multiplier, where the 4-stage unit
   it replaces had bias add, saturation, PLAN, two multipliers, the cell requantisation and tanh
-  in a row (29.5 MHz on an LFE5U-85F).
+  in a row (far from 100 MHz on an LFE5U-85F).
 - **Vector builder.** Writes the next step's vector into the SpMxV's idle vector buffer as
   ``x_pad/B`` input beats (taken from the ``x`` stream, one beat per time step) followed by
   ``H/B`` hidden beats: zeros at the first step of a sequence, otherwise ``h_{t-1}`` taken from
@@ -42,8 +42,8 @@ output, which stalls the weight replay; nothing is lost. A zero-latency skid buf
 (:class:`hwcosim.hdl.common.skid.SkidBuffer`) sits between the SpMxV and the element-wise unit: it
 takes the one beat the SpMxV hands over in the first cycle of a stall, so the SpMxV sees the
 stall a cycle later through a register and the element-wise unit's stall net never reaches the
-SpMxV and replay enables in the same cycle (without it that net was the critical path, 82-91 MHz
-on an LFE5U-85F). The cycle schedule is unchanged.
+SpMxV and replay enables in the same cycle (without it that net was the critical path on an
+LFE5U-85F). The cycle schedule is unchanged.
 
 Counters (saturating 32 bit): ``cycles`` (cycles with a step accepted and not finished, counted a cycle late),
 ``mac_beats`` (weight beats consumed), ``steps`` (hidden vectors produced), ``stall_out``
@@ -90,7 +90,7 @@ def plan_from_abs(neg: Value, a: Value, x_frac: int, out_frac: int, minus: int =
     Every segment's result, sign fold included (``(1 - minus) - y`` or ``y - minus``), is one
     adder on the shifted ``|x|`` with the constants folded; the four run in parallel with the
     segment comparisons, and two levels of multiplexers pick one (timing: the fold after the
-    selection was the critical path of the element-wise unit at 95 MHz on an LFE5U-85F)."""
+    selection was the critical path of the element-wise unit on an LFE5U-85F)."""
     one = 1 << out_frac
 
     def shifted(s):
@@ -211,7 +211,7 @@ class ElementWise(wiring.Component):
         #  13 h = the rounded product clipped (output register)
         # Rounding and clipping were one stage each for c_t and h (requantize_parallel: a carry
         # chain beside two comparators and a multiplexer); the routes from the DSP output and from
-        # the sum's register in front of that chain limited the LFE5U-85F build (97.1 MHz).
+        # the sum's register in front of that chain limited the LFE5U-85F build.
         NST = EW_LATENCY - 1
         v = [Signal(name=f"v{i}") for i in range(1, NST + 1)]
         last = [Signal(name=f"last{i}") for i in range(1, NST + 1)]
@@ -342,9 +342,9 @@ class LSTMLayer(wiring.Component):
 
     Cost: ``rows/P * J_t`` weight cycles per step instead of ``rows/P * k`` (the recurrence gap
     is unchanged); ``cols`` vector registers, ``B J`` list entries, ``P B k`` index comparators,
-    a ``4H x mem_bits`` memory; the weight memory is read ``k`` slots wide. Yosys estimate
-    (``synth_xilinx -family xcup``, not place-and-route) of the digits layer (P = B = 8, k = 2,
-    H = 64): LUT 3863 -> 7719, FF 4712 -> 7523, DSP 70 -> 70 with ``delta_budget=2``.
+    a ``4H x mem_bits`` memory; the weight memory is read ``k`` slots wide. On the digits layer
+    (P = B = 8, k = 2, H = 64, ``delta_budget=2``) Yosys estimates about twice the LUTs, more
+    flip-flops and the same DSPs (``--synth xcup``; the recorded figures: ``CHANGELOG.md``).
     """
 
     def __init__(self, params: LSTMParams, delta_budget: int | None = None):
@@ -401,7 +401,7 @@ class LSTMLayer(wiring.Component):
         wiring.connect(m, wiring.flipped(self.bload), ew.bload)
         # a zero-latency skid buffer: the SpMxV's y.ready is a register, so the element-wise
         # unit's stall net (h.ready -> its advance) does not reach the SpMxV's and the weight
-        # replay's enables in the same cycle (the critical path at 82-91 MHz on an LFE5U-85F)
+        # replay's enables in the same cycle (the critical path on an LFE5U-85F without it)
         if p.skid:
             m.submodules.yskid = yskid = SkidBuffer(len(mx.y.payload.as_value()), eager=True)
             m.d.comb += [yskid.i.valid.eq(mx.y.valid), yskid.i.payload.eq(mx.y.payload.as_value()),
@@ -490,7 +490,7 @@ class LSTMLayer(wiring.Component):
         m.d.comb += step_done.eq(h_fire & (hcnt == H // U - 1))
         # the busy-cycle count from x_fire and step_done a cycle late: the same total, one cycle
         # later (x.ready comes from the SpMxV's vector buffers through the vector builder; into the
-        # 32-bit counters it was bbs-lstm-axi's critical path on one seed at 92.5 MHz)
+        # 32-bit counters it was bbs-lstm-axi's critical path on one seed)
         xq, sq = Signal(name="x_fire_q"), Signal(name="step_done_q")
         m.d.sync += [xq.eq(x_fire), sq.eq(step_done)]
         pending = Signal(32)
@@ -528,7 +528,7 @@ class LSTMLayer(wiring.Component):
         wq = Signal(wwidth, name="wq")
         # and a zero-latency skid buffer into the SpMxV: the read enable (a net to every block RAM
         # of the matrix) hangs off a register instead of the SpMxV's stall net (the critical path
-        # on one of three seeds at 83 MHz on an LFE5U-85F)
+        # on one of three seeds on an LFE5U-85F)
         if self.params.skid:
             m.submodules.wskid = wskid = SkidBuffer(wwidth, eager=True)
             ren = ~wq_valid | wskid.i.ready

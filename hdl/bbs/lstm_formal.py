@@ -100,12 +100,12 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
-
 from hwcosim.hdl.bbs.lstm import LSTMLayer
 from hwcosim.hdl.bbs.spmxv import COUNTER_BITS
 from hwcosim.hdl.bbs.spmxv_formal import spmxv_internals
 from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past
 from hwcosim.models.bbs.lstm import EW_LATENCY, LSTMCycleModel, LSTMParams
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["LSTMFormal", "PROPERTIES", "BMC_GROUPS", "MUTANTS", "EW_LATENCY", "formal_checks", "formal_params",
@@ -227,14 +227,14 @@ class LSTMFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown LSTM properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown LSTM properties {sorted(unknown)}; choose from {PROPERTIES}")
         na = ("internal", "data") if delta_budget is not None else ()
         why = "in delta mode"
         if params.out_stage or params.mul_stage:   # spmxv_internals knows the default SpMxV pipeline only
             na, why = tuple(dict.fromkeys(na + ("internal",))), why + " or with the SpMxV's out_stage/mul_stage"
         if props and set(na) & set(props):
             self._MustUse__silence = True
-            raise ValueError(f"LSTM properties {sorted(set(na) & set(props))} are not available {why}")
+            raise UsageError(f"LSTM properties {sorted(set(na) & set(props))} are not available {why}")
         self.props = tuple(props) if props else tuple(g for g in PROPERTIES if g not in na)
         self.params = params
         self.delta = delta_budget is not None

@@ -127,7 +127,7 @@ class SpMxV(wiring.Component):
         m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
         # The write is registered: every memory's write enable, address and data come from
         # flip-flops (the enable fans out to all P * B memories; computed from the x handshake it
-        # was a critical path of bbs-lstm, 96.9 MHz). A vector still counts as complete in the cycle
+        # was a critical path of bbs-lstm). A vector still counts as complete in the cycle
         # after its last beat, as before, when that beat is only being written: a read of it in that
         # cycle is bypassed. Each read port's hit is a register (its address compared with the write
         # register as it reads) and a multiplexer after the port picks the written element, so the
@@ -157,7 +157,7 @@ class SpMxV(wiring.Component):
         lanes = self.w.payload
         hit = [Signal(name=f"vbyp_hit{i}") for i in range(P * B)]
         # one bypass register per port, beside its multiplexer (one per bank, shared by the P
-        # memories of a bank, was routed across the chip to the multipliers: 98 MHz on bbs-lstm)
+        # memories of a bank, was routed across the chip to the multipliers: a bbs-lstm critical path)
         byp = [Signal(signed(p.vec_fmt.width), name=f"vbyp_x{i}", reset_less=True) for i in range(P * B)]
         rdata = []
         for i, rp in enumerate(rports):

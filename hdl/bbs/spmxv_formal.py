@@ -46,10 +46,10 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assert, Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-
 from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, SpMxV
 from hwcosim.hdl.common.formal import sync_assigns
 from hwcosim.models.bbs.spmxv import PIPELINE_LATENCY, BBSParams
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["SpMxVFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "spmxv_internals"]
@@ -118,7 +118,7 @@ class SpMxVFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown SpMxV properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown SpMxV properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = frozenset(props) if props else frozenset(PROPERTIES)
         self.params = params
         self.dut = dut_class(params)

@@ -278,7 +278,7 @@ class Precoder(wiring.Component):
         coef = data.ArrayLayout(complex_layout(PW), K)(coef_q)
         # registered twice: in the DSP block's output register on an ECP5 build (hdl.common.dsp),
         # then in the fabric beside the adder tree (the route from the DSP rows in the tree's first
-        # cycle made a 97 MHz seed on an LFE5U-85F)
+        # cycle missed 100 MHz on a seed on an LFE5U-85F)
         pp0 = [[registered_mul(m, x, y, en=1, name=f"pd_{n}{j}")
                 for n, x, y in (("rr", coef[j].re, q_sym[j].re), ("ii", coef[j].im, q_sym[j].im),
                                 ("ri", coef[j].re, q_sym[j].im), ("ir", coef[j].im, q_sym[j].re))]
@@ -335,7 +335,7 @@ class Precoder(wiring.Component):
                 m.d.sync += [sready[b].eq(0), sclaim[b].eq(0)]
 
         # S0: user uk's beam (XOR M/2) and s'_k picked from buffer rb into registers (a 4 K : 1
-        # multiplexer: in front of the twiddle index it made an 81 MHz cycle on an LFE5U-85F)
+        # multiplexer: in front of the twiddle index it made a slow cycle on an LFE5U-85F)
         s_valid, s_first, s_last = Signal(name="bm_s_valid"), Signal(name="bm_s_first"), Signal(name="bm_s_last")
         bx = Signal(BB, name="bm_bx")
         s_ag = Signal(range(G), name="bm_ag")

@@ -29,10 +29,10 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-
 from hwcosim.hdl.beamraster.precoder import Precoder
 from hwcosim.hdl.common.formal import Props, assert_sink, assigned_from, assume_source, internals, mutant_checks
 from hwcosim.models.beamraster.datapath import BM_LATENCY, S_BANKS, PrecoderParams, pd_latency
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["PrecoderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
@@ -65,7 +65,7 @@ class PrecoderFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown BeamRaster properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown BeamRaster properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.dut = dut_class(params)

@@ -73,6 +73,7 @@ from amaranth import Module
 from amaranth.hdl import Const, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+from hwcosim.models.errors import UsageError
 
 __all__ = ["AxiReader", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR", "ERR_TIMEOUT",
            "DEFAULT_TIMEOUT"]
@@ -160,18 +161,18 @@ class AxiReader(wiring.Component):
         """Raise ``ValueError`` for a parameter out of range (for wrappers that check their
         arguments before building anything)."""
         if not 12 <= addr_width <= 64:
-            raise ValueError(f"Address width must be 12 to 64 bits, not {addr_width}")
+            raise UsageError(f"Address width must be 12 to 64 bits, not {addr_width}")
         if data_width not in (32, 64, 128, 256, 512):
-            raise ValueError(f"Data width must be 32, 64, 128, 256 or 512 bits, not {data_width}")
+            raise UsageError(f"Data width must be 32, 64, 128, 256 or 512 bits, not {data_width}")
         if not 1 <= max_burst <= 256:
-            raise ValueError(f"Burst length must be 1 to 256 beats (AXI4 INCR), not {max_burst}")
+            raise UsageError(f"Burst length must be 1 to 256 beats (AXI4 INCR), not {max_burst}")
         if not 1 <= max_outstanding <= 64:
-            raise ValueError(f"Outstanding bursts must be 1 to 64, not {max_outstanding}")
+            raise UsageError(f"Outstanding bursts must be 1 to 64, not {max_outstanding}")
         if not 1 <= len_width <= 32:
-            raise ValueError(f"Length width must be 1 to 32 bits, not {len_width}")
+            raise UsageError(f"Length width must be 1 to 32 bits, not {len_width}")
         if timeout_cycles is not None and (isinstance(timeout_cycles, bool) or not isinstance(timeout_cycles, int)
                                            or not 2 <= timeout_cycles <= 1 << 32):
-            raise ValueError(f"Timeout must be None or 2 to 2**32 cycles, not {timeout_cycles!r}")
+            raise UsageError(f"Timeout must be None or 2 to 2**32 cycles, not {timeout_cycles!r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -186,7 +187,7 @@ class AxiReader(wiring.Component):
         stop = Signal()                             # error, abort or timeout seen: issue nothing more
         # to_issue != 0, a flip-flop loaded with to_issue (timing: the 32-bit zero test fed ``busy``
         # and, through the board top's LOAD decode, the clear of its register slice: bbs-lstm-axi's
-        # critical path on one seed at 97.4 MHz)
+        # critical path on one seed)
         to_issue_nz = Signal(name="to_issue_nz")
 
         # --- burst length: min(remaining, max_burst, beats to the 4 KiB boundary) ---------------
@@ -282,7 +283,7 @@ class AxiReader(wiring.Component):
         ``left < r4_left`` iff ``to_issue < r4``, ``left < x`` iff ``to_issue < x + blen`` and
         ``r4_left < mb`` iff ``r4 < mb + blen`` (``blen`` is a few bits wide). The subtractions
         run beside the comparisons and feed only the final select: one carry chain on the path
-        from ``blen`` back to ``blen``, where there were two in series (97 MHz on bbs-lstm-axi)."""
+        from ``blen`` back to ``blen``, where there were two in series (a critical path of bbs-lstm-axi)."""
         mb, full = self.max_burst, 4096 >> self.size
         return self._min3(left, a_lt_b=Mux(r4_wrap, to_issue < blen + full, to_issue < r4),
                           a_lt_mb=to_issue < blen + mb, b=Mux(r4_wrap, Const(full), r4_left),

@@ -68,9 +68,9 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cat, Const, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
-
 from hwcosim.hdl.common.axi_reader import ERR_TIMEOUT, AxiReader
 from hwcosim.hdl.common.formal import Props, internals, mutant_checks, past
+from hwcosim.models.errors import UsageError
 
 __all__ = ["AxiReaderFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
 
@@ -106,10 +106,10 @@ class AxiReaderFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown AxiReader properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown AxiReader properties {sorted(unknown)}; choose from {PROPERTIES}")
         if params.get("timeout_cycles") is None:
             self._MustUse__silence = True
-            raise ValueError("the AxiReader harness needs a timeout_cycles (a small one)")
+            raise UsageError("the AxiReader harness needs a timeout_cycles (a small one)")
         self.props = props
         self.params = dict(params)
         self.dut = dut_class(**params)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from amaranth import Elaboratable, Module
 from amaranth.hdl import ClockDomain, ClockSignal, Instance, ResetSignal, Signal
+from hwcosim.models.errors import UsageError
 
 __all__ = ["ECP5_PLL_LIMITS", "PllSettings", "ecp5_pll_settings", "ecp5_pll_nearest", "ECP5PLL",
            "board_clock"]
@@ -69,7 +70,7 @@ def _within(v: float, lim: tuple) -> bool:
 def _candidates(fin_mhz: float):
     L = ECP5_PLL_LIMITS
     if not _within(fin_mhz, L["fin"]):
-        raise ValueError(f"ECP5 PLL: input clock {fin_mhz:g} MHz is outside {L['fin'][0]:g}..{L['fin'][1]:g} MHz")
+        raise UsageError(f"ECP5 PLL: input clock {fin_mhz:g} MHz is outside {L['fin'][0]:g}..{L['fin'][1]:g} MHz")
     for idiv in range(L["clki_div"][0], L["clki_div"][1] + 1):
         if not _within(fin_mhz / idiv, L["pfd"]):
             continue
@@ -96,10 +97,10 @@ def ecp5_pll_settings(fin_mhz: float, fout_mhz: float) -> PllSettings:
     """Divider settings making ``fout_mhz`` from ``fin_mhz``; ``ValueError`` naming the nearest
     achievable frequency when no valid setting is within :data:`TOLERANCE` of it."""
     if fout_mhz <= 0:
-        raise ValueError(f"ECP5 PLL: output clock {fout_mhz:g} MHz must be positive")
+        raise UsageError(f"ECP5 PLL: output clock {fout_mhz:g} MHz must be positive")
     best = ecp5_pll_nearest(fin_mhz, fout_mhz)
     if abs(best.fout_mhz - fout_mhz) > TOLERANCE * fout_mhz:
-        raise ValueError(f"the ECP5 PLL cannot make {fout_mhz:g} MHz from {fin_mhz:g} MHz (VCO 400-800 MHz, "
+        raise UsageError(f"the ECP5 PLL cannot make {fout_mhz:g} MHz from {fin_mhz:g} MHz (VCO 400-800 MHz, "
                          f"phase detector >= 3.125 MHz, output 3.125-400 MHz); the nearest it makes is "
                          f"{best.fout_mhz:.4g} MHz (CLKI_DIV {best.clki_div}, CLKFB_DIV {best.clkfb_div}, "
                          f"CLKOP_DIV {best.clkop_div})")
@@ -147,7 +148,7 @@ def board_clock(m: Module, platform, pll: PllSettings | None) -> float:
         return float(platform.default_clk_frequency)
     fin = platform.default_clk_frequency / 1e6
     if abs(fin - pll.fin_mhz) > 1e-6 * fin:
-        raise ValueError(f"PLL settings for a {pll.fin_mhz:g} MHz input on a board whose oscillator is {fin:g} MHz")
+        raise UsageError(f"PLL settings for a {pll.fin_mhz:g} MHz input on a board whose oscillator is {fin:g} MHz")
     m.domains.sync = ClockDomain("sync")
     m.domains.pll_por = ClockDomain("pll_por", reset_less=True)
     osc = platform.request(platform.default_clk)

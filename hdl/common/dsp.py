@@ -11,7 +11,7 @@ the register lives:
   ``CE0``; its synchronous reset ``RST0`` tied low). Yosys 0.70's ``synth_ecp5`` never moves a register into
   the DSP block, so a registered product otherwise costs two trips through the routing between
   the fabric and the DSP rows (3 ns each on an LFE5U-85F, placed and routed by nextpnr), around
-  the multiplier's 3.9 ns: 88-97 MHz for the BBS and BeamRaster multipliers. With the register
+  the multiplier's 3.9 ns, short of 100 MHz for the BBS and BeamRaster multipliers. With the register
   in the block, the multiplier ends at the register's setup and its clock-to-output starts the
   next cycle's route. nextpnr times the cell from its ``MULT18X18D_REGS_OUTPUT`` database entry.
 
@@ -30,6 +30,7 @@ import contextlib
 import contextvars
 
 from amaranth.hdl import ClockSignal, Instance, Signal
+from hwcosim.models.errors import UsageError
 
 __all__ = ["registered_mul", "register_copies", "dsp_target", "ECP5_SIM_MODEL", "ECP5_FF_SIM_MODEL", "sim_models"]
 
@@ -134,7 +135,7 @@ def register_copies(m, d, copies: int, *, name: str, domain: str = "sync") -> li
 
     Both behave alike cycle for cycle; :data:`ECP5_FF_SIM_MODEL` simulates the second."""
     if copies < 1:
-        raise ValueError(f"copies={copies}: give at least one")
+        raise UsageError(f"copies={copies}: give at least one")
     shape = d.shape()
     if _TARGET.get() != "ecp5":
         q = Signal(shape, name=name, reset_less=True)

@@ -26,13 +26,14 @@ from amaranth.hdl import Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from hwcosim.models.errors import UsageError
 
 __all__ = ["StagedFIFO"]
 
 
 def _positive_int(name: str, v) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"StagedFIFO: {name}={v!r}: give a positive integer")
+        raise UsageError(f"StagedFIFO: {name}={v!r}: give a positive integer")
     return v
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from amaranth import Module
 from amaranth.hdl import Assert, Assume, Signal, Value
+from hwcosim.models.errors import UsageError
 
 __all__ = ["mutant_checks", "sync_assigns", "Props", "assume_source", "assert_sink", "internals", "assigned_from",
            "fsm_states", "past"]
@@ -48,7 +49,7 @@ class Props:
     def __init__(self, m: Module, groups, selected=None, design: str = "design"):
         unknown = set(selected or ()) - set(groups)
         if unknown:
-            raise ValueError(f"unknown {design} properties {sorted(unknown)}; choose from {tuple(groups)}")
+            raise UsageError(f"unknown {design} properties {sorted(unknown)}; choose from {tuple(groups)}")
         self.m = m
         self.groups = tuple(groups)
         self.selected = frozenset(selected) if selected else frozenset(groups)

@@ -39,7 +39,7 @@ from amaranth import Elaboratable, Module
 from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.hostlink import OP, STATUS, SYNC_CMD, SYNC_RESP, crc8
 
 __all__ = ["HostBridge", "HostBoardTop", "crc8_step", "board_pins", "uart_bridge", "bridge_axil", "link_words_to_beat",
@@ -73,11 +73,11 @@ class HostBridge(wiring.Component):
                  timeout: int = 1 << 24):
         for name, v in (("out_channels", out_channels), ("in_channels", in_channels)):
             if not isinstance(v, int) or not 0 <= v <= 16:
-                raise ValueError(f"host bridge: {name} must be 0..16, not {v!r}")
+                raise UsageError(f"host bridge: {name} must be 0..16, not {v!r}")
         if not isinstance(addr_width, int) or not 3 <= addr_width <= 16:
-            raise ValueError(f"host bridge: addr_width must be 3..16 bits, not {addr_width!r}")
+            raise UsageError(f"host bridge: addr_width must be 3..16 bits, not {addr_width!r}")
         if not isinstance(timeout, int) or timeout < 2:
-            raise ValueError(f"host bridge: timeout must be at least 2 cycles, not {timeout!r}")
+            raise UsageError(f"host bridge: timeout must be at least 2 cycles, not {timeout!r}")
         self.out_channels, self.in_channels = out_channels, in_channels
         self.addr_width, self.timeout = addr_width, timeout
         a = addr_width

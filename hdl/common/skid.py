@@ -21,6 +21,7 @@ from amaranth import Module
 from amaranth.hdl import Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+from hwcosim.models.errors import UsageError
 
 __all__ = ["SkidBuffer", "RegisterSlice"]
 
@@ -32,11 +33,11 @@ class SkidBuffer(wiring.Component):
     ``eager``: the buffer register loads ``i.payload`` in every cycle the buffer is empty, so
     its enable is ``~full`` (a flip-flop) instead of ``i.valid & ~o.ready``: the consumer's ready
     no longer reaches the enables of ``width`` flip-flops (on the BBS LSTM's 800-bit weight
-    port that route was the critical path, 97.9 MHz). The same words leave in the same cycles."""
+    port that route was the critical path). The same words leave in the same cycles."""
 
     def __init__(self, width: int, eager: bool = False):
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise ValueError(f"Skid buffer width must be a positive integer, not {width!r}")
+            raise UsageError(f"Skid buffer width must be a positive integer, not {width!r}")
         self.width = width
         self.eager = bool(eager)
         super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width)),
@@ -69,14 +70,14 @@ class RegisterSlice(wiring.Component):
 
     def __init__(self, width: int):
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise ValueError(f"Register slice width must be a positive integer, not {width!r}")
+            raise UsageError(f"Register slice width must be a positive integer, not {width!r}")
         self.width = width
         super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width))})
 
     def elaborate(self, platform):
         m = Module()
         # the word is datapath: only ``o.valid`` is reset (a reset net to every payload bit was the
-        # critical path of bbs-lstm-axi, whose layer clear resets the slice: 92.6 MHz)
+        # critical path of bbs-lstm-axi, whose layer clear resets the slice)
         word = Signal(self.width, reset_less=True)
         m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready), self.o.payload.eq(word)]
         with m.If(self.i.ready):

@@ -36,9 +36,9 @@ from amaranth.hdl import Cat, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg
 from hwcosim.hdl.common.host_bridge import beat_to_link_words, bridge_axil, uart_bridge
+from hwcosim.models.errors import UsageError
 
 __all__ = ["StreamHost", "stream_host_regs"]
 
@@ -88,12 +88,12 @@ class StreamHost(wiring.Component):
         self.core, self.inputs, self.outputs, self.status = core, tuple(inputs), tuple(outputs), tuple(status)
         self.ident, self.divisor, self.in_depth, self.timeout = ident, divisor, in_depth, timeout
         if len(self.inputs) > 16 or len(self.outputs) > 16:
-            raise ValueError("a stream host has at most 16 input and 16 output streams (the bridge's channels)")
+            raise UsageError("a stream host has at most 16 input and 16 output streams (the bridge's channels)")
         if in_depth < 2 or any(d < 2 for _, d in self.outputs):
-            raise ValueError("stream host FIFOs need a depth of at least 2 beats")
+            raise UsageError("stream host FIFOs need a depth of at least 2 beats")
         for name in self.status:
             if len(getattr(core, name)) > 32:
-                raise ValueError(f"status output {name} is wider than a 32-bit register")
+                raise UsageError(f"status output {name} is wider than a 32-bit register")
         self.regs = stream_host_regs(self.inputs, self.outputs, self.status)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(8)})
 

@@ -30,13 +30,14 @@ from amaranth.hdl import Cat, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
+from hwcosim.models.errors import UsageError
 
 __all__ = ["UartRx", "UartTx"]
 
 
 def _check_divisor(divisor: int) -> int:
     if not isinstance(divisor, int) or isinstance(divisor, bool) or not 4 <= divisor <= 1 << 20:
-        raise ValueError(f"UART divisor (clock cycles per bit) must be an integer in 4..2**20, not {divisor!r}")
+        raise UsageError(f"UART divisor (clock cycles per bit) must be an integer in 4..2**20, not {divisor!r}")
     return divisor
 
 

@@ -27,15 +27,15 @@ empty, one register stage each: buffer read, buffer data (a block RAM output dri
 flip-flop), operand select, multiply (flip-flop -> multiplier -> flip-flop), the adder trees' first
 level (slot pairs), the rest of the trees, accumulate, round (one carry chain), clip (a bit test,
 :func:`hwcosim.hdl.common.fixed.saturate`) into the output queue. Every path is at most one of those
-steps, for the clock (the 4-stage version closed at 51 MHz on an LFE5U-85F, its critical path
-block RAM read -> operand multiplexer -> multiplier).
+steps, for the clock (the 4-stage version was far from 100 MHz on an LFE5U-85F, its critical
+path block RAM read -> operand multiplexer -> multiplier).
 
 Back-pressure. The pipeline never stalls: every stage register loads every cycle and the
 stage-valid bits say which hold a beat. Results wait in an output queue of ``out_depth`` beats
 (distributed RAM, default 16); ``y`` is its head. A weight beat is taken only while fewer than
 ``out_depth`` row groups are owed (last beat taken, result not yet left), so the queue never
 overflows; ``w.ready`` is two flip-flops (tile loaded, queue room) and no output handshake
-reaches the stage registers (the global stall enable this replaced limited fss-gemm to 86 MHz).
+reaches the stage registers (the global stall enable this replaced limited fss-gemm's clock).
 With ``out_depth > PIPELINE_LATENCY``, an output that is always ready never holds a weight beat
 back, even with one region column per tile (a result every cycle).
 
@@ -64,11 +64,11 @@ from amaranth.hdl import Array, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.arith import count_saturating
 from hwcosim.hdl.common.arith import tree_sum as _tree_sum
 from hwcosim.hdl.common.dsp import register_copies, registered_mul
 from hwcosim.hdl.common.fixed import round_to, saturate
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
 __all__ = ["FSSGemm", "OUT_DEPTH", "weight_layout"]
@@ -117,7 +117,7 @@ class FSSGemm(wiring.Component):
         if not isinstance(params, FSSParams):
             raise TypeError(f"FSSGemm takes a models.fss.gemm.FSSParams, not {params!r}")
         if not (isinstance(out_depth, int) and out_depth >= 1 and out_depth & (out_depth - 1) == 0):
-            raise ValueError(f"out_depth must be a power of two >= 1, not {out_depth!r}")
+            raise UsageError(f"out_depth must be a power of two >= 1, not {out_depth!r}")
         self.params = p = params
         self.out_depth = out_depth
         super().__init__({
@@ -148,14 +148,14 @@ class FSSGemm(wiring.Component):
         m.d.comb += self.x.ready.eq(~full.bit_select(wr_sel, 1))
         # The write is registered: the memories' write enable, address and data come straight from
         # flip-flops (the enable fans out to every bank; computed from the x handshake it was the
-        # critical path of fss-axi, 78 MHz). A tile still counts as loaded in the cycle after its
+        # critical path of fss-axi). A tile still counts as loaded in the cycle after its
         # last beat, as before, when that beat is only being written; a read of it in that cycle
         # (only possible when a tile is one region column) is bypassed: the hit and the written
         # word are registered beside the read and travel with its data into stage 2, where a
         # multiplexer in front of the operand select picks the word (so a block RAM's output
-        # still drives only a flip-flop: a multiplexer right after it cost fss-gemm 97 MHz). A
+        # still drives only a flip-flop: a multiplexer right after it limited fss-gemm). A
         # transparent read port does the same with one comparator on the read path, shared by
-        # every bank (89.9 MHz on fss-axi).
+        # every bank (slower on fss-axi).
         wq_en = Signal()
         wq_addr = Signal(abits + 1)
         xa = p.act_fmt.width
@@ -183,7 +183,7 @@ class FSSGemm(wiring.Component):
         # A weight beat is taken while its tile is loaded and the output queue has a slot for
         # every row group in flight (``room``): both are flip-flops, so no output handshake
         # reaches the pipeline's registers (a global stall enable from y.ready limited fss-gemm
-        # and fss-axi to 86 and 73 MHz, 9-12 ns of routing to every stage register).
+        # and fss-axi, 9-12 ns of routing to every stage register).
         D = self.out_depth
         room = Signal(init=1)
         c = Signal(range(max(2, KMAX)))
@@ -197,7 +197,7 @@ class FSSGemm(wiring.Component):
         m.d.sync += [hit.eq(wq_en & (wq_addr == raddr)), byp_x.eq(wq_x)]
         # c == kr - 1 and g == rg - 1 as flip-flops (the subtractions from the configuration and
         # the comparators fed the output queue's room flag through the owed count: fss-axi's
-        # critical path at 91.9 MHz). Each is loaded with one of two comparisons made beside the
+        # critical path). Each is loaded with one of two comparisons made beside the
         # beat's handshake - the flag for the value c (g) takes if a beat is taken, and for the value
         # it keeps - so the handshake only selects between them (one LUT after the w_fire net, whose
         # fan-out is the long route). The configuration is stable while a tile is held, and no beat
@@ -258,7 +258,7 @@ class FSSGemm(wiring.Component):
         s3_w = [[register_copies(m, s2_w[a][j], PC, name=f"s3_w{a}_{j}") for j in range(N)] for a in range(PR)]
         # s4: products (flip-flop -> multiplier -> flip-flop; on the ECP5 the product register is
         # the DSP's own output register, so no route from the multiplier to the fabric is timed
-        # in the same cycle: that route was the critical path of fss-axi at 87 MHz)
+        # in the same cycle: that route was the critical path of fss-axi)
         s4_prod = [[[registered_mul(m, s3_w[a][j][t], s3_op[a][t][j], en=1, name=f"s4_p{a}_{t}_{j}")
                      for j in range(N)] for t in range(PC)] for a in range(PR)]
         s4_row = regs("s4_row", unsigned(rbits), PR, N)

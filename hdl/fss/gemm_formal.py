@@ -40,9 +40,9 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assume, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-
 from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, mutant_checks, past, sync_assigns
 from hwcosim.hdl.fss.gemm import STAGES, FSSGemm
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 from hwcosim.models.fss.gemm import PIPELINE_LATENCY, FSSParams
 
@@ -98,7 +98,7 @@ class GemmFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown FSS GEMM properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown FSS GEMM properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.dut = dut_class(params, out_depth)

@@ -21,10 +21,10 @@ from amaranth.hdl import Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.host_bridge import HostBoardTop
 from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
 from hwcosim.hdl.kvdirect.pipeline import COUNTERS, REQUEST, RESPONSE, Pipeline
+from hwcosim.models.errors import UsageError
 from hwcosim.models.kvdirect.rtl_model import PipelineParams
 
 __all__ = ["KVD_ID", "INPUTS", "OUTPUTS", "STATUS", "KVBoardCore", "kv_host", "board_top", "register_map"]
@@ -48,7 +48,7 @@ class KVBoardCore(wiring.Component):
         if not isinstance(params, PipelineParams):
             raise TypeError(f"KVBoardCore takes a models.kvdirect.rtl_model.PipelineParams, not {params!r}")
         if params.entries + 64 + OUTPUTS[0][1] > 255:
-            raise ValueError(f"entries={params.entries}: with the board's FIFOs more than 255 operations could be "
+            raise UsageError(f"entries={params.entries}: with the board's FIFOs more than 255 operations could be "
                              f"in flight and the 8-bit tags would repeat; use entries <= {255 - 64 - OUTPUTS[0][1]}")
         self.params = params
         sig = {"i": In(stream.Signature(REQUEST)), "o": Out(stream.Signature(RESPONSE)), "ready": Out(1)}

@@ -72,19 +72,19 @@ round trip without (:func:`hwcosim.models.kvdirect.rtl_model.predict_ops_per_cyc
 (hash) + 1 (dispatch) + queueing + memory round trip + 4 (execute) + 1 (response FIFO) cycles
 (:data:`hwcosim.models.kvdirect.rtl_model.PIPE_CYCLES`).
 
-Timing (the reason for the stages): the single-cycle execute of the first version closed at
-26.8 MHz on an LFE5U-85F (speed 6, nextpnr, out of context); its critical path ran from the
+Timing (the reason for the stages): the single-cycle execute of the first version was far from
+100 MHz on an LFE5U-85F (speed 6, nextpnr, out of context); its critical path ran from the
 executing entry number through the request store's asynchronous read, the key comparators,
 the priority multiplexers and the ALU back into the bucket register (51 steps, 31 ns of it
-routing). The 4-stage execute closed at 46.7 MHz (1 seed; 10,405 LUT4, 6 DP16KD), limited by
+routing). The 4-stage execute that followed was limited by
 the tail table above, the new bucket composed whole at x4 and forwarded into x1, and the
 memory engine's 64-way multiplexer of entry buckets behind the FIFO heads. This version removes
 all three, splits the hash's multiplications, keeps each entry's successor in LUT RAM and
 registers every handshake that reached a wide enable, and starts every LUT-RAM FIFO write enable
 at registers (a registered match flag per 16 entries; the write-back FIFO's word is staged at x4
 and appended once the forward decision is made: :class:`hwcosim.hdl.common.fifo.StagedFIFO`); its board
-configuration closes at 103.2 / 103.4 MHz (min / median of 3 seeds; 10,831 LUT4, 0 DP16KD), with
-no single path in front (``docs/boards/results.json`` holds the measured figures).
+configuration meets 100 MHz on every seed with no single path in front
+(``docs/boards/results.json`` holds the measured figures, ``CHANGELOG.md`` their history).
 
 Resources: ``entries x 156`` bits of request store (LUT RAM), the free list (LUT RAM),
 ``entries x (2 x bucket bits + log2(entries) + 3)`` flip-flops, ``entries`` slot and bucket
@@ -226,7 +226,7 @@ class Pipeline(wiring.Component):
         rest of a KV there is exactly what a PUT of ``req`` would write (``rest``: value length,
         value, padding, the other slot types and bitmap bits under the KV's clear mask; a KV
         holds the PUT's bytes where ``match & rest``). The AND with the match is left to stage B,
-        where the match's priority already selects (one LUT less here: 99.4 MHz with it)."""
+        where the match's priority already selects (one LUT less here)."""
         match = Signal(len(_STARTS), name="xa_match")
         rest_ok = Signal(len(_STARTS), name="xa_rest")
         key, opnd = req.key, req.operand
@@ -258,7 +258,7 @@ class Pipeline(wiring.Component):
         # The first free run depends on which run the first match clears. It is found for each
         # case from the slot types alone (no match cleared, or the match at s), in parallel with
         # the match's priority, and then picked by ``mf``: the match does not pass through the
-        # slots' free test and a second priority chain (97.6 / 99.8 MHz when it did).
+        # slots' free test and a second priority chain (a critical path when it did).
         empty = [bucket[400 + 3 * t:403 + 3 * t] == 0 for t in range(10)]
 
         def first_free(cleared, name):
@@ -427,10 +427,10 @@ class Pipeline(wiring.Component):
         ebkt_a = Array(ebkt)
         # the request store: LUT RAM read into the x1 register as an op issues (``ram_style``:
         # Yosys would otherwise merge that register into a block RAM's read, and the block RAM's
-        # 5.8 ns clock-to-out then starts the key comparison of stage A: 66.1 MHz). Three memories
+        # 5.8 ns clock-to-out then starts the key comparison of stage A). Three memories
         # (control fields, key, operand), each addressed through its own multiplexer from its own
         # copy of x4's successor register: one read address fanned out to all 156 bits' RAM cells
-        # was a 3.3 ns route behind a 4.1 ns one (94.5 MHz).
+        # was a 3.3 ns route behind a 4.1 ns one.
         rs_parts = ((0, 28), (28, 92), (92, REQUEST.size))
         rs_mem = []
         for k, (lo, hi) in enumerate(rs_parts):
@@ -474,9 +474,9 @@ class Pipeline(wiring.Component):
         cand = Signal(N, name="d_cand")        # cand_q, by a name a broken variant can override
         m.d.comb += cand.eq(cand_q)
         # whether there is a match (cand != 0), registered beside it as the OR of each group of 16
-        # match bits, so that no OR of the 64 bits lies before the FIFO write enables (96.9 / 97.3
-        # MHz with that OR) and the registers' inputs end in a 16-input OR, not a 64-input one
-        # (99.4 / 99.9 MHz with one flag)
+        # match bits, so that no OR of the 64 bits lies before the FIFO write enables (a critical
+        # path with that OR) and the registers' inputs end in a 16-input OR, not a 64-input one
+        # (still short of 100 MHz with one flag)
         groups = [range(g, min(g + 16, N)) for g in range(0, N, 16)]
         cand_any_q = Signal(len(groups), name="d_cand_any_q")
         cand_any = Signal(name="d_cand_any")   # (overridden with d_cand by a broken variant)
@@ -556,7 +556,7 @@ class Pipeline(wiring.Component):
         x2_rest = Signal.like(rest_ok, name="x2_rest")
         # the issued op's bucket (line address): both candidates registered every cycle and
         # picked at x1, so the forward decision selects between two flip-flops, not into the
-        # 64-way multiplexer of entry buckets behind mem_rsp's id (96.7 MHz)
+        # 64-way multiplexer of entry buckets behind mem_rsp's id (a critical path when it did)
         x1_addr_f = Signal(BB, name="x1_addr_forwarded")
         x1_addr_r = Signal(BB, name="x1_addr_read")
         x1_fwd = Signal(name="x1_forwarded")

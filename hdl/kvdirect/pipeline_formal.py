@@ -45,9 +45,9 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-
 from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, internals, past
 from hwcosim.hdl.kvdirect.pipeline import Pipeline
+from hwcosim.models.errors import UsageError
 from hwcosim.models.kvdirect.rtl_model import FRONT_STAGES, HASH_STAGES, PipelineParams
 
 __all__ = ["PipelineFormal", "FoldHash", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params"]
@@ -114,7 +114,7 @@ class PipelineFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown KV-Direct properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown KV-Direct properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.real_hash = real_hash
         self.empty_memory = empty_memory

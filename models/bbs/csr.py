@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, acc_bits, requantize
 
 __all__ = ["CSRParams", "CSRWeights", "PIPELINE_LATENCY", "encode", "decode", "spmxv_csr", "spmxv_entries",
@@ -83,22 +83,22 @@ class CSRParams:
         for name in ("rows", "cols", "mults", "depth", "lanes"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"CSR {name} must be a positive integer, not {v!r}")
+                raise UsageError(f"CSR {name} must be a positive integer, not {v!r}")
             if v > _LIMITS[name]:
-                raise ValueError(f"CSR {name}={v} is beyond what this generator builds (at most "
+                raise UsageError(f"CSR {name}={v} is beyond what this generator builds (at most "
                                  f"{_LIMITS[name]}); split the matrix into tiles or use fewer {name}")
         if self.rows % self.mults:
-            raise ValueError(f"CSR: {self.rows} rows do not split over {self.mults} PEs; "
+            raise UsageError(f"CSR: {self.rows} rows do not split over {self.mults} PEs; "
                              "use a PE count that divides the row count or pad with zero rows")
         if self.lanes & (self.lanes - 1):
-            raise ValueError(f"CSR: lanes={self.lanes} must be a power of two (a column splits into "
+            raise UsageError(f"CSR: lanes={self.lanes} must be a power of two (a column splits into "
                              "vector-word address and lane select)")
         if self.cols % self.lanes:
-            raise ValueError(f"CSR: {self.cols} columns do not split into vector beats of {self.lanes}; "
+            raise UsageError(f"CSR: {self.cols} columns do not split into vector beats of {self.lanes}; "
                              "choose a lane count that divides the column count")
         for name in ("weight_fmt", "vec_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
-                raise ValueError(f"CSR {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+                raise UsageError(f"CSR {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
 
     @property
     def col_bits(self) -> int:
@@ -159,12 +159,12 @@ class CSRWeights:
 def _check_matrix(p: CSRParams, w: np.ndarray) -> np.ndarray:
     w = np.asarray(w)
     if w.shape != (p.rows, p.cols):
-        raise ValueError(f"matrix must have shape (rows, cols) = {(p.rows, p.cols)}, got {w.shape}")
+        raise UsageError(f"matrix must have shape (rows, cols) = {(p.rows, p.cols)}, got {w.shape}")
     if not np.issubdtype(w.dtype, np.integer):
-        raise ValueError(f"matrix must hold raw integers in {p.weight_fmt}, got dtype {w.dtype}")
+        raise UsageError(f"matrix must hold raw integers in {p.weight_fmt}, got dtype {w.dtype}")
     w = w.astype(np.int64)
     if w.min() < p.weight_fmt.min_raw or w.max() > p.weight_fmt.max_raw:
-        raise ValueError(f"matrix values exceed the weight format {p.weight_fmt}")
+        raise UsageError(f"matrix values exceed the weight format {p.weight_fmt}")
     return w
 
 
@@ -174,7 +174,7 @@ def pe_loads(mask: np.ndarray, mults: int) -> np.ndarray:
     entry). Equals ``encode(p, w).loads`` for ``mask = (w != 0)``; vectorised, no encoding."""
     mask = np.asarray(mask, dtype=bool)
     if mask.ndim != 2 or mask.shape[0] % mults:
-        raise ValueError(f"mask must be 2-D with a row count divisible by {mults} PEs, got shape {mask.shape}")
+        raise UsageError(f"mask must be 2-D with a row count divisible by {mults} PEs, got shape {mask.shape}")
     per_row = np.maximum(np.count_nonzero(mask, axis=1), 1)
     return per_row.reshape(-1, mults).sum(axis=0).astype(np.int64)
 
@@ -189,7 +189,7 @@ def cycles_from_mask(p: CSRParams, mask: np.ndarray) -> dict:
     """
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != (p.rows, p.cols):
-        raise ValueError(f"mask must have shape (rows, cols) = {(p.rows, p.cols)}, got {mask.shape}")
+        raise UsageError(f"mask must have shape (rows, cols) = {(p.rows, p.cols)}, got {mask.shape}")
     loads = pe_loads(mask, p.mults)
     depth = int(loads.max())
     per = max(depth, p.vector_beats, p.row_groups)
@@ -250,9 +250,9 @@ def spmxv_csr(p: CSRParams, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     single = x.ndim == 1
     xb = np.atleast_2d(x)
     if xb.shape[1] != p.cols:
-        raise ValueError(f"vector length {xb.shape[1]} does not match the matrix's {p.cols} columns")
+        raise UsageError(f"vector length {xb.shape[1]} does not match the matrix's {p.cols} columns")
     if xb.min() < p.vec_fmt.min_raw or xb.max() > p.vec_fmt.max_raw:
-        raise ValueError(f"vector values exceed the vector format {p.vec_fmt}")
+        raise UsageError(f"vector values exceed the vector format {p.vec_fmt}")
     if xb.shape[0] * w.size >= _COMPILED_MIN_WORK:
         from hwcosim.models.csb_kernels import coo_mm_int  # numba loads here, not where testbenches import this
 
@@ -295,7 +295,7 @@ def pack_weight_beats(p: CSRParams, e: CSRWeights) -> list[int]:
     """Weight stream for one product: ``e.depth`` beats of ``M`` lanes + the end-of-product bit."""
     W, C = p.weight_fmt.width, p.col_bits
     if e.value.shape[1] != p.mults:
-        raise ValueError(f"entry lists are for {e.value.shape[1]} PEs, the engine has {p.mults}")
+        raise UsageError(f"entry lists are for {e.value.shape[1]} PEs, the engine has {p.mults}")
     lane = ((e.value & ((1 << W) - 1)) | (e.col << W) | (e.last << (W + C)) | (e.valid << (W + C + 1)))
     words = _lanes_to_words(lane, p.lane_width)
     words[-1] |= 1 << (p.mults * p.lane_width)
@@ -305,7 +305,7 @@ def pack_weight_beats(p: CSRParams, e: CSRWeights) -> list[int]:
 def pack_vector_beats(p: CSRParams, x: np.ndarray) -> list[int]:
     x = np.asarray(x, dtype=np.int64)
     if x.shape != (p.cols,):
-        raise ValueError(f"vector must have shape ({p.cols},), got {x.shape}")
+        raise UsageError(f"vector must have shape ({p.cols},), got {x.shape}")
     xw = p.vec_fmt.width
     return _lanes_to_words((x & ((1 << xw) - 1)).reshape(p.vector_beats, p.lanes), xw)
 

@@ -45,8 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from hwcosim.models.bbs.spmxv import PIPELINE_LATENCY, BBSParams, packed_weights, spmxv
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize, saturate
 
 __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm", "to_physical",
@@ -59,9 +59,9 @@ __all__ = ["LSTMParams", "plan_sigmoid", "plan_tanh", "column_perm", "row_perm",
 #: activations, products ``f*c`` and ``i*g``, their sum, the sum rounded, ``c_t`` (clipped),
 #: ``|c_t|``, ``tanh(c_t)``, ``o * tanh(c_t)``, the product rounded, ``h`` (clipped). At most two
 #: carry chains or one multiplier per stage (it was 4 stages, with the whole gate-to-cell path in
-#: one of them: 29.5 MHz on an LFE5U-85F; 10 stages, with the sum and the cell's requantisation in
-#: one: 83.9 MHz; 11 stages, rounding and clipping in one stage for ``c_t`` and for ``h``: 97.1 MHz
-#: on one seed of the AXI top, the route from the DSP output into the rounding adder).
+#: one of them; then 10, with the sum and the cell's requantisation in one; then 11, rounding and
+#: clipping in one stage for ``c_t`` and for ``h``: each limited the clock on an LFE5U-85F, the
+#: figures are in ``CHANGELOG.md``).
 EW_LATENCY = 13
 #: Idle weight-port cycles between step t's last weight beat and step t+1's first (RTL, no
 #: stalls, ``U <= B``) with the default SpMxV (:data:`hwcosim.models.bbs.spmxv.PIPELINE_LATENCY`):
@@ -120,27 +120,27 @@ class LSTMParams:
         for name in ("input_size", "hidden", "banks", "k", "pes", "act_frac"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"LSTM {name} must be a positive integer, not {v!r}")
+                raise UsageError(f"LSTM {name} must be a positive integer, not {v!r}")
         if self.pes % 4:
-            raise ValueError(f"LSTM: pes={self.pes} must be a multiple of 4 (each output beat carries "
+            raise UsageError(f"LSTM: pes={self.pes} must be a multiple of 4 (each output beat carries "
                              "the four gates of pes/4 hidden units); use 4, 8, 16, ...")
         if self.hidden % self.banks:
-            raise ValueError(f"LSTM: hidden={self.hidden} must divide by banks={self.banks} "
+            raise UsageError(f"LSTM: hidden={self.hidden} must divide by banks={self.banks} "
                              "(hidden-state beats fill whole banks); choose banks dividing hidden")
         if self.hidden % self.units:
-            raise ValueError(f"LSTM: hidden={self.hidden} must divide by pes/4={self.units}")
+            raise UsageError(f"LSTM: hidden={self.hidden} must divide by pes/4={self.units}")
         u, b = self.units, self.banks
         if u % b and b % u:
-            raise ValueError(f"LSTM: pes/4={u} and banks={b} must divide one another "
+            raise UsageError(f"LSTM: pes/4={u} and banks={b} must divide one another "
                              "(width conversion of hidden-state beats)")
         for name in ("weight_fmt", "vec_fmt", "gate_fmt", "cell_fmt"):
             if not isinstance(getattr(self, name), Q):
-                raise ValueError(f"LSTM {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+                raise UsageError(f"LSTM {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
         if self.gate_fmt.frac_bits < 4 or self.cell_fmt.frac_bits < 4:
-            raise ValueError(f"LSTM: gate_fmt {self.gate_fmt} and cell_fmt {self.cell_fmt} need >= 4 "
+            raise UsageError(f"LSTM: gate_fmt {self.gate_fmt} and cell_fmt {self.cell_fmt} need >= 4 "
                              "fractional bits (the PLAN breakpoint 2.375 of tanh(x) = 2 sigmoid(2x) - 1)")
         if self.act_frac < 5 or self.act_frac > 14:
-            raise ValueError(f"LSTM: act_frac={self.act_frac} must lie in [5, 14] (PLAN offsets need 5 bits)")
+            raise UsageError(f"LSTM: act_frac={self.act_frac} must lie in [5, 14] (PLAN offsets need 5 bits)")
         _ = self.bbs  # validates the SpMxV shape (bank size >= 2, k <= bank size)
 
     # -- derived -----------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def to_physical(p: LSTMParams, w: np.ndarray) -> np.ndarray:
     """Logical fused matrix (4H, I+H) -> physical (4H, cols): padded, rows and columns permuted."""
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (p.rows, p.input_size + p.hidden):
-        raise ValueError(f"W must have shape (4H, I+H) = {(p.rows, p.input_size + p.hidden)}, got {w.shape}")
+        raise UsageError(f"W must have shape (4H, I+H) = {(p.rows, p.input_size + p.hidden)}, got {w.shape}")
     wl = np.zeros((p.rows, p.cols))
     wl[:, :p.input_size] = w[:, :p.input_size]
     wl[:, p.x_pad:] = w[:, p.input_size:]
@@ -313,7 +313,7 @@ def prepare_weights(p: LSTMParams, w: np.ndarray, b: np.ndarray, mask: np.ndarra
     mp = to_physical(p, mask.astype(float)).astype(bool)
     counts = mp.reshape(p.rows, p.banks, p.bank_size).sum(-1)
     if counts.min() != p.k or counts.max() != p.k:
-        raise ValueError(f"mask keeps {counts.min()}..{counts.max()} weights per bank; the engine needs "
+        raise UsageError(f"mask keeps {counts.min()}..{counts.max()} weights per bank; the engine needs "
                          f"exactly k={p.k}: prune with bbs_mask")
     wp = to_physical(p, wm).reshape(p.rows, p.banks, p.bank_size)
     mb = mp.reshape(p.rows, p.banks, p.bank_size)
@@ -357,7 +357,7 @@ def lstm_golden(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray) -> tuple[np.nda
     """
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3 or xs.shape[2] != p.input_size:
-        raise ValueError(f"xs must have shape (N, T, {p.input_size}), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, {p.input_size}), got {xs.shape}")
     n, T, _ = xs.shape
     H = p.hidden
     h = np.zeros((n, H), dtype=np.int64)

@@ -59,9 +59,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, _sigmoid, column_perm, elementwise
 from hwcosim.models.bbs.spmxv import packed_weights
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, acc_bits, requantize, saturate
 
 __all__ = ["delta_fmt", "mem_bits", "check_budget", "select_columns", "lstm_delta_golden", "lstm_delta_float",
@@ -80,10 +80,10 @@ def mem_bits(p: LSTMParams) -> int:
 
 def check_budget(p: LSTMParams, budget: int) -> int:
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or not 1 <= budget <= p.bank_size:
-        raise ValueError(f"delta budget J must be an integer in [1, bank_size={p.bank_size}] "
+        raise UsageError(f"delta budget J must be an integer in [1, bank_size={p.bank_size}] "
                          f"(selected columns per bank per step), not {budget!r}")
     if p.bank_size > p.rows // p.pes:
-        raise ValueError(f"delta mode needs bank_size={p.bank_size} <= rows/P={p.rows // p.pes} (a step of "
+        raise UsageError(f"delta mode needs bank_size={p.bank_size} <= rows/P={p.rows // p.pes} (a step of "
                          "one beat per row group must cover the next vector's load); use fewer banks or PEs")
     return int(budget)
 
@@ -152,10 +152,10 @@ def lstm_delta_golden(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, theta: in
     """
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3 or xs.shape[2] != p.input_size:
-        raise ValueError(f"xs must have shape (N, T, {p.input_size}), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, {p.input_size}), got {xs.shape}")
     theta = int(theta)
     if not 0 <= theta < (1 << p.vec_fmt.width):
-        raise ValueError(f"theta must be a raw integer in [0, 2**{p.vec_fmt.width}), not {theta}")
+        raise UsageError(f"theta must be a raw integer in [0, 2**{p.vec_fmt.width}), not {theta}")
     check_budget(p, budget)
     n, T, _ = xs.shape
     H = p.hidden

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 if TYPE_CHECKING:  # the compiled kernels (numba) load on first use: testbenches import this module
@@ -69,7 +69,7 @@ class BBSParams:
     out_stage : bool
         Register the accumulated sum before requantising it (one more cycle of latency, see
         :attr:`latency`): the accumulate and the round-and-saturate each get a cycle, which is what
-        limits the clock otherwise (nextpnr on an LFE5U-85F: 67 MHz without, see docs/boards).
+        limits the clock otherwise (nextpnr on an LFE5U-85F; see docs/boards/results.json).
         Results are identical.
     mul_stage : bool
         Register every product twice: in the DSP block's output register (on an ECP5 build, see
@@ -93,26 +93,26 @@ class BBSParams:
         for name in ("rows", "cols", "banks", "k", "pes"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"BBS {name} must be a positive integer, not {v!r}")
+                raise UsageError(f"BBS {name} must be a positive integer, not {v!r}")
             if v > _LIMITS[name]:
-                raise ValueError(f"BBS {name}={v} is beyond what this generator builds (at most "
+                raise UsageError(f"BBS {name}={v} is beyond what this generator builds (at most "
                                  f"{_LIMITS[name]}); split the matrix into tiles or use fewer {name}")
         if self.cols % self.banks:
-            raise ValueError(f"BBS: {self.cols} columns do not split into {self.banks} equal banks; "
+            raise UsageError(f"BBS: {self.cols} columns do not split into {self.banks} equal banks; "
                              "choose a bank count that divides the column count")
         if self.bank_size < 2:
-            raise ValueError(f"BBS: banks of {self.bank_size} column are too small; use fewer banks")
+            raise UsageError(f"BBS: banks of {self.bank_size} column are too small; use fewer banks")
         if self.k > self.bank_size:
-            raise ValueError(f"BBS: k={self.k} nonzeros per bank exceeds the bank size {self.bank_size}")
+            raise UsageError(f"BBS: k={self.k} nonzeros per bank exceeds the bank size {self.bank_size}")
         if self.rows % self.pes:
-            raise ValueError(f"BBS: {self.rows} rows do not split over {self.pes} PEs; "
+            raise UsageError(f"BBS: {self.rows} rows do not split over {self.pes} PEs; "
                              f"use a PE count that divides {self.rows} or pad the matrix with zero rows")
         for name in ("weight_fmt", "vec_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
-                raise ValueError(f"BBS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+                raise UsageError(f"BBS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
         for name in ("out_stage", "mul_stage"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"BBS {name} must be True or False, not {getattr(self, name)!r}")
+                raise UsageError(f"BBS {name} must be True or False, not {getattr(self, name)!r}")
 
     @property
     def latency(self) -> int:
@@ -174,12 +174,12 @@ class BBSParams:
 def _check_csb(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> None:
     shape = (p.rows, p.k, p.banks)
     if values.shape != shape or indices.shape != shape:
-        raise ValueError(f"CSB arrays must have shape (rows, k, banks) = {shape}, "
+        raise UsageError(f"CSB arrays must have shape (rows, k, banks) = {shape}, "
                          f"got values {values.shape}, indices {indices.shape}")
     if indices.min() < 0 or indices.max() >= p.bank_size:
-        raise ValueError(f"CSB indices must lie in [0, {p.bank_size}), got {indices.min()}..{indices.max()}")
+        raise UsageError(f"CSB indices must lie in [0, {p.bank_size}), got {indices.min()}..{indices.max()}")
     if values.min() < p.weight_fmt.min_raw or values.max() > p.weight_fmt.max_raw:
-        raise ValueError(f"CSB values exceed the weight format {p.weight_fmt}")
+        raise UsageError(f"CSB values exceed the weight format {p.weight_fmt}")
 
 
 def packed_weights(p: BBSParams, values: np.ndarray, indices: np.ndarray) -> CSBPacked:
@@ -221,15 +221,15 @@ def spmxv(p: BBSParams, values: np.ndarray, indices: np.ndarray, x: np.ndarray, 
     if packed is None:
         packed = packed_weights(p, values, indices)
     elif packed.rows != p.rows or packed.cols != p.cols or not packed.integer:
-        raise ValueError(f"packed matrix is {packed.rows} x {packed.cols} (integer: {packed.integer}); "
+        raise UsageError(f"packed matrix is {packed.rows} x {packed.cols} (integer: {packed.integer}); "
                          f"this SpMxV needs an integer {p.rows} x {p.cols} one")
     x = np.asarray(x, dtype=np.int64)
     single = x.ndim == 1
     xb = np.atleast_2d(x)
     if xb.shape[1] != p.cols:
-        raise ValueError(f"vector length {xb.shape[1]} does not match the matrix's {p.cols} columns")
+        raise UsageError(f"vector length {xb.shape[1]} does not match the matrix's {p.cols} columns")
     if xb.min() < p.vec_fmt.min_raw or xb.max() > p.vec_fmt.max_raw:
-        raise ValueError(f"vector values exceed the vector format {p.vec_fmt}")
+        raise UsageError(f"vector values exceed the vector format {p.vec_fmt}")
     # exact int64 accumulations acc[n, r] = sum_{j,b} values[r,j,b] * x[n, b * bank_size + indices[r,j,b]]
     # by the compiled CSB kernel (models.csb_kernels)
     acc = packed.spmm(xb)
@@ -266,7 +266,7 @@ def pack_vector_beats(p: BBSParams, x: np.ndarray) -> list[int]:
     """Vector stream words: ``bank_size`` beats, element ``b`` of beat ``t`` = x[b*S + t]."""
     x = np.asarray(x, dtype=np.int64)
     if x.shape != (p.cols,):
-        raise ValueError(f"vector must have shape ({p.cols},), got {x.shape}")
+        raise UsageError(f"vector must have shape ({p.cols},), got {x.shape}")
     xw = p.vec_fmt.width
     lanes = (x & ((1 << xw) - 1)).reshape(p.banks, p.bank_size).T  # (t, b)
     return _lanes_to_words(lanes, xw)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["ChannelParams", "steering", "geometric", "rayleigh", "make_channel"]
 
@@ -88,21 +89,21 @@ class ChannelParams:
         for name in ("M", "K", "n_sc", "paths"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"channel {name} must be a positive integer, not {v!r}")
+                raise UsageError(f"channel {name} must be a positive integer, not {v!r}")
         if self.M < 2:
-            raise ValueError(f"channel M={self.M}: an array needs at least 2 antennas")
+            raise UsageError(f"channel M={self.M}: an array needs at least 2 antennas")
         if self.K > self.M:
-            raise ValueError(f"channel K={self.K} users exceed M={self.M} antennas; use K <= M")
+            raise UsageError(f"channel K={self.K} users exceed M={self.M} antennas; use K <= M")
         if self.kind not in ("geometric", "rayleigh"):
-            raise ValueError(f"channel kind {self.kind!r} is unknown; use 'geometric' or 'rayleigh'")
+            raise UsageError(f"channel kind {self.kind!r} is unknown; use 'geometric' or 'rayleigh'")
         if not 0.0 < self.sector_deg < 90.0:
-            raise ValueError(f"sector_deg={self.sector_deg} must lie in (0, 90)")
+            raise UsageError(f"sector_deg={self.sector_deg} must lie in (0, 90)")
         if not 0.0 <= self.los_fraction <= 1.0:
-            raise ValueError(f"los_fraction={self.los_fraction} must lie in [0, 1]")
+            raise UsageError(f"los_fraction={self.los_fraction} must lie in [0, 1]")
         if self.spread_deg < 0 or self.max_delay < 0:
-            raise ValueError(f"spread_deg={self.spread_deg} and max_delay={self.max_delay} must be >= 0")
+            raise UsageError(f"spread_deg={self.spread_deg} and max_delay={self.max_delay} must be >= 0")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, not {self.seed!r}")
+            raise UsageError(f"seed must be a non-negative integer, not {self.seed!r}")
 
 
 def geometric(p: ChannelParams, rng: np.random.Generator | None = None) -> np.ndarray:

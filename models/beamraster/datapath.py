@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, quantize, requantize
 
 __all__ = ["PrecoderParams", "twiddles", "beam_coefficients", "precode_fixed", "precode_float",
@@ -72,13 +72,13 @@ def pd_latency(K: int) -> int:
     """Cycles from a row's issue (its memory read) to the first beam-stage issue that can use
     its ``s'``, for the last row of a symbol: the memory read, a register on the read data, the
     products (registered twice: the DSP's output register, then the fabric), the adder-tree
-    stages, the requantised sum (a register: 76 MHz on an LFE5U-85F without it) and the write."""
+    stages, the requantised sum (a register: the clock on an LFE5U-85F needs it) and the write."""
     return 6 + pd_tree_stages(K)
 
 
 def _pos_int(name: str, v) -> None:
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"BeamRaster {name} must be a positive integer, not {v!r}")
+        raise UsageError(f"BeamRaster {name} must be a positive integer, not {v!r}")
 
 
 # Largest parameters the generator accepts: far above a massive-MIMO array (M=256) or an LTE frame
@@ -126,20 +126,20 @@ class PrecoderParams:
         for name in ("M", "K", "lanes", "groups", "sc_per_group", "symbols_per_frame"):
             _pos_int(name, getattr(self, name))
             if getattr(self, name) > _LIMITS[name]:
-                raise ValueError(f"BeamRaster {name}={getattr(self, name)} is beyond what this generator builds "
+                raise UsageError(f"BeamRaster {name}={getattr(self, name)} is beyond what this generator builds "
                                  f"(at most {_LIMITS[name]}); use a smaller {name}")
         if self.M < 4 or self.M & (self.M - 1):
-            raise ValueError(f"BeamRaster M={self.M} antennas: the twiddle table needs a power of two >= 4 "
+            raise UsageError(f"BeamRaster M={self.M} antennas: the twiddle table needs a power of two >= 4 "
                              "(e.g. 64, 128, 256)")
         if self.K > self.M:
-            raise ValueError(f"BeamRaster K={self.K} users exceed the M={self.M} beams; use K <= M")
+            raise UsageError(f"BeamRaster K={self.K} users exceed the M={self.M} beams; use K <= M")
         if self.M % self.lanes:
-            raise ValueError(f"BeamRaster lanes={self.lanes} does not divide M={self.M}; use a power of two <= M")
+            raise UsageError(f"BeamRaster lanes={self.lanes} does not divide M={self.M}; use a power of two <= M")
         for name in ("sym_fmt", "pd_fmt", "mid_fmt", "tw_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
-                raise ValueError(f"BeamRaster {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+                raise UsageError(f"BeamRaster {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
         if self.tw_fmt.max_value + self.tw_fmt.lsb < 1.0 or self.tw_fmt.frac_bits < 4:
-            raise ValueError(f"BeamRaster tw_fmt {self.tw_fmt} cannot hold unit-magnitude twiddles with at least "
+            raise UsageError(f"BeamRaster tw_fmt {self.tw_fmt} cannot hold unit-magnitude twiddles with at least "
                              "4 fractional bits; use Q2.14 or Q1.15")
 
     # --- derived sizes ---------------------------------------------------------------------
@@ -216,10 +216,10 @@ def _check_sets(p: PrecoderParams, beams, P_re, P_im, n_frames: int):
     P_re = np.asarray(P_re, dtype=np.int64).reshape(n_frames, p.groups, p.K, p.K)
     P_im = np.asarray(P_im, dtype=np.int64).reshape(n_frames, p.groups, p.K, p.K)
     if beams.min() < 0 or beams.max() >= p.M:
-        raise ValueError(f"beam indices must lie in [0, {p.M}), got {beams.min()}..{beams.max()}")
+        raise UsageError(f"beam indices must lie in [0, {p.M}), got {beams.min()}..{beams.max()}")
     for a in (P_re, P_im):
         if a.min() < p.pd_fmt.min_raw or a.max() > p.pd_fmt.max_raw:
-            raise ValueError(f"pre-distortion coefficients exceed {p.pd_fmt}")
+            raise UsageError(f"pre-distortion coefficients exceed {p.pd_fmt}")
     return beams, P_re, P_im
 
 
@@ -243,11 +243,11 @@ def precode_fixed(p: PrecoderParams, s_re, s_im, beams, P_re, P_im):
     s_im = np.asarray(s_im, dtype=np.int64)
     N = s_re.shape[0]
     if s_re.shape != (N, p.K) or s_im.shape != (N, p.K) or N % p.frame_len:
-        raise ValueError(f"symbols must have shape (N, K={p.K}) with N a multiple of the frame length "
+        raise UsageError(f"symbols must have shape (N, K={p.K}) with N a multiple of the frame length "
                          f"{p.frame_len}, got {s_re.shape}")
     for a in (s_re, s_im):
         if a.min() < p.sym_fmt.min_raw or a.max() > p.sym_fmt.max_raw:
-            raise ValueError(f"symbols exceed {p.sym_fmt}")
+            raise UsageError(f"symbols exceed {p.sym_fmt}")
     F = N // p.frame_len
     beams, P_re, P_im = _check_sets(p, beams, P_re, P_im, F)
     n = np.arange(N)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["dft_beams", "beam_grid", "grating_table", "GratingTable", "select_beams", "strongest_beams",
            "predistortion", "normalise_columns", "zf", "mmse", "mrt", "codebook", "beamraster",
@@ -111,7 +112,7 @@ class GratingTable:
         """
         H_new = np.asarray(H_new, dtype=np.complex128)
         if H_new.shape != self.T.shape:
-            raise ValueError(f"channel shape {H_new.shape} differs from the table's {self.T.shape}")
+            raise UsageError(f"channel shape {H_new.shape} differs from the table's {self.T.shape}")
         if users is None:
             users = np.flatnonzero(np.any(H_new != self.H, axis=(0, 2)))
         else:
@@ -158,7 +159,7 @@ def select_beams(power: np.ndarray, noise: float = 0.0) -> np.ndarray:
     power = np.asarray(power, dtype=np.float64)
     K, M = power.shape
     if K > M:
-        raise ValueError(f"cannot give {K} users distinct beams out of {M}")
+        raise UsageError(f"cannot give {K} users distinct beams out of {M}")
     beams = np.full(K, -1, dtype=np.int64)
     leak_to_new = np.zeros(M)           # sum over placed users j of P[j, b]: what beam b would leak to them
     used = np.zeros(M, dtype=bool)
@@ -191,7 +192,7 @@ def predistortion(G: np.ndarray, order: int | None = 1) -> np.ndarray:
     if order is None:
         return np.linalg.inv(G)
     if not isinstance(order, (int, np.integer)) or order < 0:
-        raise ValueError(f"pre-distortion order must be a non-negative integer or None (exact), not {order!r}")
+        raise UsageError(f"pre-distortion order must be a non-negative integer or None (exact), not {order!r}")
     d = np.diagonal(G, axis1=-2, axis2=-1)
     dinv = np.where(np.abs(d) > 0, 1.0 / np.where(d == 0, 1, d), 0.0)
     K = G.shape[-1]
@@ -286,7 +287,7 @@ def zf_sum_rate_closed_form(M: int, K: int, snr: float) -> float:
     from scipy.special import expn
 
     if not 1 <= K <= M:
-        raise ValueError(f"ZF needs 1 <= K <= M, got K={K}, M={M}")
+        raise UsageError(f"ZF needs 1 <= K <= M, got K={K}, M={M}")
     a = snr / K
     n = M - K + 1
     z = 1.0 / a
@@ -337,6 +338,6 @@ def update_cost(method: str, M: int, K: int, order: int | None = 1) -> dict:
             pd = 2 * K * K + (order - 1) * K ** 3 + K * K  # D^-1 O, (D^-1 O) D^-1, higher powers, norms
         per, frame, path = K * fft + pd, 4 * K * M, K * K + M * K
     else:
-        raise ValueError(f"unknown precoder {method!r}; choose one of {', '.join(PRECODERS)}")
+        raise UsageError(f"unknown precoder {method!r}; choose one of {', '.join(PRECODERS)}")
     return {"method": method, "M": M, "K": K, "cmul_per_update": int(per), "ops_per_frame": int(frame),
             "datapath_cmul_per_symbol": int(path)}

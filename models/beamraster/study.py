@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from ..atomic import save_png, write_text
 from .channel import ChannelParams, make_channel
@@ -67,7 +68,7 @@ def precoder(name: str, H: np.ndarray, snr: float) -> np.ndarray:
     if name == "beamraster-exact":
         return beamraster(H, snr, order=None)
     if name not in PRECODERS:
-        raise ValueError(f"unknown precoder {name!r}; choose one of {', '.join(METHODS)}")
+        raise UsageError(f"unknown precoder {name!r}; choose one of {', '.join(METHODS)}")
     return PRECODERS[name](H, snr)
 
 

@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, requantize
 
 __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_dense", "dense_to_regions",
@@ -67,14 +67,14 @@ __all__ = ["FSSParams", "PIPELINE_LATENCY", "gemm", "gemm_float", "regions_to_de
 #: queue is empty (RTL pipeline, one register stage each): buffer read, buffer data (a block RAM
 #: output drives only a flip-flop), operand select, multiply, adder trees' first level (slot pairs),
 #: the rest of the trees, accumulate, round, clip into the output queue. (4 before the stages were
-#: split for the clock: 51 MHz on an LFE5U-85F, nextpnr; 8 before the rounding and the clip were
+#: split for the clock on an LFE5U-85F; 8 before the rounding and the clip were
 #: split and the output register became a queue, so that the pipeline never stalls.)
 PIPELINE_LATENCY = 9
 
 
 def _pos_int(v, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"FSS {name} must be a positive integer, not {v!r}")
+        raise UsageError(f"FSS {name} must be a positive integer, not {v!r}")
     return int(v)
 
 
@@ -112,23 +112,23 @@ class FSSParams:
         if isinstance(reg, list):
             reg = tuple(reg)
         if not isinstance(reg, tuple) or len(reg) != 2:
-            raise ValueError(f"FSS region must be a pair (r_h, r_w), e.g. (2, 8), not {self.region!r}")
+            raise UsageError(f"FSS region must be a pair (r_h, r_w), e.g. (2, 8), not {self.region!r}")
         object.__setattr__(self, "region", (_pos_int(reg[0], "region rows"), _pos_int(reg[1], "region cols")))
         for name in ("n", "pe_rows", "pe_cols", "max_rows", "max_cols"):
             object.__setattr__(self, name, _pos_int(getattr(self, name), name))
         if self.region_size < 2:
-            raise ValueError("a 1x1 FSS region leaves nothing to choose; use a region of >= 2 weights")
+            raise UsageError("a 1x1 FSS region leaves nothing to choose; use a region of >= 2 weights")
         if self.n > self.region_size:
-            raise ValueError(f"FSS n={self.n} exceeds the region size {self.region_size}; choose n <= "
+            raise UsageError(f"FSS n={self.n} exceeds the region size {self.region_size}; choose n <= "
                              f"{self.region_size}")
         if self.max_cols % self.r_w:
-            raise ValueError(f"FSS max_cols={self.max_cols} must be a multiple of the region width {self.r_w}")
+            raise UsageError(f"FSS max_cols={self.max_cols} must be a multiple of the region width {self.r_w}")
         if self.max_rows % self.rows_per_group:
-            raise ValueError(f"FSS max_rows={self.max_rows} must be a multiple of r_h * pe_rows = "
+            raise UsageError(f"FSS max_rows={self.max_rows} must be a multiple of r_h * pe_rows = "
                              f"{self.rows_per_group}")
         for name in ("weight_fmt", "act_fmt", "out_fmt"):
             if not isinstance(getattr(self, name), Q):
-                raise ValueError(f"FSS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
+                raise UsageError(f"FSS {name} must be a models.fixedpoint.Q, not {getattr(self, name)!r}")
 
     # -- derived sizes ----------------------------------------------------------------------
     @property
@@ -201,10 +201,10 @@ class FSSParams:
     def check_shape(self, rows: int, cols: int) -> None:
         """Raise ValueError unless a ``rows x cols`` layer runs on this engine (see :func:`pad_layer`)."""
         if rows < 1 or cols < 1 or rows % self.rows_per_group or cols % self.r_w:
-            raise ValueError(f"a {rows} x {cols} layer does not tile into row groups of {self.rows_per_group} "
+            raise UsageError(f"a {rows} x {cols} layer does not tile into row groups of {self.rows_per_group} "
                              f"and region columns of {self.r_w}; pad it with models.fss.gemm.pad_layer")
         if rows > self.max_rows or cols > self.max_cols:
-            raise ValueError(f"a {rows} x {cols} layer exceeds the engine's {self.max_rows} x {self.max_cols}; "
+            raise UsageError(f"a {rows} x {cols} layer exceeds the engine's {self.max_rows} x {self.max_cols}; "
                              "raise max_rows / max_cols")
 
     def to_dict(self) -> dict:
@@ -242,27 +242,27 @@ def _check_weights(p: FSSParams, values, indices) -> tuple[np.ndarray, np.ndarra
     values = np.asarray(values, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     if values.ndim != 3 or values.shape != indices.shape or values.shape[2] != p.n:
-        raise ValueError(f"FSS arrays must have shape (rows // r_h, cols // r_w, n={p.n}); "
+        raise UsageError(f"FSS arrays must have shape (rows // r_h, cols // r_w, n={p.n}); "
                          f"got values {values.shape}, indices {indices.shape}")
     p.check_shape(values.shape[0] * p.r_h, values.shape[1] * p.r_w)
     if indices.min() < 0 or indices.max() >= p.region_size:
-        raise ValueError(f"FSS indices must lie in [0, {p.region_size}), got {indices.min()}..{indices.max()}")
+        raise UsageError(f"FSS indices must lie in [0, {p.region_size}), got {indices.min()}..{indices.max()}")
     if p.n > 1 and not (np.diff(indices, axis=-1) > 0).all():
-        raise ValueError("FSS indices must increase strictly within each region (pruning.formats.fss order)")
+        raise UsageError("FSS indices must increase strictly within each region (pruning.formats.fss order)")
     if values.min() < p.weight_fmt.min_raw or values.max() > p.weight_fmt.max_raw:
-        raise ValueError(f"FSS values exceed the weight format {p.weight_fmt}")
+        raise UsageError(f"FSS values exceed the weight format {p.weight_fmt}")
     return values, indices
 
 
 def _check_acts(p: FSSParams, x, cols: int) -> np.ndarray:
     x = np.asarray(x, dtype=np.int64)
     if x.ndim != 2 or x.shape[0] != cols:
-        raise ValueError(f"activations must have shape (cols={cols}, T), got {x.shape}")
+        raise UsageError(f"activations must have shape (cols={cols}, T), got {x.shape}")
     if x.shape[1] % p.pe_cols:
-        raise ValueError(f"T={x.shape[1]} activation columns do not fill tiles of {p.pe_cols}; "
+        raise UsageError(f"T={x.shape[1]} activation columns do not fill tiles of {p.pe_cols}; "
                          "pad with models.fss.gemm.pad_layer")
     if x.min() < p.act_fmt.min_raw or x.max() > p.act_fmt.max_raw:
-        raise ValueError(f"activations exceed the activation format {p.act_fmt}")
+        raise UsageError(f"activations exceed the activation format {p.act_fmt}")
     return x
 
 
@@ -363,7 +363,7 @@ def pack_act_beats(p: FSSParams, x: np.ndarray) -> list[int]:
     x = np.asarray(x, dtype=np.int64)
     cols, t = x.shape
     if cols % p.r_w or t % p.pe_cols:
-        raise ValueError(f"activations {x.shape} must be (multiple of {p.r_w}, multiple of {p.pe_cols})")
+        raise UsageError(f"activations {x.shape} must be (multiple of {p.r_w}, multiple of {p.pe_cols})")
     xw = p.act_fmt.width
     lanes = (x & ((1 << xw) - 1)).reshape(cols // p.r_w, p.r_w, t // p.pe_cols, p.pe_cols)
     lanes = lanes.transpose(2, 0, 3, 1).reshape(-1, p.pe_cols * p.r_w)  # (tau, c) x (t, b)
@@ -412,7 +412,7 @@ class CycleModel:
     def _dims(self, rows: int, cols: int, t: int) -> tuple[int, int, int]:
         self.p.check_shape(rows, cols)
         if t < 1 or t % self.p.pe_cols:
-            raise ValueError(f"T={t} must be a positive multiple of pe_cols={self.p.pe_cols}")
+            raise UsageError(f"T={t} must be a positive multiple of pe_cols={self.p.pe_cols}")
         return t // self.p.pe_cols, rows // self.p.rows_per_group, cols // self.p.r_w
 
     def weight_beats(self, rows: int, cols: int, t: int) -> int:
@@ -449,7 +449,7 @@ class HBM:
     def __post_init__(self):
         _pos_int(self.channels, "HBM channels")
         if not self.gbps_per_channel > 0 or not 0 < self.efficiency <= 1:
-            raise ValueError(f"HBM bandwidth per channel must be > 0 and efficiency in (0, 1], "
+            raise UsageError(f"HBM bandwidth per channel must be > 0 and efficiency in (0, 1], "
                              f"not {self.gbps_per_channel}, {self.efficiency}")
 
     @property
@@ -486,9 +486,9 @@ def layer_performance(p: FSSParams, rows: int, cols: int, t: int, hbm: HBM = U28
     rate.
     """
     if weights not in WEIGHT_MODES:
-        raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
+        raise UsageError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
     if not clock_mhz > 0:
-        raise ValueError(f"clock_mhz must be > 0, not {clock_mhz!r}")
+        raise UsageError(f"clock_mhz must be > 0, not {clock_mhz!r}")
     cm = CycleModel(p)
     tiles = t // p.pe_cols
     cyc = cm.ideal(rows, cols, t) if cycles is None else int(cycles)

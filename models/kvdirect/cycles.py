@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from hwcosim.models.errors import UsageError
 from hwcosim.models.kvdirect.rtl_model import (
     EX_STAGES,
     FRONT_STAGES,
@@ -80,10 +81,10 @@ def simulate_cycles(params: PipelineParams, reqs: list[Request], latency: int, o
         The model did not finish in ``max_cycles`` (default: generous for the workload).
     """
     if latency < 1 or outstanding < 1:
-        raise ValueError(f"latency and outstanding must be >= 1, not {latency} and {outstanding}")
+        raise UsageError(f"latency and outstanding must be >= 1, not {latency} and {outstanding}")
     n = len(reqs)
     if n == 0:
-        raise ValueError("no operations to model; pass at least one request")
+        raise UsageError("no operations to model; pass at least one request")
     store = RTLStore(params)
     writes = []
     for r in reqs:  # whether each op changes its bucket, in chain order (= arrival order per bucket)

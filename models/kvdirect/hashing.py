@@ -29,6 +29,7 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["hash_word", "fmix32", "key_hash", "bucket_index", "secondary_hash", "key_hash_batch", "CRC_TABLE"]
 
@@ -47,7 +48,7 @@ CRC_TABLE = _crc_table()
 def hash_word(key: bytes, max_key_bytes: int) -> bytes:
     """The fixed-width hash input ``key || zero padding || len(key)`` (``max_key_bytes + 1`` B)."""
     if not 1 <= len(key) <= max_key_bytes:
-        raise ValueError(f"key length {len(key)} is outside 1..{max_key_bytes} (max_key_bytes)")
+        raise UsageError(f"key length {len(key)} is outside 1..{max_key_bytes} (max_key_bytes)")
     return bytes(key) + bytes(max_key_bytes - len(key)) + bytes([len(key)])
 
 
@@ -101,9 +102,9 @@ def key_hash_batch(keys: np.ndarray, lengths: np.ndarray, max_key_bytes: int) ->
     keys = np.asarray(keys, dtype=np.uint8)
     lengths = np.asarray(lengths, dtype=np.int64)
     if keys.ndim != 2 or keys.shape[1] != max_key_bytes:
-        raise ValueError(f"keys must have shape (n, {max_key_bytes}), not {keys.shape}")
+        raise UsageError(f"keys must have shape (n, {max_key_bytes}), not {keys.shape}")
     if ((lengths < 1) | (lengths > max_key_bytes)).any():
-        raise ValueError(f"key lengths must be in 1..{max_key_bytes}")
+        raise UsageError(f"key lengths must be in 1..{max_key_bytes}")
     words = np.concatenate([keys, lengths.astype(np.uint8)[:, None]], axis=1)
     crc = np.full(len(words), 0xFFFFFFFF, dtype=np.uint32)
     for j in range(words.shape[1]):  # loop over the fixed word width, vectorised over keys

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hwcosim.models.errors import UsageError
+
 from .params import INLINE_HEADER_BYTES, OFFLINE_HEADER_BYTES, SLAB_SIZES, SLOT_BYTES, SLOTS
 
 __all__ = ["Bucket", "T_EMPTY", "T_INLINE", "T_RESERVED", "slab_type", "type_slab_class",
@@ -63,7 +65,7 @@ def slab_class_for(nbytes: int) -> int:
     for c, s in enumerate(SLAB_SIZES):
         if nbytes <= s:
             return c
-    raise ValueError(f"a KV of {nbytes} B encoded exceeds the largest slab (512 B); shorten the value")
+    raise UsageError(f"a KV of {nbytes} B encoded exceeds the largest slab (512 B); shorten the value")
 
 
 def inline_slots(nbytes: int) -> int:

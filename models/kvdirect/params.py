@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwcosim.models.errors import UsageError
+
 __all__ = ["KVDParams", "BUCKET_BYTES", "SLOT_BYTES", "SLOTS", "SLAB_SIZES", "MAX_MEMORY_BYTES",
            "INLINE_HEADER_BYTES", "OFFLINE_HEADER_BYTES", "PTR_UNIT"]
 
@@ -70,27 +72,27 @@ class KVDParams:
     def __post_init__(self):
         m = self.memory_bytes
         if not isinstance(m, int) or m < 1024 or m % 512:
-            raise ValueError(f"memory_bytes must be an integer multiple of 512 and >= 1024, not {m!r}")
+            raise UsageError(f"memory_bytes must be an integer multiple of 512 and >= 1024, not {m!r}")
         if m > MAX_MEMORY_BYTES:
-            raise ValueError(f"memory_bytes={m} exceeds the 64 GiB that 31-bit pointers at 32 B reach; "
+            raise UsageError(f"memory_bytes={m} exceeds the 64 GiB that 31-bit pointers at 32 B reach; "
                              "use several stores (one per NIC)")
         r = self.hash_index_ratio
         if not (isinstance(r, (int, float)) and 0.0 < r < 1.0):
-            raise ValueError(f"hash_index_ratio must be in (0, 1), not {r!r}")
+            raise UsageError(f"hash_index_ratio must be in (0, 1), not {r!r}")
         t = self.inline_threshold
         if not isinstance(t, int) or not (t == 0 or 3 <= t <= SLOTS * SLOT_BYTES):
-            raise ValueError(f"inline_threshold must be 0 (no inline KVs) or 3..50 bytes (one bucket), "
+            raise UsageError(f"inline_threshold must be 0 (no inline KVs) or 3..50 bytes (one bucket), "
                              f"not {t!r}")
         k = self.max_key_bytes
         if not isinstance(k, int) or not 1 <= k <= 255:
-            raise ValueError(f"max_key_bytes must be 1..255 (a 1-byte length field), not {k!r}")
+            raise UsageError(f"max_key_bytes must be 1..255 (a 1-byte length field), not {k!r}")
         if not isinstance(self.slab_sync_batch, int) or self.slab_sync_batch < 1:
-            raise ValueError(f"slab_sync_batch must be a positive integer, not {self.slab_sync_batch!r}")
+            raise UsageError(f"slab_sync_batch must be a positive integer, not {self.slab_sync_batch!r}")
         if not isinstance(self.slab_cache_high, int) or self.slab_cache_high < self.slab_sync_batch:
-            raise ValueError(f"slab_cache_high={self.slab_cache_high!r} must be >= slab_sync_batch="
+            raise UsageError(f"slab_cache_high={self.slab_cache_high!r} must be >= slab_sync_batch="
                              f"{self.slab_sync_batch}; raise it or lower the batch")
         if self.slab_base + 512 > m:
-            raise ValueError(f"hash_index_ratio={r} leaves no slab space in {m} B; lower the ratio")
+            raise UsageError(f"hash_index_ratio={r} leaves no slab space in {m} B; lower the ratio")
 
     @property
     def n_buckets(self) -> int:

@@ -32,24 +32,22 @@ The model, step by step (every constant in :class:`HWParams`; ours are marked th
    mass of the hottest keys' placement (exact for the hottest 2**20 keys, even split of the rest),
    also capped by the host's PCIe lanes.
 
-Our figures beside the paper's (``hwcosim kvdirect study``, seed 0, Zipf 0.99, 5 B key + 5 B
-value, accesses per op measured on the golden store: 1.06 reads per GET, 1.19 reads + 1 write
-per PUT; OoO merge fraction 15.4% vs the paper's ~15%):
+``hwcosim kvdirect study`` prints our figures beside the paper's (seed 0, Zipf 0.99, 5 B key +
+5 B value, accesses per op measured on the golden store; the OoO merge fraction beside the
+paper's ~15%). What the comparison shows:
 
-- GET, 1 NIC: 180 Mops (clock-bound; memory could give 332) vs 180: same, because the paper's
-  GET is also clock-bound.
-- PUT, 1 NIC: 180 Mops (clock-bound; memory cap 217) vs 114. Our model is optimistic: it
-  assumes DRAM delivers its peak 12.8 GB/s to random 64 B lines and an ideal popularity cache,
-  and omits DRAM read/write turnaround, cache fills and dirty-line write-backs and PCIe posted
-  credit return, all of which a measured PUT pays.
-- 10 NICs: GET 1.32 Gops (bound: the NIC owning the hottest keys carries 13.6% of the load)
-  vs 1.22 Gops; PUT 1.14 Gops (bound: our assumed 80 host PCIe lanes) vs 610 Mops, again
-  optimistic for the reasons above.
-- Latency at 90% load: GET 3.4 us, PUT 4.2 us vs 4.3 / 5.4 us; most of it is the assumed 2 us
-  network base round trip, which the paper's testbed sets and we do not know.
-- Single-key atomics: 0.94 Mops stalled vs 180 Mops forwarding = 191x, as in the paper; this
-  follows from the same two inputs (1,050 ns PCIe round trip, 180 MHz), so it is a consistency
-  check, not an independent prediction.
+- GET, 1 NIC: clock-bound in our model, as the paper's 180 Mops is.
+- PUT, 1 NIC: also clock-bound in our model, above the paper's 114 Mops. Our model is optimistic:
+  it assumes DRAM delivers its peak 12.8 GB/s to random 64 B lines and an ideal popularity
+  cache, and omits DRAM read/write turnaround, cache fills and dirty-line write-backs and PCIe
+  posted credit return, all of which a measured PUT pays.
+- 10 NICs: GET is bound by the NIC owning the hottest keys (paper: 1.22 Gops); PUT by our
+  assumed 80 host PCIe lanes (paper: 610 Mops), again optimistic for the reasons above.
+- Latency at 90% load (paper: 4.3 / 5.4 us): most of ours is the assumed 2 us network base round
+  trip, which the paper's testbed sets and we do not know.
+- Single-key atomics: stalled vs forwarding gives the paper's 191x; this follows from the same two
+  inputs (1,050 ns PCIe round trip, 180 MHz), so it is a consistency check, not an independent
+  prediction.
 """
 
 from __future__ import annotations
@@ -57,6 +55,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .hashing import key_hash_batch
 from .workload import Workload, zipf_harmonic, zipf_top_mass
@@ -127,17 +126,17 @@ class HWParams:
         for name in ("clock_hz", "pcie_raw_Bps", "pcie_rtt_ns", "dram_Bps", "net_Bps", "dram_latency_ns"):
             v = getattr(self, name)
             if not v > 0:
-                raise ValueError(f"{name} must be > 0, not {v!r}")
+                raise UsageError(f"{name} must be > 0, not {v!r}")
         for name in ("pcie_links", "dma_tags", "np_credits", "max_batch", "ooo_window", "ooo_slots",
                      "host_pcie_lanes", "dram_bytes", "host_bytes", "mtu_payload_bytes"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, not {v!r}")
+                raise UsageError(f"{name} must be a positive integer, not {v!r}")
         if self.ooo_slots & (self.ooo_slots - 1):
-            raise ValueError(f"ooo_slots must be a power of two (it indexes by hash bits), "
+            raise UsageError(f"ooo_slots must be a power of two (it indexes by hash bits), "
                              f"not {self.ooo_slots}")
         if not 0 < self.load < 1:
-            raise ValueError(f"load must be in (0, 1) (M/D/1 queueing diverges at 1), not {self.load!r}")
+            raise UsageError(f"load must be in (0, 1) (M/D/1 queueing diverges at 1), not {self.load!r}")
 
     @property
     def pcie_read_cap(self) -> float:
@@ -338,7 +337,7 @@ def multi_nic(w: Workload, hw: HWParams, stream: dict, n_nics: int, seed: int,
               accesses: dict | None = None) -> dict:
     """Aggregate throughput of ``n_nics`` NICs in one host (see module doc, step 7)."""
     if n_nics < 1:
-        raise ValueError(f"n_nics must be >= 1, not {n_nics}")
+        raise UsageError(f"n_nics must be >= 1, not {n_nics}")
     ooo = ooo_stats(stream, w, hw)
     per = nic_throughput(w, hw, stream, accesses, host_bytes=hw.host_bytes / n_nics,
                          n_keys=max(1, w.n_keys // n_nics), ooo=ooo)

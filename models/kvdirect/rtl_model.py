@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .hashing import bucket_index, key_hash
 from .params import KVDParams
@@ -109,19 +110,19 @@ class PipelineParams:
         kp = self.kvd  # validates memory_bytes and the ratio
         n = kp.n_buckets
         if n & (n - 1):
-            raise ValueError(f"n_buckets={n} (memory_bytes={self.memory_bytes} x hash_index_ratio="
+            raise UsageError(f"n_buckets={n} (memory_bytes={self.memory_bytes} x hash_index_ratio="
                              f"{self.hash_index_ratio} / 64) must be a power of two for the RTL; "
                              "pick memory_bytes and ratio accordingly")
         if n > 1 << LINE_ADDR_BITS:
-            raise ValueError(f"n_buckets={n} exceeds the 2**{LINE_ADDR_BITS} lines of the memory port")
+            raise UsageError(f"n_buckets={n} exceeds the 2**{LINE_ADDR_BITS} lines of the memory port")
         for name, lo, hi in (("entries", 2, 256), ("rs_slots", 1, 4096)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi or v & (v - 1):
-                raise ValueError(f"{name} must be a power of two in {lo}..{hi}, not {v!r}")
+                raise UsageError(f"{name} must be a power of two in {lo}..{hi}, not {v!r}")
         for name in ("resp_fifo_depth", "write_fifo_depth"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 2:
-                raise ValueError(f"{name} must be an integer >= 2, not {v!r}")
+                raise UsageError(f"{name} must be an integer >= 2, not {v!r}")
 
     @property
     def kvd(self) -> KVDParams:
@@ -277,10 +278,10 @@ def make_stream(n_ops: int, n_keys: int, dist: str, seed: int, mix: dict | None 
         ids = perm[zipf_ranks(n_keys, 0.99, n_ops, rng)]
     elif dist == "burst":
         if burst < 1:
-            raise ValueError(f"dist='burst' needs burst >= 1, not {burst}")
+            raise UsageError(f"dist='burst' needs burst >= 1, not {burst}")
         ids = np.repeat(rng.integers(0, n_keys, size=-(-n_ops // burst)), burst)[:n_ops]
     else:
-        raise ValueError(f"dist must be 'uniform', 'zipf' or 'burst', not {dist!r}")
+        raise UsageError(f"dist must be 'uniform', 'zipf' or 'burst', not {dist!r}")
     mix = mix or {GET: 0.35, PUT: 0.35, DELETE: 0.1, ATOMIC: 0.2}
     ops_, w = zip(*sorted(mix.items()), strict=True)
     ops = rng.choice(np.array(ops_), size=n_ops, p=np.array(w, dtype=float) / sum(w))

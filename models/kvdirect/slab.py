@@ -27,6 +27,7 @@ How this model does it (our choices, documented):
 from __future__ import annotations
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .params import SLAB_SIZES, KVDParams
 
@@ -35,7 +36,7 @@ __all__ = ["SlabAllocator", "StoreFullError"]
 _ENTRY_BYTES = 5
 
 
-class StoreFullError(RuntimeError):
+class StoreFullError(UsageError, RuntimeError):
     """The store has no free memory for the request; nothing was changed."""
 
 

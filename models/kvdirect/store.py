@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .hashing import bucket_index, key_hash, secondary_hash
 from .layout import (
@@ -106,7 +107,7 @@ def _lines(addr: int, n: int) -> int:
 def _int_dtype(dtype) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.kind not in "iu" or dt.itemsize not in (1, 2, 4, 8):
-        raise ValueError(f"element type must be a 1/2/4/8-byte integer dtype, not {dt}")
+        raise UsageError(f"element type must be a 1/2/4/8-byte integer dtype, not {dt}")
     return dt.newbyteorder("<")
 
 
@@ -144,9 +145,9 @@ class KVStore:
     def register_function(self, fid: int, name: str, fn: Callable) -> None:
         """Register ``new = fn(old, operand)`` (elementwise on integer arrays) under ``fid`` (0..255)."""
         if not isinstance(fid, int) or not 0 <= fid <= 255:
-            raise ValueError(f"function id must be 0..255 (an 8-bit field), not {fid!r}")
+            raise UsageError(f"function id must be 0..255 (an 8-bit field), not {fid!r}")
         if fid in self.functions:
-            raise ValueError(f"function id {fid} is taken by {self.functions[fid][0]!r}; pick a free id")
+            raise UsageError(f"function id {fid} is taken by {self.functions[fid][0]!r}; pick a free id")
         self.functions[fid] = (name, fn)
 
     # --- memory access with counting --------------------------------------------------------
@@ -171,7 +172,7 @@ class KVStore:
     def _check_key(self, key) -> bytes:
         key = bytes(key)
         if not 1 <= len(key) <= self.p.max_key_bytes:
-            raise ValueError(f"key length {len(key)} is outside 1..{self.p.max_key_bytes} (max_key_bytes)")
+            raise UsageError(f"key length {len(key)} is outside 1..{self.p.max_key_bytes} (max_key_bytes)")
         return key
 
     def _head(self, h: int) -> int:
@@ -346,12 +347,12 @@ class KVStore:
 
     def _elems(self, value: bytes, dt: np.dtype) -> np.ndarray:
         if len(value) % dt.itemsize:
-            raise ValueError(f"value of {len(value)} B is not a whole number of {dt.itemsize}-byte elements")
+            raise UsageError(f"value of {len(value)} B is not a whole number of {dt.itemsize}-byte elements")
         return np.frombuffer(value, dtype=dt).copy()
 
     def _fn(self, fid: int) -> Callable:
         if fid not in self.functions:
-            raise ValueError(f"function id {fid!r} is not registered; use register_function first")
+            raise UsageError(f"function id {fid!r} is not registered; use register_function first")
         return self.functions[fid][1]
 
     def _writeback(self, chain, f: _Found, new: bytes, lo: int, hi: int) -> None:
@@ -386,9 +387,9 @@ class KVStore:
             opnd = np.asarray(operand)
             opnd = opnd.astype(dt, casting="unsafe") if opnd.dtype.kind in "iub" else None
             if opnd is None:
-                raise ValueError(f"operand must be integer, not {np.asarray(operand).dtype}")
+                raise UsageError(f"operand must be integer, not {np.asarray(operand).dtype}")
             if name == "update_vector" and opnd.shape != old.shape:
-                raise ValueError(f"vector operand shape {opnd.shape} must match the value's {old.shape}")
+                raise UsageError(f"vector operand shape {opnd.shape} must match the value's {old.shape}")
             new = old.copy()
             with np.errstate(over="ignore"):
                 new[sel] = np.asarray(fn(old[sel], opnd), dtype=dt)
@@ -419,7 +420,7 @@ class KVStore:
         dt = _int_dtype(dtype)
         fn = self._fn(fid)
         if not isinstance(fn, np.ufunc):
-            raise ValueError(f"function id {fid} is not a numpy ufunc; reduce needs an associative ufunc")
+            raise UsageError(f"function id {fid} is not a numpy ufunc; reduce needs an associative ufunc")
         try:
             _, f = self._locate(key, "reduce")
             if f is None:
@@ -435,7 +436,7 @@ class KVStore:
         """Elements ``e`` of the value with ``predicate(e, operand)``; None if the key is absent."""
         dt = _int_dtype(dtype)
         if pid not in self.predicates:
-            raise ValueError(f"predicate id {pid!r} is not registered")
+            raise UsageError(f"predicate id {pid!r} is not registered")
         try:
             _, f = self._locate(key, "filter")
             if f is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Workload", "zipf_harmonic", "zipf_top_mass", "zipf_ranks", "generate", "key_bytes"]
 
@@ -92,19 +93,19 @@ class Workload:
 
     def __post_init__(self):
         if not isinstance(self.n_keys, int) or self.n_keys < 1:
-            raise ValueError(f"n_keys must be a positive integer, not {self.n_keys!r}")
+            raise UsageError(f"n_keys must be a positive integer, not {self.n_keys!r}")
         if not 0.0 <= self.get_ratio <= 1.0:
-            raise ValueError(f"get_ratio must be in [0, 1], not {self.get_ratio!r}")
+            raise UsageError(f"get_ratio must be in [0, 1], not {self.get_ratio!r}")
         if not 0.0 <= self.theta <= 2.0:
-            raise ValueError(f"theta must be in [0, 2] (0 uniform, 0.99 YCSB), not {self.theta!r}")
+            raise UsageError(f"theta must be in [0, 2] (0 uniform, 0.99 YCSB), not {self.theta!r}")
         if not self.kv_sizes:
-            raise ValueError("kv_sizes needs at least one (key_bytes, value_bytes, weight)")
+            raise UsageError("kv_sizes needs at least one (key_bytes, value_bytes, weight)")
         for ks, vs, w in self.kv_sizes:
             if not (1 <= ks <= 255 and 0 <= vs <= 65535 and w > 0):
-                raise ValueError(f"bad kv size entry {(ks, vs, w)!r}: key 1..255 B, value 0..65535 B, "
+                raise UsageError(f"bad kv size entry {(ks, vs, w)!r}: key 1..255 B, value 0..65535 B, "
                                  "weight > 0")
             if self.n_keys > 256 ** min(ks, 8):
-                raise ValueError(f"{ks}-byte keys cannot name {self.n_keys} distinct keys; lengthen keys")
+                raise UsageError(f"{ks}-byte keys cannot name {self.n_keys} distinct keys; lengthen keys")
 
     @property
     def label(self) -> str:
@@ -130,7 +131,7 @@ def generate(w: Workload, n_ops: int, seed: int) -> dict[str, np.ndarray]:
     ``value_bytes`` (n_ops,) int64.
     """
     if n_ops < 1:
-        raise ValueError(f"n_ops must be >= 1, not {n_ops}")
+        raise UsageError(f"n_ops must be >= 1, not {n_ops}")
     rng = np.random.default_rng(seed)
     ranks = zipf_ranks(w.n_keys, w.theta, n_ops, rng)
     # scatter ranks over ids: an affine bijection mod n_keys with a seeded odd multiplier

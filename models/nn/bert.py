@@ -27,7 +27,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.wordpiece import WordPiece, load_vocab
 
@@ -155,7 +154,7 @@ class Bert:
     def set_weight(self, name: str, w: np.ndarray) -> None:
         old = self.p[name]
         if w.shape != old.shape:
-            raise ValueError(f"{name}: shape {w.shape} != {old.shape}")
+            raise UsageError(f"{name}: shape {w.shape} != {old.shape}")
         self.p[name] = np.asarray(w, dtype=self.dtype)
 
     # -- forward ---------------------------------------------------------------------------

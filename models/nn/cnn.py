@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.layers import (
     Model,
     conv3_backward,
@@ -54,11 +54,11 @@ class CNNConfig:
         for name in ("in_channels", "height", "width", "classes"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"CNNConfig.{name} must be a positive integer, not {v!r}")
+                raise UsageError(f"CNNConfig.{name} must be a positive integer, not {v!r}")
         if not self.channels or any(int(c) < 1 for c in self.channels):
-            raise ValueError(f"CNNConfig.channels must be positive integers, not {self.channels!r}")
+            raise UsageError(f"CNNConfig.channels must be positive integers, not {self.channels!r}")
         if len(self.pool) != len(self.channels):
-            raise ValueError(
+            raise UsageError(
                 f"CNNConfig.pool has {len(self.pool)} entries for {len(self.channels)} conv layers; "
                 "give one bool per layer"
             )
@@ -66,10 +66,10 @@ class CNNConfig:
         for li, p in enumerate(self.pool):
             if p:
                 if h % 2 or w % 2:
-                    raise ValueError(f"layer {li} pools a {h}x{w} map; pooling needs even sizes")
+                    raise UsageError(f"layer {li} pools a {h}x{w} map; pooling needs even sizes")
                 h, w = h // 2, w // 2
         if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"CNNConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
+            raise UsageError(f"CNNConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
 
     @property
     def feature_size(self) -> int:

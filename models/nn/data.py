@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Dataset", "load_digits_sequences", "load_digits_images", "load_digits_flat", "SPLIT_SEED"]
 
@@ -65,7 +66,7 @@ def _split(x: np.ndarray, y: np.ndarray, name: str, dtype) -> Dataset:
 def _check_dtype(dtype) -> np.dtype:
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
-        raise ValueError(f"dataset dtype must be float32 or float64, not {dt}")
+        raise UsageError(f"dataset dtype must be float32 or float64, not {dt}")
     return dt
 
 

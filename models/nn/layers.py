@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = [
@@ -115,7 +116,7 @@ def pool_windows(x: np.ndarray) -> np.ndarray:
     """View an (N, C, H, W) batch as its 2x2 pooling windows, shape (N, C, H/2, W/2, 4)."""
     n, c, h, w = x.shape
     if h % 2 or w % 2:
-        raise ValueError(f"2x2 max-pooling needs even height and width, got {h}x{w}")
+        raise UsageError(f"2x2 max-pooling needs even height and width, got {h}x{w}")
     return x.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h // 2, w // 2, 4)
 
 
@@ -170,10 +171,10 @@ class Model:
         """Replace parameters by name, checking names and shapes; values are cast to the model dtype."""
         for k, v in params.items():
             if k not in self.params:
-                raise ValueError(f"unknown parameter {k!r}; this model has {sorted(self.params)}")
+                raise UsageError(f"unknown parameter {k!r}; this model has {sorted(self.params)}")
             v = np.asarray(v)
             if v.shape != self.params[k].shape:
-                raise ValueError(f"parameter {k!r} has shape {v.shape}, expected {self.params[k].shape}")
+                raise UsageError(f"parameter {k!r} has shape {v.shape}, expected {self.params[k].shape}")
             self.params[k] = v.astype(self.params[k].dtype, copy=True)
 
     def n_params(self) -> int:

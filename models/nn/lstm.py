@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.layers import Model, softmax_xent
 
 __all__ = ["LSTMConfig", "LSTMClassifier"]
@@ -58,11 +58,11 @@ class LSTMConfig:
         for name in ("input_size", "hidden", "classes"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"LSTMConfig.{name} must be a positive integer, not {v!r}")
+                raise UsageError(f"LSTMConfig.{name} must be a positive integer, not {v!r}")
         if self.classes < 2:
-            raise ValueError(f"LSTMConfig.classes must be >= 2, not {self.classes}")
+            raise UsageError(f"LSTMConfig.classes must be >= 2, not {self.classes}")
         if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"LSTMConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
+            raise UsageError(f"LSTMConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
 
 
 class LSTMClassifier(Model):
@@ -114,7 +114,7 @@ class LSTMClassifier(Model):
         W, b = self.params["W"], self.params["b"]
         x = np.asarray(x, dtype=W.dtype)
         if x.ndim != 3 or x.shape[2] != self.config.input_size:
-            raise ValueError(
+            raise UsageError(
                 f"LSTM input must have shape (N, T, {self.config.input_size}), got {x.shape}"
             )
         n, T, I = x.shape

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.layers import Model, softmax_xent
 
 __all__ = ["MLPConfig", "MLP"]
@@ -33,13 +33,13 @@ class MLPConfig:
 
     def __post_init__(self):
         if not isinstance(self.input_size, (int, np.integer)) or self.input_size < 1:
-            raise ValueError(f"MLPConfig.input_size must be a positive integer, not {self.input_size!r}")
+            raise UsageError(f"MLPConfig.input_size must be a positive integer, not {self.input_size!r}")
         if any(not isinstance(h, (int, np.integer)) or h < 1 for h in self.hidden):
-            raise ValueError(f"MLPConfig.hidden must hold positive integers, not {self.hidden!r}")
+            raise UsageError(f"MLPConfig.hidden must hold positive integers, not {self.hidden!r}")
         if not isinstance(self.classes, (int, np.integer)) or self.classes < 2:
-            raise ValueError(f"MLPConfig.classes must be an integer >= 2, not {self.classes!r}")
+            raise UsageError(f"MLPConfig.classes must be an integer >= 2, not {self.classes!r}")
         if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"MLPConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
+            raise UsageError(f"MLPConfig.dtype must be 'float32' or 'float64', not {self.dtype!r}")
 
 
 class MLP(Model):

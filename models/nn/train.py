@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-
 from hwcosim.models.atomic import write_bytes
+from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.layers import Model
+from threadpoolctl import threadpool_limits
 
 __all__ = ["TrainConfig", "Adam", "train", "check_masks", "apply_masks", "get_trained", "build_model"]
 
@@ -62,15 +62,15 @@ class TrainConfig:
 
     def __post_init__(self):
         if not isinstance(self.epochs, (int, np.integer)) or self.epochs < 0:
-            raise ValueError(f"TrainConfig.epochs must be an integer >= 0, not {self.epochs!r}")
+            raise UsageError(f"TrainConfig.epochs must be an integer >= 0, not {self.epochs!r}")
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
-            raise ValueError(f"TrainConfig.batch_size must be a positive integer, not {self.batch_size!r}")
+            raise UsageError(f"TrainConfig.batch_size must be a positive integer, not {self.batch_size!r}")
         if not (self.lr > 0 and self.lr_final > 0):
-            raise ValueError(f"TrainConfig learning rates must be > 0, not lr={self.lr}, lr_final={self.lr_final}")
+            raise UsageError(f"TrainConfig learning rates must be > 0, not lr={self.lr}, lr_final={self.lr_final}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise ValueError(f"Adam betas must lie in [0, 1), not {self.beta1}, {self.beta2}")
+            raise UsageError(f"Adam betas must lie in [0, 1), not {self.beta1}, {self.beta2}")
         if self.clip < 0:
-            raise ValueError(f"TrainConfig.clip must be >= 0 (0 disables clipping), not {self.clip}")
+            raise UsageError(f"TrainConfig.clip must be >= 0 (0 disables clipping), not {self.clip}")
 
 
 def check_masks(params: dict[str, np.ndarray], masks: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -78,12 +78,12 @@ def check_masks(params: dict[str, np.ndarray], masks: dict[str, np.ndarray] | No
     out = {}
     for k, m in (masks or {}).items():
         if k not in params:
-            raise ValueError(f"mask for unknown parameter {k!r}; parameters are {sorted(params)}")
+            raise UsageError(f"mask for unknown parameter {k!r}; parameters are {sorted(params)}")
         m = np.asarray(m)
         if m.shape != params[k].shape:
-            raise ValueError(f"mask {k!r} has shape {m.shape}, the parameter has {params[k].shape}")
+            raise UsageError(f"mask {k!r} has shape {m.shape}, the parameter has {params[k].shape}")
         if m.dtype != bool:
-            raise ValueError(f"mask {k!r} must be a bool array (True = keep), not dtype {m.dtype}")
+            raise UsageError(f"mask {k!r} must be a bool array (True = keep), not dtype {m.dtype}")
         out[k] = m.copy()
     return out
 
@@ -144,7 +144,7 @@ def train(
     """
     y = np.asarray(y, dtype=np.int64)
     if len(x) != len(y) or len(y) == 0:
-        raise ValueError(f"training set has {len(x)} inputs and {len(y)} labels; give the same nonzero count")
+        raise UsageError(f"training set has {len(x)} inputs and {len(y)} labels; give the same nonzero count")
     masks = check_masks(model.params, masks)
     with threadpool_limits(limits=1, user_api="blas"):
         return _train_loop(model, x, y, config, masks, x_val, y_val)
@@ -199,7 +199,7 @@ def build_model(kind: str, model_config=None, seed: int = 0) -> tuple[Model, obj
     if kind == "mlp":
         cfg = model_config or mlp.MLPConfig()
         return mlp.MLP(cfg, seed), data.load_digits_flat(cfg.dtype)
-    raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(_KINDS)}")
+    raise UsageError(f"unknown model kind {kind!r}; choose one of {', '.join(_KINDS)}")
 
 
 def cache_key(kind: str, model_config, train_config: TrainConfig, seed: int, dataset: str) -> str:

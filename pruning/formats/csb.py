@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_bytes, write_text
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.models.safeparse import json_loads, one_line
 from hwcosim.pruning.base import PatternError
@@ -41,7 +41,7 @@ FORMAT_NAME = "hwcosim-csb"
 FORMAT_VERSION = 1
 
 
-class FormatError(ValueError):
+class FormatError(UsageError):
     """A weight file that is corrupt, truncated or does not match its manifest."""
 
 
@@ -300,7 +300,7 @@ def load(path: str | Path) -> CSBMatrix:
                                   "the file is corrupt or from another export")
         shape = tuple(int(s) for s in man["shape"])
         if len(shape) != 2:
-            raise ValueError(f"shape must have two entries, got {list(shape)}")
+            raise UsageError(f"shape must have two entries, got {list(shape)}")
         banks, k = int(man["banks"]), int(man["k"])
         fmt = Q.from_dict(man["value_format"])
     except (KeyError, TypeError, ValueError, OverflowError) as e:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_bytes
+from hwcosim.models.errors import UsageError
 from hwcosim.pruning.formats.csb import FormatError
 
 __all__ = [
@@ -61,9 +61,9 @@ def pack_words(lanes: np.ndarray, lane_bits: int) -> np.ndarray:
     """
     lanes = np.asarray(lanes, dtype=np.int64)
     if lanes.ndim != 2:
-        raise ValueError(f"lanes must be 2-D (words, lanes), got shape {lanes.shape}")
+        raise UsageError(f"lanes must be 2-D (words, lanes), got shape {lanes.shape}")
     if lanes.size and (lanes.min() < 0 or lanes.max() >> lane_bits):
-        raise ValueError(f"a lane value does not fit in {lane_bits} bits")
+        raise UsageError(f"a lane value does not fit in {lane_bits} bits")
     n, nl = lanes.shape
     bits = ((lanes[:, :, None] >> np.arange(lane_bits, dtype=np.int64)) & 1).astype(np.uint8)
     bits = bits.reshape(n, nl * lane_bits)
@@ -154,7 +154,7 @@ def image_bytes(packed: np.ndarray, word_bits: int, kind: str) -> bytes:
         return to_hex(packed, word_bits).encode()
     if kind == "bin":
         return to_bin(packed)
-    raise ValueError(f"memory image kind must be 'hex' or 'bin', not {kind!r}")
+    raise UsageError(f"memory image kind must be 'hex' or 'bin', not {kind!r}")
 
 
 def write_image(path: str | Path, packed: np.ndarray, word_bits: int, kind: str = "hex") -> Path:
@@ -177,4 +177,4 @@ def read_image(path: str | Path, word_bits: int, kind: str = "hex", n_words: int
         return from_hex(text, word_bits, n_words, where=str(path))
     if kind == "bin":
         return from_bin(data, word_bits, n_words, where=str(path))
-    raise ValueError(f"memory image kind must be 'hex' or 'bin', not {kind!r}")
+    raise UsageError(f"memory image kind must be 'hex' or 'bin', not {kind!r}")

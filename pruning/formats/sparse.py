@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.pruning.base import PatternError
 from hwcosim.pruning.formats._bundle import field, load_bundle, save_bundle
@@ -117,7 +117,7 @@ def save(
 def _two_ints(s) -> list[int]:
     out = [int(x) for x in s]
     if len(out) != 2:
-        raise ValueError(f"expected two integers, got {len(out)}")
+        raise UsageError(f"expected two integers, got {len(out)}")
     return out
 
 

@@ -4,8 +4,14 @@ pruning toolkit's bank-balanced pattern. Fast; no simulator, no Yosys."""
 
 import numpy as np
 import pytest
-
-from hwcosim.cosim.designs.bbs.lstm_bench import CLOCK_MHZ, PAPER_GOPS, csr_vs_bbs, gops_1024, pe_bank_table, quantisation_error
+from hwcosim.cosim.designs.bbs.lstm_bench import (
+    CLOCK_MHZ,
+    PAPER_GOPS,
+    csr_vs_bbs,
+    gops_1024,
+    pe_bank_table,
+    quantisation_error,
+)
 from hwcosim.models.bbs.lstm import STEP_GAP, LSTMParams, bbs_mask, to_logical, to_physical
 
 

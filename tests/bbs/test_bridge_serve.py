@@ -2,8 +2,14 @@
 
 import numpy as np
 import pytest
-
-from hwcosim.cosim.designs.fss.bridge import ServeScenarioParams, make_engine, model_cycles, run_bridge, run_model, run_rtl
+from hwcosim.cosim.designs.fss.bridge import (
+    ServeScenarioParams,
+    make_engine,
+    model_cycles,
+    run_bridge,
+    run_model,
+    run_rtl,
+)
 
 
 def test_batching_grows_with_load_and_latency_follows():

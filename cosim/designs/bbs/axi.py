@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden
+from hwcosim.models.errors import UsageError
 
 __all__ = ["run_lstm_axi"]
 
@@ -23,7 +23,7 @@ def run_lstm_axi(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, *, p_pause_in:
 
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
-        raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _ = lstm_golden(p, wts, xs)
     return runner.run(
         LSTMAxiTop(p), "bbs_lstm_axi", "hwcosim.cosim.designs.bbs.tb_axi",

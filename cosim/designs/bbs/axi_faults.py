@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden
+from hwcosim.models.errors import UsageError
 
 __all__ = ["SCENARIOS", "run_lstm_axi_faults"]
 
@@ -33,10 +33,10 @@ def run_lstm_axi_faults(p: LSTMParams, wts: LSTMWeights, wts_b: LSTMWeights, xs:
     from hwcosim.hdl.bbs.axi_top import LSTMAxiTop
 
     if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
-        raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _ = lstm_golden(p, wts, xs)
     expected_b, _ = lstm_golden(p, wts_b, xs)
     top = LSTMAxiTop(p, mm_data_width=mm_data_width, mm_max_burst=mm_max_burst,

@@ -10,9 +10,15 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
-from hwcosim.models.bbs.csr import CSRParams, encode, pack_vector_beats, pack_weight_beats, spmxv_entries, unpack_output_beats
+from hwcosim.models.bbs.csr import (
+    CSRParams,
+    encode,
+    pack_vector_beats,
+    pack_weight_beats,
+    spmxv_entries,
+    unpack_output_beats,
+)
 from hwcosim.models.errors import UsageError
 
 __all__ = ["session", "compare", "golden_of", "workload", "recheck", "run_board_sim", "cli_inputs", "SIM_DIVISOR",
@@ -150,7 +156,7 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
     from hwcosim.cosim.flow.runs import word_diff
 
     if "rtl" not in outputs or "w" not in arrays:
-        raise ValueError("the folder holds no board session's matrix and RTL words (only hwcosim board run "
+        raise UsageError("the folder holds no board session's matrix and RTL words (only hwcosim board run "
                          "bbs-csr --sim folders re-check)")
     p = CSRParams.from_dict(params)
     want = golden_of(p, np.asarray(arrays["w"], dtype=np.int64), np.asarray(arrays["xs"], dtype=np.int64))["y"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.csr import CSRCycleModel, CSRParams, encode, spmxv_csr
+from hwcosim.models.errors import UsageError
 
 __all__ = ["run_csr"]
 
@@ -84,7 +84,7 @@ def csr_vs_bbs_rtl(n_vectors: int = 4, finetune_epochs: int = 0, out_dir: str | 
     from hwcosim.models.bbs.spmxv import CycleModel
 
     if n_vectors < 2:
-        raise ValueError(f"n_vectors must be >= 2 to measure a product's spacing, not {n_vectors}")
+        raise UsageError(f"n_vectors must be >= 2 to measure a product's spacing, not {n_vectors}")
     p, wts, cp, wq, v = digits_layers(finetune_epochs=finetune_epochs, n_vectors=n_vectors)
     d = Path(out_dir) if out_dir is not None else None
     sub = (lambda s: d / s) if d is not None else (lambda s: None)

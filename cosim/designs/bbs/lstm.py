@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, LSTMWeights, lstm_golden
+from hwcosim.models.errors import UsageError
 
 __all__ = ["run_lstm", "trained_pruned_lstm", "readout_accuracy"]
 
@@ -25,7 +25,7 @@ def run_lstm(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, *, p_idle: float =
 
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
-        raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _ = lstm_golden(p, wts, xs)
     res = runner.run(
         LSTMLayer(p), "bbs_lstm", "hwcosim.cosim.designs.bbs.tb_lstm",
@@ -65,7 +65,7 @@ def trained_pruned_lstm(banks: int = 8, k: int = 2, pes: int = 8, finetune_epoch
         # same number of kept weights as the BBS engine stores (real columns only)
         mask = Unstructured(sparsity=1 - p0.rows * p0.k * p0.banks / w.size).mask(w)
     else:
-        raise ValueError(f"pattern must be 'bbs' or 'unstructured', not {pattern!r}")
+        raise UsageError(f"pattern must be 'bbs' or 'unstructured', not {pattern!r}")
     model = copy.deepcopy(dense)
     if finetune_epochs:
         train(model, ds.x_train, ds.y_train, TrainConfig(epochs=finetune_epochs, lr=3e-3, lr_final=3e-4, seed=seed),

@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_text
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, gops
+from hwcosim.models.errors import UsageError
 
 __all__ = ["bench_bbs_lstm", "pe_bank_table", "csr_vs_bbs", "gops_1024", "resource_table", "resource_markdown",
            "rtl_pb", "rtl_16x16", "quantisation_error", "bench_bbs_lstm_extra", "bench_bbs_lstm_delta"]
@@ -279,7 +279,7 @@ def rtl_pb(pes: int, banks: int, hidden: int, input_size: int, k: int, out_dir=N
     from hwcosim.models.bbs.lstm import prepare_weights
 
     if T < 2:
-        raise ValueError(f"T must be >= 2 to measure a step by difference, not {T}")
+        raise UsageError(f"T must be >= 2 to measure a step by difference, not {T}")
     p = LSTMParams(input_size=input_size, hidden=hidden, banks=banks, k=k, pes=pes)
     rng = np.random.default_rng(seed)
     wts = prepare_weights(p, rng.normal(0, 0.6, size=(p.rows, p.input_size + p.hidden)),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights
 from hwcosim.models.bbs.lstm_delta import DeltaCycleModel, lstm_delta_golden
+from hwcosim.models.errors import UsageError
 
 __all__ = ["run_lstm_delta"]
 
@@ -28,7 +28,7 @@ def run_lstm_delta(p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, theta: int, 
 
     xs = np.asarray(xs, dtype=np.int64)
     if xs.ndim != 3:
-        raise ValueError(f"xs must have shape (N, T, I), got {xs.shape}")
+        raise UsageError(f"xs must have shape (N, T, I), got {xs.shape}")
     expected, _, st = lstm_delta_golden(p, wts, xs, theta, budget, stats=True)
     res = runner.run(
         LSTMLayer(p, delta_budget=budget), "bbs_lstm_delta", "hwcosim.cosim.designs.bbs.tb_lstm_delta",

@@ -6,6 +6,7 @@ import dataclasses
 
 from hwcosim.cosim.flow.sweep import COMMON_SOURCES as _COMMON
 from hwcosim.cosim.flow.sweep import MAX_BBS_WEIGHTS, Adapter, _replace  # noqa: F401
+from hwcosim.models.errors import UsageError
 
 
 # BBS SpMxV: P x B x sparsity (sparsity sets k, the nonzeros kept per bank) ---------------------------
@@ -13,20 +14,19 @@ def _bbs_derive(base, s: dict):
     from hwcosim.pruning.patterns.bank_balanced import BankBalanced
 
     if "k" in s:
-        raise ValueError("k (nonzeros per bank) follows from sparsity; sweep or set sparsity instead")
+        raise UsageError("k (nonzeros per bank) follows from sparsity; sweep or set sparsity instead")
     p = _replace(base, s)
     if p.rows * p.cols > MAX_BBS_WEIGHTS:
-        raise ValueError(f"rows x cols = {p.rows} x {p.cols} exceeds {MAX_BBS_WEIGHTS} weights, more than an RTL "
+        raise UsageError(f"rows x cols = {p.rows} x {p.cols} exceeds {MAX_BBS_WEIGHTS} weights, more than an RTL "
                          "simulation finishes; sweep smaller matrices")
     if p.cols % p.banks:
-        raise ValueError(f"cols={p.cols} does not split into banks={p.banks}; choose banks dividing cols")
+        raise UsageError(f"cols={p.cols} does not split into banks={p.banks}; choose banks dividing cols")
     k = BankBalanced(banks=p.banks, sparsity=float(s["sparsity"])).k(p.cols)
     return dataclasses.replace(p, k=k)
 
 
 def _bbs_simulate(p, w: dict, sim: str, test_dir) -> dict:
     import numpy as np
-
     from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
     from hwcosim.pruning.formats.csb import encode
 

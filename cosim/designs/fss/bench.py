@@ -22,6 +22,7 @@ import json
 import time
 from pathlib import Path
 
+from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import show
 
 __all__ = ["bench_fss_layers", "bench_fss_synth", "ENGINE_KINDS", "SPARSITIES", "engine", "n_kept", "layer_rows",
@@ -44,7 +45,7 @@ def n_kept(kind: str, sparsity: float) -> int:
     rh, rw = REGIONS[kind]
     n = round(rh * rw * (1.0 - sparsity))
     if n < 1 or abs(n - rh * rw * (1.0 - sparsity)) > 1e-9:
-        raise ValueError(f"sparsity {sparsity} leaves no whole number of weights in a {rh}x{rw} region")
+        raise UsageError(f"sparsity {sparsity} leaves no whole number of weights in a {rh}x{rw} region")
     return n
 
 
@@ -55,14 +56,14 @@ def engine(kind: str, n: int, max_rows: int, max_cols: int):
     from hwcosim.models.fss.gemm import FSSParams
 
     if kind not in ENGINE_KINDS:
-        raise ValueError(f"engine kind must be one of {', '.join(ENGINE_KINDS)}, not {kind!r}")
+        raise UsageError(f"engine kind must be one of {', '.join(ENGINE_KINDS)}, not {kind!r}")
     fm = engine_formats()
     per_pe = MULTIPLIERS // PE_COLS
     if kind == "dense":
         return FSSParams(region=(1, per_pe), n=per_pe, pe_rows=1, pe_cols=PE_COLS, max_rows=max_rows,
                          max_cols=max_cols, **fm)
     if per_pe % n:
-        raise ValueError(f"{n} nonzeros per region do not divide the {per_pe} multipliers of a PE column")
+        raise UsageError(f"{n} nonzeros per region do not divide the {per_pe} multipliers of a PE column")
     return FSSParams(region=REGIONS[kind], n=n, pe_rows=per_pe // n, pe_cols=PE_COLS, max_rows=max_rows,
                      max_cols=max_cols, **fm)
 
@@ -135,10 +136,9 @@ def _measured(design: str) -> dict:
 
 
 def bench_fss_layers(out_dir: Path, quick: bool = False) -> dict:
-    from rich.table import Table
-
     from hwcosim.cosim.flow.runner import simulator
     from hwcosim.models.atomic import write_text
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     rows = layer_rows(_layers(quick))
@@ -177,7 +177,6 @@ def _plot(rows: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -278,10 +277,9 @@ def roofline_rows(engines: dict | None = None, shapes: dict | None = None, ts=RO
 
 def minilm_roofline(out_dir: Path | None = None, **kw) -> dict:
     """U280-scale roofline of the MiniLM linear layers: JSON, PNG and a terminal table."""
-    from rich.table import Table
-
     from hwcosim.models.atomic import write_text
     from hwcosim.models.fss.gemm import PIPELINE_LATENCY, U280_HBM
+    from rich.table import Table
 
     rows = roofline_rows(**kw)
     out = {"hbm": f"U280: {U280_HBM.channels} pseudo-channels x {U280_HBM.gbps_per_channel} GB/s = "
@@ -327,7 +325,6 @@ def _plot_roofline(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-
     from hwcosim.models.atomic import save_png
     from hwcosim.models.fss.gemm import U280_HBM
 
@@ -413,7 +410,7 @@ def hbm_validation(out_dir: Path | None = None, quick: bool = False, bytes_per_c
         share = perf["weight_bytes"] / perf["bytes"]
         rate = share * bpc / beat_bytes  # weight beats per cycle
         if not rate > 0:
-            raise ValueError(f"HBM bytes per cycle must be > 0, not {bpc}")
+            raise UsageError(f"HBM bytes per cycle must be > 0, not {bpc}")
         p_idle = max(0.0, 1.0 - rate)  # 0: the weight stream keeps up, compute bound
         tdir = None if test_dir is None else Path(test_dir) / f"hbm{i}"
         res = run_gemm(p, d["values"], d["indices"], d["x"], p_idle_w=p_idle, seed=11 + i, sim=sim,
@@ -459,13 +456,12 @@ def synth_configs(quick: bool):
 
 
 def bench_fss_synth(out_dir: Path, quick: bool = False) -> dict:
-    from rich.table import Table
-
     from hwcosim.cosim.flow.runner import to_verilog
     from hwcosim.cosim.flow.synth import synthesize
     from hwcosim.hdl.fss import FSSGemm
     from hwcosim.models.atomic import write_text
     from hwcosim.models.fss.gemm import FSSParams
+    from rich.table import Table
 
     results = []
     for label, p in synth_configs(quick):

@@ -54,8 +54,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.cosim.flow.bridge import ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
+from hwcosim.models.errors import UsageError
 
 __all__ = ["ServeScenarioParams", "ServeScenario", "ServeModelDevice", "make_engine", "run_model", "run_rtl",
            "run_bridge", "DEVICES", "params_from_scenario"]
@@ -91,20 +91,20 @@ class ServeScenarioParams:
 
     def __post_init__(self):
         if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {self.device!r}")
+            raise UsageError(f"device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if not isinstance(self.n_requests, int) or self.n_requests < 1:
-            raise ValueError(f"n_requests must be an integer >= 1, not {self.n_requests!r}")
+            raise UsageError(f"n_requests must be an integer >= 1, not {self.n_requests!r}")
         if not 0 < self.load <= 4:
-            raise ValueError(f"load must be in (0, 4] (offered load vs the device serving requests one at a time), "
+            raise UsageError(f"load must be in (0, 4] (offered load vs the device serving requests one at a time), "
                              f"not {self.load}")
         if not self.buckets or list(self.buckets) != sorted(set(self.buckets)) or self.buckets[0] < 1:
-            raise ValueError(f"buckets must be increasing positive sizes, not {self.buckets!r}")
+            raise UsageError(f"buckets must be increasing positive sizes, not {self.buckets!r}")
         if not self.batches or min(self.batches) < 1:
-            raise ValueError(f"batches must be positive, not {self.batches!r}")
+            raise UsageError(f"batches must be positive, not {self.batches!r}")
         if not (self.slo_us > 0 and 0 < self.slo_fraction <= 1 and self.f_clk_mhz > 0):
-            raise ValueError("slo_us and f_clk_mhz must be > 0 and slo_fraction in (0, 1]")
+            raise UsageError("slo_us and f_clk_mhz must be > 0 and slo_fraction in (0, 1]")
         if not 0 <= self.p_stall < 0.95:
-            raise ValueError(f"p_stall must be in [0, 0.95), not {self.p_stall}")
+            raise UsageError(f"p_stall must be in [0, 0.95), not {self.p_stall}")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fss.gemm import CycleModel, FSSParams, gemm, pack_weight_beats
 
 __all__ = ["run_gemm", "TOP", "TOP_AXI", "pack_axi_weight_words", "run_gemm_axi", "recheck"]
@@ -77,7 +77,7 @@ def run_gemm_axi(p: FSSParams, values: np.ndarray, indices: np.ndarray, xs: list
     indices = np.asarray(indices, dtype=np.int64)
     xs = [np.asarray(x, dtype=np.int64) for x in xs]
     if not xs:
-        raise ValueError("run_gemm_axi needs at least one activation matrix")
+        raise UsageError("run_gemm_axi needs at least one activation matrix")
     rows, cols = values.shape[0] * p.r_h, values.shape[1] * p.r_w
     arrays = {"values": values, "indices": indices}
     for i, x in enumerate(xs):

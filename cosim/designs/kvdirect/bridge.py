@@ -59,8 +59,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, co_simulate, compare, run_sync
+from hwcosim.models.errors import UsageError
 from hwcosim.models.kvdirect.rtl_model import (
     ATOMIC,
     EX_STAGES,
@@ -126,25 +126,25 @@ class KVScenarioParams:
         for name in ("n_workers", "iterations", "keys_per_iter", "n_keys", "mem_latency", "outstanding"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, not {v!r}")
+                raise UsageError(f"{name} must be an integer >= 1, not {v!r}")
         if self.worker_gpus is None and self.n_workers > 7:
-            raise ValueError(f"n_workers must be 1..7 (GPUs 1..7 of the 8-GPU topology), not {self.n_workers}")
+            raise UsageError(f"n_workers must be 1..7 (GPUs 1..7 of the 8-GPU topology), not {self.n_workers}")
         topo = self.build_topology()
         gpus = self.gpus()
         if len(gpus) != self.n_workers or len(set(gpus) | {self.ps_gpu}) != self.n_workers + 1 or \
                 not all(0 <= g < topo.n_gpus for g in (*gpus, self.ps_gpu)):
-            raise ValueError(f"worker_gpus {gpus} and ps_gpu {self.ps_gpu} must be {self.n_workers} + 1 distinct "
+            raise UsageError(f"worker_gpus {gpus} and ps_gpu {self.ps_gpu} must be {self.n_workers} + 1 distinct "
                              f"GPUs 0..{topo.n_gpus - 1}")
         object.__setattr__(self, "_topo", topo)
         if self.n_workers * self.keys_per_iter > 256:
-            raise ValueError(f"n_workers x keys_per_iter = {self.n_workers * self.keys_per_iter} operations may be "
+            raise UsageError(f"n_workers x keys_per_iter = {self.n_workers * self.keys_per_iter} operations may be "
                              "in flight, more than the 256 request tags; lower one of them")
         if not 0 <= self.theta <= 2:
-            raise ValueError(f"theta must be in [0, 2], not {self.theta}")
+            raise UsageError(f"theta must be in [0, 2], not {self.theta}")
         if self.outstanding > self.engine.entries:
-            raise ValueError(f"outstanding={self.outstanding} must be <= the pipeline's entries={self.engine.entries}")
+            raise UsageError(f"outstanding={self.outstanding} must be <= the pipeline's entries={self.engine.entries}")
         if not (self.compute_us >= 0 and self.req_bytes > 0 and self.resp_bytes > 0 and self.f_clk_mhz > 0):
-            raise ValueError("compute_us must be >= 0; req_bytes, resp_bytes and f_clk_mhz > 0")
+            raise UsageError("compute_us must be >= 0; req_bytes, resp_bytes and f_clk_mhz > 0")
 
     def gpus(self) -> tuple:
         """GPU of every worker."""

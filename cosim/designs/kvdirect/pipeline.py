@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from hwcosim.cosim.flow import runner
+from hwcosim.models.errors import UsageError
 from hwcosim.models.kvdirect.rtl_model import PipelineParams, Request, golden_run, pack_request, pack_response
 from hwcosim.models.tables import show
 
@@ -42,10 +43,10 @@ def run_pipeline(p: PipelineParams, reqs: list[Request], *, latency: int = 20, o
     from hwcosim.hdl.kvdirect import Pipeline
 
     if not 1 <= outstanding <= p.entries:
-        raise ValueError(f"outstanding={outstanding} must be in 1..entries={p.entries} (the DUT tracks at "
+        raise UsageError(f"outstanding={outstanding} must be in 1..entries={p.entries} (the DUT tracks at "
                          "most one read per entry)")
     if latency < 1:
-        raise ValueError(f"latency must be >= 1 cycle, not {latency}")
+        raise UsageError(f"latency must be >= 1 cycle, not {latency}")
     expected, image, traffic = golden_run(p, reqs)
     return runner.run(
         Pipeline(p), "kvdirect_pipeline", "hwcosim.cosim.designs.kvdirect.tb_pipeline",
@@ -73,10 +74,9 @@ def bench_kvdirect_rtl(out_dir, quick: bool = False) -> dict:
     import time
     from pathlib import Path
 
-    from rich.table import Table
-
     from hwcosim.models.atomic import write_text
     from hwcosim.models.kvdirect.rtl_model import make_stream, predict_ops_per_cycle
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     p = SWEEP_PARAMS
@@ -123,7 +123,6 @@ def _plot(results: list[dict], path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -156,12 +155,11 @@ def bench_kvdirect_resources(out_dir, quick: bool = False) -> dict:
     import json
     from pathlib import Path
 
-    from rich.table import Table
-
     from hwcosim.cosim.flow.runner import to_verilog
     from hwcosim.cosim.flow.synth import synthesize
     from hwcosim.hdl.kvdirect import KeyHash, Pipeline
     from hwcosim.models.atomic import write_text
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     configs = [("key hash", "kvdirect_keyhash", KeyHash(), {})]

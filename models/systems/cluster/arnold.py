@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
@@ -66,11 +67,11 @@ class PlacementJob:
         for n in ("dp", "tp", "pp", "gpus_per_node"):
             v = getattr(self, n)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
-                raise ValueError(f"{n} must be an integer >= 1, not {v!r}")
+                raise UsageError(f"{n} must be an integer >= 1, not {v!r}")
         if self.gpus_per_node % self.tp:
-            raise ValueError(f"TP={self.tp} must divide the {self.gpus_per_node} GPUs of a node")
+            raise UsageError(f"TP={self.tp} must divide the {self.gpus_per_node} GPUs of a node")
         if (self.dp * self.tp) % self.gpus_per_node:
-            raise ValueError(f"DP*TP={self.dp * self.tp} must be a multiple of {self.gpus_per_node} "
+            raise UsageError(f"DP*TP={self.dp * self.tp} must be a multiple of {self.gpus_per_node} "
                              "(whole nodes per stage)")
 
     @property
@@ -97,7 +98,7 @@ def split_capacity(minipods: int, total: int, need: int, seed: int) -> np.ndarra
     where the job would fit in one minipod are allowed (every policy then ties).
     """
     if total < need:
-        raise ValueError(f"{total} free nodes cannot hold a {need}-node job")
+        raise UsageError(f"{total} free nodes cannot hold a {need}-node job")
     rng = np.random.default_rng(seed)
     w = rng.dirichlet(np.ones(minipods))
     x = w * total
@@ -137,7 +138,7 @@ def _take(caps: np.ndarray, order, need: int) -> np.ndarray:
 def _check_fit(job: PlacementJob, caps: np.ndarray) -> np.ndarray:
     caps = np.asarray(caps, dtype=np.int64)
     if caps.sum() < job.nodes:
-        raise ValueError(f"{caps.sum()} free nodes cannot hold the {job.nodes}-node job")
+        raise UsageError(f"{caps.sum()} free nodes cannot hold the {job.nodes}-node job")
     return caps
 
 
@@ -322,7 +323,7 @@ def _place_gpus(job: PlacementJob, pod: np.ndarray, hosts_by_pod, gpus_per_host:
         for c in range(P):
             j = int(pod[r, c])
             if nxt[j] >= len(hosts_by_pod[j]):
-                raise ValueError(f"minipod {j} has only {len(hosts_by_pod[j])} free hosts")
+                raise UsageError(f"minipod {j} has only {len(hosts_by_pod[j])} free hosts")
             host = int(hosts_by_pod[j][nxt[j]])
             nxt[j] += 1
             for slot in range(per_node):
@@ -377,7 +378,7 @@ def lingjun_free_hosts(topo, need: int, seed: int, slack=(1.05, 1.6)) -> np.ndar
     rng = np.random.default_rng(seed)
     size = np.bincount(topo.host_pod, minlength=topo.n_pods)
     if need > size.sum():
-        raise ValueError(f"a {need}-node job does not fit on {topo.name}'s {size.sum()} hosts")
+        raise UsageError(f"a {need}-node job does not fit on {topo.name}'s {size.sum()} hosts")
     total = int(min(size.sum(), np.ceil(need * rng.uniform(*slack))))
     x = rng.dirichlet(np.ones(topo.n_pods)) * total
     cnt = np.minimum(np.floor(x).astype(np.int64), size)
@@ -413,10 +414,10 @@ def run_lingjun_study(jobs=("small", "medium", "large"), draws: int = 10, sim_dr
     from .topology import lingjun_2023
 
     if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
-        raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
+        raise UsageError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
     unknown = [j for j in jobs if j not in LINGJUN_JOBS]
     if unknown:
-        raise ValueError(f"unknown job(s) {unknown}; choose from {list(LINGJUN_JOBS)}")
+        raise UsageError(f"unknown job(s) {unknown}; choose from {list(LINGJUN_JOBS)}")
     topo = lingjun_2023(core_oversub=core_oversub)
     out: dict = {"topology": topo.summary(), "minipods": "pods (PSW aggregation blocks)",
                  "pod_hosts": np.bincount(topo.host_pod).tolist(), "alpha": alpha, "beta": beta,
@@ -475,7 +476,7 @@ def run_study(quick: bool = False, seed: int = 0, alpha: float = 0.5, beta: floa
     the same jobs on the real Lingjun 2023 topology (:func:`run_lingjun_study`, key ``"lingjun"``;
     the full run adds a 64:1 thin-core sensitivity run, key ``"lingjun_thin_core"``)."""
     if not (0 <= alpha <= 1 and abs(alpha + beta - 1) < 1e-9):
-        raise ValueError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
+        raise UsageError(f"alpha and beta must be in [0, 1] and sum to 1, not {alpha} and {beta}")
     draws = 4 if quick else 20
     sim_settings = ("small", "medium") if quick else ("small", "medium", "large")
     out: dict = {"alpha": alpha, "beta": beta, "draws": draws, "settings": {}}

@@ -42,6 +42,7 @@ bench JSON (``notes``).
 from __future__ import annotations
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .collectives import bus_bw_factor
 from .engine import Simulator
@@ -162,7 +163,7 @@ def _jobs(topo: Topology, seed: int, n_jobs: int, hosts_per_job: int | None = No
     hosts = rng.permutation(topo.n_hosts)
     per = topo.n_hosts // n_jobs if hosts_per_job is None else hosts_per_job
     if per * n_jobs > topo.n_hosts:
-        raise ValueError(f"{n_jobs} jobs of {per} hosts do not fit in {topo.n_hosts} hosts")
+        raise UsageError(f"{n_jobs} jobs of {per} hosts do not fit in {topo.n_hosts} hosts")
     g = topo.gpus_per_host
     out = []
     for k in range(n_jobs):

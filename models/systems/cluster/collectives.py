@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["StreamSpec", "Collective", "ring_allreduce", "tree_allreduce", "ring_allgather",
            "ring_reducescatter", "p2p", "alltoall", "bus_bw_factor"]
@@ -62,11 +63,11 @@ class StreamSpec:
         src = np.asarray(self.src, dtype=np.int64).ravel()
         dst = np.asarray(self.dst, dtype=np.int64).ravel()
         if src.shape != dst.shape or src.size == 0:
-            raise ValueError(f"src and dst must be equal, non-empty 1-D arrays, not {src.shape} and {dst.shape}")
+            raise UsageError(f"src and dst must be equal, non-empty 1-D arrays, not {src.shape} and {dst.shape}")
         if np.any(src == dst):
-            raise ValueError("a flow needs src != dst")
+            raise UsageError("a flow needs src != dst")
         if not self.nbytes > 0:
-            raise ValueError(f"stream bytes must be > 0, not {self.nbytes!r}")
+            raise UsageError(f"stream bytes must be > 0, not {self.nbytes!r}")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
 
@@ -89,19 +90,19 @@ class Collective:
 def _ranks(ranks) -> np.ndarray:
     r = np.asarray(ranks, dtype=np.int64).ravel()
     if r.size == 0:
-        raise ValueError("a collective needs at least one rank")
+        raise UsageError("a collective needs at least one rank")
     if np.unique(r).size != r.size:
-        raise ValueError("collective ranks must be distinct GPUs")
+        raise UsageError("collective ranks must be distinct GPUs")
     return r
 
 
 def _check(size: float, channels: int, alpha_s: float) -> None:
     if not size > 0:
-        raise ValueError(f"collective size must be > 0 bytes, not {size!r}")
+        raise UsageError(f"collective size must be > 0 bytes, not {size!r}")
     if not (isinstance(channels, (int, np.integer)) and channels >= 1):
-        raise ValueError(f"channels must be an integer >= 1, not {channels!r}")
+        raise UsageError(f"channels must be an integer >= 1, not {channels!r}")
     if not alpha_s >= 0:
-        raise ValueError(f"alpha_s must be >= 0, not {alpha_s!r}")
+        raise UsageError(f"alpha_s must be >= 0, not {alpha_s!r}")
 
 
 def _ring(kind: str, ranks, size: float, factor: float, steps: int, channels: int, alpha_s: float) -> Collective:

@@ -56,6 +56,7 @@ smaller there.
 from __future__ import annotations
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .c4p import C4PRouter
 from .engine import Simulator
@@ -103,7 +104,7 @@ def compress_levels(prio: np.ndarray, inten: np.ndarray, share: np.ndarray, K: i
     """
     n = prio.size
     if K < 1:
-        raise ValueError(f"K must be >= 1, not {K}")
+        raise UsageError(f"K must be >= 1, not {K}")
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     W = np.where(share & (prio[:, None] > prio[None, :]), inten[:, None], 0.0)

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .job import Comm, Compute, JobSpec
 from .network import FlowNetwork
@@ -112,13 +113,13 @@ class Simulator:
         """Add a job with placement ``place`` (shape (pp, dp, tp) of GPU ids) starting at ``start``."""
         place = np.asarray(place, dtype=np.int64)
         if place.min() < 0 or place.max() >= self.topo.n_gpus:
-            raise ValueError(f"job {spec.name!r}: GPU ids must lie in [0, {self.topo.n_gpus})")
+            raise UsageError(f"job {spec.name!r}: GPU ids must lie in [0, {self.topo.n_gpus})")
         used = set()
         for r in self.jobs.values():
             if r.finished is None:
                 used.update(r.place.ravel().tolist())
         if used & set(place.ravel().tolist()):
-            raise ValueError(f"job {spec.name!r}: placement overlaps a running job's GPUs")
+            raise UsageError(f"job {spec.name!r}: placement overlaps a running job's GPUs")
         jid = len(self.jobs)
         self.jobs[jid] = JobRecord(jid, spec, place, start)
         self._steps[jid] = spec.steps(place)
@@ -137,7 +138,7 @@ class Simulator:
         resends take ``loss`` of their wire time, so they carry ``1 - loss`` of their capacity as
         goodput (module docstring); the router is not told."""
         if not 0.0 < loss < 1.0:
-            raise ValueError(f"loss must be in (0, 1), not {loss!r}")
+            raise UsageError(f"loss must be in (0, 1), not {loss!r}")
         links = np.asarray(links, dtype=np.int64)
         rec = {"links": links, "loss": float(loss), "on_s": float(at), "off_s": restore_at, "active": False,
                "goodput_bytes": 0.0, "_b0": 0.0}

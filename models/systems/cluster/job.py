@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .collectives import Collective, alltoall, p2p, ring_allreduce, tree_allreduce
 
@@ -107,16 +108,16 @@ class JobSpec:
         for n in ("dp", "tp", "pp", "iterations", "channels"):
             v = getattr(self, n)
             if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"job {self.name!r}: {n} must be an integer >= 1, not {v!r}")
+                raise UsageError(f"job {self.name!r}: {n} must be an integer >= 1, not {v!r}")
         if not self.compute_s >= 0:
-            raise ValueError(f"job {self.name!r}: compute_s must be >= 0, not {self.compute_s!r}")
+            raise UsageError(f"job {self.name!r}: compute_s must be >= 0, not {self.compute_s!r}")
         if not 0.0 <= self.overlap <= 1.0:
-            raise ValueError(f"job {self.name!r}: overlap must be in [0, 1], not {self.overlap!r}")
+            raise UsageError(f"job {self.name!r}: overlap must be in [0, 1], not {self.overlap!r}")
         for n in ("grad_bytes", "act_bytes", "tp_bytes", "alpha_s", "a2a_bytes"):
             if not getattr(self, n) >= 0:
-                raise ValueError(f"job {self.name!r}: {n} must be >= 0, not {getattr(self, n)!r}")
+                raise UsageError(f"job {self.name!r}: {n} must be >= 0, not {getattr(self, n)!r}")
         if self.algo not in ("ring", "tree"):
-            raise ValueError(f"job {self.name!r}: algo must be 'ring' or 'tree', not {self.algo!r}")
+            raise UsageError(f"job {self.name!r}: algo must be 'ring' or 'tree', not {self.algo!r}")
 
     @property
     def n_gpus(self) -> int:
@@ -126,7 +127,7 @@ class JobSpec:
         """The steps of one iteration on placement ``place`` (shape (pp, dp, tp) of GPU ids)."""
         place = np.asarray(place, dtype=np.int64)
         if place.shape != (self.pp, self.dp, self.tp):
-            raise ValueError(f"job {self.name!r}: placement shape must be {(self.pp, self.dp, self.tp)}, "
+            raise UsageError(f"job {self.name!r}: placement shape must be {(self.pp, self.dp, self.tp)}, "
                              f"not {place.shape}")
         dp_step = None
         if self.dp > 1 and self.grad_bytes > 0:
@@ -161,7 +162,7 @@ def placement(job: JobSpec, gpus) -> np.ndarray:
     """Map a GPU list (Megatron rank order: TP fastest, then DP, then PP) to shape (pp, dp, tp)."""
     g = np.asarray(gpus, dtype=np.int64).ravel()
     if g.size != job.n_gpus:
-        raise ValueError(f"job {job.name!r} needs {job.n_gpus} GPUs, got {g.size}")
+        raise UsageError(f"job {job.name!r} needs {job.n_gpus} GPUs, got {g.size}")
     if np.unique(g).size != g.size:
-        raise ValueError(f"job {job.name!r}: placement repeats a GPU")
+        raise UsageError(f"job {job.name!r}: placement repeats a GPU")
     return g.reshape(job.pp, job.dp, job.tp)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 from scipy.sparse.csgraph import connected_components
 
 __all__ = ["FlowNetwork", "maxmin_rates"]
@@ -177,7 +178,7 @@ class FlowNetwork:
     def __init__(self, capacity: np.ndarray, incremental: bool = True):
         cap = np.asarray(capacity, dtype=float)
         if cap.ndim != 1 or np.any(cap < 0):
-            raise ValueError("capacity must be a 1-D array of non-negative bytes/s")
+            raise UsageError("capacity must be a 1-D array of non-negative bytes/s")
         self.capacity = cap.copy()
         nl = cap.size
         # streams: sid -> slot; per-slot vectors
@@ -353,11 +354,11 @@ class FlowNetwork:
         paths = np.atleast_2d(np.asarray(paths, dtype=np.int64))
         links = paths[paths >= 0]
         if links.size == 0:
-            raise ValueError("a stream needs at least one link")
+            raise UsageError("a stream needs at least one link")
         if links.max() >= self.capacity.size:
-            raise ValueError(f"link id {links.max()} out of range ({self.capacity.size} links)")
+            raise UsageError(f"link id {links.max()} out of range ({self.capacity.size} links)")
         if not nbytes > 0:
-            raise ValueError(f"stream size must be > 0 bytes, not {nbytes!r}")
+            raise UsageError(f"stream size must be > 0 bytes, not {nbytes!r}")
         sid = self._next_id
         self._next_id += 1
         if self._free:

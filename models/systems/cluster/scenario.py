@@ -72,7 +72,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.safeparse import toml_loads
 
 from .job import JobSpec
@@ -114,10 +114,10 @@ MAX_LEVELS = 64          # Crux hardware priority levels (switches offer 8)
 MAX_SEED = 2**63 - 1
 MAX_ITERATIONS = 100_000  # per job: a simulated training run of more steps than this is a typo (minutes each)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
-_LINGJUN_SIZE = (847, 119, 3)  # hosts, ToRs, pods of models/systems/cluster/data/lingjun-2023/topo.csv
+_LINGJUN_SIZE = (847, 119, 3)  # hosts, ToRs, pods of lingjun-2023/topo.csv (the data directory)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UsageError):
     """A bad scenario: one line, naming the field and the fix."""
 
 

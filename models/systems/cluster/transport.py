@@ -56,6 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .job import JobSpec
 from .network import _waterfill
@@ -106,17 +107,17 @@ class TransportParams:
 
     def __post_init__(self):
         if not (isinstance(self.window, int) and self.window >= 1):
-            raise ValueError(f"window must be an integer >= 1, not {self.window!r}")
+            raise UsageError(f"window must be an integer >= 1, not {self.window!r}")
         if not (isinstance(self.max_chunks_per_step, int) and 1 <= self.max_chunks_per_step <= self.window):
-            raise ValueError(f"max_chunks_per_step must be an integer in [1, window], not {self.max_chunks_per_step!r}")
+            raise UsageError(f"max_chunks_per_step must be an integer in [1, window], not {self.max_chunks_per_step!r}")
         for n in ("chunk_bytes", "gpu_bw", "state_log_s"):
             if not getattr(self, n) > 0:
-                raise ValueError(f"{n} must be > 0, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
         for n in ("proxy_s", "sched_s", "nak_s"):
             if not getattr(self, n) >= 0:
-                raise ValueError(f"{n} must be >= 0, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be >= 0, not {getattr(self, n)!r}")
         if not 0 <= self.host_frac < 1:
-            raise ValueError(f"host_frac must lie in [0, 1), not {self.host_frac!r}")
+            raise UsageError(f"host_frac must lie in [0, 1), not {self.host_frac!r}")
 
 
 @dataclass
@@ -226,7 +227,7 @@ def ring_conns(label: str, groups: np.ndarray, size: float, channels: int, p: Tr
     groups = np.asarray(groups, dtype=np.int64)
     g, n = groups.shape
     if n < 2:
-        raise ValueError("a ring needs at least 2 ranks")
+        raise UsageError("a ring needs at least 2 ranks")
     m, chunk = _slots(size / (n * channels), p, p.max_chunks_per_step)
     j = np.arange(n)
     src, dst, chan, dep, succ = [], [], [], [], []
@@ -290,12 +291,12 @@ class TransportSim:
                  params: TransportParams | None = None, seed: int = 0, router: Router | None = None,
                  record: bool = True):
         if spec.algo != "ring" or spec.overlap > 0 or spec.a2a_bytes > 0:
-            raise ValueError(f"job {spec.name!r}: the transport models ring all-reduce and P2P only "
+            raise UsageError(f"job {spec.name!r}: the transport models ring all-reduce and P2P only "
                              "(algo='ring', overlap=0, a2a_bytes=0)")
         self.topo, self.spec = topo, spec
         self.place = np.asarray(place, dtype=np.int64)
         if self.place.shape != (spec.pp, spec.dp, spec.tp):
-            raise ValueError(f"placement shape must be {(spec.pp, spec.dp, spec.tp)}, not {self.place.shape}")
+            raise UsageError(f"placement shape must be {(spec.pp, spec.dp, spec.tp)}, not {self.place.shape}")
         self.p = params or TransportParams()
         self.fx = effects or Effects(topo.n_gpus, topo.n_hosts, topo.n_links)
         self.rng = np.random.default_rng(seed)

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["EasyScaleConfig", "EasyScaleTrainer", "CheckpointError", "read_checkpoint", "assign_ests",
            "load_digits_data", "GPU_TYPES",
@@ -81,15 +82,15 @@ class EasyScaleConfig:
         for name in ("logical_workers", "batch_per_worker", "hidden"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"EasyScale {name} must be a positive integer, not {v!r}")
+                raise UsageError(f"EasyScale {name} must be a positive integer, not {v!r}")
         if not (self.lr > 0):
-            raise ValueError(f"EasyScale lr must be > 0, not {self.lr!r}")
+            raise UsageError(f"EasyScale lr must be > 0, not {self.lr!r}")
         if not (0 <= self.momentum < 1):
-            raise ValueError(f"EasyScale momentum must lie in [0, 1), not {self.momentum!r}")
+            raise UsageError(f"EasyScale momentum must lie in [0, 1), not {self.momentum!r}")
         if not (0 <= self.dropout < 1):
-            raise ValueError(f"EasyScale dropout must lie in [0, 1), not {self.dropout!r}")
+            raise UsageError(f"EasyScale dropout must lie in [0, 1), not {self.dropout!r}")
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"EasyScale seed must be a non-negative integer, not {self.seed!r}")
+            raise UsageError(f"EasyScale seed must be a non-negative integer, not {self.seed!r}")
 
 
 def load_digits_data() -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +163,7 @@ def _grad(cfg: EasyScaleConfig, flat: np.ndarray, x: np.ndarray, y: np.ndarray,
 def steps_per_epoch(cfg: EasyScaleConfig, n: int) -> int:
     spe = n // (cfg.logical_workers * cfg.batch_per_worker)
     if spe < 1:
-        raise ValueError(f"EasyScale: {n} samples are fewer than one global batch of "
+        raise UsageError(f"EasyScale: {n} samples are fewer than one global batch of "
                          f"{cfg.logical_workers} x {cfg.batch_per_worker}")
     return spe
 
@@ -248,9 +249,9 @@ def assign_ests(n_logical: int, speeds) -> list[list[int]]:
     speeds = np.asarray(speeds, dtype=float)
     p = len(speeds)
     if p < 1 or p > n_logical:
-        raise ValueError(f"EasyScale: need 1..{n_logical} physical workers for {n_logical} ESTs, not {p}")
+        raise UsageError(f"EasyScale: need 1..{n_logical} physical workers for {n_logical} ESTs, not {p}")
     if np.any(speeds <= 0):
-        raise ValueError("EasyScale: device speeds must be positive")
+        raise UsageError("EasyScale: device speeds must be positive")
     counts = np.ones(p, dtype=int)
     for _ in range(n_logical - p):  # give the next EST to the device that finishes it soonest
         counts[np.argmin((counts + 1) / speeds)] += 1
@@ -284,7 +285,7 @@ class EasyScaleTrainer:
     def __init__(self, cfg: EasyScaleConfig, X=None, y=None, physical: int | None = 1, speeds=None,
                  deterministic: bool = True, mp_context: str = "spawn"):
         if not isinstance(cfg, EasyScaleConfig):
-            raise ValueError(f"EasyScale: cfg must be an EasyScaleConfig, not {type(cfg).__name__}")
+            raise UsageError(f"EasyScale: cfg must be an EasyScaleConfig, not {type(cfg).__name__}")
         if X is None:
             X, y = load_digits_data()
         self.cfg, self.X, self.y = cfg, np.ascontiguousarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64)
@@ -307,10 +308,10 @@ class EasyScaleTrainer:
             self._inline = _ESTHost(self.cfg, self.X, self.y, range(n), contexts, self.deterministic, 0)
             return
         if not isinstance(physical, (int, np.integer)) or isinstance(physical, bool) or not 1 <= physical <= n:
-            raise ValueError(f"EasyScale: physical workers must be an integer in 1..{n}, not {physical!r}")
+            raise UsageError(f"EasyScale: physical workers must be an integer in 1..{n}, not {physical!r}")
         self.placement = assign_ests(n, speeds if speeds is not None else [1.0] * physical)
         if len(self.placement) != physical:
-            raise ValueError(f"EasyScale: {len(speeds)} speeds given for {physical} workers")
+            raise UsageError(f"EasyScale: {len(speeds)} speeds given for {physical} workers")
         for i, ranks in enumerate(self.placement):
             a, b = self.ctx.Pipe()
             ctxs = {r: contexts[r] for r in ranks} if contexts else None
@@ -431,7 +432,7 @@ class EasyScaleTrainer:
         return t
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UsageError):
     """A checkpoint that cannot be restored; the one-line message names the problem and the fix."""
 
 
@@ -565,12 +566,12 @@ class ClusterSimConfig:
     def __post_init__(self):
         for t, c in self.gpus:
             if t not in GPU_TYPES or c < 0:
-                raise ValueError(f"EasyScale sim: unknown GPU type {t!r} or bad count {c!r}; types {list(GPU_TYPES)}")
+                raise UsageError(f"EasyScale sim: unknown GPU type {t!r} or bad count {c!r}; types {list(GPU_TYPES)}")
         if self.jobs < 1 or self.mean_interarrival_s <= 0 or self.mean_work <= 0:
-            raise ValueError("EasyScale sim: jobs, mean_interarrival_s and mean_work must be positive")
+            raise UsageError("EasyScale sim: jobs, mean_interarrival_s and mean_work must be positive")
         total = sum(c for _, c in self.gpus)
         if max(self.max_workers) > max(c for _, c in self.gpus) or min(self.max_workers) < 1:
-            raise ValueError(f"EasyScale sim: max_workers {self.max_workers} must fit one GPU type "
+            raise UsageError(f"EasyScale sim: max_workers {self.max_workers} must fit one GPU type "
                              f"(the baseline gangs are type-homogeneous); cluster has {total} GPUs")
 
 
@@ -602,7 +603,7 @@ def simulate_cluster(cfg: ClusterSimConfig, policy: str) -> dict:
     arrival, i.e. without the drain tail where any policy idles).
     """
     if policy not in ("easyscale", "fixed"):
-        raise ValueError(f"EasyScale sim: policy must be 'easyscale' or 'fixed', not {policy!r}")
+        raise UsageError(f"EasyScale sim: policy must be 'easyscale' or 'fixed', not {policy!r}")
     rng = np.random.default_rng(cfg.seed)
     arr = np.cumsum(rng.exponential(cfg.mean_interarrival_s, cfg.jobs))
     nw = rng.choice(cfg.max_workers, cfg.jobs)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["MigProfile", "MigGPU", "A100_40GB", "H100_80GB", "valid_layouts", "pack", "Device", "MigInstance",
            "BBSDevice", "Workload", "BERT_BASE", "ServingConfig", "LatencyPredictor", "plan", "plan_device", "simulate",
@@ -86,7 +87,7 @@ class MigGPU:
         for p in self.profiles:
             if p.name == name:
                 return p
-        raise ValueError(f"{self.name}: no MIG profile {name!r}; profiles: {[p.name for p in self.profiles]}")
+        raise UsageError(f"{self.name}: no MIG profile {name!r}; profiles: {[p.name for p in self.profiles]}")
 
     @property
     def full(self) -> MigProfile:
@@ -246,10 +247,10 @@ class BBSDevice:
         from hwcosim.models.bbs.spmxv import CycleModel
 
         if not isinstance(self.model, (CycleModel, LSTMCycleModel)):
-            raise ValueError("BBSDevice: model must be a CycleModel or LSTMCycleModel, "
+            raise UsageError("BBSDevice: model must be a CycleModel or LSTMCycleModel, "
                              f"not {type(self.model).__name__}")
         if not self.clock_mhz > 0:
-            raise ValueError(f"BBSDevice: clock must be > 0 MHz, not {self.clock_mhz!r}")
+            raise UsageError(f"BBSDevice: clock must be > 0 MHz, not {self.clock_mhz!r}")
 
     def latency(self, batch: int, input_size: int) -> float:
         from hwcosim.models.bbs.lstm import LSTMCycleModel
@@ -295,11 +296,11 @@ class ServingConfig:
 
     def __post_init__(self):
         if not (self.rate > 0 and self.slo_s > 0 and 0 < self.rho_max < 1):
-            raise ValueError("ElasticBatch: rate and slo_s must be > 0, rho_max in (0, 1)")
+            raise UsageError("ElasticBatch: rate and slo_s must be > 0, rho_max in (0, 1)")
         if not self.buckets or list(self.buckets) != sorted(set(self.buckets)) or self.buckets[0] < 1:
-            raise ValueError(f"ElasticBatch: buckets must be increasing positive bounds, not {self.buckets!r}")
+            raise UsageError(f"ElasticBatch: buckets must be increasing positive bounds, not {self.buckets!r}")
         if not self.batches or min(self.batches) < 1:
-            raise ValueError(f"ElasticBatch: batches must be positive, not {self.batches!r}")
+            raise UsageError(f"ElasticBatch: batches must be positive, not {self.batches!r}")
 
     def bucket_shares(self) -> np.ndarray:
         """Probability of each bucket under the lognormal size law (exact, via the normal CDF)."""
@@ -344,7 +345,7 @@ class LatencyPredictor:
         rng = np.random.default_rng([self.seed, len(self.models)])
         pts = [(b, s) for b in batches for s in sizes if b * s <= dev.capacity]
         if len(pts) < 5:
-            raise ValueError(f"ElasticBatch: {dev.name}: {len(pts)} profiling points fit; need >= 5")
+            raise UsageError(f"ElasticBatch: {dev.name}: {len(pts)} profiling points fit; need >= 5")
         y = []
         for b, s in pts:
             t = dev.latency(b, s)
@@ -394,12 +395,12 @@ def plan(gpu: MigGPU, cfg: ServingConfig, mode: str, predictor: LatencyPredictor
       - ``"nomig"``: true latencies, whole GPUs only (MIG disabled), same bucketing.
     """
     if mode not in ("elasticbatch", "oracle", "nomig"):
-        raise ValueError(f"ElasticBatch: mode must be elasticbatch|oracle|nomig, not {mode!r}")
+        raise UsageError(f"ElasticBatch: mode must be elasticbatch|oracle|nomig, not {mode!r}")
     profiles = [gpu.full] if mode == "nomig" else list(gpu.profiles)
     devs = {p.name: MigInstance(gpu, p, workload) for p in profiles}
     if mode == "elasticbatch":
         if predictor is None:
-            raise ValueError("ElasticBatch: mode 'elasticbatch' needs a fitted LatencyPredictor")
+            raise UsageError("ElasticBatch: mode 'elasticbatch' needs a fitted LatencyPredictor")
 
         def lat(d, b, s):
             return predictor.predict(d, b, s)[0]
@@ -411,7 +412,7 @@ def plan(gpu: MigGPU, cfg: ServingConfig, mode: str, predictor: LatencyPredictor
     for k, bk in enumerate(cfg.buckets):
         o = _options(devs, cfg, bk, rates[k], lat)
         if not o:
-            raise ValueError(f"ElasticBatch: no profile meets the {cfg.slo_s * 1e3:.0f} ms SLO for bucket "
+            raise UsageError(f"ElasticBatch: no profile meets the {cfg.slo_s * 1e3:.0f} ms SLO for bucket "
                              f"<= {bk}; relax the SLO or shrink the bucket")
         opts.append(o)
 
@@ -449,7 +450,7 @@ def plan_device(dev: Device, cfg: ServingConfig, predictor: LatencyPredictor) ->
     ``{bucket: batch}``.
     """
     if dev.name not in predictor.models:
-        raise ValueError(f"ElasticBatch: the predictor was not fitted on {dev.name!r}")
+        raise UsageError(f"ElasticBatch: the predictor was not fitted on {dev.name!r}")
     rates = cfg.rate * cfg.bucket_shares()
     out = {}
     for k, bk in enumerate(cfg.buckets):
@@ -513,7 +514,7 @@ def run_study(quick: bool = True, seed: int = 0, gpu_name: str = "A100-40GB") ->
     """ElasticBatch vs MIG disabled vs the exhaustive oracle at a few loads; profiling cost."""
     gpu = {"A100-40GB": A100_40GB, "H100-80GB": H100_80GB}.get(gpu_name)
     if gpu is None:
-        raise ValueError(f"ElasticBatch: GPU must be A100-40GB or H100-80GB, not {gpu_name!r}")
+        raise UsageError(f"ElasticBatch: GPU must be A100-40GB or H100-80GB, not {gpu_name!r}")
     rates = [1000.0, 3000.0] if quick else [500.0, 1000.0, 2000.0, 4000.0, 8000.0]
     base = ServingConfig(seed=seed)
     pred = LatencyPredictor(seed=seed)

@@ -44,6 +44,7 @@ import types
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["stateless", "stateful", "is_stateless", "Pipeline", "DataWorkerPool", "DaskDataWorkers", "data_workers",
            "Autoscaler",
@@ -105,7 +106,7 @@ class Pipeline:
     def __init__(self, stages):
         self.stages = list(stages)
         if not self.stages or not all(callable(s) for s in self.stages):
-            raise ValueError("GoldMiner: a pipeline needs one or more callable stages")
+            raise UsageError("GoldMiner: a pipeline needs one or more callable stages")
 
     def split(self) -> tuple[list, list]:
         k = 0
@@ -166,7 +167,7 @@ class DataWorkerPool:
     def __init__(self, pipeline: Pipeline, workers: int = 1, max_workers: int = 2, max_inflight: int = 32,
                  stall_timeout_s: float = 120.0):
         if not (1 <= workers <= max_workers) or max_inflight < 1:
-            raise ValueError(f"GoldMiner: need 1 <= workers ({workers}) <= max_workers ({max_workers}), "
+            raise UsageError(f"GoldMiner: need 1 <= workers ({workers}) <= max_workers ({max_workers}), "
                              f"max_inflight >= 1")
         self.offload, self.local = pipeline.split()
         self.max_workers, self.max_inflight = max_workers, max_inflight
@@ -283,7 +284,7 @@ class DaskDataWorkers:
         from distributed import Client, LocalCluster
 
         if not (1 <= workers <= max_workers) or max_inflight < 1:
-            raise ValueError(f"GoldMiner: need 1 <= workers ({workers}) <= max_workers ({max_workers}), "
+            raise UsageError(f"GoldMiner: need 1 <= workers ({workers}) <= max_workers ({max_workers}), "
                              f"max_inflight >= 1")
         self.offload, self.local = pipeline.split()
         self.max_workers, self.max_inflight = max_workers, max_inflight
@@ -350,7 +351,7 @@ def data_workers(pipeline: Pipeline, backend: str = "auto", **kw):
     """A data-worker pool: ``"process"`` (local processes), ``"dask"``, or ``"auto"`` (dask if the
     ``distributed`` package imports, else processes)."""
     if backend not in ("auto", "process", "dask"):
-        raise ValueError(f"GoldMiner: backend must be auto|process|dask, not {backend!r}")
+        raise UsageError(f"GoldMiner: backend must be auto|process|dask, not {backend!r}")
     if backend == "auto":
         try:
             import distributed  # noqa: F401
@@ -461,9 +462,9 @@ class ClusterConfig:
 
     def __post_init__(self):
         if min(self.nodes, self.gpus_per_node, self.cpus_per_node, self.jobs) < 1:
-            raise ValueError("GoldMiner sim: nodes, gpus_per_node, cpus_per_node and jobs must be >= 1")
+            raise UsageError("GoldMiner sim: nodes, gpus_per_node, cpus_per_node and jobs must be >= 1")
         if self.mean_interarrival_s <= 0 or self.mean_steps <= 0 or self.cpu_ratio_median <= 0:
-            raise ValueError("GoldMiner sim: times, steps and ratios must be > 0")
+            raise UsageError("GoldMiner sim: times, steps and ratios must be > 0")
 
 
 def simulate_cluster(cfg: ClusterConfig, policy: str) -> dict:
@@ -475,7 +476,7 @@ def simulate_cluster(cfg: ClusterConfig, policy: str) -> dict:
     utilisation (GPU-busy time / GPU-allocated time and / cluster GPU time).
     """
     if policy not in ("static", "elastic"):
-        raise ValueError(f"GoldMiner sim: policy must be static|elastic, not {policy!r}")
+        raise UsageError(f"GoldMiner sim: policy must be static|elastic, not {policy!r}")
     rng = np.random.default_rng(cfg.seed)
     n = cfg.jobs
     arr = np.cumsum(rng.exponential(cfg.mean_interarrival_s, n))

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 
 __all__ = ["MODELS", "Graph", "GNNTask", "make_graph", "train", "estimate_memory", "measure_memory",
            "POLICIES", "group_tasks", "simulate", "task_stream", "offline_graphs", "run_colocation_study"]
@@ -247,9 +248,9 @@ def train(kind: str, g: Graph, hidden: int = 16, layers: int = 2, epochs: int = 
     Returns ``{"loss": [...], "train_acc", "test_acc"}``.
     """
     if kind not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, not {kind!r}")
+        raise UsageError(f"model must be one of {MODELS}, not {kind!r}")
     if hidden < 1 or layers < 1 or epochs < 1:
-        raise ValueError(f"hidden, layers, epochs must be >= 1, not {hidden}, {layers}, {epochs}")
+        raise UsageError(f"hidden, layers, epochs must be >= 1, not {hidden}, {layers}, {epochs}")
     rng = np.random.default_rng(seed)
     P = _init(kind, _dims(g, hidden, layers), rng, hidden)
     A = _adjacency(kind, g)
@@ -323,7 +324,7 @@ def estimate_memory(kind: str, n: int, e: int, f: int, hidden: int, layers: int,
     the run and are not counted (as in :func:`measure_memory`). The peak is the maximum.
     """
     if kind not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, not {kind!r}")
+        raise UsageError(f"model must be one of {MODELS}, not {kind!r}")
     d = [f] + [hidden] * (layers - 1) + [classes]
     dims = list(zip(d[:-1], d[1:]))
     nl = e - n  # edges without self loops
@@ -407,9 +408,9 @@ class GNNTask:
 
     def __post_init__(self):
         if self.kind not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, not {self.kind!r}")
+            raise UsageError(f"model must be one of {MODELS}, not {self.kind!r}")
         if not (self.mem_bytes > 0 and self.solo_s > 0 and 0 < self.util <= 1):
-            raise ValueError(f"task {self.tid}: memory, time must be > 0 and util in (0, 1]")
+            raise UsageError(f"task {self.tid}: memory, time must be > 0 and util in (0, 1]")
 
 
 def group_tasks(tasks, policy: str, cap: float, workers: int, margin: float = 0.0) -> list[list]:
@@ -422,9 +423,9 @@ def group_tasks(tasks, policy: str, cap: float, workers: int, margin: float = 0.
     largest. A task larger than ``cap`` runs alone.
     """
     if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, not {policy!r}")
+        raise UsageError(f"policy must be one of {POLICIES}, not {policy!r}")
     if workers < 1 or not cap > 0 or not margin >= 0:
-        raise ValueError(f"workers must be >= 1, cap > 0 and margin >= 0, not {workers}, {cap}, {margin}")
+        raise UsageError(f"workers must be >= 1, cap > 0 and margin >= 0, not {workers}, {cap}, {margin}")
     ts = list(tasks)
     if policy == "ascending_small":
         ts.sort(key=lambda t: t.mem_bytes)
@@ -474,7 +475,7 @@ def simulate(tasks, mode: str, cap: float, workers: int = 4, real_cap: float | N
     requeued one by one. Returns makespan, mean JCT, mean queueing time, OOM events.
     """
     if mode not in ("sequential", "sequential_sjf", "naive", *POLICIES):
-        raise ValueError(f"mode must be sequential, sequential_sjf, naive or one of {POLICIES}, not {mode!r}")
+        raise UsageError(f"mode must be sequential, sequential_sjf, naive or one of {POLICIES}, not {mode!r}")
     real_cap = cap if real_cap is None else real_cap
     ts = sorted(tasks, key=lambda t: t.arrival)
     now, i, queue, done, oom, oom_tasks = 0.0, 0, [], {}, 0, 0

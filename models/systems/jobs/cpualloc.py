@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.cluster.engine import Simulator
 
 __all__ = ["ThroughputModel", "profile_loader", "fit_profile", "offered_load", "ALLOC_POLICIES", "NodeType",
@@ -86,7 +86,7 @@ class ThroughputModel:
 
     def __post_init__(self):
         if not (self.r > 0 and 0 < self.alpha <= 1.2 and self.gpu_rate > 0):
-            raise ValueError(f"need r > 0, alpha in (0, 1.2], gpu_rate > 0; got {self.r}, {self.alpha}, "
+            raise UsageError(f"need r > 0, alpha in (0, 1.2], gpu_rate > 0; got {self.r}, {self.alpha}, "
                              f"{self.gpu_rate}")
 
     def __call__(self, cores) -> np.ndarray:
@@ -109,11 +109,11 @@ class ThroughputModel:
         """
         c, t = np.asarray(cores, float), np.asarray(rates, float)
         if c.size < 1 or c.size != t.size or np.any(c <= 0) or np.any(t <= 0):
-            raise ValueError("need profiled points with cores > 0 and rate > 0")
+            raise UsageError("need profiled points with cores > 0 and rate > 0")
         keep = t < 0.95 * gpu_rate
         if prior_sd is not None:
             if alpha_prior is None or not prior_sd > 0 or not noise_sd > 0:
-                raise ValueError("a prior fit needs alpha_prior, prior_sd > 0 and noise_sd > 0")
+                raise UsageError("a prior fit needs alpha_prior, prior_sd > 0 and noise_sd > 0")
             if not keep.any():
                 keep = c == c.min()
             x, y = np.log(c[keep]), np.log(t[keep])
@@ -125,7 +125,7 @@ class ThroughputModel:
             alpha, logr = np.polyfit(np.log(c[keep]), np.log(t[keep]), 1)
             return cls(float(np.exp(logr)), float(np.clip(alpha, 0.05, 1.2)), float(gpu_rate))
         if alpha_prior is None:
-            raise ValueError("fewer than 2 profiled points below the GPU ceiling: give alpha_prior")
+            raise UsageError("fewer than 2 profiled points below the GPU ceiling: give alpha_prior")
         i = int(np.argmin(np.where(keep, c, np.inf))) if keep.any() else int(np.argmin(c))
         return cls(float(t[i] / c[i] ** alpha_prior), float(alpha_prior), float(gpu_rate))
 
@@ -180,7 +180,7 @@ def fit_profile(cores, rates, holdout: int | None = None) -> dict:
     c, t = np.asarray(cores, float), np.asarray(rates, float)
     idx = [k for k in range(c.size) if k != holdout]
     if len(idx) < 2:
-        raise ValueError("need >= 2 profiled points besides the held-out one")
+        raise UsageError("need >= 2 profiled points besides the held-out one")
     alpha_raw, logr = np.polyfit(np.log(c[idx]), np.log(t[idx]), 1)
     model = ThroughputModel(float(np.exp(logr)), float(np.clip(alpha_raw, 0.05, 1.2)), 1e12)
     warnings = []
@@ -214,7 +214,7 @@ class NodeType:
 
     def __post_init__(self):
         if self.gpus < 1 or self.cores < self.gpus or self.count < 1 or not self.speed > 0:
-            raise ValueError(f"node type {self.name!r}: need gpus >= 1, cores >= gpus, count >= 1, speed > 0")
+            raise UsageError(f"node type {self.name!r}: need gpus >= 1, cores >= gpus, count >= 1, speed > 0")
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,9 @@ def allocate(policy: str, jobs, node: NodeType, models=None, floor: float = 0.0)
     core while another gains a little; 0 = pure utilisation greedy.
     """
     if policy not in ALLOC_POLICIES:
-        raise ValueError(f"policy must be one of {ALLOC_POLICIES}, not {policy!r}")
+        raise UsageError(f"policy must be one of {ALLOC_POLICIES}, not {policy!r}")
     if not 0 <= floor <= 1:
-        raise ValueError(f"floor must be in [0, 1], not {floor}")
+        raise UsageError(f"floor must be in [0, 1], not {floor}")
     if not jobs:
         return []
     per_gpu = node.cores // node.gpus
@@ -261,7 +261,7 @@ def allocate(policy: str, jobs, node: NodeType, models=None, floor: float = 0.0)
         return [max(1, int(w * f)) for w in want]
     models = [j.model(node.speed) for j in jobs] if models is None else list(models)
     if len(models) != len(jobs):
-        raise ValueError("one model per job")
+        raise UsageError("one model per job")
     return _greedy([j.gpus for j in jobs], models, node.cores,
                    [per_gpu * j.gpus for j in jobs] if floor > 0 else None, floor)
 
@@ -366,7 +366,7 @@ class CPUClusterSim(Simulator):
         from hwcosim.models.systems.cluster.topology import Topology
 
         if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, not {policy!r}")
+            raise UsageError(f"policy must be one of {POLICIES}, not {policy!r}")
         self.types = list(nodes)
         self.host_type = np.repeat(np.arange(len(self.types)), [nt.count for nt in self.types])
         topo = Topology(self.host_type.copy(), np.zeros(len(self.types), dtype=np.int64),
@@ -374,7 +374,7 @@ class CPUClusterSim(Simulator):
                         cores_per_plane=1, name="cpualloc-" + "-".join(nt.name for nt in self.types))
         super().__init__(topo, seed=seed)
         if not (0 <= floor <= 1 and profile_s >= 0 and profile_noise >= 0 and 0 < alpha_prior <= 1.2):
-            raise ValueError("need floor in [0, 1], profile_s >= 0, profile_noise >= 0, alpha_prior in (0, 1.2]")
+            raise UsageError("need floor in [0, 1], profile_s >= 0, profile_noise >= 0, alpha_prior in (0, 1.2]")
         self.policy, self.floor, self.seed = policy, floor, seed
         self.profile_s, self.profile_noise, self.alpha_prior = profile_s, profile_noise, alpha_prior
         self.prior_sd, self.profile_span = prior_sd, profile_span
@@ -394,9 +394,9 @@ class CPUClusterSim(Simulator):
         names = {nt.name for nt in self.types}
         for j in sorted(jobs, key=lambda j: j.arrival):
             if j.gpu_type not in names:
-                raise ValueError(f"job {j.jid}: no {j.gpu_type!r} nodes in the cluster")
+                raise UsageError(f"job {j.jid}: no {j.gpu_type!r} nodes in the cluster")
             if j.gpus > max(nt.gpus for nt in self.types if nt.name == j.gpu_type):
-                raise ValueError(f"job {j.jid}: {j.gpus} GPUs do not fit one {j.gpu_type} node")
+                raise UsageError(f"job {j.jid}: {j.gpus} GPUs do not fit one {j.gpu_type} node")
             self._push(j.arrival, self._arrive, j)
 
     # ---- events ------------------------------------------------------------------------------
@@ -568,7 +568,7 @@ def simulate_loop(jobs, nodes, policy: str, floor: float = 0.0) -> dict:
     """Reference: the same model as a plain time-stepping loop (no engine), kept to cross-check
     :func:`simulate` in the tests. Policies even, static and oracle (no profiling phase)."""
     if policy not in ("even", "static", "oracle"):
-        raise ValueError(f"simulate_loop runs even, static or oracle, not {policy!r}")
+        raise UsageError(f"simulate_loop runs even, static or oracle, not {policy!r}")
     inst = [(nt, i) for nt in nodes for i in range(nt.count)]
     free = {k: nt.gpus for k, (nt, _) in enumerate(inst)}
     running: dict[int, dict] = {}   # jid -> {"job", "node", "cores", "left"}

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .faults import Fault, FaultKind, FaultMix, sample_faults
 
@@ -69,12 +70,12 @@ def dual_phase_replay(m: int, n: int, faulty) -> tuple[np.ndarray, dict]:
     """
     for name, v in (("m", m), ("n", n)):
         if not (isinstance(v, (int, np.integer)) and v >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, not {v!r}")
+            raise UsageError(f"{name} must be an integer >= 1, not {v!r}")
     x = np.arange(m * n)
     bad = np.zeros(m * n, dtype=bool)
     f = np.asarray(list(faulty), dtype=np.int64)
     if f.size and (f.min() < 0 or f.max() >= m * n):
-        raise ValueError(f"faulty ranks must lie in [0, {m * n})")
+        raise UsageError(f"faulty ranks must lie in [0, {m * n})")
     bad[f] = True
     g1, g2 = x // m, x % n
     fail1 = np.unique(g1[bad])
@@ -89,11 +90,11 @@ def standby_count(n_machines: int, p_fail: float, q: float = 0.99) -> int:
     from scipy.stats import binom
 
     if not (isinstance(n_machines, (int, np.integer)) and n_machines >= 1):
-        raise ValueError(f"n_machines must be an integer >= 1, not {n_machines!r}")
+        raise UsageError(f"n_machines must be an integer >= 1, not {n_machines!r}")
     if not 0 <= p_fail <= 1:
-        raise ValueError(f"p_fail must lie in [0, 1], not {p_fail!r}")
+        raise UsageError(f"p_fail must lie in [0, 1], not {p_fail!r}")
     if not 0 < q < 1:
-        raise ValueError(f"q must lie in (0, 1), not {q!r}")
+        raise UsageError(f"q must lie in (0, 1), not {q!r}")
     k = int(binom.ppf(q, n_machines, p_fail))
     while binom.cdf(k, n_machines, p_fail) < q:  # guard ppf rounding
         k += 1
@@ -112,7 +113,7 @@ def backup_hosts(pp: int, dp: int, tp: int, gpus_per_host: int = 8) -> np.ndarra
     """
     n = pp * dp * tp
     if n % gpus_per_host:
-        raise ValueError(f"{n} GPUs is not a whole number of {gpus_per_host}-GPU hosts")
+        raise UsageError(f"{n} GPUs is not a whole number of {gpus_per_host}-GPU hosts")
     H = n // gpus_per_host
     host = (np.arange(n) // gpus_per_host).reshape(pp, dp, tp)
     forb = np.zeros((H, H), dtype=bool)
@@ -205,20 +206,20 @@ class ETTRParams:
     def __post_init__(self):
         if not (isinstance(self.n_gpus, int) and self.n_gpus >= self.gpus_per_host >= 1
                 and self.n_gpus % self.gpus_per_host == 0):
-            raise ValueError(f"n_gpus must be a positive multiple of gpus_per_host, not {self.n_gpus!r}")
+            raise UsageError(f"n_gpus must be a positive multiple of gpus_per_host, not {self.n_gpus!r}")
         for n in ("days", "iter_s", "base_ckpt_every_s", "repair_s"):
             if not getattr(self, n) > 0:
-                raise ValueError(f"{n} must be > 0, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
         for n in ("detect_gpu_s", "detect_nic_s", "detect_hang_s", "detect_implicit_s", "detect_slow_s",
                   "stop_check_s", "replay_s", "stack_trace_s", "base_timeout_s", "base_ckpt_block_s", "base_nan_s"):
             if not getattr(self, n) >= 0:
-                raise ValueError(f"{n} must be >= 0, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be >= 0, not {getattr(self, n)!r}")
         for n in ("hot_update_s", "requeue_s", "ckpt_block_s"):
             lo, hi = getattr(self, n)
             if not 0 <= lo <= hi:
-                raise ValueError(f"{n} must be a range 0 <= lo <= hi, not {getattr(self, n)!r}")
+                raise UsageError(f"{n} must be a range 0 <= lo <= hi, not {getattr(self, n)!r}")
         if any(not v >= 1 for v in self.net_slowdown.values()):
-            raise ValueError("net_slowdown factors must be >= 1")
+            raise UsageError("net_slowdown factors must be >= 1")
 
     @property
     def hosts(self) -> int:
@@ -252,7 +253,7 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
         productive time) and the standby pool size.
     """
     if system not in ("byterobust", "requeue"):
-        raise ValueError(f"system must be 'byterobust' or 'requeue', not {system!r}")
+        raise UsageError(f"system must be 'byterobust' or 'requeue', not {system!r}")
     rng = np.random.default_rng(seed + (0 if system == "byterobust" else 7919))
     if faults is None:
         faults = sample_faults(p.mix, p.n_gpus, p.horizon_s, seed, p.gpus_per_host)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .faults import Fault, FaultKind, FaultMix, sample_faults
 
@@ -253,7 +254,7 @@ def run_loop(p: LoopParams, system: str, faults: list[Fault], played: dict, seed
     """ETTR accounting of ``system`` (``byterobust`` | ``requeue``) over the trace, with the
     detection and localisation outcomes ``played[fid]`` measured on the slice."""
     if system not in ("byterobust", "requeue"):
-        raise ValueError(f"system must be 'byterobust' or 'requeue', not {system!r}")
+        raise UsageError(f"system must be 'byterobust' or 'requeue', not {system!r}")
     rng = np.random.default_rng(seed + (0 if system == "byterobust" else 7919))
     br = system == "byterobust"
     horizon = p.horizon_s

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["FaultKind", "Fault", "FaultMix", "BYTEROBUST_MIX", "MIX_SOURCES", "sample_faults", "KINDS"]
 
@@ -124,17 +125,17 @@ class Fault:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"fault kind must be one of {KINDS}, not {self.kind!r}")
+            raise UsageError(f"fault kind must be one of {KINDS}, not {self.kind!r}")
         if not self.t >= 0:
-            raise ValueError(f"fault time must be >= 0, not {self.t!r}")
+            raise UsageError(f"fault time must be >= 0, not {self.t!r}")
         if not self.duration > 0:
-            raise ValueError(f"fault duration must be > 0, not {self.duration!r}")
+            raise UsageError(f"fault duration must be > 0, not {self.duration!r}")
         if self.kind in (FaultKind.GPU_SLOW, FaultKind.CPU_OVERLOAD) and not self.severity > 1:
-            raise ValueError(f"{self.kind} severity is a slow-down factor > 1, not {self.severity!r}")
+            raise UsageError(f"{self.kind} severity is a slow-down factor > 1, not {self.severity!r}")
         if self.kind == FaultKind.LINK_LOSSY and not 0 < self.severity < 1:
-            raise ValueError(f"link_lossy severity is the kept capacity fraction in (0, 1), not {self.severity!r}")
+            raise UsageError(f"link_lossy severity is the kept capacity fraction in (0, 1), not {self.severity!r}")
         if self.kind == FaultKind.NIC_FLAP and not self.severity > 0:
-            raise ValueError(f"nic_flap severity is the flap period in seconds (> 0), not {self.severity!r}")
+            raise UsageError(f"nic_flap severity is the flap period in seconds (> 0), not {self.severity!r}")
 
     @property
     def stops(self) -> bool:
@@ -172,21 +173,21 @@ class FaultMix:
 
     def __post_init__(self):
         if not self.rate_per_gpu_day >= 0:
-            raise ValueError(f"rate_per_gpu_day must be >= 0, not {self.rate_per_gpu_day!r}")
+            raise UsageError(f"rate_per_gpu_day must be >= 0, not {self.rate_per_gpu_day!r}")
         bad = set(self.weights) - set(KINDS)
         if bad:
-            raise ValueError(f"unknown fault kinds {sorted(bad)}; known: {KINDS}")
+            raise UsageError(f"unknown fault kinds {sorted(bad)}; known: {KINDS}")
         w = np.array([float(self.weights.get(k, 0.0)) for k in KINDS])
         if np.any(w < 0) or not w.sum() > 0:
-            raise ValueError("fault weights must be >= 0 with a positive sum")
+            raise UsageError("fault weights must be >= 0 with a positive sum")
         if not (1 < self.slow_factor[0] <= self.slow_factor[1]):
-            raise ValueError(f"slow_factor must be a range within (1, inf), not {self.slow_factor!r}")
+            raise UsageError(f"slow_factor must be a range within (1, inf), not {self.slow_factor!r}")
         if not (0 < self.lossy_keep[0] <= self.lossy_keep[1] < 1):
-            raise ValueError(f"lossy_keep must be a range within (0, 1), not {self.lossy_keep!r}")
+            raise UsageError(f"lossy_keep must be a range within (0, 1), not {self.lossy_keep!r}")
         if not self.flap_period_s > 0:
-            raise ValueError(f"flap_period_s must be > 0, not {self.flap_period_s!r}")
+            raise UsageError(f"flap_period_s must be > 0, not {self.flap_period_s!r}")
         if not (0 < self.transient_s[0] <= self.transient_s[1]):
-            raise ValueError(f"transient_s must be a positive range, not {self.transient_s!r}")
+            raise UsageError(f"transient_s must be a positive range, not {self.transient_s!r}")
 
     @property
     def probabilities(self) -> np.ndarray:
@@ -231,9 +232,9 @@ def sample_faults(mix: FaultMix, n_gpus: int, horizon_s: float, seed: int, gpus_
     list of Fault, sorted by time.
     """
     if not (isinstance(n_gpus, (int, np.integer)) and n_gpus >= 1):
-        raise ValueError(f"n_gpus must be an integer >= 1, not {n_gpus!r}")
+        raise UsageError(f"n_gpus must be an integer >= 1, not {n_gpus!r}")
     if not horizon_s > 0:
-        raise ValueError(f"horizon_s must be > 0, not {horizon_s!r}")
+        raise UsageError(f"horizon_s must be > 0, not {horizon_s!r}")
     rng = np.random.default_rng(seed)
     lam = mix.rate_per_gpu_day * n_gpus * horizon_s / 86400.0
     count = int(rng.poisson(lam)) if n is None else int(n)

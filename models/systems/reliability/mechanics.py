@@ -24,6 +24,7 @@ Detectors never import this module: they read :class:`~models.systems.cluster.te
 
 from __future__ import annotations
 
+from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.cluster.topology import Topology
 from hwcosim.models.systems.cluster.transport import Effects
 
@@ -41,7 +42,7 @@ def effects_from_faults(topo: Topology, faults: list[Fault]) -> Effects:
         k, t, off = f.kind, float(f.t), float(f.t + f.duration)
         if k in (FaultKind.GPU_FAIL, FaultKind.HANG, FaultKind.GPU_SLOW, FaultKind.NIC_DOWN, FaultKind.NIC_FLAP,
                  FaultKind.NAN) and not 0 <= f.target < G:
-            raise ValueError(f"{k} target {f.target} is not a GPU id of this topology")
+            raise UsageError(f"{k} target {f.target} is not a GPU id of this topology")
         if k == FaultKind.GPU_FAIL:
             fx.die_at[f.target] = min(fx.die_at[f.target], t)
             fx.hw_visible[f.target] |= bool(f.explicit)
@@ -53,7 +54,7 @@ def effects_from_faults(topo: Topology, faults: list[Fault]) -> Effects:
             fx.gpu_slow.append((fx.mask(G, [f.target]), t, off, float(f.severity)))
         elif k == FaultKind.CPU_OVERLOAD:
             if not 0 <= f.target < H:
-                raise ValueError(f"cpu_overload target {f.target} is not a host id of this topology")
+                raise UsageError(f"cpu_overload target {f.target} is not a host id of this topology")
             fx.cpu_slow.append((fx.mask(H, [f.target]), t, off, float(f.severity)))
         elif k == FaultKind.NIC_DOWN:
             fx.down.append((fx.mask(L, nic_port_links(topo, f.target)), t, off, None))
@@ -61,11 +62,11 @@ def effects_from_faults(topo: Topology, faults: list[Fault]) -> Effects:
             fx.flaps.append((fx.mask(L, nic_port_links(topo, f.target, port=0)), t, off, float(f.severity)))
         elif k == FaultKind.LINK_LOSSY:
             if not 0 <= f.target < L:
-                raise ValueError(f"link_lossy target {f.target} is not a link id of this topology")
+                raise UsageError(f"link_lossy target {f.target} is not a link id of this topology")
             fx.lossy.append((fx.mask(L, [f.target]), t, off, float(f.severity)))
         elif k == FaultKind.SWITCH_FAIL:
             if not 0 <= f.target < topo.n_pods * topo.aggs_per_pod:
-                raise ValueError(f"switch_fail target {f.target} is not an aggregation switch id")
+                raise UsageError(f"switch_fail target {f.target} is not an aggregation switch id")
             fx.down.append((fx.mask(L, agg_switch_links(topo, f.target)), t, off, None))
     return fx
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.cluster.engine import Simulator
 from hwcosim.models.systems.cluster.job import Compute
 from hwcosim.models.systems.cluster.topology import LinkKind, Topology
@@ -105,13 +105,13 @@ class FaultySimulator(Simulator):
         gpu_kinds = (FaultKind.GPU_FAIL, FaultKind.GPU_SLOW, FaultKind.NIC_DOWN, FaultKind.NIC_FLAP, FaultKind.NAN,
                      FaultKind.HANG)
         if fault.kind in gpu_kinds and not 0 <= fault.target < self.topo.n_gpus:
-            raise ValueError(f"{fault.kind} target {fault.target} is not a GPU id of this topology")
+            raise UsageError(f"{fault.kind} target {fault.target} is not a GPU id of this topology")
         if fault.kind == FaultKind.CPU_OVERLOAD and not 0 <= fault.target < self.topo.n_hosts:
-            raise ValueError(f"cpu_overload target {fault.target} is not a host id of this topology")
+            raise UsageError(f"cpu_overload target {fault.target} is not a host id of this topology")
         if fault.kind in (FaultKind.LINK_LOSSY,) and not 0 <= fault.target < self.topo.n_links:
-            raise ValueError(f"link_lossy target {fault.target} is not a link id of this topology")
+            raise UsageError(f"link_lossy target {fault.target} is not a link id of this topology")
         if fault.kind == FaultKind.SWITCH_FAIL and not 0 <= fault.target < self.topo.n_pods * self.topo.aggs_per_pod:
-            raise ValueError(f"switch_fail target {fault.target} is not an aggregation switch id")
+            raise UsageError(f"switch_fail target {fault.target} is not an aggregation switch id")
         self.faults.append(fault)
         self._push_first(fault.t, self._apply, fault, +1)
         if np.isfinite(fault.duration) and fault.kind != FaultKind.NIC_FLAP:
