@@ -1,11 +1,13 @@
 """Generated pages of the documentation site, and the mkdocs hook that adds them.
 
-``mkdocs.yml`` names this file under ``hooks:``; at build time :func:`on_files` adds pages that
-are generated from the repository as it is, so they cannot go stale:
+``mkdocs.yml`` names the command line's hook file under ``hooks:`` (``cosim/cli/docs_hook.py``, which
+passes on to :func:`on_config` and :func:`on_files` here); at build time :func:`on_files` adds pages
+that are generated from the repository as it is, so they cannot go stale:
 
 ``reference/cli.md``
-    The ``--help`` of every ``hwcosim`` command and subcommand, from
-    :func:`hwcosim.cosim.cli.build_parser` (the argparse parsers themselves).
+    The ``--help`` of every ``hwcosim`` command and subcommand, rendered by :func:`cli_reference`
+    from the argparse parsers themselves, which the hook passes in (this module, below the command
+    line, does not import it).
 ``designs/index.md``
     The designs that ``hwcosim verilog`` can emit (the :mod:`hwcosim.cosim.designs` registry) with
     their default parameters, and a status table of every design area.
@@ -14,8 +16,18 @@ are generated from the repository as it is, so they cannot go stale:
     (golden model, RTL, Verilog registry entry, cocotb testbench, tests) and what the module
     docstrings say, read from the source files without importing them; a missing piece is
     listed as "not in the repository yet".
+``boards.md``
+    The place-and-route reference, rendered from ``docs/boards/*.json``.
 
-``python -m cosim.flow.docs OUT`` writes the same pages to the folder ``OUT`` for inspection.
+A file in ``docs/`` at the path of a generated page is that page's hand-written part (design
+notes, how a flow works): the generated text follows it (:func:`with_notes`), so notes and
+generated tables live on one page and the notes stay readable in the repository.
+
+The README's designs table is rendered here too (:func:`readme_designs_table`) and kept between
+the markers ``<!-- designs:start -->`` / ``<!-- designs:end -->``; ``hwcosim docs --readme``
+rewrites that block, ``hwcosim docs --check`` fails when it differs.
+
+``hwcosim docs OUT`` writes the generated pages to the folder ``OUT`` for inspection.
 """
 
 from __future__ import annotations
@@ -29,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Area", "SYSTEM_AREAS", "areas", "design_areas", "cli_reference", "designs_index", "area_page",
-           "generated_pages", "on_config", "on_files", "main"]
+           "generated_pages", "with_notes", "readme_designs_table", "readme_block", "update_readme",
+           "README_START", "README_END", "on_config", "on_files", "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,12 +164,9 @@ def _walk(parser: argparse.ArgumentParser, path: list[str]):
                 yield from _walk(sub, path + [name])
 
 
-def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
-    """Markdown: the ``--help`` text of every command and subcommand of ``hwcosim``."""
-    if parser is None:
-        from hwcosim.cosim.cli import build_parser
-
-        parser = build_parser()
+def cli_reference(parser: argparse.ArgumentParser) -> str:
+    """Markdown: the ``--help`` text of every command and subcommand of ``parser``
+    (:func:`hwcosim.cosim.cli.build_parser`: the ``hwcosim`` command line)."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal width: fix it
     try:
@@ -235,10 +245,10 @@ def area_page(area: Area) -> str:
     registry, err = _registry()
     s = _status(area, registry)
     out = [f"# {area.title}", "", f"Paper: {area.paper}.", "",
-           "!!! note \"Generated page\"",
-           "    This page is generated from the repository when the site is built: it lists what exists "
-           "now and quotes the modules' own documentation. A hand-written page (measured figures, "
-           "resource tables, board instructions) replaces it when the design is finished.", ""]
+           "!!! note \"Generated from the repository\"",
+           "    The sections below are generated when the site is built: what exists now, and the "
+           "modules' own documentation. Measured figures are on the [FPGA builds](../boards.md) page, "
+           "rendered from `docs/boards/*.json`.", ""]
     if area.notes:
         out += [area.notes, ""]
     out += ["## What is in the repository", "", "| part | files |", "|---|---|"]
@@ -277,11 +287,14 @@ def register_map_section(d) -> list[str]:
         regs = resolve(d.register_map)
     except (ImportError, AttributeError) as e:
         return [f"Register map unavailable: `{e}`.", ""]
+    # a typed map (hwcosim.hdl.common.registers.RegisterMap) renders its fields too
+    table = regs.markdown() if hasattr(regs, "markdown") else register_map_markdown(regs)
     return [f"### AXI4-Lite register map of `{d.name}`", "",
             "Generated from the design's register map (`" + d.register_map + "`), the one the RTL's "
-            "register file (`hwcosim.hdl.common.axil_regs.AxiLiteRegFile`) is built from. Unlisted addresses answer "
-            "SLVERR; 32-bit registers, byte addresses.", "",
-            register_map_markdown(regs), ""]
+            "register file (`hwcosim.hdl.common.axil_regs.AxiLiteRegFile`), its decode, the host constants and "
+            "the formal checks are built from. Unlisted addresses answer SLVERR; 32-bit registers, byte "
+            "addresses.", "",
+            table, ""]
 
 
 def boards_page() -> str:
@@ -289,7 +302,7 @@ def boards_page() -> str:
     import json
 
     path = ROOT / "docs" / "boards" / "results.json"
-    out = ["# FPGA builds: Fmax and area", "",
+    out = ["# FPGA builds: Fmax and area", "", "## Measured: ECP5 out of context", "",
            "Generated from `docs/boards/results.json`, which `make boards` writes: every registered design "
            "synthesised by Yosys (`synth_ecp5`, LUTs mapped by `abc -lut 4`) and placed and routed by "
            "nextpnr-ecp5 out of context (the core alone, no I/O paths) on the named part. nextpnr's timing "
@@ -329,7 +342,7 @@ def _ice40_section(path) -> list[str]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    out = ["## iCE40UP5K (iCEBreaker)", "",
+    out = ["## Measured: iCE40UP5K (iCEBreaker)", "",
            "Each design in the configuration it registers for the iCE40 (`family_params`), synthesised by "
            "`synth_ice40 -dsp -spram` (LUTs by `abc -lut 4`) and placed and routed by nextpnr-ice40 on the "
            f"{data['part']}-{data.get('package', 'SG48')}, target {data['target_mhz']:g} MHz. "
@@ -368,7 +381,7 @@ def _bitstream_section(path) -> list[str]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    out = ["## Board bitstreams", "",
+    out = ["## Measured: board bitstreams", "",
            "The board top (UART host bridge + design) built into a bitstream with the pins placed as the "
            "board wires them (`hwcosim build DESIGN --board BOARD [--clock MHZ]`); on an ECP5 board "
            "`--clock` sets the EHXPLLL that makes the design clock from the oscillator.", "",
@@ -386,13 +399,111 @@ def _bitstream_section(path) -> list[str]:
     return out + [""]
 
 
-def generated_pages() -> dict[str, str]:
-    """``{path inside docs/: markdown}`` of every generated page."""
-    pages = {"reference/cli.md": cli_reference(), "designs/index.md": designs_index(), "boards.md": boards_page()}
+def with_notes(path: str, generated: str, docs_dir: Path | None = None) -> str:
+    """A generated page preceded by its hand-written part, ``docs/<path>`` when that file exists.
+
+    The notes keep their own title; the generated text follows without its ``# title`` line."""
+    notes = (docs_dir or ROOT / "docs") / path
+    if not notes.is_file():
+        return generated
+    body = generated.split("\n", 1)[1] if generated.startswith("# ") else generated
+    return notes.read_text(encoding="utf-8").rstrip() + "\n\n" + body.lstrip("\n")
+
+
+def generated_pages(parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
+    """``{path inside docs/: markdown}`` of every generated page (with its hand-written part, if any);
+    the command-line reference when given the command line's ``parser``."""
+    pages = {"designs/index.md": designs_index(), "boards.md": boards_page()}
+    if parser is not None:
+        pages["reference/cli.md"] = cli_reference(parser)
     for a in areas():
         if not a.handwritten:
             pages[f"designs/{a.slug}.md"] = area_page(a)
-    return pages
+    return {path: with_notes(path, text) for path, text in pages.items()}
+
+
+# --- README designs table -----------------------------------------------------------------------
+README_START = "<!-- designs:start -->"
+README_END = "<!-- designs:end -->"
+
+
+def _short_paper(paper: str) -> str:
+    """``Cao et al., "Title", FPGA 2019`` -> ``Cao et al., FPGA 2019``."""
+    authors = paper.split(",")[0].strip()
+    venue = paper.rsplit('",', 1)[1].strip() if '",' in paper else ""
+    return f"{authors}, {venue}" if venue else authors
+
+
+def _short_description(text: str) -> str:
+    """The description up to its first ``:``, `` (`` or ``;`` (the table keeps one short clause)."""
+    cut = len(text)
+    for sep in (":", " (", ";"):
+        i = text.find(sep)
+        if i > 0:
+            cut = min(cut, i)
+    return text[:cut].strip()
+
+
+def _min_fmax(results: dict, design: str) -> float | None:
+    for r in results.get("results", []):
+        if r["design"] == design and r.get("fmax_mhz"):
+            return min(v["min"] for v in r["fmax_mhz"].values())
+    return None
+
+
+def readme_designs_table(registry: dict | None = None, results: dict | None = None) -> str:
+    """Markdown: the README's designs table, from the registry and ``docs/boards/results.json``.
+
+    One row per registered design: its documentation page, the paper, what it does, whether it
+    has formal properties (k-induction or BMC only), whether it has a board top (or runs inside
+    another design's), and its minimum Fmax over the reference seeds."""
+    import json
+
+    if registry is None:
+        registry, err = _registry()
+        if err:
+            raise RuntimeError(f"the design registry cannot be imported: {err}")
+    if results is None:
+        results = json.loads((ROOT / "docs" / "boards" / "results.json").read_text(encoding="utf-8"))
+    part = f"{results.get('part', '?')} speed {results.get('speed', '?')}"
+    out = [f"| design | paper | what it does | formal | board top | min Fmax MHz ({part}) |",
+           "|---|---|---|---|---|---|"]
+    for name, d in registry.items():
+        page = f"[`{name}`](docs/designs/{d.docs.slug}.md)" if d.docs else f"`{name}`"
+        paper = _short_paper(d.docs.paper) if d.docs else "-"
+        formal = ("yes (k-induction)" if d.formal_prove else "yes (BMC)") if d.formal else "no"
+        board = "yes" if d.board_tops else (f"in `{d.on_board_in}`" if d.on_board_in else "no")
+        f = _min_fmax(results, name)
+        out.append(f"| {page} | {paper} | {_short_description(d.description)} | {formal} | {board} | "
+                   f"{f'{f:.1f}' if f is not None else '-'} |")
+    return "\n".join(out)
+
+
+def readme_block(text: str) -> str:
+    """The text between the README's designs markers (without them); ValueError if they are missing."""
+    try:
+        start = text.index(README_START) + len(README_START)
+        end = text.index(README_END, start)
+    except ValueError:
+        raise ValueError(f"README.md has no {README_START} ... {README_END} block") from None
+    return text[start:end].strip("\n")
+
+
+def update_readme(path: Path | None = None, check: bool = False) -> bool:
+    """Rewrite the README's designs block from :func:`readme_designs_table` (``check``: only compare).
+
+    Returns True when the block already matched."""
+    path = path or ROOT / "README.md"
+    text = path.read_text(encoding="utf-8")
+    old, new = readme_block(text), readme_designs_table()
+    if old == new or check:
+        return old == new
+    start = text.index(README_START) + len(README_START)
+    end = text.index(README_END, start)
+    from hwcosim.models.atomic import write_text
+
+    write_text(path, text[:start] + "\n" + new + "\n" + text[end:])
+    return False
 
 
 def api_source_tree(where: Path) -> Path:
@@ -420,36 +531,25 @@ def on_config(config, **kwargs):
             break
     else:
         nav.append({"Designs": pages})
+    # the Python API page (docs/python-api.md) joins the nav once it is written
+    if (ROOT / "docs" / "python-api.md").is_file() and "python-api.md" not in str(nav):
+        at = next((i + 1 for i, item in enumerate(nav) if isinstance(item, dict) and "Getting started" in item),
+                  len(nav))
+        nav.insert(at, {"Python API": "python-api.md"})
     config["nav"] = nav
     return config
 
 
 # --- mkdocs hook --------------------------------------------------------------------------------
-def on_files(files, config, **kwargs):
-    """mkdocs hook: add the generated pages (a hand-written file of the same path wins)."""
+def on_files(files, config, parser: argparse.ArgumentParser | None = None, **kwargs):
+    """mkdocs hook: add the generated pages (the command-line reference from ``parser``); a file of the
+    same path in ``docs/`` is the page's hand-written part, already included by :func:`generated_pages`,
+    so the generated page replaces it."""
     from mkdocs.structure.files import File
 
-    for path, text in generated_pages().items():
-        if files.get_file_from_path(path) is None:
-            files.append(File.generated(config, path, content=text))
+    for path, text in generated_pages(parser).items():
+        existing = files.get_file_from_path(path)
+        if existing is not None:
+            files.remove(existing)
+        files.append(File.generated(config, path, content=text))
     return files
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m cosim.flow.docs OUT``: write the generated pages into OUT."""
-    from hwcosim.models.atomic import write_text
-
-    ap = argparse.ArgumentParser(prog="python -m cosim.flow.docs", description=__doc__.splitlines()[0])
-    ap.add_argument("out", help="folder for the generated Markdown pages")
-    args = ap.parse_args(argv)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        pages = generated_pages()
-    for path, text in pages.items():
-        write_text(Path(args.out) / path, text + "\n")
-        print(f"wrote {Path(args.out) / path}")
-    return 0
-
-
-if __name__ == "__main__":
-    main()

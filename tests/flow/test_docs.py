@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_cli_reference_covers_every_subcommand():
-    text = docs.cli_reference()
     from hwcosim.cosim.cli import build_parser
 
+    text = docs.cli_reference(build_parser())
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for name in sub.choices:
         assert f"`hwcosim {name}`" in text, name
@@ -58,14 +58,37 @@ def test_every_area_page_is_in_the_nav():
     """The "Designs" section of the nav is derived from the registry (docs.on_config); the rest is mkdocs.yml."""
     import yaml
 
+    from hwcosim.cosim.cli import build_parser
+
     cfg = docs.on_config({"nav": yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]})
     nav = json.dumps(cfg["nav"])
-    for path in docs.generated_pages():
+    for path in docs.generated_pages(build_parser()):
         assert path in nav, path
     for a in docs.areas():
         assert f"designs/{a.slug}.md" in nav
         if a.handwritten:
             assert (ROOT / "docs" / "designs" / f"{a.slug}.md").is_file()
+
+
+def test_with_notes_puts_the_handwritten_part_first(tmp_path):
+    (tmp_path / "designs").mkdir()
+    (tmp_path / "designs" / "x.md").write_text("# X engine\n\nHand-written notes.\n")
+    page = docs.with_notes("designs/x.md", "# X engine\n\nPaper: p.\n\n## Status\n", docs_dir=tmp_path)
+    assert page == "# X engine\n\nHand-written notes.\n\nPaper: p.\n\n## Status\n"
+    assert docs.with_notes("designs/y.md", "# Y\n\nbody\n", docs_dir=tmp_path) == "# Y\n\nbody\n"
+
+
+def test_generated_design_pages_include_their_notes():
+    """Every design page (a file per page in docs/designs/) is notes + the generated status."""
+    pages = docs.generated_pages()
+    for a in docs.areas():
+        notes = ROOT / "docs" / "designs" / f"{a.slug}.md"
+        if a.handwritten or not notes.is_file():
+            continue
+        page = pages[f"designs/{a.slug}.md"]
+        assert page.startswith(notes.read_text().rstrip()), a.slug
+        assert "## What is in the repository" in page and page.count("\n# ") == 0, a.slug
+    assert "scan harness" in pages["boards.md"] and "## Measured: ECP5 out of context" in pages["boards.md"]
 
 
 def _mkdocs():
@@ -89,8 +112,13 @@ def test_mkdocs_build_strict(tmp_path):
     assert "WARNING" not in r.stderr, r.stderr[-4000:]
     for page in ("index.html", "getting-started/index.html", "designs/bbs-spmxv/index.html",
                  "designs/index.html", "reference/cli/index.html", "reference/api/index.html",
-                 "pruning/index.html", "fusesoc/index.html", "simulation/index.html"):
+                 "pruning/index.html", "fusesoc/index.html", "simulation/index.html", "systems/index.html",
+                 "verification/index.html", "contributing/index.html", "boards/index.html"):
         assert (site / page).is_file(), page
+    melo = (site / "designs/melo/index.html").read_text()
+    assert "Two event slots" in melo and "What is in the repository" in melo  # notes + generated status
+    boards = (site / "boards/index.html").read_text()
+    assert "scan harness" in boards and "Measured: ECP5 out of context" in boards
     api = (site / "reference/api/index.html").read_text()
     assert "BBSParams" in api and "write_dense" in api  # mkdocstrings rendered the docstrings
     cli = (site / "reference/cli/index.html").read_text()

@@ -47,6 +47,7 @@ def _commands(prefix: str) -> list[tuple[str, str, dict]]:
     for doc in DOCS:
         for block in _blocks(doc.read_text(encoding="utf-8")):
             env: dict[str, str] = {}
+            block = re.sub(r"\\\n\s*", " ", block)  # a shell line continued with a backslash is one line
             for line in block.splitlines():
                 line = line.strip()
                 if line.startswith("$ "):
