@@ -2,12 +2,12 @@
 
     python fuzz/readers.py TARGET[,TARGET...] CORPUS_DIR [libFuzzer flags, e.g. -max_total_time=30]
 
-Targets are :data:`hwcosim.cosim.flow.fuzz.TARGETS` (``python -m cosim.flow.fuzz --list``). The first byte of an
+Targets are :data:`hwcosim.cosim.flow.fuzz.TARGETS` (``hwcosim fuzz --list``). The first byte of an
 input picks the target (``byte % len(targets)``), the rest is the file's content, so one
 process and one coverage map serve every reader. An input that makes a reader raise anything but
 its documented error is a crash: libFuzzer saves it (``-artifact_prefix``), and
-``python -m cosim.flow.fuzz`` splits it into ``<target>/<payload>``. Normally run through
-``python -m cosim.flow.fuzz --seconds N``. Crashes listed in :data:`hwcosim.cosim.flow.fuzz.KNOWN_BUGS` (each has
+``hwcosim fuzz`` splits it into ``<target>/<payload>``. Normally run through
+``hwcosim fuzz --seconds N``. Crashes listed in :data:`hwcosim.cosim.flow.fuzz.KNOWN_BUGS` (each has
 a strict-xfail regression test) are skipped so the fuzzer looks for new ones, unless
 ``HWCOSIM_FUZZ_STRICT=1``.
 """
@@ -59,7 +59,7 @@ def main() -> None:
         run_target(n, seeds(n)[0])
     strict = os.environ.get("HWCOSIM_FUZZ_STRICT") == "1"
     work = Path(tempfile.mkdtemp(prefix="hwcosim-fuzz-"))
-    counts_file = os.environ.get("HWCOSIM_FUZZ_COUNTS")   # inputs per target, for python -m cosim.flow.fuzz
+    counts_file = os.environ.get("HWCOSIM_FUZZ_COUNTS")   # inputs per target, for hwcosim fuzz
     counts = dict.fromkeys(names, 0)
     last = [0.0]
 

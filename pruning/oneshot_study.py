@@ -33,12 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-
 from hwcosim.models.atomic import save_png, write_text
 from hwcosim.models.tables import show
 from hwcosim.pruning.oneshot import METHODS, Calib, cosine_rows, prune_bert, prune_layer
 from hwcosim.pruning.schedule import pattern_for_sparsity
+from threadpoolctl import threadpool_limits
 
 __all__ = ["oneshot_study", "bench_oneshot", "minilm_specs"]
 
@@ -254,7 +253,7 @@ def _digits(sparsities, methods, cache_dir, progress, which=("lstm", "cnn")) -> 
     from hwcosim.models.nn.layers import im2col3
     from hwcosim.models.nn.lstm import LSTMConfig
     from hwcosim.models.nn.train import get_trained
-    from hwcosim.pruning.study import CNN_TRAIN, LSTM_TRAIN
+    from hwcosim.pruning.recipes import CNN_TRAIN, LSTM_TRAIN
 
     out = {}
     if "lstm" in which:

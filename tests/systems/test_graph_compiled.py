@@ -6,8 +6,6 @@ import os
 
 import numpy as np
 import pytest
-from scipy.sparse.csgraph import connected_components
-
 from hwcosim.cosim.cli.graph import main
 from hwcosim.models.systems.graph import (
     BFS,
@@ -23,6 +21,7 @@ from hwcosim.models.systems.graph import (
 )
 from hwcosim.models.systems.graph.compiled import CompiledExecutor, build_plan, compiled_partition_step
 from hwcosim.models.systems.graph.engine import DaskExecutor, partition_step
+from scipy.sparse.csgraph import connected_components
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +214,7 @@ def test_push_pull_auto_identical(small_rmat, method, masters):
 def test_compiled_bench_tiny(tmp_path):
     import json
 
-    from hwcosim.cosim.cli.graph_bench import bench_graph_compiled
+    from hwcosim.models.systems.graph.bench_compiled import bench_graph_compiled
 
     res = bench_graph_compiled(tmp_path, True, scales=(8,), threads=2, repeats=1)
     on_disk = json.loads((tmp_path / "graph_compiled.json").read_text())

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.graph.partition import partition
 from hwcosim.models.systems.graph.tux2 import Bipartite, MEGAProgram, TuX2Engine, WorkerModel
 from hwcosim.models.systems.graph.tux2_algos import (
@@ -237,7 +236,7 @@ def test_mf_bsp_any_partitioner(ratings, cut):
 
 def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
     """The engine bench (requirement 2): one JSON row per size; igraph skipped above its budget."""
-    import hwcosim.cosim.cli.graph as gcli
+    import hwcosim.models.systems.graph.bench as gcli
 
     monkeypatch.setattr(gcli, "_IGRAPH_BUILD_BUDGET_S", 1e-9)
     monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 1000)            # several edge-list chunks
@@ -254,10 +253,9 @@ def test_graph_engine_bench_sizes_and_igraph_skip(tmp_path, monkeypatch):
 def test_igraph_baseline_graph_is_the_same_graph(monkeypatch):
     """The igraph baseline reads our edges through a text file: same edges, same order, isolated tail."""
     pytest.importorskip("igraph")
+    import hwcosim.models.systems.graph.bench as gcli
     import igraph
     import numpy as np
-
-    import hwcosim.cosim.cli.graph as gcli
     from hwcosim.models.systems.graph.graph import Graph
 
     monkeypatch.setattr(gcli, "_IGRAPH_WRITE_CHUNK", 7)

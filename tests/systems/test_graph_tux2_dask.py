@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.graph.tux2 import TuX2Engine
-from hwcosim.models.systems.graph.tux2_algos import LDA, LR, MF, bars_corpus, digits_lr, plain_lr, plain_mf, synthetic_ratings
+from hwcosim.models.systems.graph.tux2_algos import (
+    LDA,
+    LR,
+    MF,
+    bars_corpus,
+    digits_lr,
+    plain_lr,
+    plain_mf,
+    synthetic_ratings,
+)
 
 distributed = pytest.importorskip("distributed")
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.graph.tux2 import Bipartite, TuX2Engine
 from hwcosim.models.systems.graph.tux2_algos import (
     LDA,
@@ -281,8 +280,8 @@ def test_bench_tux2_procs_tiny(tmp_path, monkeypatch):
     import json
 
     import hwcosim.models.systems.graph.tux2_procs as tp
-    from hwcosim.cosim.cli.graph import bench_tux2_procs
     from hwcosim.cosim.flow.bench import BENCHES
+    from hwcosim.models.systems.graph.bench import bench_tux2_procs
 
     assert "tux2_procs" in BENCHES
     tiny = {"mf": (synthetic_ratings(60, 40, seed=0), MF(lr=0.2), 3, 2), "lr": (digits_lr(), LR(lr=0.5), 2, 2)}
@@ -367,7 +366,7 @@ def test_bench_tux2_measures_processes(tmp_path, monkeypatch):
     import json
 
     import hwcosim.models.systems.graph.tux2_algos as ta
-    from hwcosim.cosim.cli.graph import bench_tux2
+    from hwcosim.models.systems.graph.bench import bench_tux2
 
     real_setup = ta._setup
 

@@ -12,6 +12,7 @@
   MEGA form and as plain numpy.
 """
 
+from . import tux2_dask, tux2_procs  # noqa: F401 - they register the TuX2 executors "dask" and "processes"
 from .algorithms import ALGORITHMS, BFS, SSSP, ConnectedComponents, PageRank, pagerank_scipy, run
 from .compiled import CompiledExecutor
 from .engine import DaskExecutor, Engine, ProcessExecutor, RunResult, SerialExecutor, VertexProgram, make_executor

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .engine import Engine, RunResult, VertexProgram
 from .graph import Graph
@@ -40,12 +41,13 @@ class PageRank(VertexProgram):
     max_steps: int = 200
     combiner = "sum"
     edge_op = "copy"
+    fused = "pr"
 
     def __post_init__(self):
         if not 0 < self.damping < 1:
-            raise ValueError(f"damping must be in (0, 1), not {self.damping}")
+            raise UsageError(f"damping must be in (0, 1), not {self.damping}")
         if self.tol <= 0 or self.max_steps < 1:
-            raise ValueError(f"tol must be > 0 and max_steps >= 1, not {self.tol}, {self.max_steps}")
+            raise UsageError(f"tol must be > 0 and max_steps >= 1, not {self.tol}, {self.max_steps}")
 
     def init(self, g):
         deg = g.out_degree().astype(float)
@@ -70,14 +72,15 @@ class BFS(VertexProgram):
     max_steps: int = 1 << 30
     combiner = "min"
     edge_op = "add_one"
+    fused = "bfs"
 
     def __post_init__(self):
         if self.source < 0:
-            raise ValueError(f"source must be >= 0, not {self.source}")
+            raise UsageError(f"source must be >= 0, not {self.source}")
 
     def init(self, g):
         if self.source >= g.n:
-            raise ValueError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
+            raise UsageError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
         lev = np.full(g.n, np.inf)
         lev[self.source] = 0.0
         front = np.zeros(g.n, bool)
@@ -106,6 +109,7 @@ class ConnectedComponents(VertexProgram):
     max_steps: int = 1 << 30
     combiner = "min"
     edge_op = "copy"
+    fused = "cc"
 
     def init(self, g):
         return np.arange(g.n, dtype=float), {"active": np.ones(g.n, bool)}
@@ -127,16 +131,17 @@ class SSSP(VertexProgram):
     max_steps: int = 1 << 30
     combiner = "min"
     edge_op = "add_weight"
+    fused = "sssp"
 
     def __post_init__(self):
         if self.source < 0:
-            raise ValueError(f"source must be >= 0, not {self.source}")
+            raise UsageError(f"source must be >= 0, not {self.source}")
 
     def init(self, g):
         if self.source >= g.n:
-            raise ValueError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
+            raise UsageError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
         if g.m and g.weight.min() < 0:
-            raise ValueError("SSSP needs non-negative edge weights")
+            raise UsageError("SSSP needs non-negative edge weights")
         d = np.full(g.n, np.inf)
         d[self.source] = 0.0
         act = np.zeros(g.n, bool)
@@ -161,7 +166,7 @@ def run(g: Graph, algorithm: str, *, k: int = 1, method: str = "hybrid", executo
     ``cc`` symmetrises the graph first. Extra keyword arguments go to the program.
     """
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+        raise UsageError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "cc":
         g = g.symmetrised()
     return Engine(g, k=k, method=method, executor=executor).run(ALGORITHMS[algorithm](**params))

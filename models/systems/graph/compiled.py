@@ -49,9 +49,11 @@ import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 from numba import njit
 
 from .partition import Partition, Partitioning
+from .result import RunResult
 
 __all__ = ["CompiledExecutor", "compiled_partition_step", "Plan", "build_plan", "degree_ids", "MAX_THREADS"]
 
@@ -98,9 +100,9 @@ def compiled_partition_step(part: Partition, value: np.ndarray, edge_op, combine
     order). A callable ``edge_op`` has no compiled form: ``ValueError``.
     """
     if not isinstance(edge_op, str) or edge_op not in _OPS:
-        raise ValueError(f"the compiled kernel supports the edge operators {', '.join(_OPS)}, not {edge_op!r}")
+        raise UsageError(f"the compiled kernel supports the edge operators {', '.join(_OPS)}, not {edge_op!r}")
     if combiner not in _COMBS:
-        raise ValueError(f"Unknown combiner {combiner!r}; choose sum or min")
+        raise UsageError(f"Unknown combiner {combiner!r}; choose sum or min")
     out = np.empty(part.dst_unique.size)
     if part.m:
         _partials_kernel(part.src, part.seg_start, part.weight, np.ascontiguousarray(value, dtype=np.float64),
@@ -442,9 +444,9 @@ class CompiledExecutor:
         self.auto = threads is None
         threads = (os.cpu_count() or 1) if threads is None else threads
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= MAX_THREADS:
-            raise ValueError(f"thread count must be an integer in [1, {MAX_THREADS}], not {threads!r}")
+            raise UsageError(f"thread count must be an integer in [1, {MAX_THREADS}], not {threads!r}")
         if direction not in ("auto", "pull", "push"):
-            raise ValueError(f"Unknown direction {direction!r}; choose auto, pull or push")
+            raise UsageError(f"Unknown direction {direction!r}; choose auto, pull or push")
         self.threads = int(threads)
         self.direction = direction
         self.parts = ()
@@ -473,10 +475,7 @@ class CompiledExecutor:
     # -- fused run -----------------------------------------------------------------------------------------
     def run_fused(self, g, P: Partitioning, program, steps_cap: int):
         """Run a known program fully compiled; ``None`` if the program has no fused form."""
-        from .algorithms import BFS, SSSP, ConnectedComponents, PageRank
-        from .engine import RunResult
-
-        kind = {PageRank: "pr", BFS: "bfs", ConnectedComponents: "cc", SSSP: "sssp"}.get(type(program))
+        kind = vars(type(program)).get("fused")  # PageRank, BFS, ConnectedComponents, SSSP (not subclasses)
         if kind is None:
             return None
         state, ctx = program.init(g)  # validates (source in range, weights >= 0)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 from .graph import Graph
 from .partition import Partition, Partitioning, partition
+from .result import RunResult
 
 __all__ = ["VertexProgram", "Engine", "RunResult", "SerialExecutor", "ProcessExecutor", "DaskExecutor",
            "partition_step", "make_executor", "EDGE_OPS"]
@@ -84,6 +85,9 @@ class VertexProgram:
     combiner: str = "sum"
     edge_op = "copy"
     max_steps: int = 100
+    #: the compiled executor's fused kernel for this class (``"pr"``, ``"bfs"``, ``"cc"``, ``"sssp"``);
+    #: read from the class's own body only, so a subclass (which may change emit/apply) runs unfused
+    fused: str | None = None
 
     def init(self, g: Graph) -> tuple[np.ndarray, dict]:
         """Return the initial state, shape (n,), and a context dict for emit/apply."""
@@ -144,7 +148,7 @@ class ProcessExecutor:
 
     def __init__(self, workers: int = 2):
         if workers < 1:
-            raise ValueError(f"worker count must be >= 1, not {workers}")
+            raise UsageError(f"worker count must be >= 1, not {workers}")
         self.workers = workers
         self.pool = None
 
@@ -200,14 +204,17 @@ class DaskExecutor:
     def __init__(self, address: str | None = None, workers: int = 2, processes: bool = False,
                  kernel: str = "numpy"):
         if workers < 1:
-            raise ValueError(f"worker count must be >= 1, not {workers}")
+            raise UsageError(f"worker count must be >= 1, not {workers}")
         if kernel not in ("numpy", "compiled"):
-            raise ValueError(f"Unknown Dask partition kernel {kernel!r}; choose numpy or compiled")
+            raise UsageError(f"Unknown Dask partition kernel {kernel!r}; choose numpy or compiled")
         self.address, self.workers, self.processes, self.kernel = address, workers, processes, kernel
         self.client = self.cluster = None
 
     def start(self, parts: tuple) -> None:
-        from distributed import Client, LocalCluster
+        from hwcosim.models.extras import systems_extra
+
+        with systems_extra("the Dask graph executor"):
+            from distributed import Client, LocalCluster
 
         if self.address:
             self.client = Client(self.address, timeout="20s")
@@ -246,34 +253,10 @@ def make_executor(kind: str, workers: int = 2, scheduler: str | None = None, thr
         return DaskExecutor(scheduler, workers)
     if kind == "dask-compiled":
         return DaskExecutor(scheduler, workers, kernel="compiled")
-    raise ValueError(f"Unknown executor {kind!r}; choose compiled, serial, processes, dask or dask-compiled")
+    raise UsageError(f"Unknown executor {kind!r}; choose compiled, serial, processes, dask or dask-compiled")
 
 
 # ---- engine --------------------------------------------------------------------------------------
-@dataclass
-class RunResult:
-    """The final state and the run's counters.
-
-    ``seconds`` times the supersteps only; ``setup_seconds`` the executor start (pool fork,
-    Dask cluster start, scattering the partitions, the compiled executor's plan);
-    ``cpu_seconds`` is the CPU time of this process (all its threads, not worker processes)
-    over the supersteps.
-    """
-
-    state: np.ndarray
-    steps: int
-    seconds: float
-    edges_processed: int
-    setup_seconds: float
-    executor: str
-    partitioning: dict
-    cpu_seconds: float = float("nan")
-
-    @property
-    def edges_per_second(self) -> float:
-        return self.edges_processed / max(self.seconds, 1e-12)
-
-
 class Engine:
     """Runs vertex programs over a partitioned graph.
 
@@ -297,7 +280,7 @@ class Engine:
         self.g = g
         self.parts = parts if parts is not None else partition(g, k, method)
         if self.parts.n != g.n:
-            raise ValueError(f"Partitioning is for {self.parts.n} vertices, the graph has {g.n}")
+            raise UsageError(f"Partitioning is for {self.parts.n} vertices, the graph has {g.n}")
         self.executor = executor if executor is not None else SerialExecutor()
 
     def combine(self, partials: list, combiner: str) -> np.ndarray:

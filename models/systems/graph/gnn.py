@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 
 from .graph import Graph
 
@@ -238,7 +239,7 @@ def gcn(x: np.ndarray, f_out: int, seed: int = 0) -> OpGraph:
 def gat(x: np.ndarray, f_out: int, heads: int = 4, seed: int = 0) -> OpGraph:
     """GAT layer (Velickovic et al., ICLR 2018), ``heads`` heads of ``f_out // heads`` features."""
     if f_out % heads:
-        raise ValueError(f"f_out must be a multiple of heads, not {f_out} and {heads}")
+        raise UsageError(f"f_out must be a multiple of heads, not {f_out} and {heads}")
     rng = np.random.default_rng(seed)
     f = f_out // heads
     ops = [Op("h", "gemm", ("X", "W")), Op("el", "head_dot", ("h", "a_l")), Op("er", "head_dot", ("h", "a_r")),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 
 __all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS"]
 
@@ -53,17 +54,17 @@ class Graph:
 
     def __post_init__(self):
         if int(self.n) < 1:
-            raise ValueError(f"Vertex count must be >= 1, not {self.n}")
+            raise UsageError(f"Vertex count must be >= 1, not {self.n}")
         src = np.ascontiguousarray(self.src, dtype=np.int64)
         dst = np.ascontiguousarray(self.dst, dtype=np.int64)
         if src.shape != dst.shape or src.ndim != 1:
-            raise ValueError(f"src and dst must be 1-D of equal length, not {src.shape} and {dst.shape}")
+            raise UsageError(f"src and dst must be 1-D of equal length, not {src.shape} and {dst.shape}")
         if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= self.n):
-            raise ValueError(f"Edge endpoints must lie in [0, {self.n}), found "
+            raise UsageError(f"Edge endpoints must lie in [0, {self.n}), found "
                              f"[{min(src.min(), dst.min())}, {max(src.max(), dst.max())}]")
         w = np.ones(src.size) if self.weight is None else np.ascontiguousarray(self.weight, dtype=np.float64)
         if w.shape != src.shape:
-            raise ValueError(f"weight must have shape {src.shape}, not {w.shape}")
+            raise UsageError(f"weight must have shape {src.shape}, not {w.shape}")
         object.__setattr__(self, "n", int(self.n))
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
@@ -125,7 +126,7 @@ def load_real(name: str) -> Graph:
         For an unknown name.
     """
     if name not in REAL_GRAPHS:
-        raise ValueError(f"Unknown graph {name!r}; choose one of {', '.join(REAL_GRAPHS)}")
+        raise UsageError(f"Unknown graph {name!r}; choose one of {', '.join(REAL_GRAPHS)}")
     text = (_DATA / f"{name}.txt").read_text().splitlines()
     names = next(line for line in text if line.startswith("# vertex names:"))[len("# vertex names: "):].split("|")
     rows = np.array([line.split() for line in text if line and not line.startswith("#")], dtype=float)
@@ -160,11 +161,11 @@ class RMATParams:
 
     def __post_init__(self):
         if not 1 <= self.scale <= 31:
-            raise ValueError(f"scale must be in [1, 31], not {self.scale}")
+            raise UsageError(f"scale must be in [1, 31], not {self.scale}")
         if self.edge_factor < 1:
-            raise ValueError(f"edge_factor must be >= 1, not {self.edge_factor}")
+            raise UsageError(f"edge_factor must be >= 1, not {self.edge_factor}")
         if min(self.a, self.b, self.c) < 0 or self.a + self.b + self.c > 1 + 1e-12:
-            raise ValueError(f"a, b, c must be >= 0 with a+b+c <= 1, not {self.a}, {self.b}, {self.c}")
+            raise UsageError(f"a, b, c must be >= 0 with a+b+c <= 1, not {self.a}, {self.b}, {self.c}")
 
 
 def rmat(params: RMATParams, *, weights: bool = True, permute: bool = True, chunk: int = 1 << 22) -> Graph:

@@ -28,7 +28,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.graph.graph import Graph
 
 __all__ = ["read_graph", "GraphFormatError", "EDGE_SUFFIXES"]
@@ -38,7 +38,7 @@ BLOCK_LINES = 1 << 20
 MAX_EDGES = 1 << 31
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(UsageError):
     """A graph file that cannot be read; the message names the file and the line."""
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 from numba import njit
 
 from .graph import Graph
@@ -149,9 +150,9 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
     Partitioning
     """
     if k < 1:
-        raise ValueError(f"Partition count must be >= 1, not {k}")
+        raise UsageError(f"Partition count must be >= 1, not {k}")
     if method not in METHODS:
-        raise ValueError(f"Unknown partitioning method {method!r}; choose one of {', '.join(METHODS)}")
+        raise UsageError(f"Unknown partitioning method {method!r}; choose one of {', '.join(METHODS)}")
     if masters == "hash":
         master = _hash(np.arange(g.n), k, seed).astype(np.int64)
     elif masters == "range":
@@ -159,7 +160,7 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         cuts = np.searchsorted(cum, cum[-1] * np.arange(1, k) / k, side="right")
         master = np.searchsorted(cuts, np.arange(g.n), side="right").astype(np.int64)
     else:
-        raise ValueError(f"Unknown master placement {masters!r}; choose hash or range")
+        raise UsageError(f"Unknown master placement {masters!r}; choose hash or range")
     if method == "edge-cut":
         owner = master[g.dst]
     elif method == "vertex-cut":
@@ -169,7 +170,7 @@ def partition(g: Graph, k: int, method: str = "hybrid", *, threshold: int | None
         if threshold is None:
             threshold = max(100, int(4 * g.m / g.n))
         if threshold < 0:
-            raise ValueError(f"threshold must be >= 0, not {threshold}")
+            raise UsageError(f"threshold must be >= 0, not {threshold}")
         high = indeg[g.dst] > threshold
         owner = np.where(high, master[g.src], master[g.dst])
     # group edges by owner, then by dst inside each part (stable -> deterministic)

@@ -43,21 +43,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 
 from .graph import Graph
 from .partition import partition
 
 __all__ = ["Bipartite", "WorkerModel", "Stage", "Batch", "MEGAProgram", "TuX2Engine", "TuX2Result",
-           "PARTITIONERS", "EXECUTORS"]
+           "PARTITIONERS", "EXECUTORS", "register_executor"]
 
 PARTITIONERS = ("bicut", "hybrid", "vertex-cut", "edge-cut")
 EXECUTORS = ("simulated", "threads", "processes", "dask")
 SIDES = ("a", "b")
 
+#: executor name -> ``(runner, options)``. ``runner(engine, program, master, s, C, batches, record,
+#: **options)`` runs ``C`` clocks on every worker and returns a :class:`TuX2Result`; ``options`` names the
+#: keywords of :meth:`TuX2Engine.run` it takes. ``simulated`` and ``threads`` are defined here; the
+#: modules of the others register them when the package imports them (``processes``:
+#: :mod:`~models.systems.graph.tux2_procs`, ``dask``: :mod:`~models.systems.graph.tux2_dask`), so
+#: this module depends on none of them.
+_RUNNERS: dict[str, tuple[Callable, tuple[str, ...]]] = {}
+
+
+def register_executor(name: str, runner: Callable, options: tuple[str, ...] = ()) -> None:
+    """Make ``runner`` the executor ``name`` (one of :data:`EXECUTORS`) of :meth:`TuX2Engine.run`."""
+    if name not in EXECUTORS:
+        raise ValueError(f"Unknown executor {name!r}; the TuX2 executors are {', '.join(EXECUTORS)}")
+    _RUNNERS[name] = (runner, tuple(options))
+
 
 def _check_int(name: str, value, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, not {value!r}")
+        raise UsageError(f"{name} must be an integer >= {lo}, not {value!r}")
     return int(value)
 
 
@@ -97,15 +113,15 @@ class Bipartite:
         a = np.ascontiguousarray(self.a, dtype=np.int64)
         b = np.ascontiguousarray(self.b, dtype=np.int64)
         if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-            raise ValueError(f"a and b must be non-empty 1-D arrays of equal length, not {a.shape} and {b.shape}")
+            raise UsageError(f"a and b must be non-empty 1-D arrays of equal length, not {a.shape} and {b.shape}")
         if a.min() < 0 or a.max() >= self.n_a or b.min() < 0 or b.max() >= self.n_b:
-            raise ValueError(f"edge endpoints out of range: a in [{a.min()}, {a.max()}] (n_a={self.n_a}), "
+            raise UsageError(f"edge endpoints out of range: a in [{a.min()}, {a.max()}] (n_a={self.n_a}), "
                              f"b in [{b.min()}, {b.max()}] (n_b={self.n_b})")
         for kind, d, n in (("edata", self.edata, a.size), ("a_data", self.a_data, self.n_a),
                            ("b_data", self.b_data, self.n_b)):
             for k, v in d.items():
                 if np.shape(v)[:1] != (n,):
-                    raise ValueError(f"{kind}[{k!r}] must have {n} rows, not shape {np.shape(v)}")
+                    raise UsageError(f"{kind}[{k!r}] must have {n} rows, not shape {np.shape(v)}")
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
 
@@ -144,11 +160,11 @@ class WorkerModel:
     def __post_init__(self):
         for k in ("edge_cost", "sync_latency", "byte_cost", "speed_sigma", "jitter_sigma"):
             if not getattr(self, k) >= 0:
-                raise ValueError(f"{k} must be >= 0, not {getattr(self, k)}")
+                raise UsageError(f"{k} must be >= 0, not {getattr(self, k)}")
         if not 0 <= self.straggler_p <= 1:
-            raise ValueError(f"straggler_p must be in [0, 1], not {self.straggler_p}")
+            raise UsageError(f"straggler_p must be in [0, 1], not {self.straggler_p}")
         if not self.straggler_factor >= 1:
-            raise ValueError(f"straggler_factor must be >= 1, not {self.straggler_factor}")
+            raise UsageError(f"straggler_factor must be >= 1, not {self.straggler_factor}")
 
     def slowdown(self, workers: int, clocks: int) -> np.ndarray:
         """``1 / speed``, shape (workers, clocks)."""
@@ -296,9 +312,9 @@ class TuX2Engine:
                  model: WorkerModel | None = None, seed: int = 0):
         workers = _check_int("workers", workers, 1)
         if workers > g.n_a:
-            raise ValueError(f"workers must be <= the {g.n_a} A vertices, not {workers}")
+            raise UsageError(f"workers must be <= the {g.n_a} A vertices, not {workers}")
         if partitioner not in PARTITIONERS:
-            raise ValueError(f"Unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}")
+            raise UsageError(f"Unknown partitioner {partitioner!r}; choose one of {', '.join(PARTITIONERS)}")
         self.g, self.workers, self.partitioner = g, workers, partitioner
         self.model = model if model is not None else WorkerModel(seed=seed)
         self.seed = seed
@@ -453,36 +469,31 @@ class TuX2Engine:
         epochs = _check_int("epochs", epochs, 1)
         batches = _check_int("batches", batches, 1)
         if not isinstance(program, MEGAProgram):
-            raise ValueError(f"program must be a MEGAProgram, not {type(program).__name__}")
+            raise UsageError(f"program must be a MEGAProgram, not {type(program).__name__}")
         if executor not in EXECUTORS:
-            raise ValueError(f"Unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+            raise UsageError(f"Unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
         if not (isinstance(time_scale, (int, float)) and time_scale > 0):
-            raise ValueError(f"time_scale must be > 0, not {time_scale!r}")
+            raise UsageError(f"time_scale must be > 0, not {time_scale!r}")
         if program.a_complete and self.a_split:
-            raise ValueError(f"{program.name} needs all edges of an A vertex on one worker, but the "
+            raise UsageError(f"{program.name} needs all edges of an A vertex on one worker, but the "
                              f"{self.partitioner!r} partitioning splits {self.a_split} of them; use 'bicut'")
         master = program.init(self.g, np.random.default_rng(self.seed))
         for k in ("a", "b", "g", "e"):
             master.setdefault(k, {})
-        if straggler is not None and executor not in ("processes", "dask"):
-            raise ValueError(f"straggler is an option of the processes and dask executors, not of {executor!r}")
-        if executor == "processes":
-            from .tux2_procs import run_processes
-
-            return run_processes(self, program, master, s, epochs * batches, batches, record, start_method,
-                                 straggler=straggler)
-        if executor == "dask":
-            from .tux2_dask import run_dask
-
-            return run_dask(self, program, master, s, epochs * batches, batches, record, client, straggler=straggler)
-        fn = self._simulate if executor == "simulated" else self._threads
-        return fn(program, master, s, epochs * batches, batches, record, time_scale)
+        if executor not in _RUNNERS:  # the package imports every executor's module
+            raise RuntimeError(f"internal error: the {executor!r} executor is not registered")
+        runner, options = _RUNNERS[executor]
+        if straggler is not None and "straggler" not in options:
+            have = [n for n in EXECUTORS if "straggler" in _RUNNERS.get(n, (None, ()))[1]]
+            raise UsageError(f"straggler is an option of the {' and '.join(have)} executors, not of {executor!r}")
+        given = {"time_scale": time_scale, "start_method": start_method, "client": client, "straggler": straggler}
+        return runner(self, program, master, s, epochs * batches, batches, record, **{k: given[k] for k in options})
 
     def _duration(self, work: int, nbytes: int, slow: float) -> float:
         m = self.model
         return work * m.edge_cost * slow + m.sync_latency + nbytes * m.byte_cost
 
-    def _simulate(self, program, master, s, C, batches, record, _scale) -> TuX2Result:
+    def _simulate(self, program, master, s, C, batches, record) -> TuX2Result:
         W = self.workers
         slow = self.model.slowdown(W, C)
         applied = np.zeros(W, np.int64)     # clocks of each worker whose deltas reached the masters
@@ -540,7 +551,7 @@ class TuX2Engine:
         return TuX2Result(master, history, s, W, C, now, wall, max(reads), dict(sorted(reads.items())), wait,
                           self.summary)
 
-    def _threads(self, program, master, s, C, batches, record, scale) -> TuX2Result:
+    def _threads(self, program, master, s, C, batches, record, time_scale: float = 1.0) -> TuX2Result:
         import threading
 
         W = self.workers
@@ -571,7 +582,7 @@ class TuX2Engine:
                         cv.notify_all()
                     work = self._compute(program, master, view, w, c, batches)
                     deltas, nbytes = self._deltas(view, snap)
-                    time.sleep(self._duration(work, nbytes, slow[w, c]) * scale)
+                    time.sleep(self._duration(work, nbytes, slow[w, c]) * time_scale)
                     with cv:
                         if s == 0:  # BSP: no clock-c delta lands before every worker has read clock c
                             cv.wait_for(lambda c=c: started.min() > c or errors)
@@ -585,7 +596,8 @@ class TuX2Engine:
                             lv = program.loss(self.g, master)
                             acc["loss_wall"] += time.perf_counter() - t
                             wall = time.perf_counter() - t0 - acc["loss_wall"]
-                            history.append({"clock": gmin, "sim_time": wall / scale, "wall_time": wall, "loss": lv})
+                            history.append({"clock": gmin, "sim_time": wall / time_scale, "wall_time": wall,
+                                            "loss": lv})
                             acc["gclock"] = gmin
                         cv.notify_all()
             except BaseException as e:  # surface a worker's failure in the caller
@@ -601,5 +613,9 @@ class TuX2Engine:
         if errors:
             raise errors[0]
         wall = time.perf_counter() - t0 - acc["loss_wall"]
-        return TuX2Result(master, history, s, W, C, wall / scale, wall, max(reads), dict(sorted(reads.items())),
-                          acc["wait"] / scale, self.summary)
+        return TuX2Result(master, history, s, W, C, wall / time_scale, wall, max(reads), dict(sorted(reads.items())),
+                          acc["wait"] / time_scale, self.summary)
+
+
+register_executor("simulated", TuX2Engine._simulate)
+register_executor("threads", TuX2Engine._threads, ("time_scale",))

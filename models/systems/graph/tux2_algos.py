@@ -30,6 +30,7 @@ import textwrap
 
 import numpy as np
 import scipy.sparse as sp
+from hwcosim.models.errors import UsageError
 from scipy.special import expit, gammaln
 
 from .tux2 import Bipartite, MEGAProgram, Stage
@@ -41,18 +42,18 @@ __all__ = ["MF", "LR", "LDA", "plain_mf", "plain_lr", "plain_lda", "synthetic_ra
 def _positive(**kw):
     for k, v in kw.items():
         if not (isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and v > 0):
-            raise ValueError(f"{k} must be a number > 0, not {v!r}")
+            raise UsageError(f"{k} must be a number > 0, not {v!r}")
 
 
 def _nonneg(**kw):
     for k, v in kw.items():
         if not (isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and v >= 0):
-            raise ValueError(f"{k} must be a number >= 0, not {v!r}")
+            raise UsageError(f"{k} must be a number >= 0, not {v!r}")
 
 
 def _int(name, v, lo=1):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, not {v!r}")
+        raise UsageError(f"{name} must be an integer >= {lo}, not {v!r}")
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def synthetic_ratings(n_users: int = 500, n_items: int = 300, rank: int = 5, den
     _int("rank", rank)
     _nonneg(noise=noise)
     if not 0 < density <= 1:
-        raise ValueError(f"density must be in (0, 1], not {density}")
+        raise UsageError(f"density must be in (0, 1], not {density}")
     rng = np.random.default_rng(seed)
     ps = rng.normal(0, rank ** -0.25, (n_users, rank))
     qs = rng.normal(0, rank ** -0.25, (n_items, rank))
@@ -410,7 +411,7 @@ def _setup(algo: str, quick: bool, seed: int):
         def plain(ep, bs):
             return plain_lda(g, topics=10, sweeps=ep, seed=seed)[2]
     else:
-        raise ValueError(f"Unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
+        raise UsageError(f"Unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
     return g, prog, plain, epochs, batches
 
 
@@ -479,10 +480,10 @@ def study(quick: bool = True, seed: int = 0, algos=("mf", "lr", "lda"), stalenes
     from .tux2 import TuX2Engine, WorkerModel
 
     if 0 not in staleness:
-        raise ValueError("staleness must include 0 (the BSP baseline)")
+        raise UsageError("staleness must include 0 (the BSP baseline)")
     real = real or ("threads" if threads else "none")
     if real not in ("threads", "processes", "dask", "none"):
-        raise ValueError(f"Unknown real executor {real!r}; choose threads, processes, dask or none")
+        raise UsageError(f"Unknown real executor {real!r}; choose threads, processes, dask or none")
     workers = workers or (4 if quick else 8)
     real_workers = real_workers or workers
     model = model or WorkerModel(seed=seed)

@@ -29,6 +29,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from hwcosim.models.errors import UsageError
+
+from .tux2 import TuX2Result, register_executor
 
 __all__ = ["SSPServer", "run_dask"]
 
@@ -192,11 +195,9 @@ def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record
     """
     from distributed import Client, LocalCluster
 
-    from .tux2 import TuX2Result
-
     W = engine.workers
     if straggler is not None and not (isinstance(straggler, int) and 0 <= straggler < W):
-        raise ValueError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
+        raise UsageError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
     t_launch = time.time()          # the start is stamped on the actor's host: wall clock, not perf_counter
     own = client is None
     cluster = None
@@ -207,7 +208,7 @@ def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record
     try:
         addrs = sorted(client.scheduler_info()["workers"])
         if len(addrs) < W:
-            raise ValueError(f"the Dask cluster has {len(addrs)} workers, fewer than the {W} TuX2 workers")
+            raise UsageError(f"the Dask cluster has {len(addrs)} workers, fewer than the {W} TuX2 workers")
         master = {k: {n: np.asarray(v) for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
         server = client.submit(SSPServer, master, W, C, s, record, straggler, actor=True, workers=[addrs[0]]).result()
         view = {k: {n: v.copy() for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
@@ -234,3 +235,6 @@ def run_dask(engine, program, master: dict, s: int, C: int, batches: int, record
     return TuX2Result(res["state"], history, s, W, C, wall, wall, int(stale.max()),
                       {int(v): int(n) for v, n in zip(vals, cnt)}, float(times[:, :, 2].sum()),
                       engine.summary, trace)
+
+
+register_executor("dask", run_dask, ("client", "straggler"))

@@ -59,6 +59,9 @@ from multiprocessing import connection
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
+from hwcosim.models.errors import UsageError
+
+from .tux2 import Bipartite, TuX2Engine, TuX2Result, register_executor
 
 __all__ = ["run_processes", "default_start_method", "process_study", "graph_sharing_study",
            "SNAPSHOT_BUDGET_BYTES"]
@@ -146,8 +149,6 @@ def _graph_block(engine):
 
 def _attach_graph(buf, spec: dict, shell):
     """The engine of a worker over read-only views of the graph block (no copy, no validation pass)."""
-    from .tux2 import Bipartite
-
     parts: dict = {"edata": {}, "a_data": {}, "b_data": {}, "local": {}}
     ends = {}
     for (kind, n), shape, dt, off in spec["layout"]:
@@ -371,23 +372,21 @@ def run_processes(engine, program, master: dict, s: int, C: int, batches: int, r
     worker has finished or is blocked at the staleness gate: the slowest straggler the bound allows,
     independent of the host's scheduling (the others run exactly ``s`` clocks ahead of it).
     """
-    from .tux2 import TuX2Result
-
     W = engine.workers
     if straggler is not None and not (isinstance(straggler, int) and 0 <= straggler < W):
-        raise ValueError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
+        raise UsageError(f"straggler must be a worker index in 0..{W - 1}, not {straggler!r}")
     method = start_method or default_start_method()
     if method not in mp.get_all_start_methods():
-        raise ValueError(f"Unknown start method {method!r}; choose one of {', '.join(mp.get_all_start_methods())}")
+        raise UsageError(f"Unknown start method {method!r}; choose one of {', '.join(mp.get_all_start_methods())}")
     try:
         pickle.dumps(program)
     except Exception as e:
-        raise ValueError(f"the processes executor sends the program to worker processes, but "
+        raise UsageError(f"the processes executor sends the program to worker processes, but "
                          f"{type(program).__name__} cannot be pickled ({e}); define it at module level") from None
     master = {k: {n: np.ascontiguousarray(np.asarray(v)) for n, v in master[k].items()} for k in ("a", "b", "g", "e")}
     snap_bytes = sum(v.nbytes for d in master.values() for v in d.values())
     if record and snap_bytes * (C + 1) > SNAPSHOT_BUDGET_BYTES:
-        raise ValueError(f"recording the loss keeps up to {C + 1} copies of {snap_bytes / 1e6:.1f} MB of state, over "
+        raise UsageError(f"recording the loss keeps up to {C + 1} copies of {snap_bytes / 1e6:.1f} MB of state, over "
                          f"the {SNAPSHOT_BUDGET_BYTES >> 20} MB budget; use fewer clocks or record=False")
     ctx = mp.get_context(method)
     if method == "forkserver":
@@ -526,7 +525,7 @@ def _proc_setup(algo: str, quick: bool, seed: int):
         return g, MF(lr=0.05), (20 if quick else 30), 5
     if algo == "lr":
         return digits_lr(), LR(lr=0.5), (20 if quick else 40), 5
-    raise ValueError(f"Unknown algorithm {algo!r} for the process study; choose mf or lr")
+    raise UsageError(f"Unknown algorithm {algo!r} for the process study; choose mf or lr")
 
 
 def _time_to(history: list, target: float, key: str = "wall_time"):
@@ -555,10 +554,8 @@ def process_study(quick: bool = True, seed: int = 0, algos=("mf", "lr"), stalene
     """
     import os
 
-    from .tux2 import TuX2Engine
-
     if 0 not in staleness:
-        raise ValueError("staleness must include 0 (the BSP baseline)")
+        raise UsageError("staleness must include 0 (the BSP baseline)")
     repeats = repeats or (2 if quick else 5)
     out = {"workers": workers, "quick": quick, "seed": seed, "repeats": repeats, "staleness": list(staleness),
            "host": {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())},
@@ -642,7 +639,6 @@ def graph_sharing_study(scales=(18, 19, 20), workers: int = 2, seed: int = 0, ba
     import gc
     import os
 
-    from .tux2 import TuX2Engine
     from .tux2_algos import MF, rmat_ratings
 
     say = progress or (lambda _m: None)
@@ -707,3 +703,6 @@ def _graph_block_sizes(engine) -> tuple:
     return (sum(v.nbytes for v in arrs.values()),
             sum(-(-max(v.nbytes, 1) // _ALIGN) * _ALIGN for v in arrs.values()),
             len(pickle.dumps(shell, protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+register_executor("processes", run_processes, ("start_method", "straggler"))
