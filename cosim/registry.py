@@ -34,7 +34,7 @@ from hwcosim.models.errors import UsageError
 
 __all__ = ["Design", "DocsEntry", "designs", "get_design", "override_params", "params_from_file",
            "resolve_params", "read_params_file", "parse_param_items", "apply_changes", "resolve", "module_path",
-           "add_param_args", "ENV_MODULES"]
+           "ENV_MODULES"]
 
 #: environment variable naming extra modules that define ``DESIGNS``
 ENV_MODULES = "HWCOSIM_DESIGN_MODULES"
@@ -112,6 +112,11 @@ class Design:
         Parameters of the ECP5 board top (the bitstream and ``hwcosim board run``) when they
         differ from ``board_params``, which stays the out-of-context reference: a core that fits
         the part alone but whose board top does not route (the BeamRaster precoder at 16 lanes).
+    contract : str
+        ``"module:attribute"`` of the design's simulation contract (a
+        :class:`hwcosim.cosim.contract.SimContract`):
+        random stimulus, golden outputs, the RTL run and the word comparison behind
+        ``hwcosim sim DESIGN`` and ``hwcosim.design(name).simulate()``.
     """
 
     name: str
@@ -135,6 +140,7 @@ class Design:
     board_params: Callable[[], Any] | None = None
     family_params: tuple = ()
     board_top_params: Callable[[], Any] | None = None
+    contract: str = ""
 
     def board_config(self, family: str = "ecp5", top: bool = False) -> Any:
         """The parameters registered for a board of ``family`` (None: the defaults); ``top``: for
@@ -325,12 +331,3 @@ def resolve_params(design: Design, param: list[str] | None = None, params_file: 
     changes = layered((f"--params {params_file}", read_params_file(params_file) if params_file else None),
                       ("--param", parse_param_items(param)))
     return apply_changes(p, changes, "parameter") if changes else p
-
-
-def add_param_args(ap) -> None:
-    """Add ``--param FIELD=VALUE`` (repeatable) and ``--params FILE.toml`` to an argparse parser."""
-    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
-                    help="set a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable; "
-                         "validated by the design's parameter class)")
-    ap.add_argument("--params", metavar="FILE.toml", default=None,
-                    help="design parameters from a TOML file of FIELD = VALUE lines (--param wins)")

@@ -8,8 +8,9 @@ import time
 
 import numpy as np
 
-from hwcosim.cosim.cli.util import out_dir
-from hwcosim.cosim.registry import add_param_args, designs, get_design, resolve_params
+from hwcosim.cosim.cli.util import add_param_args, out_dir
+from hwcosim.cosim.flow.vectors import load_vectors as _load_vectors
+from hwcosim.cosim.registry import designs, get_design, resolve_params
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.tables import emit, show
 
@@ -53,7 +54,7 @@ def _params_for(design, args):
     p = design.default_params()
     if getattr(args, "csb", None):
         if not all(hasattr(p, f) for f in ("rows", "cols", "banks", "k", "weight_fmt")):
-            raise ValueError(f"--csb gives BBS weights; design {design.name!r} does not take them")
+            raise UsageError(f"--csb gives BBS weights; design {design.name!r} does not take them")
         from dataclasses import replace
 
         from hwcosim.pruning.formats import csb as csbfmt
@@ -122,21 +123,6 @@ def _jsonable(p) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def _load_vectors(path: str, cols: int) -> np.ndarray:
-    from hwcosim.pruning.io import WeightIOError, read_npy
-
-    try:
-        x = read_npy(path)
-    except WeightIOError as e:
-        raise ValueError(f"cannot read vectors: {e}; give a .npy of shape (cols,) or (n, cols)") from None
-    x = np.atleast_2d(x)
-    if x.ndim != 2 or x.shape[1] != cols or x.dtype.kind not in "fiu":
-        raise ValueError(f"vectors in {path} have shape {x.shape}; the matrix needs (n, {cols}) numbers")
-    if not np.isfinite(x).all():
-        raise ValueError(f"vectors in {path} hold NaN/Inf; clean them first")
-    return x.astype(np.float64)
-
-
 def cmd_sim(args) -> int:
     from rich.table import Table
 
@@ -148,8 +134,11 @@ def cmd_sim(args) -> int:
     if args.check_simulator:
         ensure_simulator()
         return 0
+    if args.design is not None and (args.design != "bbs-spmxv" or not args.csb):
+        return _sim_design(args)
     if not args.csb:
-        raise ValueError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs')")
+        raise UsageError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs') or a "
+                         "DESIGN (" + ", ".join(designs()) + ")")
     p, m = _bbs_from_csb(args)
     from hwcosim.cosim.flow.runs import seal, staged_run
 
@@ -185,6 +174,72 @@ def cmd_sim(args) -> int:
     print(f"run directory: {run_dir} (re-check it without simulating: hwcosim check {run_dir})")
     if mt["mismatches"] or not res.passed:
         raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {run_dir}")
+    return 0
+
+
+#: the options of the CSB path (bbs-spmxv on given weights) and their defaults
+_CSB_ONLY = {"vector": None, "pes": None, "vec_format": None, "out_format": None, "idle": 0.0, "stall": 0.0}
+
+
+def _sim_design(args) -> int:
+    """``hwcosim sim DESIGN``: the design's simulation contract at the parameters given; every output
+    word compared with the golden model; the run folder keeps the evidence and ``summary.json``."""
+    import inspect
+
+    from rich.table import Table
+
+    from hwcosim.cosim.api import contract_of, simulate
+    from hwcosim.cosim.flow.runs import numpy_json_default, staged_run
+    from hwcosim.models.atomic import write_text
+
+    d = get_design(args.design)
+    if args.csb:
+        raise UsageError(f"--csb gives BBS SpMxV weights; design {d.name!r} does not take them (drop --csb)")
+    for dest, default in _CSB_ONLY.items():
+        if getattr(args, dest, default) != default:
+            raise UsageError(f"--{dest.replace('_', '-')} applies to hwcosim sim --csb only; for {d.name} use "
+                             "--param FIELD=VALUE")
+    p = resolve_params(d, args.param, getattr(args, "params", None))
+    contract = contract_of(d)
+    kw = {}
+    if args.n != 4:
+        if "n" not in inspect.signature(contract.stimulus).parameters:
+            raise UsageError(f"--n: the stimulus of {d.name} has no vector count; drop --n")
+        kw["n"] = args.n
+    if args.output:
+        out_dir(args.output, "build/sim/runs")
+    failed = None
+    with staged_run(args.output, d.top) as (run_dir, st):
+        try:
+            res = simulate(d, p, seed=args.seed, test_dir=st, waves=True if args.waves else None, check=False, **kw)
+        except CheckFailed as e:  # no output words: keep the folder (log, stimulus), then report
+            res, failed = None, e
+        if res is not None:
+            write_text(st / "summary.json", json.dumps({**res.summary(), "run_dir": str(run_dir), "seed": args.seed},
+                                                       indent=1, default=numpy_json_default) + "\n")
+            sealed = contract.seal(st)
+    if failed is not None:
+        first = str(failed).splitlines()[0].replace(str(st.resolve()), str(run_dir)).replace(str(st), str(run_dir))
+        raise CheckFailed(f"{first} (run folder {run_dir})")
+    res.run_dir = run_dir
+    t = Table(title=f"{d.name} on {res.sim}: RTL vs golden model, every output word")
+    for col in ("stream", "words", "mismatches"):
+        t.add_column(col, justify="right")
+    for name, st_ in res.streams.items():
+        t.add_row(name, str(st_["words"]), str(st_["mismatches"]))
+    show(t)
+    emit("sim", {k: v for k, v in res.summary().items() if k != "mismatch_list"} | {"run_dir": str(run_dir)})
+    print(f"{res.words} output words compared, {res.mismatches} mismatches; testbench checks "
+          f"{'passed' if res.testbench_ok else 'FAILED'}")
+    if res.metrics.get("cycles") is not None:
+        print(f"cycles: {res.metrics['cycles']}")
+    if res.waves:
+        print(f"waveform: {run_dir / res.waves.name}\nGTKWave save file (streams grouped): "
+              f"{run_dir / res.waves.with_suffix('.gtkw').name}")
+    print(f"run directory: {run_dir}" + (f" (re-check it without simulating: hwcosim check {run_dir})" if sealed
+                                         else ""))
+    if not res.ok:
+        raise CheckFailed(res.message())
     return 0
 
 
@@ -230,9 +285,14 @@ def register(sub) -> None:
                     "format from CSB weights written by 'hwcosim prune --pattern bbs'")
     ap.set_defaults(func=cmd_verilog)
 
-    ap = sub.add_parser("sim", help="run the BBS SpMxV RTL on CSB weights, compare with the golden model",
-                        description="Simulate the BBS SpMxV RTL (SIM=verilator|icarus) on CSB weights and "
-                                    "vectors; every result word is compared with the golden model.")
+    ap = sub.add_parser("sim", help="run a design's RTL on random stimulus, compare every word with the golden model",
+                        description="Simulate a registered design's RTL (SIM=verilator|icarus) on random but "
+                                    "realistic stimulus from its simulation contract at the parameters given "
+                                    "(--param, --params) and compare every output word with the golden model; "
+                                    "or the BBS SpMxV on CSB weights (--csb) and vectors. Exit 0 when every word "
+                                    "matches, 1 on a mismatch, 2 on bad input.")
+    ap.add_argument("design", nargs="?", default=None,
+                    help="registered design (" + ", ".join(designs()) + "); default bbs-spmxv with --csb")
     ap.add_argument("--vector", metavar="NPY", help="float vectors, shape (cols,) or (n, cols); "
                     "default: --n random vectors in [-1, 1)")
     ap.add_argument("--n", type=int, default=4, help="random vectors when --vector is not given")

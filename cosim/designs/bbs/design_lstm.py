@@ -1,7 +1,7 @@
 """Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline (see :mod:`hwcosim.cosim.designs`)."""
 
-from hwcosim.cosim.registry import Design, DocsEntry
 from hwcosim.cosim.designs.bbs.design import PAPER, SPMXV_DOCS
+from hwcosim.cosim.registry import Design, DocsEntry
 from hwcosim.models.bbs.csr import CSRParams
 from hwcosim.models.bbs.lstm import LSTMParams
 
@@ -30,12 +30,12 @@ DESIGNS = [
     Design(
         name="bbs-lstm", top="bbs_lstm", build=_lstm,
         default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),
-        # the SpMxV's output register on the board: 65.6 -> 83.9 MHz (nextpnr, LFE5U-85F speed 6,
-        # seed 1) for one cycle more per step; the cycle model follows p.bbs.latency
+        # the SpMxV's output register on the board: a faster clock (docs/boards/results.json) for
+        # one cycle more per step; the cycle model follows p.bbs.latency
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
                                       mul_stage=True, skid=True),
         # the iCE40UP5K: P = 4 PEs of one bank (4 SB_MAC16) + the element-wise unit's 3 = 7 of 8;
-        # H = 32 (3,558 of 5,280 logic cells with the scan harness, 14 of 30 EBR; 33.3 MHz)
+        # H = 32 (area and Fmax with the scan harness: docs/boards/ice40.json)
         family_params=(("ice40", lambda: LSTMParams(input_size=8, hidden=32, banks=1, k=4, pes=4, out_stage=True)),),
         description="BBS LSTM layer: SpMxV (P x B) + PLAN element-wise unit + vector builder "
                     "(Cao et al., FPGA 2019)",
@@ -43,7 +43,7 @@ DESIGNS = [
         formal="hwcosim.hdl.bbs.lstm_formal:formal_checks",
         benches=(("bbs_lstm", "hwcosim.cosim.designs.bbs.lstm_bench:bench_bbs_lstm"),
                  ("bbs_lstm_delta", "hwcosim.cosim.designs.bbs.lstm_bench:bench_bbs_lstm_delta")),
-        on_board_in="bbs-lstm-axi", docs=LSTM_DOCS),
+        on_board_in="bbs-lstm-axi", docs=LSTM_DOCS, contract="hwcosim.cosim.designs.bbs.contract:LSTM"),
     Design(
         name="bbs-lstm-axi", top="bbs_lstm_axi", build=_lstm_axi,
         default_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8),
@@ -56,14 +56,15 @@ DESIGNS = [
         register_map="hwcosim.hdl.bbs.axi_top:REGISTER_MAP", docs=LSTM_DOCS,
         recheck="hwcosim.cosim.designs.bbs.board_lstm:recheck",  # hwcosim check of a board run --sim folder
         # the same board configuration as bbs-lstm (the SpMxV's output register): the AXI top
-        # wraps that layer, so without it the FPGA build measured the slower layer (28.9 MHz)
+        # wraps that layer, so without it the FPGA build would measure the slower layer
         board_params=lambda: LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8, out_stage=True,
                                       mul_stage=True, skid=True),
-        # no iCE40 configuration: bbs-lstm's (I = 8, H = 32, P = 4, one bank) fitted the iCE40UP5K
-        # with the AXI top at 4,898 of 5,280 logic cells, and no longer does since the SpMxV's
-        # registered vector write (5,458; 5,374 with H = 16, 5,554 without out_stage)
+        # no iCE40 configuration: with the AXI top, bbs-lstm's (I = 8, H = 32, P = 4, one bank) no
+        # longer fits the iCE40UP5K since the SpMxV's registered vector write (docs/boards/ice40.json
+        # lists the failure; CHANGELOG.md the cell counts)
         # UART host bridge straight onto the AXI ports (hdl/bbs/board_lstm.py)
-        board_tops=(("uart", "hwcosim.hdl.bbs.board_lstm:board_top", "hwcosim.cosim.designs.bbs.board_lstm"),)),
+        board_tops=(("uart", "hwcosim.hdl.bbs.board_lstm:board_top", "hwcosim.cosim.designs.bbs.board_lstm"),),
+        contract="hwcosim.cosim.designs.bbs.contract:LSTM_AXI"),
     Design(
         name="bbs-csr", top="bbs_csr", build=_csr,
         default_params=lambda: CSRParams(rows=256, cols=72, mults=64, lanes=8),
@@ -76,5 +77,6 @@ DESIGNS = [
         board_params=lambda: CSRParams(rows=256, cols=72, mults=16, lanes=8),
         recheck="hwcosim.cosim.designs.bbs.board_csr:recheck",  # hwcosim check of a board run --sim folder
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/bbs/board_csr.py)
-        board_tops=(("uart", "hwcosim.hdl.bbs.board_csr:board_top", "hwcosim.cosim.designs.bbs.board_csr"),)),
+        board_tops=(("uart", "hwcosim.hdl.bbs.board_csr:board_top", "hwcosim.cosim.designs.bbs.board_csr"),),
+        contract="hwcosim.cosim.designs.bbs.contract:CSR"),
 ]

@@ -13,8 +13,16 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
-
-from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    arrays,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from hwcosim.models.bbs.csr import (
     CSRCycleModel,
     CSRParams,
@@ -68,6 +76,7 @@ async def csr_matches_golden(dut):
         "mismatches": int(mism.size), "extra_beats": int(extra), "protocol_errors": sink.protocol_errors[:5],
     }
     write_metrics(metrics)
+    write_outputs(rtl=got)  # every result beat's words, in order (vector, row)
     if mism.size:
         first = [(int(i // p.rows), int(i % p.rows), int(got[i]), int(want[i])) for i in mism[:8]]
         raise AssertionError(f"{mism.size} of {want.size} result words differ; (vector, row, rtl, golden): {first}")

@@ -17,8 +17,15 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
-from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    arrays,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+)
 from hwcosim.models.bbs.lstm import LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
 from hwcosim.models.bbs.lstm_delta import DeltaCycleModel
 from hwcosim.models.bbs.spmxv import pack_weight_beats

@@ -33,6 +33,7 @@ DESIGNS = [
         board_tops=(("uart", "hwcosim.hdl.beamraster.board:board_top", "hwcosim.cosim.designs.beamraster.board"),),
         benches=(("beamraster_realtime", "hwcosim.cosim.designs.beamraster.precoder:bench_beamraster_realtime"),
                  ("beamraster_dsp", "hwcosim.cosim.designs.beamraster.precoder:bench_beamraster_dsp")),
+        contract="hwcosim.cosim.designs.beamraster.contract:PRECODER",
         docs=DocsEntry("beamraster", "BeamRaster MU-MIMO precoder",
                        "Meng et al., \"BeamRaster: A Practical Fast Massive MU-MIMO System With Pre-Computed "
                        "Precoders\", IEEE TMC 18(5), 2019")),

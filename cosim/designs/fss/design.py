@@ -31,7 +31,7 @@ DESIGNS = [
         recheck="hwcosim.cosim.designs.fss.gemm:recheck",  # run folders of hwcosim cosim serve --device fss
         benches=(("fss_layers", "hwcosim.cosim.designs.fss.bench:bench_fss_layers"),
                  ("fss_synth", "hwcosim.cosim.designs.fss.bench:bench_fss_synth")),
-        on_board_in="fss-axi", docs=DOCS),
+        on_board_in="fss-axi", docs=DOCS, contract="hwcosim.cosim.designs.fss.contract:GEMM"),
     Design(
         name="fss-axi", top="fss_axi", build=_axi,
         default_params=lambda: FSSParams(region=(2, 8), n=4, pe_rows=4, pe_cols=4, max_rows=256, max_cols=256),
@@ -43,5 +43,5 @@ DESIGNS = [
         recheck="hwcosim.cosim.designs.fss.board:recheck",  # hwcosim check of a board run --sim folder
         # UART host bridge straight onto the AXI ports (hdl/fss/board.py)
         board_tops=(("uart", "hwcosim.hdl.fss.board:board_top", "hwcosim.cosim.designs.fss.board"),),
-        docs=DOCS),
+        docs=DOCS, contract="hwcosim.cosim.designs.fss.contract:AXI"),
 ]

@@ -34,9 +34,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-
 from hwcosim.cosim.designs.fss.gemm import pack_axi_weight_words
-from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
+from hwcosim.cosim.tb.common import arrays, inputs, write_metrics, write_outputs
 from hwcosim.cosim.tb.common import pauses as _pauses
 from hwcosim.cosim.tb.common import to_bytes as _to_bytes
 from hwcosim.hdl.bbs.axi_top import bytes_up
@@ -44,6 +43,8 @@ from hwcosim.hdl.fss.axi_top import CTRL, ERROR, REGS, STATUS, WEIGHT_LEAD, conf
 from hwcosim.models.fss.gemm import CycleModel, FSSParams, pack_act_beats, unpack_output_beats
 
 OKAY, SLVERR = 0, 2
+#: the RTL's result words of each run so far (``rtl<i>``, (rows, T)), kept in outputs.npz
+_RTL: dict = {}
 COUNTERS = ("CYCLES", "MAC_BEATS", "STALL_OUT", "STARVE_W", "RUN_CYCLES", "OUT_BEATS")
 
 
@@ -203,6 +204,8 @@ async def run_and_check(tb: TB, job: Job, i: int, *, queue_before_start: bool = 
     await ClockCycles(tb.dut.clk, 20)
     assert tb.ysink.empty(), "result beats after the last tile"
     got = unpack_output_beats(p, words, job.rows, t)
+    _RTL[f"rtl{i}"] = got
+    write_outputs(**_RTL)
     mism = np.argwhere(got != want)
     if len(mism):
         first = [(int(r), int(c), int(got[r, c]), int(want[r, c])) for r, c in mism[:8]]
@@ -235,7 +238,7 @@ async def axi_fss_golden(dut):
     resets = {k: await tb.rd(k) for k in ("ROW_GROUPS", "K_REGIONS", "TILES", "STATUS", "ERROR", "W_WORDS")}
     assert resets == {"ROW_GROUPS": p.max_row_groups, "K_REGIONS": p.max_k_regions, "TILES": 1,
                       "STATUS": 0, "ERROR": 0, "W_WORDS": 0}, resets
-    await tb.wr("CTRL", CTRL["START"])              # START before loading: refused, ERROR bit 0
+    await tb.wr("CTRL", CTRL["START"])              # START before loading: refused, ERROR.START_UNLOADED
     err_unloaded, st = await tb.rd("ERROR"), await tb.rd("STATUS")
     assert err_unloaded == ERROR["START_UNLOADED"] and st == STATUS["ERROR"], (err_unloaded, st)
     await tb.wr("CTRL", CTRL["CLEAR_ERROR"])
@@ -264,7 +267,7 @@ async def axi_fss_errors(dut):
     tb, job = await _start(dut)
     p = tb.p
     seen = {}
-    # unmapped addresses and read-only registers: SLVERR, ERROR bit 4
+    # unmapped addresses and read-only registers: SLVERR, ERROR.BAD_ADDRESS
     for addr in (0x44, 0x80, 0xFC):
         v, resp = await tb.read(addr)
         assert (v, resp) == (0, SLVERR), (hex(addr), v, resp)
@@ -298,7 +301,7 @@ async def axi_fss_errors(dut):
     assert seen["partial"] == (STATUS["LOADING"], half), seen
     await tb.wr("CTRL", CTRL["LOAD"])
     assert (await tb.rd("STATUS"), await tb.rd("W_WORDS")) == (0, 0)
-    # a full load with three stray words: loaded, ERROR bit 2, the run still exact
+    # a full load with three stray words: loaded, ERROR.EXTRA_WEIGHTS, the run still exact
     await tb.load(job.words, extra=3)
     await ClockCycles(tb.dut.clk, 4)
     assert await tb.rd("ERROR") == ERROR["EXTRA_WEIGHTS"] and await tb.rd("W_WORDS") == len(job.words)
@@ -308,7 +311,7 @@ async def axi_fss_errors(dut):
     await tb.wr("K_REGIONS", job.kr)
     assert await tb.rd("STATUS") & STATUS["LOADED"] == 0 and await tb.rd("W_WORDS") == 0
     await tb.load(job.words)
-    # commands while busy: ignored, ERROR bit 3, SLVERR for the size write; LOAD+START together refused
+    # commands while busy: ignored, ERROR.BUSY, SLVERR for the size write; LOAD+START together refused
     tb.ysink.clear_pause_generator()
     tb.ysink.pause = True
     x = job.xs[-1]

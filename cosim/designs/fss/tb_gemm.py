@@ -14,8 +14,16 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
-
-from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, arrays, inputs, start_clock_and_reset, write_metrics
+from hwcosim.cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    arrays,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from hwcosim.models.fss.gemm import (
     PIPELINE_LATENCY,
     CycleModel,
@@ -69,6 +77,7 @@ async def gemm_matches_golden(dut):
         "protocol_errors": sink.protocol_errors[:5],
     }
     write_metrics(metrics)
+    write_outputs(rtl=got)  # (rows, T)
     if len(mism):
         first = [(int(r), int(c), int(got[r, c]), int(expected[r, c])) for r, c in mism[:8]]
         raise AssertionError(f"{len(mism)} of {expected.size} result words differ; (row, col, rtl, golden): {first}")

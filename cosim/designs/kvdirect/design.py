@@ -27,6 +27,7 @@ DESIGNS = [
         recheck="hwcosim.cosim.designs.kvdirect.bridge:recheck",  # run folders of hwcosim cosim kv and board run --sim
         # the pipeline + an on-chip memory behind the generic stream host (hdl/kvdirect/board.py)
         board_tops=(("uart", "hwcosim.hdl.kvdirect.board:board_top", "hwcosim.cosim.designs.kvdirect.board"),),
+        contract="hwcosim.cosim.designs.kvdirect.contract:PIPELINE",
         docs=DocsEntry("kvdirect", "KV-Direct key-value store",
                        "Li et al., \"KV-Direct: High-Performance In-Memory Key-Value Store with Programmable "
                        "NIC\", SOSP 2017")),

@@ -26,8 +26,15 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
-from hwcosim.cosim.tb.common import CycleCounter, StreamSink, inputs, start_clock_and_reset, write_metrics
+from hwcosim.cosim.flow.runs import as_words
+from hwcosim.cosim.tb.common import (
+    CycleCounter,
+    StreamSink,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from hwcosim.hdl.kvdirect.pipeline import COUNTERS
 from hwcosim.models.kvdirect.rtl_model import PipelineParams, unpack_response
 
@@ -119,6 +126,7 @@ async def pipeline_matches_golden(dut):
 
     in_flight: dict[int, int] = {}     # tag -> request index
     mismatches: list[str] = []
+    rtl_resp = [-1] * n              # the RTL's response word to each request (-1: none came)
     done = 0
     first_in = None
 
@@ -131,6 +139,7 @@ async def pipeline_matches_golden(dut):
                 mismatches.append(f"response with tag {r.tag} that no request in flight carries")
                 continue
             idx = in_flight.pop(r.tag)
+            rtl_resp[idx] = sink.words[done - 1]
             g = unpack_response(want[idx])
             if r != g:
                 mismatches.append(f"request {idx}: rtl {r} != golden {g}")
@@ -180,6 +189,8 @@ async def pipeline_matches_golden(dut):
         "memory_errors": mem.errors[:5], **ctr,
     }
     write_metrics(metrics)
+    write_outputs(rtl_resp=as_words(rtl_resp),  # in request order; and the memory image, one word per line
+                  rtl_image=as_words(int.from_bytes(rimg[64 * i:64 * i + 64], "little") for i in range(p.n_buckets)))
     assert not mismatches, f"{len(mismatches)} of {n} responses differ from the golden model: {mismatches[:6]}"
     assert not bad_lines, (f"{len(bad_lines)} of {p.n_buckets} bucket lines differ from the golden store's "
                            f"image, first {bad_lines[:8]}")
