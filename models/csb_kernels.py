@@ -1,4 +1,5 @@
-"""Compiled CSB (bank-balanced sparse) products: SpMV and SpMM, float32 and exact integer.
+"""CSB (bank-balanced sparse) products: SpMV and SpMM, float32/float64 and exact integer; compiled
+with a numpy fallback. The one CSB kernel module of the toolkit.
 
 Cao et al., FPGA 2019 (BBS and its CSB format). A CSB matrix holds, for every row, ``k`` values
 per bank of ``bank_size`` columns, with the column inside the bank as a small integer: one byte
@@ -18,14 +19,24 @@ The kernels are numba functions (``nogil``; the ``_par`` variants use ``prange``
 - integer inputs (raw fixed-point values and vectors) give exact int64 accumulations, the
   ones :func:`hwcosim.models.bbs.spmxv.spmxv` requantises (it uses :func:`spmm_int`).
 
+The numpy path (Cao et al.'s balance again: every row holds the same ``k * banks`` nonzeros, so the
+product is a dense gather followed by a batched dot product, ``y[r] = sum_n V[r, n] * x[C[r, n]]``
+with ``V``, ``C`` of shape ``(rows, k * banks)``; SpMM over row chunks so the gathered block stays
+small) runs when numba is not installed, for tiny products (below :data:`TINY_WORK` multiply-adds,
+where loading the compiled kernel costs more than any product saves), or when asked for
+(``backend="numpy"``). Both paths give the same int64 sums for integer inputs; float sums agree to
+rounding (the compiled loop reassociates: ``fastmath``).
+
 :class:`CSBPacked` keeps the packed arrays (contiguous, index dtype chosen by the bank size);
 ``threads`` selects the serial or the parallel kernel (numba's thread count is set by
-``numba.set_num_threads``).
+``numba.set_num_threads``). ``W @ x`` (``x`` of shape (cols,) or (cols, batch)) is the
+column-major form of :meth:`CSBPacked.spmm` (batch, cols).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 try:  # numba is a declared dependency; the numpy fallback keeps models importable without it
     from numba import njit, prange
@@ -34,7 +45,13 @@ try:  # numba is a declared dependency; the numpy fallback keeps models importab
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 
-__all__ = ["CSBPacked", "spmv", "spmm", "spmm_int", "coo_mm_int", "HAVE_NUMBA", "index_dtype"]
+__all__ = ["CSBPacked", "spmv", "spmm", "spmm_int", "coo_mm_int", "csb_columns", "HAVE_NUMBA", "TINY_WORK",
+           "BACKENDS", "index_dtype"]
+
+#: products of fewer multiply-adds (nonzeros x batch) take the numpy path under ``backend="auto"``
+TINY_WORK = 1024
+#: ``backend`` values: ``auto`` (compiled unless numba is missing or the product is tiny), ``numba``, ``numpy``
+BACKENDS = ("auto", "numba", "numpy")
 
 
 def index_dtype(bank_size: int):
@@ -115,8 +132,29 @@ if HAVE_NUMBA:
             _mm_rows(v, col, xt, yt, c * step, min(rows, (c + 1) * step), acc)
 
 
-def _numpy_spmm(v, col, xt):
-    return np.einsum("rn,rnm->rm", v, xt[col.astype(np.int64)])
+def csb_columns(indices: np.ndarray, bank_size: int) -> np.ndarray:
+    """Global column of every CSB slot: in-bank ``indices`` (rows, k, banks) -> int64 (rows, k * banks)."""
+    rows, _, banks = indices.shape
+    offs = np.arange(banks, dtype=np.int64) * bank_size
+    return (indices.astype(np.int64) + offs).reshape(rows, -1)
+
+
+# ---- the numpy path: a gather, then a batched dot product (no per-row loop) ----------------------
+def _numpy_spmv(v, cols, x):
+    return np.einsum("ij,ij->i", v, np.take(x, cols))
+
+
+def _numpy_spmm(v, cols, xt, chunk_elems: int = 1 << 17):
+    # xt (cols, batch) -> (rows, batch); loop over row chunks only, each chunk one batched matmul, so
+    # the gathered block (rows in the chunk, nnz, batch) stays below chunk_elems elements
+    rows, nnz = v.shape
+    batch = xt.shape[1]
+    out = np.empty((rows, batch), dtype=np.result_type(v.dtype, xt.dtype))
+    step = max(1, chunk_elems // max(1, nnz * batch))
+    for s in range(0, rows, step):
+        g = np.take(xt, cols[s : s + step], axis=0)  # take is faster than fancy indexing here
+        out[s : s + step] = np.matmul(v[s : s + step, None, :], g)[:, 0, :]
+    return out
 
 
 class CSBPacked:
@@ -125,26 +163,37 @@ class CSBPacked:
     Parameters
     ----------
     values : array (rows, k, banks)
-        float32 values, or integers (raw fixed point: exact int64 products).
+        Float values (computed in ``dtype``), or integers (raw fixed point: exact int64 products).
     indices : int array (rows, k, banks)
         In-bank column of each value, in ``[0, bank_size)``.
     bank_size : int
+    dtype : float dtype, optional
+        Compute dtype of float values: float32 (default) or float64. Integers always compute in int64.
+    backend : str
+        ``auto`` (default: compiled, numpy when numba is missing or a product is below
+        :data:`TINY_WORK` multiply-adds), ``numba`` (compiled; numpy only without numba) or ``numpy``.
     """
 
-    def __init__(self, values, indices, bank_size: int):
+    def __init__(self, values, indices, bank_size: int, dtype=None, backend: str = "auto"):
         values = np.asarray(values)
         indices = np.asarray(indices)
         if values.ndim != 3 or values.shape != indices.shape:
-            raise ValueError(f"CSB values and indices must share a (rows, k, banks) shape; got {values.shape}, "
+            raise UsageError(f"CSB values and indices must share a (rows, k, banks) shape; got {values.shape}, "
                              f"{indices.shape}")
         if bank_size < 1 or (indices.size and (indices.min() < 0 or indices.max() >= bank_size)):
-            raise ValueError(f"CSB in-bank indices must lie in [0, bank_size={bank_size})")
+            raise UsageError(f"CSB in-bank indices must lie in [0, bank_size={bank_size})")
+        if backend not in BACKENDS:
+            raise UsageError(f"CSB backend {backend!r} must be one of {BACKENDS}")
+        self.backend = backend
         self.integer = values.dtype.kind in "iub"
+        fdt = np.dtype(np.float32 if dtype is None else dtype)
+        if not self.integer and fdt not in (np.float32, np.float64):
+            raise UsageError(f"CSB float values compute in float32 or float64, not {fdt}")
         self.rows, self.k, self.banks = values.shape
         K = self.k * self.banks
         self.bank_size = int(bank_size)
         self.cols = self.banks * self.bank_size
-        self.v = np.ascontiguousarray(values.reshape(self.rows, K), dtype=np.int64 if self.integer else np.float32)
+        self.v = np.ascontiguousarray(values.reshape(self.rows, K), dtype=np.int64 if self.integer else fdt)
         #: the storage layout: the column inside the bank, one byte up to 256 columns per bank
         self.idx = np.ascontiguousarray(indices.reshape(self.rows, K), dtype=index_dtype(bank_size))
         #: the compute layout: the column, 16 bits up to 65536 columns. Adding the bank base in the loop
@@ -155,6 +204,28 @@ class CSBPacked:
         self.col = np.ascontiguousarray((self.idx.reshape(self.rows, self.k, self.banks) + base).reshape(self.rows, K),
                                         dtype=cdt)
         self.cols = self.banks * self.bank_size
+        self._np_col = None                     # intp columns for the numpy path, made on first use
+
+    @classmethod
+    def from_csb(cls, m, dtype=np.float32, backend: str = "auto") -> CSBPacked:
+        """From a :class:`hwcosim.pruning.formats.csb.CSBMatrix`: its dequantised values in ``dtype``."""
+        return cls(m.values * m.fmt.lsb, m.indices, m.bank_size, dtype=dtype, backend=backend)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, cols) of the matrix."""
+        return (self.rows, self.cols)
+
+    def _use_numpy(self, batch: int, backend: str | None) -> bool:
+        b = self.backend if backend is None else backend
+        if b not in BACKENDS:
+            raise UsageError(f"CSB backend {b!r} must be one of {BACKENDS}")
+        return not HAVE_NUMBA or b == "numpy" or (b == "auto" and self.v.size * batch < TINY_WORK)
+
+    def _cols_np(self):
+        if self._np_col is None:
+            self._np_col = self.col.astype(np.intp)
+        return self._np_col
 
     @property
     def nnz(self) -> int:
@@ -174,48 +245,64 @@ class CSBPacked:
         x = np.asarray(x)
         if self.integer:
             if x.dtype.kind not in "iub":
-                raise ValueError("an integer CSB matrix takes integer (raw fixed-point) vectors")
+                raise UsageError("an integer CSB matrix takes integer (raw fixed-point) vectors")
             x = x.astype(np.int64)
         else:
-            x = x.astype(np.float32, copy=False)
+            x = x.astype(self.v.dtype, copy=False)
         want = 2 if batch else 1
         if x.ndim != want or x.shape[-1] != self.cols:
-            raise ValueError(f"x must have shape {'(batch, ' if batch else '('}{self.cols}), got {x.shape}")
+            raise UsageError(f"x must have shape {'(batch, ' if batch else '('}{self.cols}), got {x.shape}")
         return x
 
-    def spmv(self, x, threads: int = 1) -> np.ndarray:
-        """``W @ x`` for one vector ``x`` (cols,) -> (rows,)."""
+    def spmv(self, x, threads: int = 1, backend: str | None = None) -> np.ndarray:
+        """``W @ x`` for one vector ``x`` (cols,) -> (rows,). ``backend`` overrides the matrix's."""
         x = np.ascontiguousarray(self._x(x, False))
+        if self._use_numpy(1, backend):
+            return _numpy_spmv(self.v, self._cols_np(), x)
         if self.integer:  # exact: the batched kernel accumulates in int64
-            return self.spmm(x[None, :], threads)[0]
-        if not HAVE_NUMBA:  # pragma: no cover
-            return _numpy_spmm(self.v, self.col, x[:, None])[:, 0]
+            return self._mm(x[:, None], threads, backend)[:, 0]
         y = np.empty(self.rows, dtype=self.v.dtype)
         (_spmv_par if threads > 1 else _spmv)(self.v, self.col, x, y)
         return y
 
-    def spmm(self, X, threads: int = 1) -> np.ndarray:
-        """``X @ W.T`` for a batch ``X`` (batch, cols) -> (batch, rows)."""
-        X = self._x(X, True)
-        xt = np.ascontiguousarray(X.T)
-        if not HAVE_NUMBA:  # pragma: no cover
-            return _numpy_spmm(self.v, self.col, xt).T
-        yt = np.empty((self.rows, X.shape[0]), dtype=self.v.dtype)
+    def _mm(self, xt, threads: int, backend: str | None) -> np.ndarray:
+        # xt: (cols, batch) of the compute dtype -> (rows, batch)
+        if self._use_numpy(xt.shape[1], backend):
+            return _numpy_spmm(self.v, self._cols_np(), xt)
+        xt = np.ascontiguousarray(xt)
+        yt = np.empty((self.rows, xt.shape[1]), dtype=self.v.dtype)
         if threads > 1:
             _spmm_par(self.v, self.col, xt, yt, max(threads, min(self.rows, 8 * threads)))
         else:
             _spmm(self.v, self.col, xt, yt)
-        return np.ascontiguousarray(yt.T)
+        return yt
+
+    def spmm(self, X, threads: int = 1, backend: str | None = None) -> np.ndarray:
+        """``X @ W.T`` for a batch ``X`` (batch, cols) -> (batch, rows)."""
+        X = self._x(X, True)
+        return np.ascontiguousarray(self._mm(X.T, threads, backend).T)
+
+    def matmul(self, x, threads: int = 1, backend: str | None = None) -> np.ndarray:
+        """``W @ x`` with ``x`` of shape (cols,) -> (rows,) or (cols, batch) -> (rows, batch)."""
+        x = np.asarray(x)
+        if x.ndim == 1:
+            return self.spmv(x, threads, backend)
+        if x.ndim != 2 or x.shape[0] != self.cols:
+            raise UsageError(f"x must have shape ({self.cols},) or ({self.cols}, batch), got {x.shape}")
+        return self._mm(self._x(x.T, True).T, threads, backend)
+
+    def __matmul__(self, x):
+        return self.matmul(x)
 
 
-def spmv(values, indices, x, bank_size: int, threads: int = 1) -> np.ndarray:
+def spmv(values, indices, x, bank_size: int, threads: int = 1, dtype=None, backend: str = "auto") -> np.ndarray:
     """One-shot SpMV (packs the matrix first; keep a :class:`CSBPacked` for repeated products)."""
-    return CSBPacked(values, indices, bank_size).spmv(x, threads)
+    return CSBPacked(values, indices, bank_size, dtype=dtype, backend=backend).spmv(x, threads)
 
 
-def spmm(values, indices, X, bank_size: int, threads: int = 1) -> np.ndarray:
+def spmm(values, indices, X, bank_size: int, threads: int = 1, dtype=None, backend: str = "auto") -> np.ndarray:
     """One-shot SpMM: ``X`` (batch, cols) -> (batch, rows)."""
-    return CSBPacked(values, indices, bank_size).spmm(X, threads)
+    return CSBPacked(values, indices, bank_size, dtype=dtype, backend=backend).spmm(X, threads)
 
 
 def spmm_int(values, indices, X, bank_size: int) -> np.ndarray:

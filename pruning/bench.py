@@ -1,11 +1,14 @@
-"""Kernel and pruning benchmarks: CSB (bank-balanced) SpMV/SpMM in numpy against
-``scipy.sparse`` CSR and dense numpy, and the time to prune a 4096 x 4096 matrix per pattern.
+"""Kernel and pruning benchmarks: CSB (bank-balanced) SpMV/SpMM against ``scipy.sparse`` CSR and
+dense numpy, and the time to prune a 4096 x 4096 matrix per pattern.
 
 Patterns and formats: Cao et al., FPGA 2019 (BBS / CSB); Yao et al., AAAI 2019 (Balanced
 Sparsity); Zhang et al., IEEE TCAD 2025 (FSS). All products run in float32 in one process on the
-same matrices; the CSB kernel works on the CSB arrays (:class:`hwcosim.pruning.kernels.CSBKernel`),
-CSR is scipy's C implementation, dense is numpy's BLAS. Each time is the best of ``repeats``
-runs after one warm-up run; ratios above 1 mean the CSB kernel is faster.
+same matrices; the CSB kernel works on the CSB arrays (:class:`hwcosim.models.csb_kernels.CSBPacked`,
+one thread: ``t_csb_s`` is the kernel a user gets, compiled when numba is installed, and
+``t_csb_numpy_s`` its numpy path), CSR is scipy's C implementation, dense is numpy's BLAS. Each
+time is the best of ``repeats`` runs after one warm-up run; ratios above 1 mean the CSB kernel is
+faster. (:mod:`hwcosim.pruning.csb_bench` is the fuller study of the compiled kernel: more sizes,
+threads, GraphBLAS, memory traffic.)
 """
 
 from __future__ import annotations
@@ -18,12 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy
 import scipy.sparse as sp
-
 from hwcosim.models.atomic import write_text
+from hwcosim.models.csb_kernels import HAVE_NUMBA, CSBPacked
 from hwcosim.models.tables import show
 from hwcosim.pruning.base import get_pattern
 from hwcosim.pruning.formats import csb
-from hwcosim.pruning.kernels import CSBKernel
 
 __all__ = ["run_kernel_bench", "PRUNE_PATTERNS"]
 
@@ -81,7 +83,7 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
         w = rng.standard_normal((n, n)).astype(np.float32)
         for s in sparsities:
             m = csb.encode(w, banks, sparsity=s)
-            kern = CSBKernel.from_csb(m, dtype=np.float32)
+            kern = CSBPacked.from_csb(m, dtype=np.float32)
             dense = m.to_dense().astype(np.float32)
             csr = sp.csr_array(dense)
             for b in batches:
@@ -90,10 +92,12 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
                     if b == 1
                     else rng.standard_normal((n, b)).astype(np.float32)
                 )
-                y = kern @ x
-                if not np.allclose(y, dense @ x, rtol=1e-4, atol=1e-3):
-                    raise AssertionError(f"CSB kernel disagrees with dense at n={n}, s={s}, batch={b}")
+                for backend in ("auto", "numpy"):
+                    y = kern.matmul(x, backend=backend)
+                    if not np.allclose(y, dense @ x, rtol=1e-4, atol=1e-3):
+                        raise AssertionError(f"CSB kernel ({backend}) disagrees with dense at n={n}, s={s}, batch={b}")
                 t_csb = _best(lambda kern=kern, x=x: kern @ x, repeats)
+                t_csb_np = _best(lambda kern=kern, x=x: kern.matmul(x, backend="numpy"), repeats)
                 t_csr = _best(lambda csr=csr, x=x: csr @ x, repeats)
                 t_dense = _best(lambda dense=dense, x=x: dense @ x, repeats)
                 rows_out.append(
@@ -105,10 +109,12 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
                         "batch": b,
                         "nnz": int(m.values.size),
                         "t_csb_s": t_csb,
+                        "t_csb_numpy_s": t_csb_np,
                         "t_csr_s": t_csr,
                         "t_dense_s": t_dense,
                         "csr_over_csb": t_csr / t_csb,
                         "dense_over_csb": t_dense / t_csb,
+                        "numpy_over_csb": t_csb_np / t_csb,
                     }
                 )
     pn = 1024 if quick else 4096
@@ -132,6 +138,8 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
             "python": platform.python_version(),
             "machine": platform.machine(),
             "dtype": "float32",
+            "csb_kernel": "hwcosim.models.csb_kernels.CSBPacked, 1 thread, "
+                          + ("compiled (numba)" if HAVE_NUMBA else "numpy (numba not installed)"),
             "quick": quick,
             "repeats": repeats,
             "timing": "best of repeats after one warm-up",
@@ -143,9 +151,10 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
     write_text(out / "kernels.json", json.dumps(result, indent=2) + "\n")
 
     console = Console()
-    t = Table(title="CSB kernel (numpy) vs scipy CSR vs dense numpy, float32, ms")
-    for c in ("size (rows = cols)", "sparsity (fraction)", "batch", "CSB ms", "CSR ms", "dense ms", "CSR/CSB",
-              "dense/CSB"):
+    t = Table(title=f"CSB kernel ({'compiled' if HAVE_NUMBA else 'numpy'}, 1 thread; and its numpy path) vs scipy "
+                    "CSR vs dense numpy, float32, ms")
+    for c in ("size (rows = cols)", "sparsity (fraction)", "batch", "CSB ms", "CSB numpy ms", "CSR ms", "dense ms",
+              "CSR/CSB", "dense/CSB"):
         t.add_column(c, justify="right")
     for r in rows_out:
         t.add_row(
@@ -153,6 +162,7 @@ def run_kernel_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
             f"{r['sparsity']:.3f}",
             str(r["batch"]),
             f"{r['t_csb_s'] * 1e3:.2f}",
+            f"{r['t_csb_numpy_s'] * 1e3:.2f}",
             f"{r['t_csr_s'] * 1e3:.2f}",
             f"{r['t_dense_s'] * 1e3:.2f}",
             f"{r['csr_over_csb']:.2f}",

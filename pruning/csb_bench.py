@@ -79,11 +79,10 @@ def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
     Median seconds per product; ``compiled_wins`` says which way each path went.
     """
     import scipy.sparse as sp
-    from threadpoolctl import threadpool_limits
-
     from hwcosim.models.bbs.lstm import LSTMParams, prepare_weights
     from hwcosim.models.bbs.spmxv import packed_weights
     from hwcosim.models.csb_kernels import HAVE_NUMBA
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(seed)
     p = LSTMParams(input_size=8, hidden=64, banks=8, k=2, pes=8)
@@ -126,15 +125,14 @@ def study_sizes(repeats: int = 7, seed: int = 0) -> dict:
 
 def run_csb_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
     import scipy.sparse as sp
-    from threadpoolctl import threadpool_info, threadpool_limits
-
     from hwcosim.models.atomic import write_text
     from hwcosim.models.csb_kernels import CSBPacked
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     cores = os.cpu_count() or 1
     try:
         import graphblas as gb
-    except ImportError:  # pragma: no cover - declared dependency
+    except ImportError:  # the systems extra (hwcosim[systems]) is not installed: no GraphBLAS baseline
         gb = None
     sizes = (1024, 4096) if quick else (1024, 2048, 4096, 8192)
     sparsities = (0.9,) if quick else (0.5, 0.75, 0.9, 0.95)
@@ -201,7 +199,8 @@ def run_csb_bench(out_dir, quick: bool = False, seed: int = 0) -> dict:
                     "achieved_gbps_1t": moved / ours1 / 1e9, "max_rel_err": err,
                 })
                 print(f"  n={n} sparsity={s:.2f} batch={batch}: ours/scipy x{t_csr / ours1:.2f} (1 thread), "
-                      f"x{t_csr / oursN:.2f} ({cores}), vs GraphBLAS x{(t_gb1 or 0) / ours1:.2f}, "
+                      f"x{t_csr / oursN:.2f} ({cores}), vs GraphBLAS "
+                      + (f"x{t_gb1 / ours1:.2f}" if t_gb1 else "- (needs hwcosim[systems])") + ", "
                       f"{moved / ours1 / 1e9:.1f} GB/s of {bw:.1f}", flush=True)
     blas = [i.get("internal_api", "?") + ":" + str(i.get("architecture", "?")) for i in threadpool_info()]
     out = {"bank_size": BANK, "index_dtype": "uint8 stored, uint16 column in the product", "value_dtype": "float32",
@@ -224,7 +223,6 @@ def _plot(res: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     rows = res["rows"]

@@ -26,75 +26,36 @@ Wraps :class:`hwcosim.hdl.bbs.lstm.LSTMLayer` for a shell (Vivado block design, 
   the write address and data are taken together). Responses are OKAY, except SLVERR for an
   access outside the register map and for a write to a read-only register (below).
 
-Register map (byte addresses; 0x00..0x28 as in the stream-only version)::
+Register map: :data:`REGISTER_MAP` (byte addresses 0x00..0x44; 0x00..0x28 as in the stream-only
+version), one typed definition (:class:`hwcosim.hdl.common.registers.RegisterMap`: every register
+and every field with its bits, access, reset value and meaning) from which the RTL decode below,
+the host and testbench constants (:data:`REGS`, :data:`CTRL`, :data:`STATUS`, :data:`ERROR`,
+:data:`WRITABLE`), the formal harness and the design's documentation table are derived.
 
-    0x00 CTRL      W   bit 0 START: run NUM_SEQ sequences of SEQ_LEN steps (ignored while busy);
-                       bit 1 CLEAR_ERROR (applied before the other bits of the same write);
-                       bit 2 LOAD_MM: fetch the weights and biases over m_axi from WADDR (a START
-                       in the same write is ignored); bit 3 SOFT_RESET (the other bits of the same
-                       write, except CLEAR_ERROR, are ignored).  Reads 0 (OKAY).
-    0x04 SEQ_LEN   RW  steps per sequence (16 bits, >= 1); writes while busy are ignored.
-    0x08 NUM_SEQ   RW  sequences per run (16 bits, >= 1); writes while busy are ignored.
-    0x0C STATUS    R   bit 0 busy, bit 1 done (set when a run's last hidden beat leaves, cleared
-                       by START, an accepted LOAD_MM and SOFT_RESET), bit 2 error (any ERROR
-                       bit), bit 3 loaded (every weight and bias word is in and a LOAD_MM
-                       fetch has ended: its read master is idle), bit 4 loading (a LOAD_MM fetch
-                       is running, or some stream words of a load are in, not all), bit 5
-                       mm_busy (the read master has bursts in flight or presented; it stays
-                       high while the bursts in flight at a fault are drained), bit 6
-                       mm_stale (bursts abandoned by a read timeout are still outstanding:
-                       their late beats will be discarded; a LOAD_MM meanwhile is accepted and
-                       issues behind them).
-    0x10 ERROR     R   sticky until CLEAR_ERROR (kept by SOFT_RESET): bit 0 START before the
-                       weights were loaded, bit 1 START with SEQ_LEN or NUM_SEQ = 0, bit 2 extra
-                       weight words, bit 3 AXI read error (SLVERR or DECERR) during LOAD_MM,
-                       bit 4 LOAD_MM while busy or while mm_busy (ignored), bit 5 LOAD_MM with
-                       WADDR not aligned to the bus width (ignored), bit 6 SOFT_RESET abandoned
-                       work (a run, a LOAD_MM fetch, or a partly loaded weight set), bit 7 AXI
-                       read timeout during LOAD_MM (the memory gave no AR handshake and no R beat
-                       for mm_timeout_cycles cycles), bit 8 AXI4-Lite access outside the register
-                       map or write to a read-only register (answered SLVERR).
-    0x14 CYCLES    R   engine cycles with a step in flight            (LSTMLayer.cycles)
-    0x18 MAC_BEATS R   weight beats consumed by the SpMxV             (LSTMLayer.mac_beats)
-    0x1C STEPS     R   hidden vectors produced                         (LSTMLayer.steps)
-    0x20 STALL_OUT R   cycles m_axis_h was refused                    (LSTMLayer.stall_out)
-    0x24 RUN_CYCLES R  cycles from START to done of the last run
-    0x28 CONFIG    R   P | B << 8 | k << 16 (read-only identification of the build)
-    0x2C WADDR_LO  RW  byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is
-    0x30 WADDR_HI  RW  bits 63:32 (only mm_addr_width - 32 bits kept)  accepted)
-    0x34 MM_ERR_RESP R the first LOAD_MM failure since CLEAR_ERROR: RRESP of the failing beat
-                       (2 SLVERR, 3 DECERR), or 4 for a read timeout
-    0x38 MM_ERR_ADDR_LO R  the failing beat's byte address (timeout: the first beat not received),
-                       bits 31:0
-    0x3C MM_ERR_ADDR_HI R  bits 63:32
-    0x40 LOAD_WORDS R  32-bit words of a full weight + bias load (a constant of the build)
-    0x44 LOAD_CYCLES R cycles from the last accepted LOAD_MM to STATUS.loaded (0 if it failed
-                       or was abandoned)
+Every address outside the map (up to 0xFC) is unmapped: a read answers SLVERR with data 0, a
+write answers SLVERR and changes nothing. A write to a read-only register also answers SLVERR
+and changes nothing; CTRL is write-only but mapped (a read answers OKAY, 0). Both set
+ERROR.BAD_ADDRESS. A write's response does not depend on the value or on the state (a SEQ_LEN
+write while busy is ignored, OKAY), so SLVERR means exactly "no such register".
 
-Every other address (0x48..0xFC) is unmapped: a read answers SLVERR with data 0, a write
-answers SLVERR and changes nothing. A write to a read-only register (0x0C..0x28, 0x34..0x44)
-also answers SLVERR and changes nothing; CTRL is write-only but mapped (a read answers OKAY,
-0). Both set ERROR bit 8. A write's response does not depend on the value or on the state
-(a SEQ_LEN write while busy is ignored, OKAY), so SLVERR means exactly "no such register".
-
-A START with an error condition does not start a run. The counters at 0x14..0x20 saturate at
-2**32 - 1 and count from the last reset of the layer: hardware reset, SOFT_RESET, an accepted
-LOAD_MM, or a read error.
+A START with an error condition does not start a run. The counters CYCLES, MAC_BEATS, STEPS and
+STALL_OUT saturate at 2**32 - 1 and count from the last reset of the layer: hardware reset,
+SOFT_RESET, an accepted LOAD_MM, or a read error.
 
 Faults and the state they leave (every case is exercised in ``tests/bbs/test_bbs_axi_faults.py``):
 
-- **Read error** (``RRESP`` = SLVERR or DECERR on any beat of a LOAD_MM fetch): ERROR bit 3;
+- **Read error** (``RRESP`` = SLVERR or DECERR on any beat of a LOAD_MM fetch): ERROR.MM_READ;
   MM_ERR_RESP and MM_ERR_ADDR record the first failing beat. The read master issues no further
   burst and drains the bursts in flight (``mm_busy`` until the last beat). The layer is cleared
   at once: ``loaded`` = 0 (the words taken before the error are discarded), engine idle, a START
-  is refused with ERROR bit 0. Recovery: CLEAR_ERROR, LOAD_MM (from a good buffer), START.
+  is refused with ERROR.START_UNLOADED. Recovery: CLEAR_ERROR, LOAD_MM (from a good buffer), START.
 - **Long stalls** (``s_axis_w``/``s_axis_x`` idle, or ``m_axis_h`` refused for any number of
   cycles; ``ARREADY`` or ``RVALID`` low for fewer than ``mm_timeout_cycles`` cycles at a time):
   nothing is lost or reordered and no timeout fires; the stall shows in LOAD_CYCLES,
   RUN_CYCLES and STALL_OUT.
 - **Read timeout** (the memory stops answering: a LOAD_MM fetch, or the drain after a fault or
   SOFT_RESET, waits ``mm_timeout_cycles`` cycles, default ``2**16``, with no AR handshake and no
-  R beat): ERROR bit 7, MM_ERR_RESP = 4, MM_ERR_ADDR the first beat not received (unless a read
+  R beat): ERROR.MM_TIMEOUT, MM_ERR_RESP = 4, MM_ERR_ADDR the first beat not received (unless a read
   error is already on record); the layer is cleared as for a read error (``loaded`` = 0,
   LOAD_CYCLES = 0). The read master issues nothing more and ``mm_busy`` falls in the next
   cycle; bursts still in flight cannot be cancelled (AXI), so ``mm_stale`` stays high until
@@ -107,8 +68,8 @@ Faults and the state they leave (every case is exercised in ``tests/bbs/test_bbs
   a step in flight on ``m_axis_h`` is dropped, possibly without its ``tlast``), the layer is
   cleared (loaded = 0, counters 0, stream loader empty: the next ``s_axis_w`` word is word 0), a
   LOAD_MM fetch is stopped and its bursts in flight are drained (``mm_busy`` until then; a new
-  LOAD_MM meanwhile is refused with ERROR bit 4). SEQ_LEN, NUM_SEQ, WADDR, ERROR and MM_ERR_*
-  keep their values (LOAD_CYCLES too, unless a LOAD_MM was abandoned: then 0); ERROR bit 6
+  LOAD_MM meanwhile is refused with ERROR.LOAD_REFUSED). SEQ_LEN, NUM_SEQ, WADDR, ERROR and MM_ERR_*
+  keep their values (LOAD_CYCLES too, unless a LOAD_MM was abandoned: then 0); ERROR.ABANDONED
   records that work was abandoned. (The layer's own registers are cleared in the cycle after the
   command, from a register; in that cycle its outputs read as cleared and ``m_axis_h`` is idle.)
   Recovery: reset the stream DMA channels with the block (words still in flight on ``s_axis_w`` would start a
@@ -131,48 +92,93 @@ from amaranth import Module
 from amaranth.hdl import Cat, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.bbs.lstm import LSTMLayer
 from hwcosim.hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, AxiReader
-from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name, writable
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, axil_members, connect_axil
 from hwcosim.hdl.common.dsp import registered_mul
+from hwcosim.hdl.common.registers import Field, Register, RegisterMap
 from hwcosim.hdl.common.skid import RegisterSlice
 from hwcosim.models.bbs.lstm import LSTMParams
+from hwcosim.models.errors import UsageError
 
 __all__ = ["LSTMAxiTop", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "bytes_up"]
 
-#: The AXI4-Lite register map (details of every bit in the module docstring).
-REGISTER_MAP = (
-    Reg("CTRL", 0x00, "w", "bit 0 START, bit 1 CLEAR_ERROR, bit 2 LOAD_MM, bit 3 SOFT_RESET; reads 0"),
-    Reg("SEQ_LEN", 0x04, "rw", "steps per sequence (16 bits, >= 1); writes while busy are ignored"),
-    Reg("NUM_SEQ", 0x08, "rw", "sequences per run (16 bits, >= 1); writes while busy are ignored"),
-    Reg("STATUS", 0x0C, "r", "bit 0 busy, 1 done, 2 error, 3 loaded, 4 loading, 5 mm_busy, 6 mm_stale"),
-    Reg("ERROR", 0x10, "r", "sticky until CLEAR_ERROR: START unloaded, bad size, extra weights, AXI read error, "
-                            "LOAD_MM refused, unaligned WADDR, abandoned work, read timeout, bad address"),
-    Reg("CYCLES", 0x14, "r", "engine cycles with a step in flight"),
-    Reg("MAC_BEATS", 0x18, "r", "weight beats consumed by the SpMxV"),
-    Reg("STEPS", 0x1C, "r", "hidden vectors produced"),
-    Reg("STALL_OUT", 0x20, "r", "cycles m_axis_h was refused"),
-    Reg("RUN_CYCLES", 0x24, "r", "cycles from START to done of the last run"),
-    Reg("CONFIG", 0x28, "r", "P | B << 8 | k << 16 (identification of the build)"),
-    Reg("WADDR_LO", 0x2C, "rw", "byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is accepted)"),
-    Reg("WADDR_HI", 0x30, "rw", "byte address of the weight buffer, bits 63:32"),
-    Reg("MM_ERR_RESP", 0x34, "r", "first LOAD_MM failure since CLEAR_ERROR: RRESP (2, 3) or 4 for a timeout"),
-    Reg("MM_ERR_ADDR_LO", 0x38, "r", "the failing beat's byte address, bits 31:0"),
-    Reg("MM_ERR_ADDR_HI", 0x3C, "r", "the failing beat's byte address, bits 63:32"),
-    Reg("LOAD_WORDS", 0x40, "r", "32-bit words of a full weight + bias load (a constant of the build)"),
-    Reg("LOAD_CYCLES", 0x44, "r", "cycles from the last accepted LOAD_MM to STATUS.loaded"),
+#: The AXI4-Lite register map: the one definition of every register and field (see the module docstring).
+REGISTER_MAP = RegisterMap(
+    Register("CTRL", 0x00, "w", "commands; reads 0 (OKAY)", fields=(
+        Field("START", 0, "w1", 0, "run NUM_SEQ sequences of SEQ_LEN steps (ignored while busy)"),
+        Field("CLEAR_ERROR", 1, "w1", 0, "clear ERROR and MM_ERR_* (applied before the other bits of the same "
+                                          "write)"),
+        Field("LOAD_MM", 2, "w1", 0, "fetch the weights and biases over m_axi from WADDR (a START in the same "
+                                      "write is ignored)"),
+        Field("SOFT_RESET", 3, "w1", 0, "abandon the run and clear the layer and the loader (the other bits of "
+                                         "the same write, except CLEAR_ERROR, are ignored)"),
+    )),
+    Register("SEQ_LEN", 0x04, "rw", "steps per sequence (16 bits, >= 1); writes while busy are ignored", fields=(
+        Field("SEQ_LEN", (15, 0), "rw", 0, "steps per sequence"),)),
+    Register("NUM_SEQ", 0x08, "rw", "sequences per run (16 bits, >= 1); writes while busy are ignored", fields=(
+        Field("NUM_SEQ", (15, 0), "rw", 0, "sequences per run"),)),
+    Register("STATUS", 0x0C, "r", "run, load and read-master state", fields=(
+        Field("BUSY", 0, "r", 0, "a run is in progress"),
+        Field("DONE", 1, "r", 0, "set when a run's last hidden beat leaves; cleared by START, an accepted LOAD_MM "
+                                 "and SOFT_RESET"),
+        Field("ERROR", 2, "r", 0, "any ERROR bit is set"),
+        Field("LOADED", 3, "r", 0, "every weight and bias word is in and a LOAD_MM fetch has ended (its read "
+                                   "master is idle)"),
+        Field("LOADING", 4, "r", 0, "a LOAD_MM fetch is running, or some stream words of a load are in, not all"),
+        Field("MM_BUSY", 5, "r", 0, "the read master has bursts in flight or presented (it stays high while the "
+                                    "bursts in flight at a fault are drained)"),
+        Field("MM_STALE", 6, "r", 0, "bursts abandoned by a read timeout are still outstanding: their late beats "
+                                     "will be discarded (a LOAD_MM meanwhile is accepted and issues behind them)"),
+    )),
+    Register("ERROR", 0x10, "r", "error flags, sticky until CTRL.CLEAR_ERROR (kept by SOFT_RESET)", fields=(
+        Field("START_UNLOADED", 0, "rc", 0, "START before the weights were loaded"),
+        Field("BAD_SIZE", 1, "rc", 0, "START with SEQ_LEN or NUM_SEQ = 0"),
+        Field("EXTRA_WEIGHTS", 2, "rc", 0, "weight words after a complete load (dropped)"),
+        Field("MM_READ", 3, "rc", 0, "AXI read error (SLVERR or DECERR) during LOAD_MM"),
+        Field("LOAD_REFUSED", 4, "rc", 0, "LOAD_MM while busy or while mm_busy (ignored)"),
+        Field("MM_UNALIGNED", 5, "rc", 0, "LOAD_MM with WADDR not aligned to the bus width (ignored)"),
+        Field("ABANDONED", 6, "rc", 0, "SOFT_RESET abandoned work (a run, a LOAD_MM fetch, or a partly loaded "
+                                       "weight set)"),
+        Field("MM_TIMEOUT", 7, "rc", 0, "AXI read timeout during LOAD_MM (no AR handshake and no R beat for "
+                                        "mm_timeout_cycles cycles)"),
+        Field("BAD_ADDRESS", 8, "rc", 0, "AXI4-Lite access outside the register map or write to a read-only "
+                                         "register (answered SLVERR)"),
+    )),
+    Register("CYCLES", 0x14, "r", "engine cycles with a step in flight (LSTMLayer.cycles)"),
+    Register("MAC_BEATS", 0x18, "r", "weight beats consumed by the SpMxV (LSTMLayer.mac_beats)"),
+    Register("STEPS", 0x1C, "r", "hidden vectors produced (LSTMLayer.steps)"),
+    Register("STALL_OUT", 0x20, "r", "cycles m_axis_h was refused (LSTMLayer.stall_out)"),
+    Register("RUN_CYCLES", 0x24, "r", "cycles from START to done of the last run"),
+    Register("CONFIG", 0x28, "r", "identification of the build", fields=(
+        Field("P", (7, 0), "r", "pes", "processing elements"),
+        Field("B", (15, 8), "r", "banks", "banks per row"),
+        Field("K", (23, 16), "r", "k", "nonzeros kept per bank"),
+    )),
+    Register("WADDR_LO", 0x2C, "rw", "byte address of the weight buffer, bits 31:0 (taken when LOAD_MM is accepted)"),
+    Register("WADDR_HI", 0x30, "rw", "byte address of the weight buffer, bits 63:32 (only mm_addr_width - 32 bits "
+                                     "kept)"),
+    Register("MM_ERR_RESP", 0x34, "r", "first LOAD_MM failure since CLEAR_ERROR: RRESP (2, 3) or 4 for a timeout",
+             fields=(Field("RESP", (2, 0), "r", 0, "RRESP of the failing beat (2 SLVERR, 3 DECERR), or 4 for a read "
+                                                    "timeout"),)),
+    Register("MM_ERR_ADDR_LO", 0x38, "r", "the failing beat's byte address (timeout: the first beat not received), "
+                                          "bits 31:0"),
+    Register("MM_ERR_ADDR_HI", 0x3C, "r", "the failing beat's byte address, bits 63:32"),
+    Register("LOAD_WORDS", 0x40, "r", "32-bit words of a full weight + bias load (a constant of the build)"),
+    Register("LOAD_CYCLES", 0x44, "r", "cycles from the last accepted LOAD_MM to STATUS.loaded (0 if it failed or "
+                                       "was abandoned)"),
+    title="bbs-lstm-axi",
 )
-REGS = regs_by_name(REGISTER_MAP)
+#: ``{name: byte address}`` (host and testbench constants, derived from :data:`REGISTER_MAP`)
+REGS = REGISTER_MAP.addresses()
 #: registers a write changes (writes elsewhere answer SLVERR)
-WRITABLE = writable(REGISTER_MAP)
-#: CTRL bits
-CTRL = {"START": 1, "CLEAR_ERROR": 2, "LOAD_MM": 4, "SOFT_RESET": 8}
+WRITABLE = REGISTER_MAP.writable()
+#: CTRL command bits ``{field: mask}``
+CTRL = REGISTER_MAP.masks("CTRL")
 #: STATUS bits
-STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16, "MM_BUSY": 32, "MM_STALE": 64}
+STATUS = REGISTER_MAP.masks("STATUS")
 #: ERROR bits
-ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "MM_READ": 8, "LOAD_REFUSED": 16,
-         "MM_UNALIGNED": 32, "ABANDONED": 64, "MM_TIMEOUT": 128, "BAD_ADDRESS": 256}
+ERROR = REGISTER_MAP.masks("ERROR")
 
 
 def bytes_up(bits: int) -> int:
@@ -217,7 +223,7 @@ class LSTMAxiTop(wiring.Component):
         if not isinstance(params, LSTMParams):
             raise TypeError(f"LSTMAxiTop takes a models.bbs.lstm.LSTMParams, not {params!r}")
         if not 32 <= mm_addr_width <= 64:
-            raise ValueError(f"m_axi address width must be 32 to 64 bits, not {mm_addr_width}")
+            raise UsageError(f"m_axi address width must be 32 to 64 bits, not {mm_addr_width}")
         self.params = p = params
         self.mm_addr_width, self.mm_data_width = mm_addr_width, mm_data_width
         self.mm_max_burst, self.mm_max_outstanding = mm_max_burst, mm_max_outstanding
@@ -270,6 +276,8 @@ class LSTMAxiTop(wiring.Component):
 
     def elaborate(self, platform):
         p = self.params
+        MAP = REGISTER_MAP
+        C, E = MAP.CTRL, MAP.ERROR              # command and error bits of the decode below
         m = Module()
         m.submodules.axil = axil = self.regfile_cls(REGISTER_MAP, addr_width=8)
         connect_axil(m, self, axil)
@@ -287,19 +295,19 @@ class LSTMAxiTop(wiring.Component):
         DW, AW = self.mm_data_width, self.mm_addr_width
 
         # --- registers ------------------------------------------------------------------------
-        seq_len, num_seq = Signal(16), Signal(16)
+        seq_len, num_seq = Signal(MAP.SEQ_LEN.SEQ_LEN.width), Signal(MAP.NUM_SEQ.NUM_SEQ.width)
         busy, done = Signal(), Signal()
         err = Signal(len(ERROR))
         run_cycles = Signal(32)
         waddr = Signal(64)
-        mm_resp, mm_addr = Signal(3), Signal(64)
+        mm_resp, mm_addr = Signal(MAP.MM_ERR_RESP.RESP.width), Signal(64)
         load_cycles, load_timing = Signal(32), Signal()
         mm_mode, kick = Signal(), Signal()      # LOAD_MM owns the loader / start the reader
         m.d.comb += lstm.seq_len.eq(seq_len)
         # SEQ_LEN x NUM_SEQ, registered: the START write takes the run's step count from a register,
-        # not through a multiplier (that was the critical path of bbs-lstm-axi at 85 MHz), and the
+        # not through a multiplier (that was the critical path of bbs-lstm-axi), and the
         # register is the multiplier's own output register on an ECP5 (hdl.common.dsp: a fabric
-        # register behind the DSP block left 92 MHz). Both only change while idle, and the register
+        # register behind the DSP block stayed short of 100 MHz). Both only change while idle, and the register
         # file takes a write at most every other cycle, so the product is up to date by the START
         # that uses it.
         n_steps = registered_mul(m, seq_len, num_seq, en=1, name="n_steps")
@@ -307,9 +315,9 @@ class LSTMAxiTop(wiring.Component):
         # --- AXI4-Lite write decode (the commands, used below) ---------------------------------
         wr = axil.wr
         waddr_idx, wdata = axil.widx, axil.wdata
-        ctrl_wr = wr & (waddr_idx == REGS["CTRL"] >> 2)
-        soft = ctrl_wr & wdata[3]
-        load_req = ctrl_wr & wdata[2] & ~soft
+        ctrl_wr = wr & (waddr_idx == C.word)
+        soft = ctrl_wr & wdata[C.SOFT_RESET.bit]
+        load_req = ctrl_wr & wdata[C.LOAD_MM.bit] & ~soft
         aligned = waddr[:(DW // 8).bit_length() - 1] == 0
         load_ok = load_req & ~busy & ~rd.busy & ~kick & aligned
         mm_err = rd.err_strobe & mm_mode
@@ -359,7 +367,7 @@ class LSTMAxiTop(wiring.Component):
         # output register, which the layer takes (wload / bload). The shift register's enables
         # depend on flip-flops only (it takes a word unless it holds a complete beat that cannot
         # move), never on the layer's ready: with one register, bias_loaded -> the handover -> the
-        # enables of its 384 flip-flops was bbs-lstm-axi's critical path on one seed (94.9 MHz).
+        # enables of its 384 flip-flops was bbs-lstm-axi's critical path on one seed.
         # A beat moves in the cycle after its last word while the next beat's first word shifts in,
         # so words still flow at one per cycle.
         NS = max(NW, NB)
@@ -390,7 +398,7 @@ class LSTMAxiTop(wiring.Component):
             m.d.sync += [obuf.eq(shreg), ob_valid.eq(1), sh_full.eq(0)]
         with m.If(w_fire & c_at_end):
             with m.If(~mm_mode):                    # MM: unused words of the last bus beat
-                m.d.sync += err[2].eq(1)
+                m.d.sync += err[E.EXTRA_WEIGHTS.bit].eq(1)
         with m.Elif(w_fire):
             m.d.sync += shreg.eq(wide)
             with m.If(wcnt == nwords - 1):
@@ -445,45 +453,45 @@ class LSTMAxiTop(wiring.Component):
         # responses depend on the address only: SLVERR for an unmapped or read-only register
         m.d.comb += axil.w_ok.eq(axil.w_writable)
         with m.If(wr & ~axil.w_writable):
-            m.d.sync += err[8].eq(1)
+            m.d.sync += err[E.BAD_ADDRESS.bit].eq(1)
         with m.If(wr):
             with m.Switch(waddr_idx):
-                with m.Case(REGS["CTRL"] >> 2):
-                    with m.If(wdata[1]):
+                with m.Case(C.word):
+                    with m.If(wdata[C.CLEAR_ERROR.bit]):
                         m.d.sync += [err.eq(0), mm_resp.eq(0), mm_addr.eq(0)]
                     with m.If(soft):
                         with m.If(busy | loading):
-                            m.d.sync += err[6].eq(1)
+                            m.d.sync += err[E.ABANDONED.bit].eq(1)
                     with m.Elif(load_req):
                         with m.If(busy | rd.busy | kick):
-                            m.d.sync += err[4].eq(1)
+                            m.d.sync += err[E.LOAD_REFUSED.bit].eq(1)
                         with m.Elif(~aligned):
-                            m.d.sync += err[5].eq(1)
-                    with m.Elif(wdata[0] & ~busy):
+                            m.d.sync += err[E.MM_UNALIGNED.bit].eq(1)
+                    with m.Elif(wdata[C.START.bit] & ~busy):
                         with m.If(~loaded):
-                            m.d.sync += err[0].eq(1)
+                            m.d.sync += err[E.START_UNLOADED.bit].eq(1)
                         with m.Elif((seq_len == 0) | (num_seq == 0)):
-                            m.d.sync += err[1].eq(1)
+                            m.d.sync += err[E.BAD_SIZE.bit].eq(1)
                         with m.Else():
                             m.d.sync += [busy.eq(1), done.eq(0), x_left.eq(n_steps), steps_left.eq(n_steps), gate.eq(1),
                                          run_cycles.eq(0)]
-                with m.Case(REGS["SEQ_LEN"] >> 2):
+                with m.Case(MAP.SEQ_LEN.word):
                     with m.If(~busy):
-                        m.d.sync += seq_len.eq(wdata[:16])
-                with m.Case(REGS["NUM_SEQ"] >> 2):
+                        m.d.sync += seq_len.eq(wdata[MAP.SEQ_LEN.SEQ_LEN.slice])
+                with m.Case(MAP.NUM_SEQ.word):
                     with m.If(~busy):
-                        m.d.sync += num_seq.eq(wdata[:16])
-                with m.Case(REGS["WADDR_LO"] >> 2):
+                        m.d.sync += num_seq.eq(wdata[MAP.NUM_SEQ.NUM_SEQ.slice])
+                with m.Case(MAP.WADDR_LO.word):
                     m.d.sync += waddr[:32].eq(wdata)
-                with m.Case(REGS["WADDR_HI"] >> 2):
+                with m.Case(MAP.WADDR_HI.word):
                     m.d.sync += waddr[32:AW].eq(wdata[:AW - 32])
         # a read error or timeout: recorded (the first since CLEAR_ERROR), the layer is cleared above
         with m.If(mm_err):
             with m.If(rd.error == ERR_TIMEOUT):
-                m.d.sync += err[7].eq(1)
+                m.d.sync += err[E.MM_TIMEOUT.bit].eq(1)
             with m.Else():
-                m.d.sync += err[3].eq(1)
-            with m.If((mm_resp == 0) | (ctrl_wr & wdata[1])):
+                m.d.sync += err[E.MM_READ.bit].eq(1)
+            with m.If((mm_resp == 0) | (ctrl_wr & wdata[C.CLEAR_ERROR.bit])):
                 m.d.sync += [mm_resp.eq(rd.error), mm_addr.eq(rd.err_addr)]
         # SOFT_RESET: the run is abandoned (the layer and the loader are cleared above)
         with m.If(soft):
@@ -491,15 +499,16 @@ class LSTMAxiTop(wiring.Component):
                          run_cycles.eq(0)]
 
         regs = {"SEQ_LEN": seq_len, "NUM_SEQ": num_seq,
-                "STATUS": Cat(busy, done, err.any(), loaded, loading, rd.busy, rd.stale), "ERROR": err,
+                "STATUS": MAP.STATUS.cat(BUSY=busy, DONE=done, ERROR=err.any(), LOADED=loaded, LOADING=loading,
+                                         MM_BUSY=rd.busy, MM_STALE=rd.stale), "ERROR": err,
                 **{name: Mux(clearing, 0, getattr(lstm, name.lower()))
                    for name in ("CYCLES", "MAC_BEATS", "STEPS", "STALL_OUT")},
                 "RUN_CYCLES": run_cycles,
-                "CONFIG": p.pes | p.banks << 8 | p.k << 16,
+                "CONFIG": MAP.CONFIG.pack(P=p.pes, B=p.banks, K=p.k),
                 "WADDR_LO": waddr[:32], "WADDR_HI": waddr[32:], "MM_ERR_RESP": mm_resp,
                 "MM_ERR_ADDR_LO": mm_addr[:32], "MM_ERR_ADDR_HI": mm_addr[32:],
                 "LOAD_WORDS": self.load_words, "LOAD_CYCLES": load_cycles}
         m.d.comb += [getattr(axil, f"r_{name}").eq(val) for name, val in regs.items()]
         with m.If(axil.bad_read):
-            m.d.sync += err[8].eq(1)
+            m.d.sync += err[E.BAD_ADDRESS.bit].eq(1)
         return m

@@ -45,8 +45,7 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
-
-from hwcosim.hdl.bbs.axi_top import CTRL, REGS, WRITABLE, LSTMAxiTop
+from hwcosim.hdl.bbs.axi_top import CTRL, REGISTER_MAP, WRITABLE, LSTMAxiTop
 from hwcosim.hdl.common.axil_formal import (
     AXIL_GROUPS,
     OKAY,
@@ -59,6 +58,7 @@ from hwcosim.hdl.common.axil_formal import (
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
 from hwcosim.hdl.common.formal import Props, mutant_checks, past
 from hwcosim.models.bbs.lstm import LSTMParams
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["LSTMAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "TOP_ARGS"]
@@ -93,7 +93,7 @@ class LSTMAxiTopFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown LSTMAxiTop properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown LSTMAxiTop properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.const_regs = const_regs
@@ -104,8 +104,8 @@ class LSTMAxiTopFormal(wiring.Component):
         """Reads of the constant registers (with ``const_regs``)."""
         if not self.const_regs:
             return []
-        return [(self.s_axil_araddr[2:] == REGS["CONFIG"] >> 2, config),
-                (self.s_axil_araddr[2:] == REGS["LOAD_WORDS"] >> 2, self.dut.load_words)]
+        return [(self.s_axil_araddr[2:] == REGISTER_MAP.CONFIG.word, config),
+                (self.s_axil_araddr[2:] == REGISTER_MAP.LOAD_WORDS.word, self.dut.load_words)]
 
     def elaborate(self, platform):
         p = self.params
@@ -127,17 +127,20 @@ class LSTMAxiTopFormal(wiring.Component):
         assume_axis_source(m, self, has_past, "s_axis_x")
 
         widx, ridx = self.s_axil_awaddr[2:], self.s_axil_araddr[2:]
-        writable = Cat(*(widx == REGS[n] >> 2 for n in WRITABLE)).any()
-        readable = Cat(*(ridx == a >> 2 for a in REGS.values())).any()
-        config = p.pes | p.banks << 8 | p.k << 16
+        # the expectations come from the register map: its writable set, its addresses, its
+        # write-only registers (read 0) and the CONFIG fields
+        writable = Cat(*(widx == REGISTER_MAP[n].word for n in WRITABLE)).any()
+        readable = Cat(*(ridx == r.word for r in REGISTER_MAP)).any()
+        config = REGISTER_MAP.CONFIG.pack(P=p.pes, B=p.banks, K=p.k)
         sig = axil_slave_props(
             m, self, chk, has_past,
             w_resp=Mux(writable, OKAY, SLVERR), r_resp=Mux(readable, OKAY, SLVERR),
-            r_data=[(~readable, 0), (ridx == REGS["CTRL"] >> 2, 0)] + self.const_reads(config))
+            r_data=[(~readable, 0), *((ridx == REGISTER_MAP[n].word, 0) for n in REGISTER_MAP.write_only())]
+            + self.const_reads(config))
 
         # h_hold: a SOFT_RESET write drops a step in flight (documented); nothing else may
         soft = Signal()
-        m.d.comb += soft.eq(sig["aw_fire"] & (widx == REGS["CTRL"] >> 2)
+        m.d.comb += soft.eq(sig["aw_fire"] & (widx == REGISTER_MAP.CTRL.word)
                             & (self.s_axil_wdata & CTRL["SOFT_RESET"]).any())
         assert_axis_hold(m, self, chk, has_past, "m_axis_h", "h_hold", past(m, soft, "past_soft"))
 

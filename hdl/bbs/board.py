@@ -24,25 +24,8 @@ Word layouts (32-bit words, least significant word first, each beat padded to wh
   ``RESULT_WORDS`` words, readable once a run is done (STATUS.done), from the first word after
   every START.
 
-Register map (byte addresses)::
-
-    0x00 CTRL         W  bit 0 START (needs weights and a vector loaded; ignored while busy),
-                         bit 1 CLEAR_ERROR, bit 2 RELOAD (engine, memories' fill state and
-                         counters reset; ERROR kept): the next weight and vector words start new loads
-    0x04 STATUS       R  bit 0 busy, 1 done, 2 error, 3 weights loaded, 4 vector loaded
-    0x08 ERROR        R  sticky until CLEAR_ERROR: bit 0 START without weights or vector,
-                         bit 1 weight words beyond a full set (dropped), bit 2 a load word while
-                         busy (dropped), bit 3 access outside the map / write to a read-only register
-    0x0C CYCLES       R  engine cycles holding work since RELOAD    (SpMxV.cycles)
-    0x10 MAC_BEATS    R  weight beats consumed since RELOAD         (SpMxV.mac_beats)
-    0x14 STALL_OUT    R  cycles the result was refused              (SpMxV.stall_out)
-    0x18 STARVE_W     R  cycles a vector waited for a weight beat   (SpMxV.starve_w)
-    0x1C RUN_CYCLES   R  cycles from the last START to its last result written
-    0x20 CONFIG       R  P | B << 8 | k << 16
-    0x24 SHAPE        R  rows | cols << 16
-    0x28 WEIGHT_WORDS R  words of a weight load
-    0x2C VECTOR_WORDS R  words of a vector
-    0x30 RESULT_WORDS R  words of a result
+Register map: :data:`REGISTER_MAP` (each register's fields, access and reset are defined there once;
+the docs table, the host constants and the decode below are derived from it).
 
 A vector word while the vector memory is full starts the next vector (the loaded one is
 replaced); a vector may be reloaded between runs while the weights stay.
@@ -57,34 +40,54 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwcosim.hdl.bbs.spmxv import SpMxV
-from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, regs_by_name
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
 from hwcosim.hdl.common.host_bridge import HostBoardTop, HostBridge
+from hwcosim.hdl.common.registers import Field, Register, RegisterMap
 from hwcosim.hdl.common.uart import UartRx, UartTx
 from hwcosim.models.bbs.spmxv import BBSParams
 
 __all__ = ["SpMxVHost", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "words_per_beat",
            "board_top"]
 
-REGISTER_MAP = (
-    Reg("CTRL", 0x00, "w", "bit 0 START, bit 1 CLEAR_ERROR, bit 2 RELOAD; reads 0"),
-    Reg("STATUS", 0x04, "r", "bit 0 busy, 1 done, 2 error, 3 weights loaded, 4 vector loaded"),
-    Reg("ERROR", 0x08, "r", "sticky until CLEAR_ERROR: START unloaded, extra weight words, load while busy, "
-                            "bad address"),
-    Reg("CYCLES", 0x0C, "r", "engine cycles holding work since RELOAD"),
-    Reg("MAC_BEATS", 0x10, "r", "weight beats consumed since RELOAD"),
-    Reg("STALL_OUT", 0x14, "r", "cycles the result was refused"),
-    Reg("STARVE_W", 0x18, "r", "cycles a loaded vector waited for a weight beat"),
-    Reg("RUN_CYCLES", 0x1C, "r", "cycles from the last START to its last result written"),
-    Reg("CONFIG", 0x20, "r", "P | B << 8 | k << 16"),
-    Reg("SHAPE", 0x24, "r", "rows | cols << 16"),
-    Reg("WEIGHT_WORDS", 0x28, "r", "32-bit words of a weight load"),
-    Reg("VECTOR_WORDS", 0x2C, "r", "32-bit words of a vector"),
-    Reg("RESULT_WORDS", 0x30, "r", "32-bit words of a result"),
+REGISTER_MAP = RegisterMap(
+    Register("CTRL", 0x00, "w", "commands; reads 0", fields=(
+        Field("START", 0, "w1", 0, "replay the weights and the loaded vector into the engine (needs weights and a "
+                                   "vector loaded; ignored while busy)"),
+        Field("CLEAR_ERROR", 1, "w1", 0, "clear ERROR"),
+        Field("RELOAD", 2, "w1", 0, "reset the engine, the memories' fill state and the counters (ERROR kept): the "
+                                    "next weight and vector words start new loads"))),
+    Register("STATUS", 0x04, "r", "run and load state", fields=(
+        Field("BUSY", 0, "r", 0, "a run is in progress"),
+        Field("DONE", 1, "r", 0, "the last run's results are all in the result memory"),
+        Field("ERROR", 2, "r", 0, "any ERROR bit is set"),
+        Field("WEIGHTS", 3, "r", 0, "a full set of weight words is loaded"),
+        Field("VECTOR", 4, "r", 0, "a vector is loaded"))),
+    Register("ERROR", 0x08, "r", "error flags, sticky until CTRL.CLEAR_ERROR", fields=(
+        Field("START_UNLOADED", 0, "rc", 0, "START without weights or vector"),
+        Field("EXTRA_WEIGHTS", 1, "rc", 0, "weight words beyond a full set (dropped)"),
+        Field("LOAD_WHILE_BUSY", 2, "rc", 0, "a load word while busy (dropped)"),
+        Field("BAD_ADDRESS", 3, "rc", 0, "access outside the map or write to a read-only register"))),
+    Register("CYCLES", 0x0C, "r", "engine cycles holding work since RELOAD (SpMxV.cycles)"),
+    Register("MAC_BEATS", 0x10, "r", "weight beats consumed since RELOAD (SpMxV.mac_beats)"),
+    Register("STALL_OUT", 0x14, "r", "cycles the result was refused (SpMxV.stall_out)"),
+    Register("STARVE_W", 0x18, "r", "cycles a loaded vector waited for a weight beat (SpMxV.starve_w)"),
+    Register("RUN_CYCLES", 0x1C, "r", "cycles from the last START to its last result written"),
+    Register("CONFIG", 0x20, "r", "identification of the build", fields=(
+        Field("P", (7, 0), "r", "pes", "processing elements"),
+        Field("B", (15, 8), "r", "banks", "banks per row"),
+        Field("K", (23, 16), "r", "k", "nonzeros kept per bank"))),
+    Register("SHAPE", 0x24, "r", "matrix shape of the build", fields=(
+        Field("ROWS", (15, 0), "r", "rows", "matrix rows"),
+        Field("COLS", (31, 16), "r", "cols", "matrix columns"))),
+    Register("WEIGHT_WORDS", 0x28, "r", "32-bit words of a weight load"),
+    Register("VECTOR_WORDS", 0x2C, "r", "32-bit words of a vector"),
+    Register("RESULT_WORDS", 0x30, "r", "32-bit words of a result"),
+    title="BBS SpMxV board top",
 )
-REGS = regs_by_name(REGISTER_MAP)
-CTRL = {"START": 1, "CLEAR_ERROR": 2, "RELOAD": 4}
-STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "WEIGHTS": 8, "VECTOR": 16}
-ERROR = {"START_UNLOADED": 1, "EXTRA_WEIGHTS": 2, "LOAD_WHILE_BUSY": 4, "BAD_ADDRESS": 8}
+REGS = REGISTER_MAP.addresses()
+CTRL = REGISTER_MAP.masks("CTRL")
+STATUS = REGISTER_MAP.masks("STATUS")
+ERROR = REGISTER_MAP.masks("ERROR")
 #: bridge channels
 CH_WEIGHTS, CH_VECTOR, CH_RESULTS = 0, 1, 0
 
@@ -208,7 +211,7 @@ class SpMxVHost(wiring.Component):
         ywp, yrp = ymem.write_port(), ymem.read_port()
 
         busy, done = Signal(), Signal()
-        err = Signal(4)
+        err = Signal(len(REGISTER_MAP.ERROR.fields))
         run_cycles = Signal(32)
         start_run = Signal()
 
@@ -222,10 +225,11 @@ class SpMxVHost(wiring.Component):
         m.d.comb += [br.m_axis0_tready.eq(1), br.m_axis1_tready.eq(1),
                      wl.word.eq(br.m_axis0_tdata), xl.word.eq(br.m_axis1_tdata)]
         w_in, x_in = br.m_axis0_tvalid, br.m_axis1_tvalid
+        e = REGISTER_MAP.ERROR
         with m.If((w_in | x_in) & busy):
-            m.d.sync += err[2].eq(1)
+            m.d.sync += err[e.LOAD_WHILE_BUSY.bit].eq(1)
         with m.If(w_in & ~busy & w_loaded):
-            m.d.sync += err[1].eq(1)
+            m.d.sync += err[e.EXTRA_WEIGHTS.bit].eq(1)
         m.d.comb += [wl.valid.eq(w_in & ~busy & ~w_loaded), wl.addr.eq(wbeats)]
         with m.If(wl.wen):
             m.d.sync += wbeats.eq(wbeats + 1)
@@ -271,29 +275,32 @@ class SpMxVHost(wiring.Component):
                 m.d.sync += [rw.eq(0), rb.eq(rb + 1)]
 
         # --- control ---------------------------------------------------------------------------
-        ctrl = rf.wr & (rf.widx == REGS["CTRL"] >> 2)
-        m.d.comb += [rf.w_ok.eq(rf.w_writable), reload.eq(ctrl & rf.wdata[2])]
+        c = REGISTER_MAP.CTRL
+        ctrl = rf.wr & (rf.widx == c.word)
+        m.d.comb += [rf.w_ok.eq(rf.w_writable), reload.eq(ctrl & rf.wdata[c.RELOAD.bit])]
         with m.If(rf.wr & ~rf.w_writable):
-            m.d.sync += err[3].eq(1)
+            m.d.sync += err[e.BAD_ADDRESS.bit].eq(1)
         with m.If(rf.bad_read):
-            m.d.sync += err[3].eq(1)
-        with m.If(ctrl & rf.wdata[1]):
+            m.d.sync += err[e.BAD_ADDRESS.bit].eq(1)
+        with m.If(ctrl & rf.wdata[c.CLEAR_ERROR.bit]):
             m.d.sync += err.eq(0)
         with m.If(reload):
             m.d.sync += [wbeats.eq(0), xbeats.eq(0), busy.eq(0), done.eq(0), ycount.eq(0), rb.eq(0), rw.eq(0),
                          run_cycles.eq(0)]
             m.d.comb += [wl.clear.eq(1), xl.clear.eq(1)]
-        with m.Elif(ctrl & rf.wdata[0] & ~busy):
+        with m.Elif(ctrl & rf.wdata[c.START.bit] & ~busy):
             with m.If(~w_loaded | ~x_loaded):
-                m.d.sync += err[0].eq(1)
+                m.d.sync += err[e.START_UNLOADED.bit].eq(1)
             with m.Else():
                 m.d.comb += start_run.eq(1)
                 m.d.sync += [busy.eq(1), done.eq(0), ycount.eq(0), rb.eq(0), rw.eq(0), run_cycles.eq(0)]
 
-        regs = {"STATUS": Cat(busy, done, err.any(), w_loaded, x_loaded), "ERROR": err,
+        regs = {"STATUS": REGISTER_MAP.STATUS.cat(BUSY=busy, DONE=done, ERROR=err.any(), WEIGHTS=w_loaded,
+                                                   VECTOR=x_loaded), "ERROR": err,
                 "CYCLES": spm.cycles, "MAC_BEATS": spm.mac_beats, "STALL_OUT": spm.stall_out,
                 "STARVE_W": spm.starve_w, "RUN_CYCLES": run_cycles,
-                "CONFIG": p.pes | p.banks << 8 | p.k << 16, "SHAPE": p.rows | p.cols << 16,
+                "CONFIG": REGISTER_MAP.CONFIG.pack(P=p.pes, B=p.banks, K=p.k),
+                "SHAPE": REGISTER_MAP.SHAPE.pack(ROWS=p.rows, COLS=p.cols),
                 "WEIGHT_WORDS": self.weight_words, "VECTOR_WORDS": self.vector_words,
                 "RESULT_WORDS": self.result_words}
         m.d.comb += [getattr(rf, f"r_{name}").eq(v) for name, v in regs.items()]

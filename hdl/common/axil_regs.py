@@ -157,11 +157,16 @@ def connect_axil(m: Module, top, regfile: AxiLiteRegFile, prefix: str = "s_axil"
         m.d.comb += (its.eq(mine) if member.flow == In else mine.eq(its))
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell (a ``|`` escaped)."""
+    return text.replace("|", "\\|")
+
+
 def register_map_markdown(regs, title: str = "") -> str:
     """The register map as a Markdown table (address, name, access, description)."""
     rows = [f"### {title}", ""] if title else []
     rows += ["| address | register | access | description |", "|---|---|---|---|"]
     names = {"r": "R", "w": "W", "rw": "RW"}
     for r in sorted(regs, key=lambda r: r.addr):
-        rows.append(f"| `{r.addr:#04x}` | `{r.name}` | {names[r.access]} | {r.doc.replace('|', '/')} |")
+        rows.append(f"| `{r.addr:#04x}` | `{r.name}` | {names[r.access]} | {_cell(r.doc)} |")
     return "\n".join(rows)

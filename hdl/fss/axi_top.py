@@ -24,45 +24,13 @@ Streams (``tdata`` widths rounded up to whole bytes, no ``tkeep``):
 - ``s_axil``: AXI4-Lite, 32-bit data, 8-bit byte address (bits 1:0 ignored); ``wstrb`` ignored;
   the write address and data are taken together. Responses are OKAY except as stated below.
 
-Register map (byte addresses)::
-
-    0x00 CTRL       W   bit 0 START: run TILES column tiles on the loaded weights;
-                        bit 1 CLEAR_ERROR (applied before the other bits of the same write);
-                        bit 2 SOFT_RESET (the other bits of the same write, except CLEAR_ERROR,
-                        are ignored); bit 3 LOAD: restart the weight load (STATUS.loaded falls,
-                        the next s_axis_w word is word 0 of beat 0; a START in the same write is
-                        refused as unloaded). Reads 0.
-    0x04 ROW_GROUPS RW  rows / (r_h * PR), 1..max_row_groups   (reset: max_row_groups)
-    0x08 K_REGIONS  RW  cols / r_w,        1..max_k_regions    (reset: max_k_regions)
-    0x0C TILES      RW  T / PC column tiles per run, 1..2**32-1 (reset: 1)
-                        A size write out of range, or any size write while busy, is refused:
-                        SLVERR, the register keeps its value, ERROR bit 1 (range) or 3 (busy).
-                        An accepted write of ROW_GROUPS or K_REGIONS restarts the weight load
-                        (the stored weights no longer match the shape).
-    0x10 STATUS     R   bit 0 busy, bit 1 done (the last run's last result beat left; cleared by
-                        START), bit 2 error (ERROR != 0), bit 3 loaded, bit 4 loading (some words
-                        of a load are in, not all).
-    0x14 ERROR      R   sticky until CLEAR_ERROR (kept by SOFT_RESET): bit 0 START before the
-                        weights were loaded; bit 1 size register write out of range; bit 2 weight
-                        words while loaded (dropped); bit 3 START, LOAD or a size write while busy
-                        (ignored); bit 4 AXI4-Lite access to an unmapped address or a write to a
-                        read-only register (SLVERR).
-    0x18 CYCLES     R   cycles the engine held work         (FSSGemm.cycles)      } per run:
-    0x1C MAC_BEATS  R   weight beats consumed                (FSSGemm.mac_beats)   } cleared by
-    0x20 STALL_OUT  R   cycles m_axis_y was refused          (FSSGemm.stall_out)   } START,
-    0x24 STARVE_W   R   cycles a loaded tile waited for a weight beat (.starve_w)  } SOFT_RESET
-    0x28 RUN_CYCLES R   cycles busy (START to the last result beat)             } and rst;
-    0x2C OUT_BEATS  R   result beats sent                                        } saturate at
-                                                                                   } 2**32 - 1
-    0x30 W_WORDS    R   words accepted into the current weight load (0 after LOAD, a size
-                        write, SOFT_RESET or rst; ROW_GROUPS * K_REGIONS * words/beat when loaded)
-    0x34 CONFIG0    R   r_h | r_w << 8 | n << 16 | PR << 24
-    0x38 CONFIG1    R   PC | W << 8 | XW << 16 | OW << 24      (fixed-point widths)
-    0x3C CONFIG2    R   max_row_groups | max_k_regions << 16
-    0x40 ID         R   0x46535331 ("FSS1")
-
-A read of any other address answers SLVERR with data 0; a write to any other address, or to a
-read-only register, answers SLVERR and changes nothing. Both set ERROR bit 4.
+Register map: :data:`REGISTER_MAP` (byte addresses 0x00..0x40), one typed definition
+(:class:`hwcosim.hdl.common.registers.RegisterMap`: every register and every field with its bits,
+access, reset value and meaning) from which the RTL decode below, the host and testbench
+constants (:data:`REGS`, :data:`CTRL`, :data:`STATUS`, :data:`ERROR`, :data:`WRITABLE`), the
+formal harness and the design's documentation table are derived. A read of any other address
+answers SLVERR with data 0; a write to any other address, or to a read-only register, answers
+SLVERR and changes nothing. Both set ERROR.BAD_ADDRESS.
 
 Recovery. ``SOFT_RESET`` puts the design in the state a hardware reset gives, except that the
 size registers and ERROR keep their values and the AXI4-Lite channels complete normally: not
@@ -95,46 +63,97 @@ from amaranth.hdl import Cat, Mux, ResetInserter, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.bbs.axi_top import bytes_up
 from hwcosim.hdl.common.arith import count_saturating
-from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, axil_members, connect_axil, regs_by_name
+from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, axil_members, connect_axil
+from hwcosim.hdl.common.registers import Field, Register, RegisterMap
 from hwcosim.hdl.common.skid import SkidBuffer
 from hwcosim.hdl.fss.gemm import FSSGemm
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fss.gemm import FSSParams
 
-__all__ = ["FSSAxiTop", "WEIGHT_LEAD", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "FSS_ID", "config_words",
+__all__ = ["FSSAxiTop", "WEIGHT_LEAD", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "WRITABLE", "FSS_ID",
+           "config_words",
            "words_per_beat"]
 
-#: The AXI4-Lite register map (details of every bit in the module docstring).
-REGISTER_MAP = (
-    Reg("CTRL", 0x00, "w", "bit 0 START, bit 1 CLEAR_ERROR, bit 2 SOFT_RESET, bit 3 LOAD; reads 0"),
-    Reg("ROW_GROUPS", 0x04, "rw", "rows / (r_h * PR), 1..max_row_groups; refused (SLVERR) out of range or busy"),
-    Reg("K_REGIONS", 0x08, "rw", "cols / r_w, 1..max_k_regions; refused (SLVERR) out of range or busy"),
-    Reg("TILES", 0x0C, "rw", "column tiles of PC per run, 1..2**32-1; refused (SLVERR) when 0 or busy"),
-    Reg("STATUS", 0x10, "r", "bit 0 busy, 1 done, 2 error, 3 loaded, 4 loading"),
-    Reg("ERROR", 0x14, "r", "sticky until CLEAR_ERROR: START unloaded, size out of range, extra weight words, "
-                            "command while busy, bad address"),
-    Reg("CYCLES", 0x18, "r", "cycles the engine held work (per run)"),
-    Reg("MAC_BEATS", 0x1C, "r", "weight beats consumed (per run)"),
-    Reg("STALL_OUT", 0x20, "r", "cycles m_axis_y was refused (per run)"),
-    Reg("STARVE_W", 0x24, "r", "cycles a loaded tile waited for a weight beat (per run)"),
-    Reg("RUN_CYCLES", 0x28, "r", "cycles busy, START to the last result beat"),
-    Reg("OUT_BEATS", 0x2C, "r", "result beats sent (per run)"),
-    Reg("W_WORDS", 0x30, "r", "words accepted into the current weight load"),
-    Reg("CONFIG0", 0x34, "r", "r_h | r_w << 8 | n << 16 | PR << 24"),
-    Reg("CONFIG1", 0x38, "r", "PC | W << 8 | XW << 16 | OW << 24 (fixed-point widths)"),
-    Reg("CONFIG2", 0x3C, "r", "max_row_groups | max_k_regions << 16"),
-    Reg("ID", 0x40, "r", "0x46535331 (\"FSS1\")"),
+_SIZE_RULE = ("a write out of range, or any size write while busy, is refused: SLVERR, the register keeps its "
+              "value, ERROR.BAD_SIZE (range) or ERROR.BUSY (busy)")
+_PER_RUN = "cleared by START, SOFT_RESET and rst; saturates at 2**32 - 1"
+#: The AXI4-Lite register map: the one definition of every register and field (see the module docstring).
+REGISTER_MAP = RegisterMap(
+    Register("CTRL", 0x00, "w", "commands; reads 0", fields=(
+        Field("START", 0, "w1", 0, "run TILES column tiles on the loaded weights"),
+        Field("CLEAR_ERROR", 1, "w1", 0, "clear ERROR (applied before the other bits of the same write)"),
+        Field("SOFT_RESET", 2, "w1", 0, "the state of a hardware reset except the size registers and ERROR (the "
+                                         "other bits of the same write, except CLEAR_ERROR, are ignored)"),
+        Field("LOAD", 3, "w1", 0, "restart the weight load: STATUS.loaded falls, the next s_axis_w word is word 0 of "
+                                   "beat 0; a START in the same write is refused as unloaded"),
+    )),
+    Register("ROW_GROUPS", 0x04, "rw", "rows / (r_h * PR), 1..max_row_groups; refused (SLVERR) out of range or busy",
+             fields=(Field("ROW_GROUPS", (15, 0), "rw", "max_row_groups",
+                           "rows / (r_h * PR), 1..max_row_groups; " + _SIZE_RULE
+                           + "; an accepted write restarts the weight load"),)),
+    Register("K_REGIONS", 0x08, "rw", "cols / r_w, 1..max_k_regions; refused (SLVERR) out of range or busy",
+             fields=(Field("K_REGIONS", (15, 0), "rw", "max_k_regions",
+                           "cols / r_w, 1..max_k_regions; " + _SIZE_RULE
+                           + "; an accepted write restarts the weight load"),)),
+    Register("TILES", 0x0C, "rw", "column tiles of PC per run, 1..2**32-1; refused (SLVERR) when 0 or busy",
+             fields=(Field("TILES", (31, 0), "rw", 1, "T / PC column tiles per run, 1..2**32-1; " + _SIZE_RULE),)),
+    Register("STATUS", 0x10, "r", "run and load state", fields=(
+        Field("BUSY", 0, "r", 0, "a run is in progress"),
+        Field("DONE", 1, "r", 0, "the last run's last result beat left; cleared by START"),
+        Field("ERROR", 2, "r", 0, "ERROR != 0"),
+        Field("LOADED", 3, "r", 0, "the last word of the last weight beat is in"),
+        Field("LOADING", 4, "r", 0, "some words of a load are in, not all"),
+    )),
+    Register("ERROR", 0x14, "r", "error flags, sticky until CTRL.CLEAR_ERROR (kept by SOFT_RESET)", fields=(
+        Field("START_UNLOADED", 0, "rc", 0, "START before the weights were loaded"),
+        Field("BAD_SIZE", 1, "rc", 0, "size register write out of range"),
+        Field("EXTRA_WEIGHTS", 2, "rc", 0, "weight words while loaded (dropped)"),
+        Field("BUSY", 3, "rc", 0, "START, LOAD or a size write while busy (ignored)"),
+        Field("BAD_ADDRESS", 4, "rc", 0, "AXI4-Lite access to an unmapped address or a write to a read-only "
+                                         "register (SLVERR)"),
+    )),
+    Register("CYCLES", 0x18, "r", "cycles the engine held work (FSSGemm.cycles; per run: " + _PER_RUN + ")"),
+    Register("MAC_BEATS", 0x1C, "r", "weight beats consumed (FSSGemm.mac_beats; per run: " + _PER_RUN + ")"),
+    Register("STALL_OUT", 0x20, "r", "cycles m_axis_y was refused (FSSGemm.stall_out; per run: " + _PER_RUN + ")"),
+    Register("STARVE_W", 0x24, "r", "cycles a loaded tile waited for a weight beat (FSSGemm.starve_w; per run: "
+                                    + _PER_RUN + ")"),
+    Register("RUN_CYCLES", 0x28, "r", "cycles busy, START to the last result beat (" + _PER_RUN + ")"),
+    Register("OUT_BEATS", 0x2C, "r", "result beats sent (per run: " + _PER_RUN + ")"),
+    Register("W_WORDS", 0x30, "r", "words accepted into the current weight load (0 after LOAD, a size write, "
+                                   "SOFT_RESET or rst; ROW_GROUPS * K_REGIONS * words/beat when loaded)"),
+    Register("CONFIG0", 0x34, "r", "identification of the build: region and PE array", fields=(
+        Field("R_H", (7, 0), "r", "r_h", "region height"),
+        Field("R_W", (15, 8), "r", "r_w", "region width"),
+        Field("N", (23, 16), "r", "n", "nonzeros kept per region"),
+        Field("PR", (31, 24), "r", "pe_rows", "PE rows"),
+    )),
+    Register("CONFIG1", 0x38, "r", "identification of the build: PE columns and fixed-point widths", fields=(
+        Field("PC", (7, 0), "r", "pe_cols", "PE columns"),
+        Field("W", (15, 8), "r", "weight_fmt.width", "weight width"),
+        Field("XW", (23, 16), "r", "act_fmt.width", "activation width"),
+        Field("OW", (31, 24), "r", "out_fmt.width", "output width"),
+    )),
+    Register("CONFIG2", 0x3C, "r", "identification of the build: the largest layer", fields=(
+        Field("MAX_ROW_GROUPS", (15, 0), "r", "max_row_groups", "largest ROW_GROUPS of the build"),
+        Field("MAX_K_REGIONS", (31, 16), "r", "max_k_regions", "largest K_REGIONS of the build"),
+    )),
+    Register("ID", 0x40, "r", "identification of the design", fields=(
+        Field("ID", (31, 0), "r", 0x46535331, "identifies the design: \"FSS1\""),)),
+    title="fss-axi",
 )
-REGS = regs_by_name(REGISTER_MAP)
-#: CTRL bits
-CTRL = {"START": 1, "CLEAR_ERROR": 2, "SOFT_RESET": 4, "LOAD": 8}
+#: ``{name: byte address}`` (host and testbench constants, derived from :data:`REGISTER_MAP`)
+REGS = REGISTER_MAP.addresses()
+#: registers a write may change (writes elsewhere answer SLVERR)
+WRITABLE = REGISTER_MAP.writable()
+#: CTRL command bits ``{field: mask}``
+CTRL = REGISTER_MAP.masks("CTRL")
 #: STATUS bits
-STATUS = {"BUSY": 1, "DONE": 2, "ERROR": 4, "LOADED": 8, "LOADING": 16}
+STATUS = REGISTER_MAP.masks("STATUS")
 #: ERROR bits
-ERROR = {"START_UNLOADED": 1, "BAD_SIZE": 2, "EXTRA_WEIGHTS": 4, "BUSY": 8, "BAD_ADDRESS": 16}
-FSS_ID = 0x46535331  # "FSS1"
+ERROR = REGISTER_MAP.masks("ERROR")
+FSS_ID = REGISTER_MAP.ID.ID.reset  # "FSS1"
 #: the engine cycle in which the weight replay offers its first beat of a run (see above)
 WEIGHT_LEAD = 2
 
@@ -146,9 +165,10 @@ def words_per_beat(p: FSSParams) -> int:
 
 def config_words(p: FSSParams) -> dict[str, int]:
     """Values of the read-only identification registers (CONFIG0..2, ID) of a build."""
-    return {"CONFIG0": p.r_h | p.r_w << 8 | p.n << 16 | p.pe_rows << 24,
-            "CONFIG1": p.pe_cols | p.weight_fmt.width << 8 | p.act_fmt.width << 16 | p.out_fmt.width << 24,
-            "CONFIG2": p.max_row_groups | p.max_k_regions << 16,
+    M = REGISTER_MAP
+    return {"CONFIG0": M.CONFIG0.pack(R_H=p.r_h, R_W=p.r_w, N=p.n, PR=p.pe_rows),
+            "CONFIG1": M.CONFIG1.pack(PC=p.pe_cols, W=p.weight_fmt.width, XW=p.act_fmt.width, OW=p.out_fmt.width),
+            "CONFIG2": M.CONFIG2.pack(MAX_ROW_GROUPS=p.max_row_groups, MAX_K_REGIONS=p.max_k_regions),
             "ID": FSS_ID}
 
 
@@ -179,10 +199,10 @@ class FSSAxiTop(wiring.Component):
                         ("pe_cols", p.pe_cols), ("weight width", p.weight_fmt.width),
                         ("activation width", p.act_fmt.width), ("output width", p.out_fmt.width)):
             if v > 255:
-                raise ValueError(f"FSS AXI top: {name} must fit the 8-bit CONFIG field, not {v}")
+                raise UsageError(f"FSS AXI top: {name} must fit the 8-bit CONFIG field, not {v}")
         for name, v in (("max_row_groups", p.max_row_groups), ("max_k_regions", p.max_k_regions)):
             if v > 0xFFFF:
-                raise ValueError(f"FSS AXI top: {name} must fit the 16-bit CONFIG2 field, not {v}")
+                raise UsageError(f"FSS AXI top: {name} must fit the 16-bit CONFIG2 field, not {v}")
         xw = bytes_up(p.r_w * p.pe_cols * p.act_fmt.width)
         yw = bytes_up(p.out_lanes * p.out_fmt.width)
         super().__init__({
@@ -208,6 +228,8 @@ class FSSAxiTop(wiring.Component):
 
     def elaborate(self, platform):
         p = self.params
+        MAP = REGISTER_MAP
+        C, E = MAP.CTRL, MAP.ERROR              # command and error bits of the decode below
         m = Module()
         m.submodules.axil = axil = self.regfile_cls(REGISTER_MAP, addr_width=8)
         connect_axil(m, self, axil)
@@ -223,25 +245,25 @@ class FSSAxiTop(wiring.Component):
         tiles = Signal(32, init=1)
         # TILES - 1, K_REGIONS - 1 and ROW_GROUPS - 1 as registers written with the sizes (the counters
         # compare with them: no subtractor on their paths; K_REGIONS - 1 -> the replay's column
-        # compare -> its enables was fss-axi's critical path at 97.8 MHz). Written in the same cycle
+        # compare -> its enables was fss-axi's critical path). Written in the same cycle
         # as the size, so a START in the very next cycle already sees them (a copy registered from
         # the size a cycle later did not: the formal cover of a result beat found the stale run)
         tiles_m1 = Signal(32, init=0)
         kr_m1 = Signal(range(max(2, KMAX)), init=KMAX - 1)
         rg_m1 = Signal(range(max(2, GMAX)), init=GMAX - 1)
         busy, done, loaded = Signal(name="busy"), Signal(name="done"), Signal(name="loaded")
-        err = Signal(5)
+        err = Signal(len(ERROR))
         run_cycles, out_beats = Signal(32), Signal(32)
         m.d.comb += [gemm.cfg_row_groups.eq(rg), gemm.cfg_k_regions.eq(kr)]
 
         # --- AXI4-Lite write decode (comb), so every block below can see the commands ----------
         wr = axil.wr
         widx, wdata = axil.widx, axil.wdata
-        ctrl_wr = wr & (widx == REGS["CTRL"] >> 2)
-        clear_err = ctrl_wr & wdata[1]
-        soft = ctrl_wr & wdata[2]
-        cmd_start = ctrl_wr & wdata[0] & ~soft
-        cmd_load = ctrl_wr & wdata[3] & ~soft
+        ctrl_wr = wr & (widx == C.word)
+        clear_err = ctrl_wr & wdata[C.CLEAR_ERROR.bit]
+        soft = ctrl_wr & wdata[C.SOFT_RESET.bit]
+        cmd_start = ctrl_wr & wdata[C.START.bit] & ~soft
+        cmd_load = ctrl_wr & wdata[C.LOAD.bit] & ~soft
         start = Signal()
         m.d.comb += [start.eq(cmd_start & ~cmd_load & ~busy & loaded), eng_rst.eq(start | soft)]
         with m.If(clear_err):  # first: errors raised in the same cycle below win
@@ -263,7 +285,7 @@ class FSSAxiTop(wiring.Component):
         beat_done = take & (wcnt == NW - 1)
         m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wide[:p.weight_beat_bits]), wp.en.eq(beat_done)]
         with m.If(w_in & loaded):
-            m.d.sync += err[2].eq(1)
+            m.d.sync += err[E.EXTRA_WEIGHTS.bit].eq(1)
         with m.If(take):
             m.d.sync += [shreg.eq(wide), w_words.eq(w_words + 1), wcnt.eq(Mux(beat_done, 0, wcnt + 1))]
             with m.If(beat_done):
@@ -352,9 +374,9 @@ class FSSAxiTop(wiring.Component):
 
         def size_write(reg, minus_one, lo_ok, hi_ok, restarts):
             with m.If(busy):
-                m.d.sync += err[3].eq(1)
+                m.d.sync += err[E.BUSY.bit].eq(1)
             with m.Elif(~(lo_ok & hi_ok)):
-                m.d.sync += err[1].eq(1)
+                m.d.sync += err[E.BAD_SIZE.bit].eq(1)
             with m.Else():
                 m.d.comb += bresp_ok.eq(1)
                 m.d.sync += [reg.eq(wdata), minus_one.eq(wdata - 1)]
@@ -363,31 +385,32 @@ class FSSAxiTop(wiring.Component):
 
         with m.If(wr):
             with m.Switch(widx):
-                with m.Case(REGS["CTRL"] >> 2):
+                with m.Case(C.word):
                     m.d.comb += bresp_ok.eq(1)
                     with m.If((cmd_start | cmd_load) & busy):
-                        m.d.sync += err[3].eq(1)
+                        m.d.sync += err[E.BUSY.bit].eq(1)
                     with m.Elif(cmd_start & (~loaded | cmd_load)):
-                        m.d.sync += err[0].eq(1)
+                        m.d.sync += err[E.START_UNLOADED.bit].eq(1)
                     with m.If(cmd_load & ~busy):
                         restart_load()
-                with m.Case(REGS["ROW_GROUPS"] >> 2):
+                with m.Case(MAP.ROW_GROUPS.word):
                     size_write(rg, rg_m1, wdata != 0, wdata <= GMAX, True)
-                with m.Case(REGS["K_REGIONS"] >> 2):
+                with m.Case(MAP.K_REGIONS.word):
                     size_write(kr, kr_m1, wdata != 0, wdata <= KMAX, True)
-                with m.Case(REGS["TILES"] >> 2):
+                with m.Case(MAP.TILES.word):
                     size_write(tiles, tiles_m1, wdata != 0, 1, False)
                 with m.Default():
-                    m.d.sync += err[4].eq(1)
+                    m.d.sync += err[E.BAD_ADDRESS.bit].eq(1)
 
         regs = {"ROW_GROUPS": rg, "K_REGIONS": kr, "TILES": tiles,
-                "STATUS": Cat(busy, done, err.any(), loaded, ~loaded & (w_words != 0)), "ERROR": err,
+                "STATUS": MAP.STATUS.cat(BUSY=busy, DONE=done, ERROR=err.any(), LOADED=loaded,
+                                         LOADING=~loaded & (w_words != 0)), "ERROR": err,
                 "CYCLES": gemm.cycles, "MAC_BEATS": gemm.mac_beats, "STALL_OUT": gemm.stall_out,
                 "STARVE_W": gemm.starve_w, "RUN_CYCLES": run_cycles, "OUT_BEATS": out_beats,
                 "W_WORDS": w_words, **config_words(p)}
         m.d.comb += [getattr(axil, f"r_{name}").eq(val) for name, val in regs.items()]
         with m.If(axil.bad_read):
-            m.d.sync += err[4].eq(1)
+            m.d.sync += err[E.BAD_ADDRESS.bit].eq(1)
 
         # --- START: the run's counters and sequencers (after the blocks above: it wins) ----------
         with m.If(start):

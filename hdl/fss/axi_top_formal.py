@@ -41,7 +41,6 @@ from amaranth import Module
 from amaranth.hdl import Assume, Cat, Cover, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
-
 from hwcosim.hdl.common.axil_formal import (
     AXIL_GROUPS,
     OKAY,
@@ -53,16 +52,15 @@ from hwcosim.hdl.common.axil_formal import (
 )
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
 from hwcosim.hdl.common.formal import Props, internals, mutant_checks, past
-from hwcosim.hdl.fss.axi_top import CTRL, REGS, FSSAxiTop, config_words
+from hwcosim.hdl.fss.axi_top import CTRL, REGISTER_MAP, WRITABLE, FSSAxiTop, config_words
 from hwcosim.hdl.fss.gemm_formal import formal_params as _gemm_params
+from hwcosim.models.errors import UsageError
 from hwcosim.models.fss.gemm import FSSParams
 
 __all__ = ["FSSAxiTopFormal", "PROPERTIES", "MUTANTS", "formal_checks", "formal_params", "WRITABLE"]
 
 PROPERTIES = AXIL_GROUPS + ("y_hold",)
 _WHERE = "hdl/fss/axi_top_formal.py"
-#: registers a write may change (the map of :mod:`hwcosim.hdl.fss.axi_top`)
-WRITABLE = ("CTRL", "ROW_GROUPS", "K_REGIONS", "TILES")
 
 
 def formal_params() -> FSSParams:
@@ -88,7 +86,7 @@ class FSSAxiTopFormal(wiring.Component):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown FSSAxiTop properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown FSSAxiTop properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.const_regs = const_regs
@@ -119,18 +117,22 @@ class FSSAxiTopFormal(wiring.Component):
         widx, ridx, wdata = self.s_axil_awaddr[2:], self.s_axil_araddr[2:], self.s_axil_wdata
         busy = iv["busy"]
 
+        # the expectations come from the register map: addresses, write-only registers (read 0),
+        # the constant registers' values (config_words packs the CONFIG fields)
         def at(idx, name):
-            return idx == REGS[name] >> 2
+            return idx == REGISTER_MAP[name].word
 
         size_ok = Mux(at(widx, "ROW_GROUPS"), (wdata >= 1) & (wdata <= p.max_row_groups),
                       Mux(at(widx, "K_REGIONS"), (wdata >= 1) & (wdata <= p.max_k_regions), wdata >= 1))
-        is_size = at(widx, "ROW_GROUPS") | at(widx, "K_REGIONS") | at(widx, "TILES")
+        # the writable registers other than CTRL are the sizes: OKAY when idle and in range
+        is_size = Cat(*(at(widx, n) for n in WRITABLE if n != "CTRL")).any()
         w_ok = at(widx, "CTRL") | (is_size & ~busy & size_ok)
-        readable = Cat(*(at(ridx, n) for n in REGS)).any()
+        readable = Cat(*(at(ridx, r.name) for r in REGISTER_MAP)).any()
         consts = [(at(ridx, n), v) for n, v in config_words(p).items()]
         sig = axil_slave_props(m, self, chk, has_past, w_resp=Mux(w_ok, OKAY, SLVERR),
                                r_resp=Mux(readable, OKAY, SLVERR),
-                               r_data=[(~readable, 0), (at(ridx, "CTRL"), 0), *(consts if self.const_regs else [])])
+                               r_data=[(~readable, 0), *((at(ridx, n), 0) for n in REGISTER_MAP.write_only()),
+                                       *(consts if self.const_regs else [])])
 
         soft = Signal()
         m.d.comb += soft.eq(sig["aw_fire"] & at(widx, "CTRL") & (wdata & CTRL["SOFT_RESET"]).any())

@@ -1,6 +1,6 @@
 """MELO receiver engine (Lu et al., "Memory Efficient Loss Recovery for Hardware-based Transport in
 Datacenter", APNet 2017): metadata table, shared bits pool with a linked free list."""
 
-from hwcosim.hdl.melo.engine import MeloEngine
+from hwcosim.hdl.melo.engine import MeloEngineRTL
 
-__all__ = ["MeloEngine"]
+__all__ = ["MeloEngineRTL"]

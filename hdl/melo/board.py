@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hwcosim.hdl.common.host_bridge import HostBoardTop
 from hwcosim.hdl.common.stream_host import StreamHost, stream_host_regs
-from hwcosim.hdl.melo.engine import _COUNTERS, MeloEngine
+from hwcosim.hdl.melo.engine import _COUNTERS, MeloEngineRTL
 from hwcosim.models.melo.engine import MeloEngineParams
 
 __all__ = ["MELO_ID", "INPUTS", "OUTPUTS", "STATUS", "melo_host", "board_top", "register_map"]
@@ -31,7 +31,7 @@ def register_map():
 def melo_host(params: MeloEngineParams, divisor: int, timeout: int = 1 << 24) -> StreamHost:
     if not isinstance(params, MeloEngineParams):
         raise TypeError(f"melo_host takes a models.melo.engine.MeloEngineParams, not {params!r}")
-    return StreamHost(MeloEngine(params), inputs=INPUTS, outputs=OUTPUTS, status=STATUS, ident=MELO_ID,
+    return StreamHost(MeloEngineRTL(params), inputs=INPUTS, outputs=OUTPUTS, status=STATUS, ident=MELO_ID,
                       divisor=divisor, timeout=timeout)
 
 

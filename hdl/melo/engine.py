@@ -83,16 +83,16 @@ and duplication is reported by ``bench_melo_engine``. An ``open`` event takes 2 
 offered to an idle engine gets its response beat 3 cycles after its row of the table (accept,
 metadata read wait, output register). Responses and releases leave through output registers; a
 stalled output holds the FSM (nothing is dropped) and the stall is counted.
-``hwcosim.cosim.designs.melo.bridge.packet_cycles`` and ``model_cycles`` replay this table.
+``hwcosim.models.melo.cycles.packet_cycles`` and ``model_cycles`` replay this table.
 
-Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds) this closes at
-105.8 MHz min / 107.7 median / 107.9 best: 52.9 M in-order packets/s at the worst seed. What
-limits it on every seed is the metadata block RAM's 5.8 ns clock-to-output into ``meta_q``
-(no logic between them but the forwarding multiplexer). Before, 97.5 MHz min: the forwarding
+Out of context on an LFE5U-85F speed 6 (default parameters, nextpnr, 3 seeds; the figures are in
+``docs/boards/results.json``, so in-order packets/s = Fmax / 2) what limits it on every seed is
+the metadata block RAM's 5.8 ns clock-to-output into ``meta_q`` (no logic between them but the
+forwarding multiplexer). Earlier versions were slower (``CHANGELOG.md``): the forwarding
 multiplexer waited for DECIDE's write decision (through the ``d``/``r`` back-pressure), which
 the forwarding of what slot 2 writes back (below) removed, and the run-bit look-ahead went
-through an adder on ``e`` (bit ``e + 1`` of the block is now bit ``e`` of ``cur[1:]``); 49.3
-with three cycles per in-order packet before the two slots.
+through an adder on ``e`` (bit ``e + 1`` of the block is now bit ``e`` of ``cur[1:]``), and
+before the two slots an in-order packet took three cycles.
 
 Resources
 ---------
@@ -112,10 +112,10 @@ from amaranth.hdl import Const, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
+from hwcosim.models.errors import UsageError
 from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngineParams
 
-__all__ = ["MeloEngine", "event_layout", "delivery_layout", "response_layout", "metadata_layout"]
+__all__ = ["MeloEngineRTL", "event_layout", "delivery_layout", "response_layout", "metadata_layout"]
 
 COUNTER_BITS = 32
 _COUNTERS = ("packets", "acks", "sacks", "dups", "nack_pool", "nack_window", "allocs", "frees", "delivered",
@@ -141,7 +141,7 @@ def metadata_layout(p: MeloEngineParams) -> data.StructLayout:
                               "ooo": unsigned(p.ooo_bits)})
 
 
-class MeloEngine(wiring.Component):
+class MeloEngineRTL(wiring.Component):
     """The MELO receiver engine (see the module docstring for interface, timing and resources).
 
     Parameters
@@ -158,7 +158,7 @@ class MeloEngine(wiring.Component):
     def __init__(self, params: MeloEngineParams):
         if not isinstance(params, MeloEngineParams):
             self._MustUse__silence = True  # a rejected object is not an unused design
-            raise ValueError(f"MeloEngine takes a models.melo.engine.MeloEngineParams, not {params!r}")
+            raise UsageError(f"MeloEngineRTL takes a models.melo.engine.MeloEngineParams, not {params!r}")
         self.params = p = params
         sig = {
             "i": In(stream.Signature(event_layout(p))),

@@ -1,4 +1,4 @@
-"""Formal properties of the MELO receiver engine (:class:`hwcosim.hdl.melo.engine.MeloEngine`).
+"""Formal properties of the MELO receiver engine (:class:`hwcosim.hdl.melo.engine.MeloEngineRTL`).
 
 :class:`MeloFormal` wraps the engine in a harness with the same ports (every input is a free
 variable of the solver) and adds:
@@ -49,9 +49,9 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Array, Assume, Cover, Fragment, ResetSignal, Signal, signed
 from amaranth.lib import wiring
-
 from hwcosim.hdl.common.formal import Props, assert_sink, assume_source, fsm_states, internals
-from hwcosim.hdl.melo.engine import MeloEngine
+from hwcosim.hdl.melo.engine import MeloEngineRTL
+from hwcosim.models.errors import UsageError
 from hwcosim.models.melo.engine import ACK, SACK, MeloEngineParams
 
 __all__ = ["MeloFormal", "PROPERTIES", "MUTANTS", "DEEP_MUTANTS", "formal_checks", "formal_params"]
@@ -76,7 +76,7 @@ def _popcount(bits):
 
 
 class MeloFormal(wiring.Component):
-    """Formal harness: :class:`MeloEngine` (or a broken subclass) with its properties.
+    """Formal harness: :class:`MeloEngineRTL` (or a broken subclass) with its properties.
 
     Parameters
     ----------
@@ -90,12 +90,12 @@ class MeloFormal(wiring.Component):
         pool exhaustion stay reachable, and the solver is several times faster.
     """
 
-    def __init__(self, params: MeloEngineParams, dut_class: type = MeloEngine, props=None,
+    def __init__(self, params: MeloEngineParams, dut_class: type = MeloEngineRTL, props=None,
                  psn_limit: int | None = None):
         unknown = set(props or ()) - set(PROPERTIES)
         if unknown:
             self._MustUse__silence = True
-            raise ValueError(f"unknown MELO properties {sorted(unknown)}; choose from {PROPERTIES}")
+            raise UsageError(f"unknown MELO properties {sorted(unknown)}; choose from {PROPERTIES}")
         self.props = props
         self.params = params
         self.psn_limit = psn_limit
@@ -116,7 +116,7 @@ class MeloFormal(wiring.Component):
         wiring.connect(m, dut.d, wiring.flipped(self.d))
         wiring.connect(m, dut.r, wiring.flipped(self.r))
         m.d.comb += [self.free_count.eq(dut.free_count), self.idle.eq(dut.idle)]
-        iv = internals(frag, _REGS, "MeloEngine", _WHERE)
+        iv = internals(frag, _REGS, "MeloEngineRTL", _WHERE)
         st = fsm_states(iv["fsm_state"])
         fsm = iv["fsm_state"]
 
@@ -228,14 +228,14 @@ def _all(conds):
 # --- deliberately broken variants ---------------------------------------------------------------
 
 def _regs(m, *names):
-    return internals(m, names, "MeloEngine", _WHERE)
+    return internals(m, names, "MeloEngineRTL", _WHERE)
 
 
 def _in_state(iv, name):
     return iv["fsm_state"] == fsm_states(iv["fsm_state"])[name]
 
 
-class DoubleAllocMelo(MeloEngine):
+class DoubleAllocMelo(MeloEngineRTL):
     """Broken: a pop does not advance ``free_head`` (allocation ignores that the block is taken)."""
 
     def elaborate(self, platform):
@@ -246,7 +246,7 @@ class DoubleAllocMelo(MeloEngine):
         return m
 
 
-class LeakMelo(MeloEngine):
+class LeakMelo(MeloEngineRTL):
     """Broken: when the last buffered packet leaves, the chain is dropped from the metadata but
     not spliced onto the free list (its blocks are lost)."""
 
@@ -258,7 +258,7 @@ class LeakMelo(MeloEngine):
         return m
 
 
-class UncountedFreeMelo(MeloEngine):
+class UncountedFreeMelo(MeloEngineRTL):
     """Broken: a chain spliced back onto the free list when its last buffered packet leaves is
     not added to ``free_count``."""
 
@@ -270,7 +270,7 @@ class UncountedFreeMelo(MeloEngine):
         return m
 
 
-class NackTakesBlockMelo(MeloEngine):
+class NackTakesBlockMelo(MeloEngineRTL):
     """Broken: a packet beyond the reorder window is NACKed (dropped) but still takes a pool
     block, which the connection then holds with no packet buffered (when its NACK waits for a
     stalled ``r``: a NACK finished in DECIDE has already left and taken the next event)."""
@@ -284,7 +284,7 @@ class NackTakesBlockMelo(MeloEngine):
         return m
 
 
-class UncountedPopMelo(MeloEngine):
+class UncountedPopMelo(MeloEngineRTL):
     """Broken: the first block of a chain is taken off the free list without being counted."""
 
     def elaborate(self, platform):
@@ -295,7 +295,7 @@ class UncountedPopMelo(MeloEngine):
         return m
 
 
-class DropResponseMelo(MeloEngine):
+class DropResponseMelo(MeloEngineRTL):
     """Broken: ``r.valid`` falls without ``r.ready`` when a new event is offered."""
 
     def elaborate(self, platform):
@@ -305,7 +305,7 @@ class DropResponseMelo(MeloEngine):
         return m
 
 
-class PhantomReleaseMelo(MeloEngine):
+class PhantomReleaseMelo(MeloEngineRTL):
     """Broken: an idle engine with no event offered re-sends its last released PSN."""
 
     def elaborate(self, platform):

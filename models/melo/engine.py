@@ -61,7 +61,7 @@ it) and ``psn`` (the arriving packet's PSN).
 Stream words of the RTL
 -----------------------
 The RTL takes events and emits released PSNs and responses as stream words (fields LSB first):
-input ``{psn, conn, open}`` (:func:`pack_event`; ``open=1`` is :meth:`MeloEngine.open_connection`),
+input ``{psn, conn, open}`` (:func:`pack_event`; ``open=1`` is :meth:`MeloEngineModel.open_connection`),
 released PSNs ``{psn, conn}`` one per PSN (:func:`pack_delivery`), and responses
 ``{kind, conn, cum_psn, psn, used}`` (:func:`pack_response_beat`: :meth:`MeloResponse.pack` with
 the pool occupancy after the packet above it).
@@ -72,6 +72,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = [
     "ACK",
@@ -82,7 +83,7 @@ __all__ = [
     "MeloEngineParams",
     "MeloResponse",
     "MeloResult",
-    "MeloEngine",
+    "MeloEngineModel",
     "pack_event",
     "pack_delivery",
     "pack_response_beat",
@@ -131,20 +132,20 @@ class MeloEngineParams:
         for name in ("n_conns", "psn_bits", "block_bits", "pool_blocks", "max_blocks_per_conn"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
-                raise ValueError(f"MeloEngineParams.{name} must be an int, not {v!r}")
+                raise UsageError(f"MeloEngineParams.{name} must be an int, not {v!r}")
         if not 1 <= self.n_conns <= 1 << 20:
-            raise ValueError(f"n_conns must be in 1..{1 << 20}, not {self.n_conns}")
+            raise UsageError(f"n_conns must be in 1..{1 << 20}, not {self.n_conns}")
         if not 8 <= self.psn_bits <= 32:
-            raise ValueError(f"psn_bits must be in 8..32 (RoCE uses 24), not {self.psn_bits}")
+            raise UsageError(f"psn_bits must be in 8..32 (RoCE uses 24), not {self.psn_bits}")
         bb = self.block_bits
         if bb < 4 or bb > 1024 or bb & (bb - 1):
-            raise ValueError(f"block_bits must be a power of two in 4..1024, not {bb}")
+            raise UsageError(f"block_bits must be a power of two in 4..1024, not {bb}")
         if not 1 <= self.pool_blocks <= 1 << 20:
-            raise ValueError(f"pool_blocks must be in 1..{1 << 20}, not {self.pool_blocks}")
+            raise UsageError(f"pool_blocks must be in 1..{1 << 20}, not {self.pool_blocks}")
         if not 1 <= self.max_blocks_per_conn <= 256:
-            raise ValueError(f"max_blocks_per_conn must be in 1..256, not {self.max_blocks_per_conn}")
+            raise UsageError(f"max_blocks_per_conn must be in 1..256, not {self.max_blocks_per_conn}")
         if self.window_psns >= 1 << (self.psn_bits - 1):
-            raise ValueError(
+            raise UsageError(
                 f"the reorder window max_blocks_per_conn*block_bits = {self.window_psns} must be below "
                 f"half the PSN space 2**{self.psn_bits - 1}; raise psn_bits or shrink the window"
             )
@@ -272,7 +273,7 @@ class MeloResult:
     blocks_in_use: int
 
 
-class MeloEngine:
+class MeloEngineModel:
     """Transaction-level golden model of the MELO receiver.
 
     Parameters
@@ -296,7 +297,7 @@ class MeloEngine:
 
     def __init__(self, params: MeloEngineParams):
         if not isinstance(params, MeloEngineParams):
-            raise ValueError(f"MeloEngine needs MeloEngineParams, not {type(params).__name__}")
+            raise UsageError(f"MeloEngineModel needs MeloEngineParams, not {type(params).__name__}")
         self.p = params
         n, P = params.n_conns, params.pool_blocks
         self._mask = (1 << params.psn_bits) - 1
@@ -340,14 +341,14 @@ class MeloEngine:
         """
         self._check_conn(conn)
         if not 0 <= start_psn <= self._mask:
-            raise ValueError(f"start_psn must be in 0..{self._mask}, not {start_psn}")
+            raise UsageError(f"start_psn must be in 0..{self._mask}, not {start_psn}")
         if self.count[conn]:
-            raise ValueError(f"connection {conn} holds {self.count[conn]} blocks; open it only when idle")
+            raise UsageError(f"connection {conn} holds {self.count[conn]} blocks; open it only when idle")
         self.epsn[conn] = start_psn
 
     def _check_conn(self, conn: int) -> None:
         if not 0 <= conn < self.p.n_conns:
-            raise ValueError(f"conn must be in 0..{self.p.n_conns - 1}, not {conn}")
+            raise UsageError(f"conn must be in 0..{self.p.n_conns - 1}, not {conn}")
 
     # ---- allocator ----------------------------------------------------------------------------
     def _pop_free(self) -> int:
@@ -400,7 +401,7 @@ class MeloEngine:
         """
         self._check_conn(conn)
         if not 0 <= psn <= self._mask:
-            raise ValueError(f"psn must be in 0..{self._mask}, not {psn}")
+            raise UsageError(f"psn must be in 0..{self._mask}, not {psn}")
         delivered, kind = self._process(conn, psn)
         used = self.p.pool_blocks - self.free_count
         return MeloResult(tuple(delivered), MeloResponse(kind, conn, self.epsn[conn], psn), used)
@@ -554,8 +555,8 @@ class MeloEngine:
 def pack_event(params: MeloEngineParams, conn: int, psn: int, open_: bool = False) -> int:
     """Input event word ``{psn: psn_bits, conn: conn_bits, open: 1}``.
 
-    ``open=0`` is a data packet (:meth:`MeloEngine.process`); ``open=1`` sets the expected PSN of
-    an idle connection to ``psn`` (:meth:`MeloEngine.open_connection`) and produces no output.
+    ``open=0`` is a data packet (:meth:`MeloEngineModel.process`); ``open=1`` sets the expected PSN of
+    an idle connection to ``psn`` (:meth:`MeloEngineModel.open_connection`) and produces no output.
     """
     return psn | (conn << params.psn_bits) | (int(bool(open_)) << (params.psn_bits + params.conn_bits))
 

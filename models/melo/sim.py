@@ -9,7 +9,7 @@ Lu et al., "Memory Efficient Loss Recovery for Hardware-based Transport in Datac
 - ``sr``: selective repeat with a full per-connection reorder bitmap of one window (IRN, Mittal
   et al., SIGCOMM 2018: BDP-sized bitmaps). Out-of-order packets are kept (data off chip) and
   SACKed; the sender retransmits the holes below a SACKed PSN once, then relies on the timeout.
-- ``melo``: the same sender; the receiver is :class:`hwcosim.models.melo.engine.MeloEngine` (bitmaps from
+- ``melo``: the same sender; the receiver is :class:`hwcosim.models.melo.engine.MeloEngineModel` (bitmaps from
   a shared pool of blocks; a packet that does not fit is dropped and NACKed individually).
 
 Fabric model (ours; the paper's topology is not reproduced)
@@ -37,8 +37,8 @@ it must be the next PSN of that connection (exactly once, in order), or :class:`
 is raised; at the end of a *flows* run every byte of every flow must have been delivered.
 
 Performance: a heap of event times with per-slot buckets, lean Python per packet, loss/reorder
-decisions drawn in numpy chunks. About 0.3-0.6 M packets per second on one core (measured by
-:func:`simulate`'s ``wall_s``).
+decisions drawn in numpy chunks; :func:`simulate` reports its own speed (``wall_s``), and the
+figures recorded are in ``CHANGELOG.md``.
 """
 
 from __future__ import annotations
@@ -50,17 +50,18 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from hwcosim.models.errors import CheckFailed, UsageError
 
-from .engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams
+from .engine import ACK, DUP, NACK, SACK, MeloEngineModel, MeloEngineParams
 from .workloads import WORKLOADS, poisson_flows
 
-__all__ = ["LossModel", "SimParams", "SimResult", "DeliveryError", "simulate", "SCHEMES"]
+__all__ = ["LossModel", "SimParams", "LossSimResult", "DeliveryError", "simulate", "SCHEMES"]
 
 SCHEMES = ("gbn", "sr", "melo")
 _BIG = 1 << 62
 
 
-class DeliveryError(AssertionError):
+class DeliveryError(CheckFailed, AssertionError):
     """A receiver released a PSN out of order, twice, or not at all."""
 
 
@@ -84,9 +85,9 @@ class LossModel:
 
     def __post_init__(self):
         if not 0.0 <= self.rate < 0.5:
-            raise ValueError(f"loss rate must be in [0, 0.5), not {self.rate}")
+            raise UsageError(f"loss rate must be in [0, 0.5), not {self.rate}")
         if not self.mean_burst >= 1.0:
-            raise ValueError(f"mean_burst must be >= 1 packet (1 = i.i.d.), not {self.mean_burst}")
+            raise UsageError(f"mean_burst must be >= 1 packet (1 = i.i.d.), not {self.mean_burst}")
 
     @property
     def p_bg(self) -> float:
@@ -211,30 +212,30 @@ class SimParams:
 
     def __post_init__(self):
         if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, not {self.scheme!r}")
+            raise UsageError(f"scheme must be one of {SCHEMES}, not {self.scheme!r}")
         if not isinstance(self.n_conns, int) or not 1 <= self.n_conns <= 100_000:
-            raise ValueError(f"n_conns must be an int in 1..100000, not {self.n_conns!r}")
+            raise UsageError(f"n_conns must be an int in 1..100000, not {self.n_conns!r}")
         for name in ("link_gbps", "rtt_us", "rto_us", "duration_us", "reorder_us"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, not {getattr(self, name)}")
+                raise UsageError(f"{name} must be > 0, not {getattr(self, name)}")
         if not isinstance(self.mtu_bytes, int) or not 64 <= self.mtu_bytes <= 65536:
-            raise ValueError(f"mtu_bytes must be an int in 64..65536, not {self.mtu_bytes!r}")
+            raise UsageError(f"mtu_bytes must be an int in 64..65536, not {self.mtu_bytes!r}")
         if not isinstance(self.loss, LossModel):
-            raise ValueError(f"loss must be a LossModel, not {type(self.loss).__name__}")
+            raise UsageError(f"loss must be a LossModel, not {type(self.loss).__name__}")
         if not 0.0 <= self.ack_loss < 0.5:
-            raise ValueError(f"ack_loss must be in [0, 0.5), not {self.ack_loss}")
+            raise UsageError(f"ack_loss must be in [0, 0.5), not {self.ack_loss}")
         if not 0.0 <= self.reorder_prob <= 1.0:
-            raise ValueError(f"reorder_prob must be in [0, 1], not {self.reorder_prob}")
+            raise UsageError(f"reorder_prob must be in [0, 1], not {self.reorder_prob}")
         if self.window_pkts is not None and not (isinstance(self.window_pkts, int) and self.window_pkts >= 1):
-            raise ValueError(f"window_pkts must be a positive int or None, not {self.window_pkts!r}")
+            raise UsageError(f"window_pkts must be a positive int or None, not {self.window_pkts!r}")
         if self.workload != "backlogged" and self.workload not in WORKLOADS:
-            raise ValueError(f"workload must be 'backlogged' or one of {sorted(WORKLOADS)}, not {self.workload!r}")
+            raise UsageError(f"workload must be 'backlogged' or one of {sorted(WORKLOADS)}, not {self.workload!r}")
         if not isinstance(self.n_flows, int) or self.n_flows < 1:
-            raise ValueError(f"n_flows must be a positive int, not {self.n_flows!r}")
+            raise UsageError(f"n_flows must be a positive int, not {self.n_flows!r}")
         if not 0.0 < self.load <= 1.0:
-            raise ValueError(f"load must be in (0, 1], not {self.load}")
+            raise UsageError(f"load must be in (0, 1], not {self.load}")
         if self.window > self.engine_params().window_psns - self.block_bits + 1:
-            raise ValueError(
+            raise UsageError(
                 f"max_blocks_per_conn={self.max_blocks_per_conn} blocks of {self.block_bits} bits cannot "
                 f"cover a window of {self.window} packets at every alignment; raise it or leave it None"
             )
@@ -278,7 +279,7 @@ class SimParams:
 
 
 @dataclass
-class SimResult:
+class LossSimResult:
     """Outcome of one run (all times in microseconds, memory in bytes per connection)."""
 
     params: dict
@@ -359,7 +360,7 @@ class _MeloReceiver:
     """Adapter: unbounded PSNs in the simulator, ``psn_bits`` PSNs in the engine."""
 
     def __init__(self, params: MeloEngineParams):
-        self.eng = MeloEngine(params)
+        self.eng = MeloEngineModel(params)
         self.mask = (1 << params.psn_bits) - 1
         self.base = [0] * params.n_conns  # unbounded PSN of the engine's epsn
 
@@ -376,7 +377,7 @@ def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if len(a) else float("nan")
 
 
-def simulate(p: SimParams, *, check: bool = True) -> SimResult:
+def simulate(p: SimParams, *, check: bool = True) -> LossSimResult:
     """Run one simulation.
 
     Parameters
@@ -387,7 +388,7 @@ def simulate(p: SimParams, *, check: bool = True) -> SimResult:
 
     Returns
     -------
-    SimResult
+    LossSimResult
 
     Raises
     ------
@@ -723,7 +724,7 @@ def simulate(p: SimParams, *, check: bool = True) -> SimResult:
         mem_prov = ep.on_chip_bits / 8 / N
         mem_conn = meta + ep.max_blocks_per_conn * blk
         nack_pool = eng.stats["nack_pool"]
-    return SimResult(
+    return LossSimResult(
         params=p.to_dict(),
         sim_time_us=sim_slots * slot_ns / 1e3,
         goodput_gbps=goodput,

@@ -49,6 +49,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 
+from hwcosim.models.errors import UsageError
+
 from ..atomic import atomic_path, write_text
 from .sim import SCHEMES, LossModel, SimParams, simulate
 
@@ -200,7 +202,7 @@ def run_study(quick: bool = True, seed: int = 0, jobs: int = 1, progress=None) -
         (derived ratios and memory figures) and ``wall_s``.
     """
     if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive int, not {jobs!r}")
+        raise UsageError(f"jobs must be a positive int, not {jobs!r}")
     t0 = time.perf_counter()
     cfg = study_config(quick)
     plan = _plan(cfg, seed)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hwcosim.models.errors import UsageError
 
 __all__ = ["FlowSizeCDF", "WEB_SEARCH", "DATA_MINING", "WORKLOADS", "poisson_flows"]
 
@@ -111,7 +112,7 @@ def poisson_flows(
         Flow sizes in bytes.
     """
     if not 0.0 < load <= 1.0:
-        raise ValueError(f"load must be in (0, 1], not {load}")
+        raise UsageError(f"load must be in (0, 1], not {load}")
     sizes = cdf.sample(rng, n_flows, max_bytes)
     mean_ns = cdf.mean(max_bytes) * 8.0 / link_gbps / load  # ns between arrivals on average
     arrivals = np.cumsum(rng.exponential(mean_ns, n_flows))

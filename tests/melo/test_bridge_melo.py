@@ -1,7 +1,6 @@
 """Bridge (a): MELO loss recovery for chosen flows of a cluster network, RTL vs golden model."""
 
 import pytest
-
 from hwcosim.cosim.designs.melo.bridge import MeloScenarioParams, check_transcript, run_bridge, run_model
 from hwcosim.cosim.designs.melo.engine import golden_streams
 from hwcosim.cosim.flow.bridge import BridgeMismatch

@@ -6,7 +6,6 @@ them and the host's level-driven draining is exercised. Plus the host side's che
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.melo.board import compare, golden_of, traffic
 from hwcosim.models.melo.engine import MeloEngineParams
 

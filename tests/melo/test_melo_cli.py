@@ -6,7 +6,6 @@ import argparse
 import json
 
 import pytest
-
 from hwcosim.cosim.cli import melo as cli
 from hwcosim.models.melo import study
 

@@ -7,8 +7,7 @@ import random
 
 import numpy as np
 import pytest
-
-from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams, MeloResponse
+from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngineModel, MeloEngineParams, MeloResponse
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +58,7 @@ class SetReference:
 
 def _random_run(p: MeloEngineParams, steps: int, seed: int, start_psns=None):
     rng = random.Random(seed)
-    eng, ref = MeloEngine(p), SetReference(p)
+    eng, ref = MeloEngineModel(p), SetReference(p)
     M = 1 << p.psn_bits
     if start_psns is not None:
         for c, s in enumerate(start_psns):
@@ -137,7 +136,7 @@ def test_same_seed_same_result():
 
 def test_hand_worked_chain_and_free_list():
     p = MeloEngineParams(n_conns=2, psn_bits=8, block_bits=8, pool_blocks=4, max_blocks_per_conn=2)
-    e = MeloEngine(p)
+    e = MeloEngineModel(p)
     r = e.process(0, 3)
     assert r.response == MeloResponse(SACK, 0, 0, 3) and r.blocks_in_use == 1
     assert e.head[0] == 0 and e.count[0] == 1  # first pop is block 0
@@ -164,7 +163,7 @@ def test_hand_worked_chain_and_free_list():
 
 def test_pool_exhaustion_drops_and_nacks_then_recovers():
     p = MeloEngineParams(n_conns=2, psn_bits=8, block_bits=8, pool_blocks=1, max_blocks_per_conn=2)
-    e = MeloEngine(p)
+    e = MeloEngineModel(p)
     assert e.process(0, 5).response.kind == SACK
     r = e.process(1, 3)
     assert r.response == MeloResponse(NACK, 1, 0, 3) and e.stats["nack_pool"] == 1
@@ -182,7 +181,7 @@ def test_pool_exhaustion_drops_and_nacks_then_recovers():
 
 def test_state_arrays_and_pack():
     p = MeloEngineParams(n_conns=3, psn_bits=24, block_bits=64, pool_blocks=8, max_blocks_per_conn=4)
-    e = MeloEngine(p)
+    e = MeloEngineModel(p)
     e.process(2, 70)
     st = e.state()
     assert st["bits"].shape == (8, 64) and st["bits"].dtype == np.uint8
@@ -212,7 +211,7 @@ def test_wrong_params(kw, word):
 
 
 def test_wrong_inputs():
-    e = MeloEngine(MeloEngineParams(n_conns=2, psn_bits=8, block_bits=8))
+    e = MeloEngineModel(MeloEngineParams(n_conns=2, psn_bits=8, block_bits=8))
     with pytest.raises(ValueError, match="conn"):
         e.process(2, 0)
     with pytest.raises(ValueError, match="psn"):
@@ -228,7 +227,7 @@ def test_lossy_network_stream_matches_reference(pool):
     the same arrivals and must agree on every output until every packet is delivered."""
     p = MeloEngineParams(n_conns=16, psn_bits=12, block_bits=16, pool_blocks=pool, max_blocks_per_conn=3)
     rng = random.Random(pool)
-    eng, ref = MeloEngine(p), SetReference(p)
+    eng, ref = MeloEngineModel(p), SetReference(p)
     M, L, W = 1 << p.psn_bits, 200, 32  # random starts: some connections wrap the PSN space
     starts = [rng.randrange(M) for _ in range(p.n_conns)]
     for c, s in enumerate(starts):

@@ -2,10 +2,9 @@
 and a small synthesis check."""
 
 import pytest
-
-from hwcosim.cosim.registry import get_design, override_params
 from hwcosim.cosim.flow.runner import to_verilog
-from hwcosim.hdl.melo import MeloEngine
+from hwcosim.cosim.registry import get_design, override_params
+from hwcosim.hdl.melo import MeloEngineRTL
 from hwcosim.hdl.melo.engine import delivery_layout, event_layout, metadata_layout, response_layout
 from hwcosim.models.melo.engine import (
     NACK,
@@ -21,7 +20,7 @@ SMALL = MeloEngineParams(n_conns=5, psn_bits=10, block_bits=8, pool_blocks=6, ma
 
 
 def test_init_ports_match_the_golden_word_widths():
-    dut = MeloEngine(SMALL)
+    dut = MeloEngineRTL(SMALL)
     assert "module melo_engine" in to_verilog(dut, "melo_engine")
     assert event_layout(SMALL).size == SMALL.event_bits
     assert delivery_layout(SMALL).size == SMALL.delivery_bits
@@ -47,7 +46,7 @@ def test_layout_field_order_matches_the_packing():
 
 def test_wrong_params():
     with pytest.raises(ValueError, match="MeloEngineParams"):
-        MeloEngine({"n_conns": 4})
+        MeloEngineRTL({"n_conns": 4})
 
 
 def test_verilog_of_the_registered_default():
@@ -64,7 +63,7 @@ def test_synthesis_maps_the_engine(tmp_path):
     from hwcosim.cosim.flow.synth import synthesize
 
     p = MeloEngineParams(n_conns=16, psn_bits=12, block_bits=16, pool_blocks=16, max_blocks_per_conn=2)
-    rep = synthesize(to_verilog(MeloEngine(p), "melo_engine"), "melo_engine", "xcup", out_dir=tmp_path)
+    rep = synthesize(to_verilog(MeloEngineRTL(p), "melo_engine"), "melo_engine", "xcup", out_dir=tmp_path)
     r = rep["resources"]
     assert r["LUT"] > 50 and r["FF"] > 13 * 32  # thirteen 32-bit counters at least
     assert r["DSP"] == 0

@@ -4,7 +4,6 @@ response word (kind, cumulative PSN, pool occupancy) and the counters compared; 
 import json
 
 import pytest
-
 from hwcosim.cosim.designs.melo.engine import golden_streams, in_order_traffic, lossy_traffic, run_melo_engine
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.melo.engine import MeloEngineParams

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from hwcosim.models.melo import sim as melo_sim
 from hwcosim.models.melo.sim import DeliveryError, LossModel, SimParams, _LossStream, simulate
 from hwcosim.models.melo.workloads import DATA_MINING, WEB_SEARCH, poisson_flows

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
 from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden, pack_bias_beats, pack_x_beats, unpack_h_beats
 from hwcosim.models.bbs.spmxv import pack_weight_beats
@@ -24,7 +23,7 @@ MAX_POLLS = 200
 
 async def session(link: HostLink, p: LSTMParams, wts: LSTMWeights, xs: np.ndarray, log=None) -> dict:
     """Run sequences ``xs`` (raw, (N, T, I)) through the board's LSTM layer with weights ``wts``."""
-    from hwcosim.hdl.bbs.axi_top import CTRL, REGS, STATUS
+    from hwcosim.hdl.bbs.axi_top import CTRL, REGISTER_MAP, REGS, STATUS
     from hwcosim.hdl.bbs.board_lstm import CH_H, CH_WEIGHTS, CH_X, h_words, x_words
 
     log = log or (lambda *_: None)
@@ -32,8 +31,9 @@ async def session(link: HostLink, p: LSTMParams, wts: LSTMWeights, xs: np.ndarra
     N, T = xs.shape[:2]
     await link.ping()
     cfg = await link.read_reg(REGS["CONFIG"])
-    if cfg != p.pes | p.banks << 8 | p.k << 16:
-        raise UsageError(f"the board is built for P={cfg & 255} B={cfg >> 8 & 255} k={cfg >> 16}, the weights need "
+    if cfg != REGISTER_MAP.CONFIG.pack(P=p.pes, B=p.banks, K=p.k):
+        got = REGISTER_MAP.CONFIG.unpack(cfg)
+        raise UsageError(f"the board is built for P={got['P']} B={got['B']} k={got['K']}, the weights need "
                          f"P={p.pes} B={p.banks} k={p.k}; rebuild the bitstream with those parameters")
     bbs = p.bbs
     words = beats_to_words(pack_weight_beats(bbs, wts.values, wts.indices), bbs.pes * bbs.banks * bbs.lane_width)

@@ -7,7 +7,7 @@ driven only through cocotbext-axi bus functional models.
 random pause generators (``p_pause_in`` on both sources, ``p_pause_out`` on the sink). Every
 hidden word is compared with :func:`hwcosim.models.bbs.lstm.lstm_golden` (``expected`` in
 ``arrays.npz``). The sequences run as two START commands (all but the last sequence, then
-the last), after checking that a START before loading is refused with ``ERROR`` bit 0.
+the last), after checking that a START before loading is refused with ``ERROR.START_UNLOADED``.
 Writes ``metrics.json`` with the register values read back.
 """
 
@@ -18,11 +18,10 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-
 from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
 from hwcosim.cosim.tb.common import pauses as _pauses
 from hwcosim.cosim.tb.common import to_bytes as _to_bytes
-from hwcosim.hdl.bbs.axi_top import REGS, bytes_up
+from hwcosim.hdl.bbs.axi_top import CTRL, ERROR, REGISTER_MAP, REGS, STATUS, bytes_up
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, pack_bias_beats, pack_x_beats, unpack_h_beats
 from hwcosim.models.bbs.spmxv import pack_weight_beats
 
@@ -67,12 +66,12 @@ async def axi_lstm_matches_golden(dut):
     await tb.reset()
 
     config = await tb.rd("CONFIG")
-    assert config == p.pes | p.banks << 8 | p.k << 16, hex(config)
-    await tb.wr("CTRL", 1)                      # START before loading: refused, ERROR bit 0
+    assert config == REGISTER_MAP.CONFIG.pack(P=p.pes, B=p.banks, K=p.k), hex(config)
+    await tb.wr("CTRL", CTRL["START"])          # START before loading: refused, ERROR.START_UNLOADED
     err_unloaded = await tb.rd("ERROR")
     status0 = await tb.rd("STATUS")
-    assert err_unloaded == 1 and status0 == 0b100, (err_unloaded, status0)
-    await tb.wr("CTRL", 2)
+    assert err_unloaded == ERROR["START_UNLOADED"] and status0 == STATUS["ERROR"], (err_unloaded, status0)
+    await tb.wr("CTRL", CTRL["CLEAR_ERROR"])
     assert await tb.rd("ERROR") == 0
 
     bbs = p.bbs
@@ -83,7 +82,7 @@ async def axi_lstm_matches_golden(dut):
     await tb.wsrc.send(AxiStreamFrame(_to_bytes(words, 4)))
     await tb.wsrc.wait()
     for _ in range(50):
-        if (await tb.rd("STATUS")) & 8:
+        if (await tb.rd("STATUS")) & STATUS["LOADED"]:
             break
     else:
         raise AssertionError("STATUS.loaded did not rise after the weights and biases were sent")
@@ -98,7 +97,7 @@ async def axi_lstm_matches_golden(dut):
     for lo, hi in runs:
         await tb.wr("SEQ_LEN", T)
         await tb.wr("NUM_SEQ", hi - lo)
-        await tb.wr("CTRL", 1)
+        await tb.wr("CTRL", CTRL["START"])
         await tb.xsrc.send(AxiStreamFrame(_to_bytes(pack_x_beats(p, xs[lo:hi]), xbytes)))
         for _ in range((hi - lo) * T):
             frame = await tb.hsink.recv()
@@ -108,7 +107,7 @@ async def axi_lstm_matches_golden(dut):
         budget = 50 * (model.expected(hi - lo, T) + 200)
         for _ in range(budget // 8):
             st = await tb.rd("STATUS")
-            if st & 2:
+            if st & STATUS["DONE"]:
                 break
         else:
             raise AssertionError(f"STATUS.done did not rise (STATUS={st:#x})")

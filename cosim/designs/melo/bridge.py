@@ -43,11 +43,11 @@ the lossy link see loss; by default those are the chosen ones.
 Devices and time base
 ---------------------
 The engine clock is ``f_clk_mhz`` (default 250 MHz). The **RTL device** is
-``hwcosim.hdl.melo.MeloEngine`` under cocotb (:mod:`hwcosim.cosim.designs.melo.tb_bridge`): each packet becomes an input
-event word at the cycle of its arrival; the cycle of its response beat is the response time.
-The **model device** is the golden model :class:`hwcosim.models.melo.engine.MeloEngine` timed by
-:func:`model_cycles`, the cycle table of the RTL's docstring. Every event, released-PSN word and
-response word of the RTL run is replayed through the golden model afterwards and compared word
+``hwcosim.hdl.melo.MeloEngineRTL`` under cocotb (:mod:`hwcosim.cosim.designs.melo.tb_bridge`): each packet
+becomes an input event word at the cycle of its arrival; the cycle of its response beat is the response
+time. The **model device** is the golden model :class:`hwcosim.models.melo.engine.MeloEngineModel` timed
+by :func:`hwcosim.models.melo.cycles.model_cycles`, the cycle table of the RTL's docstring. Every event,
+released-PSN word and response word of the RTL run is replayed through the golden model afterwards and compared word
 for word (:func:`check_transcript`).
 """
 
@@ -60,11 +60,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.cosim.flow.bridge import BridgeMismatch, ClockMap, Completion, ModelDevice, co_simulate, compare, run_sync
-from hwcosim.models.melo.engine import ACK, DUP, NACK, SACK, MeloEngine, MeloEngineParams
+from hwcosim.models.errors import UsageError
+from hwcosim.models.melo.cycles import model_cycles
+from hwcosim.models.melo.engine import DUP, NACK, SACK, MeloEngineModel, MeloEngineParams
 
-__all__ = ["MeloScenarioParams", "MeloScenario", "MeloModelDevice", "model_cycles", "packet_cycles", "run_model",
+__all__ = ["MeloScenarioParams", "MeloScenario", "MeloModelDevice", "run_model",
            "run_rtl", "check_transcript", "run_bridge", "ENGINE", "params_from_scenario", "MAX_PACKETS"]
 
 MAX_PACKETS = 200_000
@@ -117,33 +118,33 @@ class MeloScenarioParams:
 
     def __post_init__(self):
         if not 0.0 <= self.loss < 0.5:
-            raise ValueError(f"loss must be in [0, 0.5), not {self.loss!r}")
+            raise UsageError(f"loss must be in [0, 0.5), not {self.loss!r}")
         if not self.flows:
-            raise ValueError("the scenario needs at least one flow")
+            raise UsageError("the scenario needs at least one flow")
         topo = self.build_topology()
         ng = topo.n_gpus
         for f in self.flows:
             if len(f) != 4 or f[0] == f[1] or min(f[0], f[1]) < 0 or max(f[0], f[1]) >= ng or f[2] <= 0 or f[3] < 0:
-                raise ValueError(f"flow {f!r}: needs (src, dst, bytes, start_us) with GPUs 0..{ng - 1}, src != dst, "
+                raise UsageError(f"flow {f!r}: needs (src, dst, bytes, start_us) with GPUs 0..{ng - 1}, src != dst, "
                                  "bytes > 0, start >= 0")
         if self.lossy_link is None and not 0 <= self.lossy_gpu < ng:
-            raise ValueError(f"lossy_gpu must be a GPU 0..{ng - 1}, not {self.lossy_gpu}")
+            raise UsageError(f"lossy_gpu must be a GPU 0..{ng - 1}, not {self.lossy_gpu}")
         object.__setattr__(self, "_topo", topo)
         object.__setattr__(self, "_lossy", self._lossy_link_id(topo))
         object.__setattr__(self, "_paths", self._flow_paths(topo))
         if self.window < 1 or self.window > self.engine.window_psns - self.engine.block_bits:
-            raise ValueError(f"window must be in 1..{self.engine.window_psns - self.engine.block_bits} (the engine's "
+            raise UsageError(f"window must be in 1..{self.engine.window_psns - self.engine.block_bits} (the engine's "
                              f"reorder window at any alignment), not {self.window}")
         if not (self.f_clk_mhz > 0 and self.rto_us > 0 and self.mtu_bytes > 0 and self.scale > 0):
-            raise ValueError("f_clk_mhz, rto_us, mtu_bytes and scale must be > 0")
+            raise UsageError("f_clk_mhz, rto_us, mtu_bytes and scale must be > 0")
         ch = self.chosen_flows()
         if not ch:
-            raise ValueError(f"no chosen flow: none crosses the lossy link {self._topo.describe(self._lossy)}")
+            raise UsageError(f"no chosen flow: none crosses the lossy link {self._topo.describe(self._lossy)}")
         if len(ch) > self.engine.n_conns:
-            raise ValueError(f"{len(ch)} chosen flows exceed the engine's {self.engine.n_conns} connections")
+            raise UsageError(f"{len(ch)} chosen flows exceed the engine's {self.engine.n_conns} connections")
         bad = [i for i in ch if not 0 <= i < len(self.flows)]
         if bad:
-            raise ValueError(f"chosen flow index {bad[0]} out of range 0..{len(self.flows) - 1}")
+            raise UsageError(f"chosen flow index {bad[0]} out of range 0..{len(self.flows) - 1}")
 
     def build_topology(self):
         """The cluster topology the flows run on (see ``topology``)."""
@@ -165,10 +166,10 @@ class MeloScenarioParams:
         else:
             kind, idx = self.lossy_link
         if kind not in LinkKind.NAMES:
-            raise ValueError(f"lossy link kind must be one of {', '.join(LinkKind.NAMES)}, not {kind!r}")
+            raise UsageError(f"lossy link kind must be one of {', '.join(LinkKind.NAMES)}, not {kind!r}")
         blk = topo.link_block(LinkKind.NAMES.index(kind))
         if not 0 <= int(idx) < blk.stop - blk.start:
-            raise ValueError(f"lossy link {kind}#{idx} out of range: this topology has {blk.stop - blk.start} "
+            raise UsageError(f"lossy link {kind}#{idx} out of range: this topology has {blk.stop - blk.start} "
                              f"{kind} links")
         return blk.start + int(idx)
 
@@ -522,75 +523,15 @@ class MeloScenario:
 
 
 # ---- model device -------------------------------------------------------------------------------
-def packet_cycles(p: MeloEngineParams, eng: MeloEngine, conn: int, psn: int, delivered, kind: int,
-                  count_before: int) -> int:
-    """Cycles one data packet occupies the RTL engine back to back (its row of the RTL's cycle table).
-
-    ``eng`` is the golden model *after* the packet, ``count_before`` the connection's chain length
-    before it. ``2`` for an in-order packet on a connection without blocks, a DUP found by the PSN
-    compare (behind ``epsn``) or a NACK; ``5 + 2k`` for a SACK into chain position ``k`` already
-    held, or a DUP found in its bitmap there; ``3 + 3n`` for a SACK that allocates ``n`` blocks; for
-    an in-order packet with a buffered run, the RTL's walk of the run replayed from the released
-    PSNs (per block visited: a scan, a bitmap read wait, one cycle per released PSN and one to find
-    the end of the run inside a block; two more when the head block is freed, three when the run
-    goes on in the next block). Free-flowing
-    outputs assumed (no ``d`` or ``r`` stalls).
-    """
-    mask = (1 << p.psn_bits) - 1
-    lb = p.block_shift
-    if kind == ACK:
-        if not count_before:
-            return 2
-        bb = p.block_bits
-        e, left, cnt = (delivered[0] + 1) & mask, len(delivered) - 1, count_before
-        c = 2                                           # META, DECIDE (releases the packet itself)
-        while True:
-            c += 1                                      # SCAN
-            if e % bb == 0:
-                c += 2                                  # free the head block, read its next pointer
-                cnt -= 1
-                if cnt == 0:
-                    break
-                c += 1                                  # read the new head's bitmap (NEXTW)
-            c += 1                                      # bitmap read wait
-            off = e % bb
-            r = min(left, bb - off)
-            c += r                                      # one released PSN per cycle
-            left -= r
-            e = (e + r) & mask
-            if off + r < bb:
-                c += 1                                  # the run ends inside this block
-                break
-        return c + 1                                    # FINISH
-    epsn = eng.epsn[conn]                               # unchanged by a SACK, DUP or NACK
-    k = ((psn >> lb) - (epsn >> lb)) & ((1 << (p.psn_bits - lb)) - 1)
-    if kind == SACK:
-        n_new = eng.count[conn] - count_before
-        return 3 + 3 * n_new if n_new > 0 else 5 + 2 * k
-    if kind == DUP and ((psn - epsn) & mask) < 1 << (p.psn_bits - 1):
-        return 5 + 2 * k                                # ahead of epsn: found set in its bitmap
-    return 2
-
-
-def model_cycles(p: MeloEngineParams, eng: MeloEngine, conn: int, psn: int, delivered, kind: int,
-                 count_before: int) -> int:
-    """Cycles from accepting a packet on an idle engine to its response beat.
-
-    :func:`packet_cycles` (the RTL's cycle table, META to the write-back) plus three: the accept
-    cycle, the metadata read wait (MWAIT) and the output register. Free-flowing outputs assumed.
-    """
-    return packet_cycles(p, eng, conn, psn, delivered, kind, count_before) + 3
-
-
 class MeloModelDevice(ModelDevice):
-    """Golden MELO engine timed by :func:`model_cycles`."""
+    """Golden MELO engine timed by :func:`hwcosim.models.melo.cycles.model_cycles`."""
 
     name = "model"
 
     def __init__(self, clock: ClockMap, params: MeloEngineParams):
         super().__init__(clock)
         self.p = params
-        self.eng = MeloEngine(params)
+        self.eng = MeloEngineModel(params)
         self.latencies: list[int] = []
 
     def serve(self, request, start_cycle):
@@ -688,11 +629,11 @@ def recheck(params: dict, arrays: dict, outputs: dict) -> dict:
 
 
 def run_rtl(p: MeloScenarioParams, *, sim: str | None = None, test_dir=None) -> dict:
-    """The scenario with ``hwcosim.hdl.melo.MeloEngine`` under cocotb as the receiver engine; the run folder
+    """The scenario with ``hwcosim.hdl.melo.MeloEngineRTL`` under cocotb as the receiver engine; the run folder
     keeps the transcript (:func:`save_evidence`), also when the RTL disagrees with the golden model."""
     from hwcosim.cosim.flow import runner
     from hwcosim.cosim.flow.runs import seal_or_save
-    from hwcosim.hdl.melo import MeloEngine as RTL
+    from hwcosim.hdl.melo import MeloEngineRTL as RTL
 
     t0 = time.perf_counter()
     res = runner.run(RTL(p.engine), "melo_engine", "hwcosim.cosim.designs.melo.tb_bridge",
@@ -730,7 +671,7 @@ def _rows(m: dict, r: dict | None):
 NOTES = [
     "Time base: engine clock f_clk; a packet arriving at t enters the engine at cycle ceil(t*f_clk), "
     "a response beat at cycle c leaves at c/f_clk; both devices quantise identically.",
-    "Model device: golden MeloEngine for the data, the RTL docstring's cycle table for the latency; "
+    "Model device: golden MeloEngineModel for the data, the RTL docstring's cycle table for the latency; "
     "a difference in FCT could come only from a per-packet engine latency (a few ns) shifting a packet "
     "behind or ahead of a rate change or a timer (none on the scenarios of tests/melo/test_bridge_melo.py, "
     "where both runs agree cycle for cycle).",

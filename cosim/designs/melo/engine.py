@@ -7,7 +7,7 @@
   arrivals and must produce the same outputs.
 - :func:`golden_streams`: the golden model's output streams for a list of events, as the RTL's
   words (:mod:`hwcosim.models.melo.engine` packing).
-- :func:`run_melo_engine`: simulate ``hwcosim.hdl.melo.MeloEngine`` on the events; the testbench
+- :func:`run_melo_engine`: simulate ``hwcosim.hdl.melo.MeloEngineRTL`` on the events; the testbench
   compares every released-PSN word and every response word (which carries the pool occupancy)
   and checks the status ports at quiescence.
 - :func:`bench_melo_engine`: packets per cycle (measured), memory bits per connection, Verilog
@@ -25,9 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hwcosim.cosim.flow import runner
+from hwcosim.models.errors import UsageError
+from hwcosim.models.melo.cycles import packet_cycles
 from hwcosim.models.melo.engine import (
     NACK,
-    MeloEngine,
+    MeloEngineModel,
     MeloEngineParams,
     pack_delivery,
     pack_event,
@@ -52,11 +54,11 @@ def lossy_traffic(p: MeloEngineParams, packets_per_conn: int, *, loss: float = 0
     Responses are not lost. Deterministic for a given ``seed``.
     """
     if packets_per_conn < 1:
-        raise ValueError(f"packets_per_conn must be >= 1, not {packets_per_conn}")
+        raise UsageError(f"packets_per_conn must be >= 1, not {packets_per_conn}")
     rng = random.Random(seed)
     M = 1 << p.psn_bits
     W = window or max(2, p.window_psns // 2)
-    eng = MeloEngine(p)
+    eng = MeloEngineModel(p)
     starts = [rng.randrange(M) if random_starts else 0 for _ in range(p.n_conns)]
     events: list[Event] = []
     for c, s in enumerate(starts):
@@ -112,9 +114,7 @@ def golden_streams(p: MeloEngineParams, events: list[Event]) -> dict:
 
     Events outside the contract (``conn >= n_conns``, or ``open`` on a connection holding blocks)
     are counted in ``rejected`` and produce nothing, as in the RTL."""
-    from hwcosim.cosim.designs.melo.bridge import packet_cycles
-
-    eng = MeloEngine(p)
+    eng = MeloEngineModel(p)
     deliv, resp = [], []
     rejected = 0
     costs = []  # cycles each event occupies the engine back to back (the RTL's cycle table)
@@ -146,7 +146,7 @@ def run_melo_engine(p: MeloEngineParams, events: list[Event], *, p_idle: float =
                     p_stall_r: float = 0.0, seed: int = 1, golden: dict | None = None,
                     test_dir: str | os.PathLike | None = None, sim: str | None = None,
                     waves: bool | None = None) -> runner.SimResult:
-    """Simulate ``hwcosim.hdl.melo.MeloEngine(p)`` on ``events`` and compare with the golden model.
+    """Simulate ``hwcosim.hdl.melo.MeloEngineRTL(p)`` on ``events`` and compare with the golden model.
 
     ``golden`` (default :func:`golden_streams`) holds the expected words; every released-PSN word,
     every response word (kind, conn, cumulative PSN, PSN, pool occupancy) and the final counters
@@ -154,7 +154,7 @@ def run_melo_engine(p: MeloEngineParams, events: list[Event], *, p_idle: float =
     on a mismatch. Metrics: ``cycles`` (first data event taken to last response), ``pkts_per_cycle``
     and the DUT's counters.
     """
-    from hwcosim.hdl.melo import MeloEngine as RTL
+    from hwcosim.hdl.melo import MeloEngineRTL as RTL
 
     g = golden if golden is not None else golden_streams(p, events)
     return runner.run(
@@ -188,11 +188,10 @@ def bench_melo_engine(out_dir: Path, quick: bool = False) -> dict:
     """Table over configurations: measured packets/cycle (lossy and loss-free traffic, free-flowing
     streams), memory bits per connection against private full bitmaps, Verilog lines and a Yosys
     UltraScale+ estimate. Writes ``melo_engine.json`` to ``out_dir``."""
-    from rich.table import Table
-
     from hwcosim.cosim.flow.synth import SynthError, synthesize
-    from hwcosim.hdl.melo import MeloEngine as RTL
+    from hwcosim.hdl.melo import MeloEngineRTL as RTL
     from hwcosim.models.atomic import write_text
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     configs = BENCH_CONFIGS[:2] if quick else BENCH_CONFIGS

@@ -1,7 +1,7 @@
 """cocotb testbench of bridge (a): the MELO RTL engine as the receiver inside the cluster scenario.
 
 The scenario (:class:`hwcosim.cosim.designs.melo.bridge.MeloScenario`) runs in this process and is the client;
-:class:`MeloRTLDevice` hands every arriving packet to ``hwcosim.hdl.melo.MeloEngine`` at the cycle of its
+:class:`MeloRTLDevice` hands every arriving packet to ``hwcosim.hdl.melo.MeloEngineRTL`` at the cycle of its
 arrival and returns, at the cycle of the response beat, the released PSNs and the response.
 Writes ``metrics.json``: the scenario result and the transcript (every input event word, every
 released-PSN word, every response word) that :func:`hwcosim.cosim.designs.melo.bridge.check_transcript`
@@ -23,7 +23,7 @@ from hwcosim.models.melo.engine import pack_event, unpack_response_beat
 
 
 class MeloRTLDevice(RTLSerialDevice):
-    """``hwcosim.hdl.melo.MeloEngine`` behind the bridge's device interface (one packet at a time).
+    """``hwcosim.hdl.melo.MeloEngineRTL`` behind the bridge's device interface (one packet at a time).
 
     A packet's input beat is offered at its arrival cycle; released-PSN beats are collected up
     to the packet's response beat, whose transfer cycle is the completion (both sinks always

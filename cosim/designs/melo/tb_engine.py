@@ -1,4 +1,4 @@
-"""cocotb testbench of the MELO receiver engine against :class:`hwcosim.models.melo.engine.MeloEngine`.
+"""cocotb testbench of the MELO receiver engine against :class:`hwcosim.models.melo.engine.MeloEngineModel`.
 
 Inputs (written by :func:`hwcosim.cosim.designs.melo.engine.run_melo_engine`), all in ``inputs.json`` (response words
 can exceed 64 bits, so they travel as JSON integers): ``params``; ``events`` (input words);
@@ -16,8 +16,16 @@ from __future__ import annotations
 
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
-from hwcosim.cosim.tb.common import CycleCounter, StreamDriver, StreamSink, inputs, start_clock_and_reset, write_metrics
+from hwcosim.cosim.flow.runs import as_words
+from hwcosim.cosim.tb.common import (
+    CycleCounter,
+    StreamDriver,
+    StreamSink,
+    inputs,
+    start_clock_and_reset,
+    write_metrics,
+    write_outputs,
+)
 from hwcosim.models.melo.engine import KIND_NAMES, MeloEngineParams, unpack_response_beat
 
 _STATS = ("packets", "acks", "sacks", "dups", "nack_pool", "nack_window", "allocs", "frees")
@@ -89,6 +97,7 @@ async def melo_engine_matches_golden(dut):
         "protocol_errors": (dsink.protocol_errors + rsink.protocol_errors)[:5],
     }
     write_metrics(metrics)
+    write_outputs(rtl_deliv=as_words(dsink.words), rtl_resp=as_words(rsink.words))
 
     i = _first_mismatch(rsink.words, exp_r)
     if i is not None:
