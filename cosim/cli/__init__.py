@@ -1,7 +1,9 @@
 """``hwcosim``: the one console command. Each package owns its subcommands; this dispatches.
 
-Exit status: 0 success, 1 a failed check (RTL != golden model, a failed simulation), 2 bad
-input (one line on stderr naming the problem and the fix).
+Exit status: 0 success, 1 a failed check (RTL != golden model, a failed simulation:
+:class:`CheckFailed`), 2 bad input (:class:`UsageError` or a refused path: one line on stderr naming
+the problem and the fix), 70 a bug in hwcosim (any other exception: its traceback on stderr, then
+one line saying so), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -9,9 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hwcosim.models.errors import CheckFailed, UsageError  # re-exported: the one error path
+from hwcosim.models.errors import BUG_EXIT, CHECK_EXIT, USAGE_EXIT, CheckFailed, UsageError  # the one error path
 
-__all__ = ["main", "UsageError", "CheckFailed", "build_parser"]
+__all__ = ["main", "UsageError", "CheckFailed", "build_parser", "BUG_EXIT", "BUG_LINE"]
+
+#: The line printed under the traceback of an exception that is neither bad input nor a failed check.
+BUG_LINE = "hwcosim: this is a bug in hwcosim, not in your input; please report it with the traceback above"
 
 
 def _register_all(sub) -> None:
@@ -25,11 +30,12 @@ def _register_all(sub) -> None:
 
 # Subcommands that live in other packages (each module has register(subparsers)).
 #: (a module with ``register_cli(subparsers)`` is registered through that instead).
-_PACKAGE_COMMANDS: list[str] = ["hwcosim.pruning.cli", "hwcosim.pruning.study", "hwcosim.cosim.cli.kvdirect", "hwcosim.cosim.cli.melo",
-                                "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.flow.sweep", "hwcosim.cosim.flow.formal",
-                                "hwcosim.cosim.flow.fuzz", "hwcosim.cosim.cli.reliability", "hwcosim.cosim.cli.graph",
-                                "hwcosim.cosim.cli.jobs", "hwcosim.cosim.cli.elastic", "hwcosim.cosim.cli.bridges", "hwcosim.cosim.cli.build",
-                                "hwcosim.cosim.cli.board"]
+_PACKAGE_COMMANDS: list[str] = [
+    "hwcosim.pruning.cli", "hwcosim.pruning.study", "hwcosim.cosim.cli.docs_hook", "hwcosim.cosim.cli.kvdirect", "hwcosim.cosim.cli.melo",
+    "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.flow.sweep",
+    "hwcosim.cosim.flow.formal", "hwcosim.cosim.flow.fuzz", "hwcosim.cosim.cli.reliability",
+    "hwcosim.cosim.cli.graph", "hwcosim.cosim.cli.jobs", "hwcosim.cosim.cli.elastic", "hwcosim.cosim.cli.bridges",
+    "hwcosim.cosim.cli.build", "hwcosim.cosim.cli.board"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,16 +107,39 @@ def _tables_keep_numbers() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _tables_keep_numbers()
-
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
-        return int(e.code or 0) if not isinstance(e.code, str) else 2
-    if not getattr(args, "json", False):
-        return _run(args)
-    return _run_json(args, list(sys.argv[1:] if argv is None else argv))
+        _tables_keep_numbers()
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
+            return int(e.code or 0) if not isinstance(e.code, str) else 2
+        if not getattr(args, "json", False):
+            return _run(args)
+        return _run_json(args, list(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:  # refused while parsing (an option's own check)
+        print(f"error: {_first_line(e)}", file=sys.stderr)
+        return USAGE_EXIT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - outside the command (parser, --json output): still a bug
+        return _bug()
+
+
+def _bug() -> int:
+    """The exception being handled is a bug in hwcosim: its traceback, the bug line, exit 70."""
+    import traceback
+
+    sys.stdout.flush()
+    traceback.print_exc(file=sys.stderr)
+    print(BUG_LINE, file=sys.stderr)
+    sys.stderr.flush()
+    return BUG_EXIT
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _run_json(args, argv: list[str]) -> int:
@@ -147,7 +176,13 @@ def _run_json(args, argv: list[str]) -> int:
 
 
 def _run(args) -> int:
-    from hwcosim.cosim.flow.runner import SimFailure, SimulatorMissing
+    """Run the parsed command and map its outcome to the exit status (the one error rule).
+
+    :class:`CheckFailed` -> 1 (``FAILED: ...``); :class:`UsageError` and ``OSError`` (a path the user
+    gave that cannot be read or written) -> 2 (``error: ...``, one line); ``KeyboardInterrupt`` -> 130;
+    any other exception is a bug in hwcosim -> its traceback, :data:`BUG_LINE` and 70.
+    """
+    from hwcosim.cosim.flow.runner import SimFailure
     from hwcosim.cosim.flow.synth import SynthError
 
     try:
@@ -155,31 +190,28 @@ def _run(args) -> int:
 
         check_output_args(args)  # an unusable -o DIR is refused before any work
         rc = args.func(args)
+    except (SimFailure, SynthError) as e:  # checks whose message carries the tool's log tail: all of it
+        print(f"FAILED: {str(e).strip() or type(e).__name__}", file=sys.stderr)
+        return CHECK_EXIT
     except CheckFailed as e:
-        print(f"FAILED: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 1
-    except SimFailure as e:
-        print(f"FAILED: {e}", file=sys.stderr)
-        return 1
-    except SimulatorMissing as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except SynthError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except (UsageError, ValueError, FileNotFoundError, IsADirectoryError) as e:
-        # ValueError covers parameter validation (BBSParams, Q, PatternError, FormatError)
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        print(f"FAILED: {_first_line(e)}", file=sys.stderr)
+        return CHECK_EXIT
+    except UsageError as e:  # parameter validation, every reader's own error class, a missing simulator
+        print(f"error: {_first_line(e)}", file=sys.stderr)
+        return USAGE_EXIT
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # a path the user gave
+        print(f"error: {_first_line(e)}", file=sys.stderr)
+        return USAGE_EXIT
     except OSError as e:
         # a file-system refusal the command did not foresee (disk full, permissions, a path that is a file)
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        print(f"error: {e.strerror or type(e).__name__}{where}; check the paths and free space", file=sys.stderr)
-        return 2
+        print(f"error: {e.strerror or _first_line(e)}{where}; check the paths and free space", file=sys.stderr)
+        return USAGE_EXIT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:  # noqa: BLE001 - neither bad input nor a failed check: a bug, never passed off as one
+        return _bug()
     return int(rc or 0)
 
 

@@ -13,12 +13,10 @@ Exit status: 0 success, 1 an RTL sample differs from the golden model, 2 bad inp
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
+from hwcosim.cosim.cli.util import entry
 from hwcosim.models.errors import UsageError
-from hwcosim.models.tables import show
 
 __all__ = ["register", "main"]
 
@@ -35,9 +33,9 @@ def _out_dir(arg: str | None) -> Path:
 
 def _cmd_study(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
-    from hwcosim.models.beamraster.study import METHODS, run_study, write_study
+    from hwcosim.models.beamraster.report import print_study
+    from hwcosim.models.beamraster.study import run_study, write_study
 
     out = _out_dir(args.output)
     con = Console()
@@ -47,36 +45,14 @@ def _cmd_study(args) -> int:
 
     with staged_dir(out) as st:  # every file of the study appears at once, at the end
         paths = write_study(res, st)
-    for kind in res["config"]["kinds"]:
-        t = Table(title=f"Sum rate (bit/s/Hz), {kind}, M={res['config']['base']['M']}, K={res['config']['base']['K']}")
-        t.add_column("SNR dB", justify="right")
-        for m in METHODS:
-            t.add_column(f"{m} bit/s/Hz", justify="right")
-        t.add_column("BR / ZF", justify="right")
-        for r in res["vs_snr"][kind]:
-            t.add_row(str(r["snr_db"]), *(f"{r[m]:.1f}" for m in METHODS), f"{r['beamraster'] / r['zf']:.1%}")
-        show(t, con)
-    t = Table(title="Precoder update cost per subcarrier: complex multiplies, numpy time / ZF's "
-                                          "(median [IQR])")
-    t.add_column("M x K")
-    for m in METHODS:
-        t.add_column(m, justify="right")
-    for c in res["cost"]:
-        t.add_row(f"{c['M']} x {c['K']}", *(f"{c['cmul_per_update'][m]} {c['time_ratio_to_zf'][m]:.2f}x "
-                                            f"[{c['time_ratio_iqr'][m][0]:.2f},{c['time_ratio_iqr'][m][1]:.2f}]"
-                                            for m in METHODS))
-    show(t, con)
-    con.print(f"ZF vs closed form (Rayleigh): max relative error {res['headline']['zf_closed_form_max_rel_err']:.2%}")
+    print_study(res, con)
     con.print(f"{len(paths)} files in {out} ({res['wall_s']:.1f} s)")
     return 0
 
 
 def _cmd_sim(args) -> int:
-    from rich.table import Table
-
-    from hwcosim.cosim.designs.beamraster.precoder import realtime_budget, run_scenario
-    from hwcosim.models.atomic import write_text
-    from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate
+    from hwcosim.cosim.designs.beamraster.run import run_sim
+    from hwcosim.models.beamraster.datapath import PrecoderParams
 
     out = _out_dir(args.output)
     for name in ("frames", "seed"):
@@ -90,32 +66,9 @@ def _cmd_sim(args) -> int:
                            sc_per_group=args.sc_per_group, symbols_per_frame=args.symbols_per_frame)
     except ValueError as e:
         _fail(str(e))
-    import numpy as np
-
-    from hwcosim.models.atomic import staged_dir
-
-    stem = f"beamraster_sim_M{p.M}K{p.K}L{p.lanes}"
-    with staged_dir(out) as st:  # the summary and the run folder <stem>/ appear together, at the end
-        res, sc = run_scenario(p, n_frames=args.frames, seed=args.seed, snr_db=args.snr_db, p_idle_s=args.p_idle,
-                               p_idle_c=args.p_idle, p_stall=args.p_stall, return_output=True, test_dir=st / stem)
-        mt = res.metrics
-        fx = fixed_point_sum_rate(p, sc, np.array(mt.pop("out_re")), np.array(mt.pop("out_im")))
-        model = CycleModel(p)
-        budget = realtime_budget(model.symbols_per_cycle(), p.M, p.K, p.lanes)
-        rec = {"params": p.to_dict(), "metrics": {k: v for k, v in mt.items() if k != "mismatch_list"},
-               "fixed_point": fx, "budget_from_model": budget, "run_folder": stem}
-        write_text(st / f"{stem}.json", json.dumps(rec, indent=1) + "\n")
-    path = out / f"{stem}.json"
-    t = Table(title=f"BeamRaster precoder RTL ({res.sim}): M={p.M}, K={p.K}, L={p.lanes}")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    for k, v in (("subcarrier-symbols", mt["n_symbols"]), ("mismatches", mt["mismatches"]),
-                 ("cycles (measured)", mt["cycles"]), ("cycles (model, no stalls)", mt["expected"]),
-                 ("ideal", mt["ideal"]), ("symbols / cycle (steady)", f"{model.symbols_per_cycle():.4f}"),
-                 ("sum rate fixed / float", f"{fx['fraction']:.4%}"), ("EVM", f"{fx['evm']:.2e}"),
-                 ("clock for 16.8 M symbols/s", f"{budget['clock_mhz']:.0f} MHz")):
-        t.add_row(k, str(v))
-    show(t)
+    path = run_sim(p, out, frames=args.frames, seed=args.seed, snr_db=args.snr_db, p_idle=args.p_idle,
+                   p_stall=args.p_stall)
+    stem = path.stem
     print(f"wrote {path} and the run folder {out / stem} (re-check it without simulating: hwcosim check "
           f"{out / stem})")
     return 0
@@ -152,8 +105,4 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim([*(sys.argv[1:] if argv is None else argv)])
+main = entry()

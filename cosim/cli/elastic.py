@@ -6,176 +6,25 @@
   MIG disabled vs the exhaustive oracle.
 - ``hwcosim goldminer [--quick] [-o DIR] [--seed N]``: pipeline speedup and the cluster sim.
 
-Outputs (JSON + PNG) are written atomically under ``build/elastic`` by default.
+Outputs (JSON + PNG) are written atomically under ``build/elastic`` by default; the studies are in
+:mod:`hwcosim.models.systems.elastic.bench`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import numpy as np
-
-from hwcosim.models.tables import show
+from hwcosim.cosim.cli.util import entry, lazy, staged
+from hwcosim.cosim.cli.util import fail as _fail
+from hwcosim.cosim.cli.util import out_dir as _out_dir_base
 
 __all__ = ["register", "main"]
 
-
-from hwcosim.cosim.cli.util import fail as _fail
-from hwcosim.cosim.cli.util import out_dir as _out_dir_base
-from hwcosim.cosim.cli.util import staged
-from hwcosim.cosim.cli.util import write_json as _write_json
+_BENCH = "hwcosim.models.systems.elastic.bench"
 
 
 def _out_dir(arg: str | None) -> Path:
     return _out_dir_base(arg, "build/elastic")
-
-
-def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hwcosim.models.atomic import save_png
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    n = len(groups)
-    x = np.arange(len(labels))
-    for i, (name, vals) in enumerate(groups.items()):
-        ax.bar(x + (i - (n - 1) / 2) * 0.8 / n, vals, 0.8 / n, label=name)
-    ax.set_xticks(x, [str(lb) for lb in labels])
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_png(fig, path, dpi=110)
-    return path
-
-
-def _table(title, cols, rows):
-    from rich.table import Table
-
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(*[str(x) for x in r])
-    show(t)
-
-
-def _progress():
-    from rich.progress import Progress
-
-    return Progress(transient=True)
-
-
-# -- EasyScale -------------------------------------------------------------------------------------
-def run_easyscale(out: Path, quick: bool, seed: int, steps: int) -> dict:
-    from hwcosim.models.systems.elastic.easyscale import EasyScaleConfig, EasyScaleTrainer, run_study
-
-    cfg = EasyScaleConfig(seed=seed)
-    res = {"config": cfg.__dict__, "steps": steps, "equality": {}}
-    with _progress() as prog:
-        task = prog.add_task("EasyScale training runs", total=5)
-        with EasyScaleTrainer(cfg, physical=None) as t:
-            t.train(steps)
-            ref, acc = t.params.copy(), t.accuracy()
-        prog.advance(task)
-        for p in (1, 2, 4):
-            with EasyScaleTrainer(cfg, physical=p) as t:
-                t.train(steps)
-                res["equality"][f"P={p}"] = bool(np.array_equal(t.params, ref))
-            prog.advance(task)
-        with EasyScaleTrainer(cfg, physical=4) as t:
-            a = steps // 3
-            t.train(a)
-            t.scale(2)
-            t.train(a)
-            t.scale(3)
-            t.train(steps - 2 * a)
-            res["equality"]["4->2->3"] = bool(np.array_equal(t.params, ref))
-        prog.advance(task)
-        task2 = prog.add_task("cluster scheduler sim", total=1)
-        study = run_study(quick=quick, seed=seed)
-        prog.advance(task2)
-    res["train_accuracy"] = acc
-    res["cluster"] = study
-    _write_json(out / "easyscale.json", res)
-    m = study["mean"]
-    _bar_png(out / "easyscale.png", ["utilisation", "allocation"],
-             {p: [m[p]["utilisation"], m[p]["allocation"]] for p in m}, "fraction",
-             "EasyScale vs fixed-size baseline (heterogeneous cluster)")
-    _table(f"EasyScale: N=4 ESTs, {steps} steps, params bitwise equal to the inline reference",
-           ["placement", "bitwise equal"], [[k, "yes" if v else "NO"] for k, v in res["equality"].items()])
-    _table("EasyScale cluster sim (mean over seeds)", ["policy", "utilisation", "util. arrival window",
-                                                       "allocation (fraction)", "mean JCT s", "makespan s"],
-           [[p, f"{v['utilisation']:.3f}", f"{v['utilisation_window']:.3f}", f"{v['allocation']:.3f}",
-             f"{v['mean_jct_s']:.0f}", f"{v['makespan_s']:.0f}"] for p, v in m.items()])
-    print(f"utilisation gain {100 * study['utilisation_gain']:+.1f}% over the makespan, "
-          f"{100 * study['utilisation_gain_window']:+.1f}% over the arrival window (paper: +62.1%); "
-          f"JCT speedup {study['jct_speedup']:.2f}x")
-    return res
-
-
-# -- ElasticBatch ----------------------------------------------------------------------------------
-def run_elasticbatch(out: Path, quick: bool, seed: int, gpu: str) -> dict:
-    from hwcosim.models.systems.elastic.elasticbatch import run_study
-
-    with _progress() as prog:
-        task = prog.add_task("ElasticBatch profiling, planning, serving sim", total=1)
-        res = run_study(quick=quick, seed=seed, gpu_name=gpu)
-        prog.advance(task)
-    _write_json(out / "elasticbatch.json", res)
-    modes = ("nomig", "elasticbatch", "oracle")
-    _bar_png(out / "elasticbatch.png", [int(r["rate"]) for r in res["runs"]],
-             {m: [r[m]["gpus"] for r in res["runs"]] for m in modes}, "GPUs",
-             f"ElasticBatch on {res['gpu']}: GPUs needed vs request rate (req/s)")
-    rows = []
-    for r in res["runs"]:
-        for m in modes:
-            v = r[m]
-            rows.append([int(r["rate"]), m, v["gpus"], v["instances"], f"{100 * v['slo_attainment']:.2f}%",
-                         f"{1e3 * v['p99_latency_s']:.1f}", f"{v['utilisation']:.3f}", f"{v['flop_utilisation']:.3f}"])
-    _table(f"ElasticBatch on {res['gpu']} ({res['layouts']} valid MIG layouts)",
-           ["req/s", "scheduler", "GPUs", "instances", "SLO met %", "p99 ms", "slice util", "FLOP util"], rows)
-    p = res["profiling"]
-    print(f"profiling: {p['points']} points, {p['time_s']:.1f} s GPU time vs exhaustive {p['exhaustive_points']} "
-          f"points, {p['exhaustive_time_s']:.1f} s; predictor mean/max error {100 * p['mean_rel_error']:.1f}%/"
-          f"{100 * p['max_rel_error']:.1f}%")
-    print(f"GPU saving vs MIG disabled: {100 * res['gpu_saving_vs_nomig']:.0f}% (paper: 50% fewer instances)")
-    return res
-
-
-# -- GoldMiner -------------------------------------------------------------------------------------
-def run_goldminer(out: Path, quick: bool, seed: int) -> dict:
-    try:
-        from hwcosim.models.systems.elastic.goldminer import run_study
-    except ImportError as e:  # pragma: no cover - until the module lands
-        _fail(f"GoldMiner is not available: {e}")
-    with _progress() as prog:
-        task = prog.add_task("GoldMiner pipeline + cluster sim", total=1)
-        res = run_study(quick=quick, seed=seed)
-        prog.advance(task)
-    _write_json(out / "goldminer.json", res)
-    m = res["mean"]
-    _bar_png(out / "goldminer.png", ["GPU util (allocated)", "GPU util (cluster)",
-                                                       "job speed (fraction)"],
-             {p: [m[p]["gpu_util_allocated"], m[p]["gpu_util_cluster"], m[p]["job_speed_mean"]] for p in m},
-             "fraction", "GoldMiner: static vs elastic data workers")
-    sp = res["speedup"]
-    _table("GoldMiner pipeline (sklearn digits augmentation, this machine)",
-           ["samples", "in-process s", "data workers", "pool s", "speedup", "identical"],
-           [[sp["samples"], f"{sp['inprocess_s']:.2f}", sp["workers"], f"{sp['pool_s']:.2f}",
-             f"{sp['speedup']:.2f}x", sp["identical"]]])
-    _table("GoldMiner cluster sim (mean over seeds)",
-           ["data workers", "mean JCT s", "makespan s", "GPU util (allocated)", "GPU util (cluster)",
-            "job speed (fraction)"],
-           [[p, f"{v['mean_jct_s']:.0f}", f"{v['makespan_s']:.0f}", f"{v['gpu_util_allocated']:.3f}",
-             f"{v['gpu_util_cluster']:.3f}", f"{v['job_speed_mean']:.2f}"] for p, v in m.items()])
-    for line in res["print"]:
-        print(line)
-    return res
 
 
 def register(subparsers) -> None:
@@ -208,7 +57,7 @@ def _cmd_easyscale(args) -> int:
     steps = args.steps if args.steps is not None else (15 if args.quick else 30)
     if steps < 3:
         _fail(f"--steps must be >= 3, not {steps}")
-    staged(run_easyscale, _out_dir(args.output), args.quick, args.seed, steps)
+    staged(lazy(f"{_BENCH}:run_easyscale"), _out_dir(args.output), args.quick, args.seed, steps)
     return 0
 
 
@@ -216,55 +65,14 @@ def _cmd_elasticbatch(args) -> int:
     _check_seed(args)
     if args.gpu not in ("A100-40GB", "H100-80GB"):
         _fail(f"--gpu must be A100-40GB or H100-80GB, not {args.gpu!r}")
-    staged(run_elasticbatch, _out_dir(args.output), args.quick, args.seed, args.gpu)
+    staged(lazy(f"{_BENCH}:run_elasticbatch"), _out_dir(args.output), args.quick, args.seed, args.gpu)
     return 0
 
 
 def _cmd_goldminer(args) -> int:
     _check_seed(args)
-    staged(run_goldminer, _out_dir(args.output), args.quick, args.seed)
+    staged(lazy(f"{_BENCH}:run_goldminer"), _out_dir(args.output), args.quick, args.seed)
     return 0
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry, the same as ``hwcosim ...``: the one dispatcher reports errors."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim([*(sys.argv[1:] if argv is None else argv)])
-
-
-def bench_predictor(out_dir, quick: bool) -> dict:
-    """``hwcosim bench elastic_predictor``: JSON + PNG of measured vs predicted latency."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hwcosim.models.atomic import save_png
-    from hwcosim.models.systems.elastic.measured import run_study
-
-    res = run_study(quick=quick)
-    _write_json(out_dir / "elastic_predictor.json", res)
-    fig, axes = plt.subplots(1, len(res["devices"]), figsize=(5 * len(res["devices"]), 4))
-    for ax, d in zip(np.atleast_1d(axes), res["devices"]):
-        for s in sorted({r["size"] for r in d["rows"]}):
-            rs = [r for r in d["rows"] if r["size"] == s]
-            b = [r["batch"] for r in rs]
-            line, = ax.plot(b, [r["measured_s"] * 1e3 for r in rs], ".", ms=4, label=f"measured, size {s}")
-            ax.plot(b, [r["predicted_s"] * 1e3 for r in rs], "-", color=line.get_color(), lw=1)
-        e = d["abs_rel_err"]
-        ax.set_title(f"{d['device']}: held-out |error| median {100 * e['median']:.0f}%, p90 {100 * e['p90']:.0f}%",
-                     fontsize=9)
-        ax.set_xlabel("batch")
-        ax.set_ylabel("latency (ms; lines: predictor)")
-        ax.set_yscale("log")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_png(fig, out_dir / "elastic_predictor.png")
-    for d in res["devices"]:
-        e = d["abs_rel_err"]
-        print(f"{d['device']}: fitted on {len(d['fit_points'])} points, {d['held_out_points']} held-out points: "
-              f"|relative error| mean {e['mean']:.1%}, median {e['median']:.1%}, p90 {e['p90']:.1%}, "
-              f"max {e['max']:.1%}")
-    print(f"load average {res['load_average']} on {res['cpus']} CPUs (shared machine)")
-    return res
+main = entry()

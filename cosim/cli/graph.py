@@ -7,7 +7,8 @@
   partitioners, JSON + PNG.
 - ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
 - ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
-  compiled executor vs scipy, GraphBLAS and igraph, strong scaling (:mod:`hwcosim.cosim.cli.graph_bench`).
+  compiled executor vs scipy, GraphBLAS and igraph, strong scaling
+  (:mod:`hwcosim.models.systems.graph.bench_compiled`).
 - ``hwcosim graph gnn [--quick]``: GNN rewriter study (speedup, peak memory), JSON + PNG.
 - ``hwcosim graph tux2 --algo mf|lr|lda --staleness S --workers W [--epochs E] [--batches B]
   [--executor processes|dask|threads|simulated]``: one TuX2 algorithm under SSP with bound S against BSP
@@ -17,592 +18,32 @@
 - ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s,
   repeated; and the workers' start-up and memory with the graph pickled vs in shared memory.
 
-Outputs go under ``build/graph`` by default. Benchmarks for ``hwcosim bench``:
-:func:`bench_graph_engine`, :func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`
-(``(out_dir, quick) -> dict``).
+Outputs go under ``build/graph`` by default. The benchmarks and reports are in
+:mod:`hwcosim.models.systems.graph.bench`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
-from hwcosim.models.tables import show
-
-__all__ = ["register", "main", "bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs"]
-
-
+from hwcosim.cosim.cli.util import entry, lazy, staged
 from hwcosim.cosim.cli.util import fail as _fail
 from hwcosim.cosim.cli.util import out_dir as _out_dir_base
-from hwcosim.cosim.cli.util import staged
-from hwcosim.cosim.cli.util import write_json as _write_json
+
+__all__ = ["register", "main"]
+
+_BENCH = "hwcosim.models.systems.graph.bench"
 
 
 def _out_dir(arg: str | None) -> Path:
     return _out_dir_base(arg, "build/graph")
 
 
-def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: bool = False) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hwcosim.models.atomic import save_png
-
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    n = len(groups)
-    x = np.arange(len(labels))
-    for i, (name, vals) in enumerate(groups.items()):
-        ax.bar(x + (i - (n - 1) / 2) * 0.8 / n, vals, 0.8 / n, label=name)
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    if log:
-        ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_png(fig, path, dpi=110)
-    return path
-
-
-def _table(title, cols, rows):
-    from rich.table import Table
-
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(*[f"{x:.4g}" if isinstance(x, float) else str(x) for x in r])
-    show(t)
-
-
-def _load_graph(name: str, scale: int, edge_factor: int, seed: int):
-    from hwcosim.models.systems.graph.graph import REAL_GRAPHS, RMATParams, load_real, rmat
-
-    if name == "rmat":
-        return rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
-    if name in REAL_GRAPHS:
-        return load_real(name)
-    if Path(name).suffix or Path(name).exists():  # a user's graph file
-        from hwcosim.models.systems.graph.io import GraphFormatError, read_graph
-
-        try:
-            return read_graph(name)
-        except GraphFormatError as e:
-            _fail(str(e))
-    _fail(f"unknown graph {name!r}; give rmat, one of {', '.join(REAL_GRAPHS)}, or a graph file (SNAP edge list "
-          ".txt/.tsv/.csv/.el[.gz], Matrix Market .mtx, scipy .npz)")
-
-
-# ---- benchmarks ----------------------------------------------------------------------------------
-# Full-setting limits of bench_graph_engine (edges). Above them a runner is skipped and the reason
-# recorded in the JSON; the figures that set them were measured on the 2-core, 23 GB host.
-_DASK_MAX_EDGES = 1 << 22       # scattering partitions to worker processes copies them through TCP
-_EXTRAS_MAX_EDGES = 1 << 22     # BFS/CC/SSSP/converged PageRank: CC symmetrises (2x edges), ~100 steps
-_ALL_CUTS_MAX_EDGES = 1 << 25   # the three partitioners at k = 8; above, only the hybrid cut
-_IGRAPH_MEM_FRACTION = 0.7      # igraph only if its estimated peak fits in this share of free memory
-_IGRAPH_B_PER_EDGE = 48         # igraph_t (4 x int64 per edge) + the edge vector its reader fills
-_IGRAPH_BUILD_BUDGET_S = 900.0  # ... and its (Python-level) graph construction fits this budget
-# python-igraph converts an edge array element by element through Python objects: one call on a whole
-# array peaked near 100 B/edge of transient memory (0.58 GB growth at 4 M edges) and a 134 M-edge run
-# was OOM-killed at 24 GB; Graph.add_edges in chunks avoids that but re-indexes the whole graph on every
-# call (14 s to add one edge to a 4 M-edge graph), so the baseline reads a fixed-width text edge list
-# with igraph's C parser instead: about the same build time, and only igraph's own storage in memory
-_IGRAPH_WRITE_CHUNK = 1 << 22
-
-
-def _rss() -> int:
-    try:
-        import psutil
-
-        return psutil.Process().memory_info().rss
-    except ImportError:  # pragma: no cover
-        return 0
-
-
-def _available() -> int:
-    try:
-        import psutil
-
-        return psutil.virtual_memory().available
-    except ImportError:  # pragma: no cover
-        return 1 << 62
-
-
-def _igraph_point(g, iterations: int, calib: dict) -> dict:
-    """igraph PageRank solve times (prpack, arpack); skipped, with the reason, if it would not fit.
-
-    ``calib`` carries bytes/edge and build seconds/edge measured at the first (smallest) size.
-    """
-    try:
-        import igraph
-    except ImportError:
-        return {"skipped": "igraph not installed"}
-    if calib:
-        # read from a file, the peak is igraph's own storage (from, to and two index vectors of int64:
-        # 32 B/edge) plus its parser's edge vector (16 B/edge), or the growth measured at the
-        # calibration size if that is larger
-        need = max(calib["bytes_per_edge"], _IGRAPH_B_PER_EDGE) * g.m
-        avail = _available()
-        if need > _IGRAPH_MEM_FRACTION * avail:
-            return {"skipped": f"estimated igraph peak {need / 2**30:.1f} GiB "
-                               f"({calib['bytes_per_edge']:.0f} B/edge measured at {calib['m']} edges) exceeds "
-                               f"{_IGRAPH_MEM_FRACTION:.0%} of the {avail / 2**30:.1f} GiB available"}
-        est = calib["build_s_per_edge"] * g.m
-        if est > _IGRAPH_BUILD_BUDGET_S:
-            return {"skipped": f"estimated igraph graph construction {est:.0f} s (igraph parses the edge "
-                               f"list text; {calib['build_s_per_edge'] * 1e6:.2f} us/edge "
-                               f"measured at {calib['m']} edges) exceeds the {_IGRAPH_BUILD_BUDGET_S:.0f} s budget"}
-    r0 = _rss()
-    t0 = time.perf_counter()
-    stats: dict = {}
-    h = _igraph_graph(igraph, g, stats)
-    out = {"build_s": time.perf_counter() - t0, "build": "Read_Edgelist of a fixed-width text file",
-           "ecount": h.ecount()}
-    if h.ecount() != g.m or h.vcount() != g.n:
-        raise RuntimeError(f"igraph built {h.vcount()} vertices / {h.ecount()} edges from {g.n} / {g.m}")
-    for impl in ("prpack", "arpack"):
-        t0 = time.perf_counter()
-        h.pagerank(damping=0.85, implementation=impl)
-        out[f"{impl}_solve_s"] = time.perf_counter() - t0
-    out["rss_growth_bytes"] = _rss() - r0
-    out.update(stats)
-    if not calib:
-        calib.update(m=g.m, bytes_per_edge=max(stats["read_rss_growth_bytes"], 1) / g.m,
-                     build_s_per_edge=out["build_s"] / g.m)
-    # prpack solves to convergence; one sweep's cost is not exposed, so edges/s counts one pass
-    out["prpack_edges_per_s_lower_bound"] = g.m / out["prpack_solve_s"]
-    del h
-    return out
-
-
-def _write_edgelist(path: Path, n: int, src: np.ndarray, dst: np.ndarray) -> None:
-    """``src dst`` lines, zero-padded to one width, formatted with numpy a chunk at a time."""
-    width = len(str(max(n - 1, 0)))
-    with open(path, "wb") as f:
-        for i in range(0, len(src), _IGRAPH_WRITE_CHUNK):
-            pair = np.column_stack([src[i:i + _IGRAPH_WRITE_CHUNK], dst[i:i + _IGRAPH_WRITE_CHUNK]])
-            text = np.empty(pair.shape + (width + 1,), np.uint8)
-            for j in range(width - 1, -1, -1):
-                text[:, :, j] = 48 + pair % 10
-                pair //= 10
-            text[:, 0, width], text[:, 1, width] = 32, 10
-            f.write(text.tobytes())
-
-
-def _igraph_graph(igraph, g, stats: dict | None = None):
-    """``g`` as a directed igraph graph (through a temporary edge-list file, see above).
-
-    ``stats``, if given, receives ``read_rss_growth_bytes``: the memory growth of the igraph read
-    alone (the formatting buffers of the write are one chunk, whatever the graph size).
-    """
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="hwcosim-igraph-") as d:
-        path = Path(d) / "edges.txt"
-        _write_edgelist(path, g.n, g.src, g.dst)
-        r0 = _rss()
-        h = igraph.Graph.Read_Edgelist(str(path), directed=True)
-        if stats is not None:
-            stats["read_rss_growth_bytes"] = _rss() - r0
-    if h.vcount() < g.n:                     # trailing vertices without edges
-        h.add_vertices(g.n - h.vcount())
-    return h
-
-
-def _engine_point(p, iterations: int, workers: int, dask: bool, calib: dict, prog) -> dict:
-    """One graph size of :func:`bench_graph_engine`."""
-    import gc
-
-    from hwcosim.models.systems.graph.algorithms import PageRank, pagerank_scipy, run
-    from hwcosim.models.systems.graph.engine import DaskExecutor, Engine, ProcessExecutor
-    from hwcosim.models.systems.graph.graph import rmat
-    from hwcosim.models.systems.graph.partition import METHODS, partition
-
-    skipped = {}
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    g = rmat(p)
-    pt = {"graph": {"scale": p.scale, "edge_factor": p.edge_factor, "a": p.a, "b": p.b, "c": p.c,
-                    "n": g.n, "m": g.m, "generate_s": time.perf_counter() - t0}}
-    prog.update(description=f"R-MAT scale {p.scale}: partitioning")
-    pt["partitioning"] = {}
-    cuts = METHODS if g.m <= _ALL_CUTS_MAX_EDGES else ("hybrid",)
-    if len(cuts) < len(METHODS):
-        skipped["partitioning"] = f"only the hybrid cut above {_ALL_CUTS_MAX_EDGES} edges (time)"
-    for m in cuts:
-        t0 = time.perf_counter()
-        P = partition(g, 8, m)
-        pt["partitioning"][m] = {"replication_factor": P.replication_factor, "edge_balance": P.edge_balance,
-                                 "vertex_balance": P.vertex_balance, "seconds": time.perf_counter() - t0}
-        del P
-    prog_pr = PageRank(tol=1e-300, max_steps=iterations)
-    rows = {}
-    prog.update(description=f"R-MAT scale {p.scale}: engine serial")
-    r = Engine(g, k=1).run(prog_pr)
-    rows["engine serial (1 core)"] = {"seconds": r.seconds, "cores": 1, "state": r.state}
-    gc.collect()
-    prog.update(description=f"R-MAT scale {p.scale}: engine processes")
-    P = partition(g, 2 * workers, "hybrid")
-    from hwcosim.models.systems.graph.compiled import CompiledExecutor
-
-    for t in sorted({1, workers}):  # the compiled executor on the same partitioning (bench graph_compiled: more)
-        Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=1))  # plan + numba cache
-        r = Engine(g, P, executor=CompiledExecutor(t)).run(prog_pr)
-        rows[f"engine compiled ({t} thread{'s' if t > 1 else ''})"] = {"seconds": r.seconds, "cores": t,
-                                                                      "state": r.state}
-    r = Engine(g, P, executor=ProcessExecutor(workers)).run(prog_pr)
-    rows[f"engine processes ({workers})"] = {"seconds": r.seconds, "cores": workers, "state": r.state,
-                                             "setup_s": r.setup_seconds}
-    if dask and g.m <= _DASK_MAX_EDGES:
-        prog.update(description=f"R-MAT scale {p.scale}: engine dask")
-        r = Engine(g, P, executor=DaskExecutor(workers=workers, processes=True)).run(prog_pr)
-        rows[f"engine dask LocalCluster ({workers})"] = {"seconds": r.seconds, "cores": workers, "state": r.state,
-                                                         "setup_s": r.setup_seconds}
-    elif dask:
-        skipped["dask"] = (f"above {_DASK_MAX_EDGES} edges: scattering the partitions to Dask worker processes "
-                           "serialises them through TCP and holds a second copy (memory and minutes of setup)")
-    del P, r
-    gc.collect()
-    prog.update(description=f"R-MAT scale {p.scale}: scipy")
-    x, s = pagerank_scipy(g, iterations)
-    rows["scipy CSR SpMV (1 core)"] = {"seconds": s, "cores": 1, "state": x}
-    gc.collect()
-    prog.update(description=f"R-MAT scale {p.scale}: igraph")
-    pt["igraph"] = _igraph_point(g, iterations, calib)
-    gc.collect()
-    ref = rows["scipy CSR SpMV (1 core)"]["state"]
-    pt["pagerank"] = {}
-    for k, v in rows.items():
-        eps = g.m * iterations / v["seconds"]
-        pt["pagerank"][k] = {"seconds": v["seconds"], "setup_s": v.get("setup_s", 0.0), "edges_per_s": eps,
-                             "edges_per_s_per_core": eps / v["cores"],
-                             "max_abs_diff_vs_scipy": float(np.abs(v["state"] - ref).max())}
-    if "prpack_solve_s" in pt["igraph"]:
-        pt["pagerank"]["igraph prpack (1 core, solve)"] = {
-            "seconds": pt["igraph"]["prpack_solve_s"], "setup_s": pt["igraph"]["build_s"],
-            "edges_per_s": pt["igraph"]["prpack_edges_per_s_lower_bound"],
-            "edges_per_s_per_core": pt["igraph"]["prpack_edges_per_s_lower_bound"],
-            "note": "whole solve to convergence counted as one pass over the edges (a lower bound)"}
-    if g.m <= _EXTRAS_MAX_EDGES:
-        prog.update(description=f"R-MAT scale {p.scale}: bfs/cc/sssp")
-        r = run(g, "pagerank", tol=1e-10, max_steps=500)
-        pt["engine_pagerank_converged"] = {"steps": r.steps, "seconds": r.seconds}
-        for alg, kw in (("bfs", {"source": int(np.argmax(g.out_degree()))}), ("cc", {}),
-                        ("sssp", {"source": int(np.argmax(g.out_degree()))})):
-            r = run(g, alg, **kw)
-            pt[alg] = {"steps": r.steps, "seconds": r.seconds}
-    else:
-        skipped["bfs_cc_sssp_converged_pagerank"] = f"above {_EXTRAS_MAX_EDGES} edges (time budget)"
-    pt["skipped"] = skipped
-    # other work on the host slows every runner; the ratios are taken in one process, the absolute
-    # rates are only as good as this load (1-minute load average at the start and end of the size)
-    pt["host_load_avg_1m"] = [load0, os.getloadavg()[0]]
-    return pt
-
-
-def bench_graph_engine(out_dir: Path, quick: bool, seed: int = 0, iterations: int = 10,
-                       workers: int | None = None, dask: bool = True, scales: tuple | None = None,
-                       edge_factor: int = 16) -> dict:
-    """Edges per second per core: engine (1 core, compiled threads, process pool, Dask) vs scipy SpMV vs igraph.
-
-    PageRank with a fixed iteration count on Graph500 R-MAT graphs (edge factor 16): scale 16
-    (1 M edges) when ``quick``; scales 16, 20, 22, 23 (1 M, 17 M, 67 M, 134 M edges) otherwise.
-    Per size: the partitioners' replication factor and balance at k = 8, and (small sizes) BFS,
-    CC, SSSP and converged PageRank. Runners that would not fit are skipped with the reason in
-    the JSON. ``graph_engine.json`` is rewritten after every size, so a long run leaves the sizes
-    done so far.
-    """
-    from rich.progress import Progress
-
-    from hwcosim.models.systems.graph.graph import RMATParams
-
-    workers = workers or min(2, os.cpu_count() or 1)
-    scales = tuple(scales) if scales else ((16,) if quick else (16, 20, 22, 23))
-    res = {"iterations": iterations, "workers": workers, "cores_on_host": os.cpu_count(),
-           "limits": {"dask_max_edges": _DASK_MAX_EDGES, "extras_max_edges": _EXTRAS_MAX_EDGES,
-                      "all_cuts_max_edges": _ALL_CUTS_MAX_EDGES, "igraph_mem_fraction": _IGRAPH_MEM_FRACTION,
-                      "igraph_build_budget_s": _IGRAPH_BUILD_BUDGET_S},
-           "sizes": []}
-    out = Path(out_dir)
-    calib: dict = {}
-    with Progress(transient=True) as prog:
-        task = prog.add_task("graph bench", total=len(scales))
-        for sc in scales:
-            pt = _engine_point(RMATParams(scale=sc, edge_factor=edge_factor, seed=seed), iterations, workers,
-                               dask, calib, _ProgTask(prog, task))
-            res["sizes"].append(pt)
-            _write_json(out / "graph_engine.json", res)
-            prog.advance(task)
-    res["igraph_calibration"] = calib
-    _write_json(out / "graph_engine.json", res)
-    runners = sorted({k for pt in res["sizes"] for k in pt["pagerank"]})
-    labels = [f"{pt['graph']['m'] / 1e6:.0f} M" for pt in res["sizes"]]
-    _bar_png(out / "graph_engine.png", labels,
-             {r: [pt["pagerank"].get(r, {}).get("edges_per_s_per_core", 0.0) / 1e6 for pt in res["sizes"]]
-              for r in runners}, "M edges / s / core", "PageRank iteration on R-MAT graphs (0 = skipped)")
-    for pt in res["sizes"]:
-        gm = pt["graph"]
-        base = pt["pagerank"]["scipy CSR SpMV (1 core)"]["edges_per_s_per_core"]
-        _table(f"PageRank, R-MAT scale {gm['scale']} ({gm['m'] / 1e6:.1f} M edges), {iterations} iterations",
-               ["runner", "setup s", "steps s", "M edges/s", "M edges/s/core", "vs scipy"],
-               [[n, v["setup_s"], v["seconds"], v["edges_per_s"] / 1e6, v["edges_per_s_per_core"] / 1e6,
-                 v["edges_per_s_per_core"] / base] for n, v in pt["pagerank"].items()])
-        for k, why in pt["skipped"].items():
-            print(f"  skipped {k}: {why}")
-        if "skipped" in pt["igraph"]:
-            print(f"  skipped igraph: {pt['igraph']['skipped']}")
-    last = res["sizes"][-1]
-    _table(f"Partitioning, k = 8, {last['graph']['m'] / 1e6:.1f} M edges",
-           ["method", "replication factor", "edge balance", "vertex balance"],
-           [[m, v["replication_factor"], v["edge_balance"], v["vertex_balance"]]
-            for m, v in last["partitioning"].items()])
-    return res
-
-
-class _ProgTask:
-    """A rich progress task handle (description updates)."""
-
-    def __init__(self, prog, task):
-        self.prog, self.task = prog, task
-
-    def update(self, description: str) -> None:
-        self.prog.update(self.task, description=description)
-
-
-def _curves_png(path: Path, panels: list, title: str) -> Path:
-    """Convergence curves: ``panels`` = [(title, xlabel, ylabel, {label: (x, y)})], one row per two panels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hwcosim.models.atomic import save_png
-
-    cols = 2
-    rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(11, 3.2 * rows), squeeze=False)
-    for ax, (ttl, xl, yl, curves) in zip(axes.flat, panels):
-        for label, (x, y) in curves.items():
-            ax.plot(x, y, label=label, lw=1.2)
-        ax.set_title(ttl, fontsize=9)
-        ax.set_xlabel(xl, fontsize=8)
-        ax.set_ylabel(yl, fontsize=8)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_png(fig, path, dpi=100)
-    return path
-
-
-def _tux2_panels(algos: dict) -> list:
-    panels = []
-    for algo, a in algos.items():
-        for runs, key, xl in (("runs", "sim_time", "simulated s (worker model)"),
-                              ("threads_runs", "wall_time", "wall s of threads sleeping modelled durations (a model)"),
-                              ("processes_runs", "wall_time", "measured wall s (worker processes)"),
-                              ("dask_runs", "wall_time", "measured wall s (Dask workers)")):
-            if runs not in a:
-                continue
-            curves = {(f"s={s}" if s != "0" else "BSP (s=0)"): ([h[key] for h in r["history"]],
-                                                                [h["loss"] for h in r["history"]])
-                      for s, r in a[runs].items()}
-            k = a.get(f"{runs.split('_')[0]}_partitioning", a["partitioning"])["k"] if runs != "runs" \
-                else a["partitioning"]["k"]
-            what = {"processes_runs": "processes", "dask_runs": "Dask workers"}.get(runs, "workers")
-            panels.append((f"{algo}: {a['data']['name']}, {k} {what}", xl, a["metric"], curves))
-    return panels
-
-
-_TUX2_PAPER = ("TuX2 (NSDI 2017) per SPECS.md: MF, LDA, LR in ~25 % of the code of ML-platform versions; "
-               "~10x faster than PowerGraph/PowerLyra; >= 48 % faster than two ML systems. SPECS.md states no "
-               "SSP-vs-BSP figure, so our SSP gain has no confirmed paper number to compare with.")
-
-
-def _tux2_tables(res: dict) -> None:
-    for algo, a in res["algos"].items():
-        rk = next((k for k in ("processes_runs", "dask_runs") if k in a), "threads_runs")
-        rn = rk.split("_")[0]
-        _table(f"TuX2 {algo} on {a['data']['name']} ({a['data']['edges']} edges, {a['partitioning']['k']} workers, "
-               f"{a['epochs']} epochs x {a['batches']} batches); target {a['metric']} = {a['target_loss']:.4g}",
-               ["staleness (steps)", "final loss", "sim s", "sim s to target", "SSP gain (sim)", "max stale (steps)",
-                f"{rn} wall s", f"{rn} gain"],
-               [[s, r["final_loss"], r["sim_time"], r["sim_time_to_target"], r["sim_time_speedup_vs_bsp"],
-                 r["max_staleness"], a.get(rk, {}).get(s, {}).get("wall_time", "-"),
-                 a.get(rk, {}).get(s, {}).get("wall_time_speedup_vs_bsp", "-")]
-                for s, r in a["runs"].items()]
-               + [["plain", a["plain"]["final_loss"], "-", "-", "-", "-", a["plain"]["wall_time"], "-"]])
-    _table("Code lines (not blank/comment/docstring)",
-           ["algorithm", "TuX2 form (lines)", "plain numpy (lines)", "ratio"],
-           [[k, v["tux2"], v["plain"], v["ratio"]] for k, v in res["line_counts"].items()])
-
-
-def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | None = None) -> dict:
-    """TuX2 SSP (s = 1, 2, 4) vs BSP for MF, LR, LDA: convergence per measured and simulated second.
-
-    See :func:`hwcosim.models.systems.graph.tux2_algos.study`: every configuration runs on real worker
-    processes (``processes_runs``: loss against measured wall seconds; ``real_workers``
-    processes, default the host's CPUs, 2 to 4) and in the simulated cluster of the worker model
-    (``runs``: loss against simulated seconds, 4 or 8 modelled workers; a model, labelled so).
-    Writes ``tux2.json`` and ``tux2.png``; the load average is recorded per measured run.
-    """
-    from rich.progress import Progress
-
-    from hwcosim.models.systems.graph.tux2_algos import study
-
-    real_workers = real_workers or max(2, min(4, os.cpu_count() or 1))
-    with Progress(transient=True) as prog:
-        task = prog.add_task("tux2", total=None)
-        res = study(quick=quick, seed=seed, progress=lambda d: prog.update(task, description=d), real="processes",
-                    real_workers=real_workers)
-    res["paper"] = _TUX2_PAPER
-    out = Path(out_dir)
-    _write_json(out / "tux2.json", res)
-    _curves_png(out / "tux2.png", _tux2_panels(res["algos"]),
-                f"TuX2: SSP vs BSP; left: simulated worker model, right: measured on {res['real_workers']} worker "
-                f"processes (load average {res['host']['loadavg_start'][0]:.1f} on {res['host']['cpus']} CPUs)")
-    _tux2_tables(res)
-    return res
-
-
-def _tux2_procs_png(path: Path, res: dict) -> Path:
-    """Loss vs measured wall seconds, every repeat of every staleness (one colour per staleness)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hwcosim.models.atomic import save_png
-
-    algos = res["algos"]
-    fig, axes = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 3.8), squeeze=False)
-    for ax, (algo, a) in zip(axes.flat, algos.items()):
-        for i, (s, runs) in enumerate(a["runs"].items()):
-            for j, r in enumerate(runs):
-                ax.plot([h["wall_time"] for h in r["history"]], [h["loss"] for h in r["history"]], color=f"C{i}",
-                        lw=1.0, alpha=0.8, label=(f"s={s}" if s != "0" else "BSP (s=0)") if j == 0 else None)
-        one = a["one_worker"]["history"]
-        ax.plot([h["wall_time"] for h in one], [h["loss"] for h in one], "k--", lw=1.0, label="1 worker process")
-        ax.axhline(a["target_loss"], color="grey", lw=0.6, ls=":")
-        ax.set_title(f"{algo}: {a['data']['name']}, {a['data']['edges']} edges, {res['workers']} processes", fontsize=9)
-        ax.set_xlabel("measured wall seconds", fontsize=8)
-        ax.set_ylabel(a["metric"], fontsize=8)
-        ax.legend(fontsize=7)
-    la = res["host"]
-    fig.suptitle(f"TuX2 on worker processes: SSP vs BSP ({la['cpus']} CPUs, load average "
-                 f"{la['loadavg_start'][0]:.1f} -> {la['loadavg_end'][0]:.1f})", fontsize=10)
-    fig.tight_layout()
-    save_png(fig, path, dpi=100)
-    return path
-
-
-def _tux2_procs_tables(res: dict) -> None:
-    def med(x):
-        return "-" if x is None else x["median"]
-
-    for algo, a in res["algos"].items():
-        _table(f"TuX2 {algo} on {res['workers']} worker processes ({a['data']['edges']} edges, {a['clocks']} clocks, "
-               f"{res['repeats']} repeats, medians); target {a['metric']} {a['target_loss']:.4g}; 1 worker "
-               f"process: {a['one_worker']['wall_time']:.3g} s; BSP - simulated BSP: "
-               f"{a['bsp_max_abs_diff_vs_simulated']:.2g}",
-               ["staleness (steps)", "wall s", "s to target", "best s to target", "s to 90 %", "gain (target)",
-                "best gain", "gain (90 %)", "clocks to target", "clocks/s", "wait s/worker", "CPU share",
-                "final loss", "max stale (steps)"],
-               [[s, med(r["wall_time"]), med(r["wall_s_to_target"]), (r["wall_s_to_target"] or {}).get("min", "-"),
-                 med(r["wall_s_to_90pct"]), r["speedup_vs_bsp_to_target"] or "-",
-                 r["speedup_vs_bsp_to_target_best"] or "-", r["speedup_vs_bsp_to_90pct"] or "-",
-                 med(r["clocks_to_target"]), med(r["clocks_per_s"]), med(r["wait_s_per_worker"]),
-                 med(r["cpu_share"]), med(r["final_loss"]),
-                 r["max_staleness"]]
-                for s, r in a["summary"].items()])
-    h = res["host"]
-    print(f"host: {h['cpus']} CPUs, 1-min load average {h['loadavg_start'][0]:.2f} at start, "
-          f"{h['loadavg_end'][0]:.2f} at end (shared machine)")
-
-
-def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2, repeats: int | None = None,
-                     sharing_scales: tuple | None = None) -> dict:
-    """TuX2 on 2 real worker processes: SSP s = 1, 2, 4 vs BSP, loss vs measured wall seconds (MF, LR).
-
-    See :func:`hwcosim.models.systems.graph.tux2_procs.process_study`. Also (``graph_sharing``,
-    :func:`~models.systems.graph.tux2_procs.graph_sharing_study`) the start-up time and worker
-    memory with the graph pickled to every worker vs attached from shared memory, on R-MAT
-    ratings of scale 18, 19, 20 (14 with ``quick``; ``sharing_scales`` overrides, ``()`` skips).
-    Writes ``tux2_procs.json``, ``tux2_procs.png`` and ``tux2_graph_sharing.png``.
-    """
-    from rich.progress import Progress
-
-    from hwcosim.models.systems.graph.tux2_procs import graph_sharing_study, process_study
-
-    scales = tuple(sharing_scales) if sharing_scales is not None else ((14,) if quick else (18, 19, 20))
-    out = Path(out_dir)
-    with Progress(transient=True) as prog:
-        task = prog.add_task("tux2 processes", total=None)
-        res = process_study(quick=quick, seed=seed, workers=workers, repeats=repeats,
-                            progress=lambda d: prog.update(task, description=d))
-        _write_json(out / "tux2_procs.json", res)
-        if scales:
-            res["graph_sharing"] = graph_sharing_study(scales, workers=workers, seed=seed,
-                                                       progress=lambda d: prog.update(task, description=d))
-    _write_json(out / "tux2_procs.json", res)
-    _tux2_procs_png(out / "tux2_procs.png", res)
-    _tux2_procs_tables(res)
-    if scales:
-        _graph_sharing_report(out / "tux2_graph_sharing.png", res["graph_sharing"])
-    return res
-
-
-def _graph_sharing_report(path: Path, gs: dict) -> None:
-    rows = gs["scales"]
-    labels = [f"scale {r['scale']}\n{r['edges'] / 1e6:.1f} M edges" for r in rows]
-    groups = {}
-    for how in ("pickled", "shared"):
-        groups[f"start-up s, graph {how}"] = [r["runs"][how]["startup_s"] for r in rows]
-        groups[f"worker private GB (USS, max), {how}"] = [(r["runs"][how]["worker_uss_max"] or 0) / 1e9 for r in rows]
-    _bar_png(path, labels, groups, "seconds / GB",
-             f"TuX2 MF on {gs['workers']} processes: graph pickled to each worker vs shared memory")
-    _table(f"TuX2 worker start-up and memory, graph pickled vs shared ({gs['workers']} processes)",
-           ["scale", "edges", "graph MB", "pickle MB", "start-up s pickled", "start-up s shared", "ratio",
-            "worker RSS MB pickled", "worker RSS MB shared", "worker USS MB pickled", "worker USS MB shared",
-            "max |diff|"],
-           [[r["scale"], r["edges"], r["graph_bytes"] / 1e6, r["engine_pickle_bytes"] / 1e6,
-             r["runs"]["pickled"]["startup_s"], r["runs"]["shared"]["startup_s"],
-             r["startup_ratio_pickled_over_shared"],
-             (r["runs"]["pickled"]["worker_rss_max"] or 0) / 1e6, (r["runs"]["shared"]["worker_rss_max"] or 0) / 1e6,
-             (r["runs"]["pickled"]["worker_uss_max"] or 0) / 1e6, (r["runs"]["shared"]["worker_uss_max"] or 0) / 1e6,
-             r["max_abs_diff_shared_vs_pickled"]] for r in rows])
-
-
-def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    """GNN rewriter study: see :func:`hwcosim.models.systems.graph.gnn.study`."""
-    from hwcosim.models.systems.graph.gnn import study
-
-    res = study(quick=quick, seed=seed)
-    out = Path(out_dir)
-    _write_json(out / "gnn_rewrite.json", res)
-    labels = [f"{r['model']}\n{r['graph']}" for r in res["rows"]]
-    _bar_png(out / "gnn_rewrite.png", labels,
-             {"speedup": [r["speedup"] for r in res["rows"]],
-              "peak memory ratio (rewritten / original)": [r["peak_ratio"] for r in res["rows"]]},
-             "ratio", "GNN algebraic rewrites vs untransformed operator graphs")
-    _table("GNN rewrites", ["model", "graph", "orig ms", "rewritten ms", "speedup", "orig peak MB", "new peak MB",
-                            "max |diff|", "reorder gain"],
-           [[r["model"], r["graph"], r["orig_ms"], r["new_ms"], r["speedup"], r["orig_peak_mb"], r["new_peak_mb"],
-             r["max_abs_diff"], r["reorder_gain"]] for r in res["rows"]])
-    return res
-
-
-# ---- commands ------------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
     from hwcosim.models.systems.graph.algorithms import ALGORITHMS, run
+    from hwcosim.models.systems.graph.bench import load_graph, run_report
     from hwcosim.models.systems.graph.engine import make_executor
     from hwcosim.models.systems.graph.partition import METHODS
 
@@ -614,7 +55,7 @@ def _cmd_run(args) -> int:
         _fail(f"--partitions and --workers must be >= 1, not {args.partitions} and {args.workers}")
     if not 1 <= args.scale <= 26:
         _fail(f"--scale must be in [1, 26], not {args.scale}")
-    g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
+    g = load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     if args.executor not in _EXECUTORS:
         _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
     threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
@@ -627,41 +68,20 @@ def _cmd_run(args) -> int:
                 executor=make_executor(kind, args.workers, args.scheduler, threads), **params)
     except OSError as e:
         _fail(f"cannot reach the Dask scheduler {args.scheduler!r}: {e}")
-    out = _out_dir(args.output)
-    path = _write_json(out / f"run_{args.algorithm}_{g.name}.json",
-                       {"algorithm": args.algorithm, "graph": g.name, "n": g.n, "m": g.m, "steps": r.steps,
-                        "seconds": r.seconds, "edges_per_s": r.edges_per_second, "executor": r.executor,
-                        "partitioning": r.partitioning, "state": r.state})
-    fin = np.isfinite(r.state)
-    _table(f"{args.algorithm} on {g.name}",
-           ["n", "m", "executor", "k", "RF (replicas/vertex)", "steps", "s", "M edges/s", "finite (vertices)",
-            "sum (state units)"],
-           [[g.n, g.m, r.executor, args.partitions, r.partitioning["replication_factor"], r.steps, r.seconds,
-             r.edges_per_second / 1e6, int(fin.sum()), float(r.state[fin].sum())]])
+    path = run_report(_out_dir(args.output), args.algorithm, g, r, args.partitions)
     print(f"wrote {path}")
     return 0
 
 
 def _cmd_partition(args) -> int:
-    from hwcosim.models.systems.graph.partition import METHODS, partition
+    from hwcosim.models.systems.graph.bench import load_graph, partition_report
 
     if args.partitions < 1:
         _fail(f"--partitions must be >= 1, not {args.partitions}")
     if not 1 <= args.scale <= 26:
         _fail(f"--scale must be in [1, 26], not {args.scale}")
-    g = _load_graph(args.graph, args.scale, args.edge_factor, args.seed)
-    res = {m: partition(g, args.partitions, m, seed=args.seed).summary() for m in METHODS}
-    out = _out_dir(args.output)
-    from hwcosim.models.atomic import staged_dir
-
-    with staged_dir(out) as st:  # both files appear together, at the end
-        _write_json(st / f"partition_{g.name}.json", res)
-        _bar_png(st / f"partition_{g.name}.png", list(METHODS),
-                 {"replication factor": [res[m]["replication_factor"] for m in METHODS],
-                  "edge balance": [res[m]["edge_balance"] for m in METHODS]}, "", f"{g.name}, k = {args.partitions}")
-    _table(f"Partitioning {g.name}, k = {args.partitions}",
-           ["method", "replication factor", "edge balance", "vertex balance"],
-           [[m, v["replication_factor"], v["edge_balance"], v["vertex_balance"]] for m, v in res.items()])
+    g = load_graph(args.graph, args.scale, args.edge_factor, args.seed)
+    partition_report(_out_dir(args.output), g, args.partitions, args.seed)
     return 0
 
 
@@ -684,56 +104,20 @@ def _int_arg(name: str, text: str, lo: int, hi: int | None = None) -> int:
     return v
 
 
-def _default_tux2_executor() -> str:
-    """Real worker processes when the host has more than one CPU, else the simulation only."""
-    return "processes" if (os.cpu_count() or 1) > 1 else "simulated"
-
-
 def _cmd_tux2(args) -> int:
-    from rich.progress import Progress
+    from hwcosim.models.systems.graph.bench import run_tux2
 
-    from hwcosim.models.systems.graph.tux2 import EXECUTORS, PARTITIONERS
-    from hwcosim.models.systems.graph.tux2_algos import ALGOS, _setup, study
-
-    if args.algo not in ALGOS:
-        _fail(f"unknown algorithm {args.algo!r}; choose one of {', '.join(ALGOS)}")
-    if args.partitioner not in PARTITIONERS:
-        _fail(f"unknown partitioner {args.partitioner!r}; choose one of {', '.join(PARTITIONERS)}")
-    s = _int_arg("--staleness", args.staleness, 0, 1000)
-    workers = _int_arg("--workers", args.workers, 1, 4096)
-    seed = _int_arg("--seed", args.seed, 0)
-    g = _setup(args.algo, not args.full, seed)[0]
-    epochs = _int_arg("--epochs", args.epochs, 1, 100000) if args.epochs is not None else None
-    batches = _int_arg("--batches", args.batches, 1, g.n_a) if args.batches is not None else None
-    if workers > g.n_a:
-        _fail(f"--workers {workers} exceeds the {g.n_a} {g.types[0]} vertices of {g.name}")
-    executor = "threads" if args.threads else (args.executor or _default_tux2_executor())
-    if executor not in EXECUTORS:
-        _fail(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    out = _out_dir(args.output)
-    try:
-        with Progress(transient=True) as bar:
-            task = bar.add_task("tux2", total=None)
-            res = study(not args.full, seed, (args.algo,), tuple(sorted({0, s})), workers,
-                        progress=lambda d: bar.update(task, description=d), partitioner=args.partitioner,
-                        epochs=epochs, batches=batches, real="none" if executor == "simulated" else executor)
-    except ValueError as e:
-        _fail(str(e))
-    stem = f"tux2_{args.algo}_s{s}_w{workers}"
-    res["algos"][args.algo]["executor"] = executor
-    from hwcosim.models.atomic import staged_dir
-
-    with staged_dir(out) as st:  # both files appear together, at the end
-        _write_json(st / f"{stem}.json", res)
-        _curves_png(st / f"{stem}.png", _tux2_panels(res["algos"]), f"TuX2 {args.algo}: staleness {s} vs BSP")
-    path = out / f"{stem}.json"
-    _tux2_tables(res)
-    print(f"wrote {path} and {stem}.png")
+    executor = "threads" if args.threads else args.executor
+    path = run_tux2(_out_dir(args.output), algo=args.algo, staleness=_int_arg("--staleness", args.staleness, 0, 1000),
+                    workers=_int_arg("--workers", args.workers, 1, 4096), seed=_int_arg("--seed", args.seed, 0),
+                    epochs=args.epochs, batches=args.batches, partitioner=args.partitioner, full=args.full,
+                    executor=executor)
+    print(f"wrote {path} and {path.stem}.png")
     return 0
 
 
 def _cmd_compiled_bench(args) -> int:
-    from hwcosim.cosim.cli.graph_bench import bench_graph_compiled
+    from hwcosim.models.systems.graph.bench_compiled import bench_graph_compiled
 
     scales = None
     if args.scales:
@@ -817,10 +201,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--repeats", type=int, default=None, help="runs per point, the best kept (default 3)")
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
     s.set_defaults(func=_cmd_compiled_bench)
-    for name, fn, hlp in (("bench", bench_graph_engine, "edges/s/core: engine vs scipy SpMV vs igraph"),
-                          ("gnn", bench_gnn_rewrite, "GNN rewriter: speedup and peak memory vs untransformed"),
-                          ("tux2-bench", bench_tux2, "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
+    for name, fn, hlp in (("bench", "bench_graph_engine", "edges/s/core: engine vs scipy SpMV vs igraph"),
+                          ("gnn", "bench_gnn_rewrite", "GNN rewriter: speedup and peak memory vs untransformed"),
+                          ("tux2-bench", "bench_tux2", "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
                            "(measured) and the worker model (simulated); code lines")):
+        fn = lazy(f"{_BENCH}:{fn}")
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the small setting (1 M edges / small graphs)")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
@@ -838,12 +223,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 def _cmd_tux2_procs(args) -> int:
     workers = _int_arg("--workers", args.workers, 1, 64)
     repeats = _int_arg("--repeats", args.repeats, 1, 1000) if args.repeats is not None else None
-    staged(bench_tux2_procs, _out_dir(args.output), args.quick, workers=workers, repeats=repeats)
+    staged(lazy(f"{_BENCH}:bench_tux2_procs"), _out_dir(args.output), args.quick, workers=workers, repeats=repeats)
     return 0
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry, the same as ``hwcosim graph ...``: the one dispatcher reports errors."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim(["graph", *(sys.argv[1:] if argv is None else argv)])
+main = entry("graph")

@@ -11,24 +11,17 @@ APNet 2017. The lead wires :func:`register` into ``cosim/cli/__init__.py``; :fun
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
-import sys
 from pathlib import Path
 
+from hwcosim.cosim.cli.util import entry
 from hwcosim.models.errors import UsageError
-from hwcosim.models.tables import show
 
 __all__ = ["register", "main"]
 
 
 def _fail(msg: str):
     raise UsageError(msg)
-
-
-def _fmt(x: float, nd: int = 2) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
 def _out_dir(arg: str | None, default: str) -> Path:
@@ -39,8 +32,8 @@ def _out_dir(arg: str | None, default: str) -> Path:
 
 def _cmd_study(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from hwcosim.models.melo.report import print_study
     from hwcosim.models.melo.study import run_study, write_study
 
     if args.jobs < 1:
@@ -61,92 +54,19 @@ def _cmd_study(args) -> int:
 
     with staged_dir(out) as st:  # every file of the study appears at once, at the end
         paths = write_study(res, st)
-    h = res["headline"]
-    cfg = res["config"]
-
-    t = Table(title="Goodput MELO / go-back-N (backlogged, i.i.d. loss)")
-    t.add_column("loss %", justify="right")
-    for n in cfg["tput_conns"]:
-        t.add_column(f"{n} conns", justify="right")
-    t.add_column(f"p99 FCT GBN/MELO ({cfg['fct_workloads'][0]})", justify="right")
-    for loss in cfg["losses"]:
-        row = [f"{100 * loss:g}"]
-        row += [_fmt(h["tput_ratio_melo_over_gbn"][f"n={n}"][str(loss)]) + "x" for n in cfg["tput_conns"]]
-        row.append(_fmt(h["p99_fct_ratio_gbn_over_melo"][cfg["fct_workloads"][0]][str(loss)]) + "x")
-        t.add_row(*row)
-    show(t, con)
-
-    t = Table(title=f"On-chip receiver state, bytes per connection ({100 * cfg['conns_loss']:g}% loss)")
-    for c in ("conns", "GBN B/conn", "SR full bitmap B/conn", "MELO avg B/conn", "MELO peak B/conn",
-              "MELO provisioned B/conn"):
-        t.add_column(c, justify="right")
-    for n in cfg["conns"]:
-        m = h["memory_B_per_conn"][f"n={n}"]
-        t.add_row(str(n), *(_fmt(m[k]) for k in ("gbn", "sr", "melo_avg", "melo_peak", "melo_provisioned")))
-    show(t, con)
-    con.print(
-        "paper: up to 14.02x goodput, 3.11x lower p99 FCT, ~23 B/conn; "
-        f"ours: max {h['max_tput_ratio']:.2f}x goodput, "
-        f"max {h['max_p99_fct_ratio']:.2f}x p99 FCT, MELO avg {h['melo_mem_avg_B_range'][0]:.1f}-"
-        f"{h['melo_mem_avg_B_range'][1]:.1f} B/conn (see models/melo/study.py for why they differ)"
-    )
+    print_study(res, con)
     con.print(f"{len(paths)} files in {out} ({res['wall_s']:.1f} s)")
     return 0
 
 
 def _cmd_run(args) -> int:
-    from rich.table import Table
+    from hwcosim.models.melo.report import run_one
 
-    from hwcosim.models.atomic import write_text
-    from hwcosim.models.melo.sim import LossModel, SimParams, simulate
-
-    out = _out_dir(args.output, "build/melo")
-    try:
-        p = SimParams(
-            scheme=args.scheme,
-            n_conns=args.conns,
-            link_gbps=args.gbps,
-            rtt_us=args.rtt_us,
-            loss=LossModel(args.loss, args.burst),
-            reorder_prob=args.reorder,
-            rto_us=args.rto_us,
-            workload=args.workload,
-            n_flows=args.flows,
-            load=args.load,
-            duration_us=args.duration_us,
-            pool_blocks=args.pool_blocks,
-            block_bits=args.block_bits,
-            seed=args.seed,
-        )
-    except ValueError as e:
-        _fail(str(e))
-    r = simulate(p)
-    path = write_text(
-        out / f"melo_run_{p.scheme}.json",
-        json.dumps({"params": r.params, "summary": r.summary(), "fct_us": r.fct_us}, indent=1) + "\n",
-    )
-    t = Table(title=f"{p.scheme}: {p.n_conns} conns, {100 * p.loss.rate:g}% loss, {p.workload}")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    s = r.summary()
-    for k in (
-        "goodput_gbps",
-        "sent_pkts",
-        "retx_pkts",
-        "timeouts",
-        "fct_p50_us",
-        "fct_p99_us",
-        "fct_p999_us",
-        "mem_avg_B",
-        "mem_peak_B",
-        "mem_provisioned_B",
-        "melo_nack_pool",
-        "complete",
-        "wall_s",
-    ):
-        v = s[k]
-        t.add_row(k, _fmt(v) if isinstance(v, float) else str(v))
-    show(t)
+    path = run_one(_out_dir(args.output, "build/melo"), scheme=args.scheme, n_conns=args.conns, link_gbps=args.gbps,
+                   rtt_us=args.rtt_us, loss=args.loss, burst=args.burst, reorder_prob=args.reorder,
+                   rto_us=args.rto_us, workload=args.workload, n_flows=args.flows, load=args.load,
+                   duration_us=args.duration_us, pool_blocks=args.pool_blocks, block_bits=args.block_bits,
+                   seed=args.seed)
     print(f"wrote {path}")
     return 0
 
@@ -198,8 +118,4 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry, the same as ``hwcosim melo ...``: the one dispatcher reports errors."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim(["melo", *(sys.argv[1:] if argv is None else argv)])
+main = entry("melo")

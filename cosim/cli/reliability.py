@@ -1,4 +1,4 @@
-"""``hwcosim reliability`` subcommands and the reliability benchmarks.
+"""``hwcosim reliability`` subcommands (the studies are in :mod:`hwcosim.models.systems.reliability.bench`).
 
 - ``hwcosim reliability byterobust [--quick] [-o DIR] [--seed N]``: ETTR of a 9,600-GPU job over
   90 days, ByteRobust vs requeue-on-failure; timeline plot.
@@ -9,238 +9,16 @@
 - ``hwcosim reliability byterobust-loop [--quick] [-o DIR] [--seed N]``: ByteRobust's monitors,
   localisation and recovery as a closed loop on telemetry vs requeue-everything over a month.
 
-Outputs (JSON + PNG) go under ``build/reliability`` by default. Benchmarks for ``hwcosim
-bench``: :func:`bench_byterobust`, :func:`bench_c4d`, :func:`bench_mycroft`
-(``(out_dir, quick) -> dict``).
+Outputs (JSON + PNG) go under ``build/reliability`` by default.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from pathlib import Path
 
-import numpy as np
+from hwcosim.cosim.cli.util import entry, study_command
 
-from hwcosim.models.tables import show
-
-__all__ = ["register", "main", "bench_byterobust", "bench_byterobust_loop", "bench_c4d", "bench_mycroft"]
-
-
-from hwcosim.cosim.cli.util import fail as _fail
-from hwcosim.cosim.cli.util import out_dir as _out_dir_base
-from hwcosim.cosim.cli.util import staged
-from hwcosim.cosim.cli.util import write_json as _write_json
-
-
-def _out_dir(arg: str | None) -> Path:
-    return _out_dir_base(arg, "build/reliability")
-
-
-def _fig():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> Path:
-    from hwcosim.models.atomic import atomic_path
-
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    _fig().close(fig)
-    return path
-
-
-def _table(title, cols, rows):
-    from rich.table import Table
-
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(*[str(x) for x in r])
-    show(t)
-
-
-# ---- ByteRobust ----------------------------------------------------------------------------------
-def bench_byterobust(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from hwcosim.models.systems.reliability.byterobust import run_study
-
-    res = run_study(quick=quick, seed=seed)
-    _write_json(out_dir / "byterobust.json", res)
-    plt = _fig()
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    r0 = res["runs"][0]
-    for sys_, c in (("byterobust", "tab:blue"), ("requeue", "tab:red")):
-        tl = r0[sys_]["timeline"]
-        ax.plot(tl["days"], tl["productive_days"], color=c, label=f"{sys_} (ETTR {r0[sys_]['ettr']:.3f})")
-        for a, b in tl["outages"]:
-            ax.axvspan(a, max(b, a + 0.02), color=c, alpha=0.15, lw=0)
-    ax.plot([0, res["params"]["days"]], [0, res["params"]["days"]], "k:", lw=0.8, label="ideal (ETTR 1)")
-    ax.set_xlabel("wall-clock days")
-    ax.set_ylabel("productive training days")
-    ax.set_title(f"{res['params']['n_gpus']} GPUs, 90 days, seed {res['seeds'][0]} (bands: outages)")
-    ax.legend(fontsize=8)
-    _save(fig, out_dir / "byterobust.png")
-    sm = res["summary"]
-    _table("ByteRobust vs requeue-on-failure: ETTR over 90 days of a 9,600-GPU job (event-level model)",
-           ["system", "ETTR mean", "ETTR min", "faults", "detected/absorbed/missed", "lost h: detect",
-            "demarc h", "restart h", "redo h", "slow h", "ckpt h"],
-           [[s, f"{v['ettr_mean']:.4f}", f"{v['ettr_min']:.4f}", f"{v['faults_mean']:.0f}",
-             "/".join(str(v["status"][k]) for k in ("detected", "absorbed", "missed")),
-             *(f"{v['loss_h_mean'][k]:.1f}" for k in ("detect", "demarcate", "restart", "lost_work", "slow",
-                                                     "checkpoint"))] for s, v in sm.items()])
-    cal = res["calibration"]
-    print("flow-level calibration (iteration slow-down): " +
-          ", ".join(f"{k} x{v:.2f}" for k, v in cal.items() if k != "baseline_iter_s"))
-    print(f"standbys (p99 binomial): {res['params']['standbys']}; dual-phase replay {res['dual_phase_replay']['m_n']} "
-          f"named {res['dual_phase_replay']['suspects']} for faulty {res['dual_phase_replay']['faulty']}; "
-          f"checkpoint backups outside all groups: {res['backup_hosts']['ok']}")
-    print("paper: 97% ETTR over 3 months on 9,600 GPUs")
-    return res
-
-
-# ---- C4D -----------------------------------------------------------------------------------------
-def bench_c4d(out_dir: Path, quick: bool, seed: int = 0, mix: str = "uniform") -> dict:
-    from hwcosim.models.systems.reliability.c4d import CLASSES, run_study
-
-    res = run_study(quick=quick, seed=seed, mix=mix)
-    _write_json(out_dir / "c4d.json", res)
-    plt = _fig()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.8))
-    tr = [t for t in res["trials"] if t.get("localised")]
-    for cls in CLASSES:
-        d = [t["delay_s"] for t in tr if t["cls"] == cls]
-        if d:
-            a1.hist(d, bins=10, alpha=0.6, label=f"{cls} ({len(d)})")
-    a1.set_xlabel("time to detect (s)")
-    a1.set_ylabel("faults")
-    a1.legend(fontsize=7)
-    ov = res["overhead_s"]
-    a2.bar(["timeout only", "C4D"], [ov["timeout_only"] / 3600, ov["c4d"] / 3600], color=["tab:red", "tab:blue"])
-    a2.set_ylabel("error-induced overhead (GPU-job hours)")
-    a2.set_title(f"reduction {100 * (ov['reduction'] or 0):.0f}% (paper 30%)", fontsize=9)
-    _save(fig, out_dir / "c4d.png")
-    from hwcosim.models.systems.reliability.study import confusion_png
-
-    _write_json(out_dir / "c4d_confusion.json", res["confusion"])
-    confusion_png(out_dir / "c4d_confusion.png", res["confusion"], "C4D: injected kind x diagnosed class")
-    _table("C4D by fault kind (telemetry only)",
-           ["kind", "trials", "symptomatic trials", "class right (trials)", "localised (trials)"],
-           [[k, v["n"], v["symptomatic"], v["class_right"], v["localised"]] for k, v in res["per_kind"].items()])
-    dd = res["detect_delay_s"]
-    _table(f"C4D on injected faults ({len(res['trials'])} trials, mix {res['mix']})",
-           ["precision", "recall (all)", "recall (symptomatic)", "class accuracy", "detect median s", "detect p90 s",
-            "overhead reduction (%)"],
-           [[f"{res['precision']:.3f}", f"{res['recall']:.3f}", f"{res['recall_symptomatic']:.3f}",
-             f"{res['class_accuracy']:.3f}", f"{dd['median']:.1f}" if dd["median"] is not None else "-",
-             f"{dd['p90']:.1f}" if dd["p90"] is not None else "-", f"{100 * (ov['reduction'] or 0):.1f}%"]])
-    print("paper: error-induced overhead -30%; recall (all) counts NaN and faults with no symptom as misses")
-    return res
-
-
-# ---- Mycroft -------------------------------------------------------------------------------------
-def bench_mycroft(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from hwcosim.models.systems.reliability.mycroft import run_study
-
-    res = run_study(quick=quick, seed=seed)
-    _write_json(out_dir / "mycroft.json", res)
-    plt = _fig()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for key, c in (("detect_s", "tab:blue"), ("rca_s", "tab:orange")):
-        v = np.sort([t[key] for t in res["trials"] if t.get(key) is not None])
-        if v.size:
-            ax.step(v, np.arange(1, v.size + 1) / len(res["trials"]), where="post", color=c,
-                    label={"detect_s": "time to detect", "rca_s": "time to root cause"}[key])
-    ax.axvline(15, color="tab:blue", ls=":", lw=0.8)
-    ax.axhline(0.9, color="tab:blue", ls=":", lw=0.8)
-    ax.axvline(20, color="tab:orange", ls=":", lw=0.8)
-    ax.axhline(0.6, color="tab:orange", ls=":", lw=0.8)
-    ax.set_xlabel("seconds after onset")
-    ax.set_ylabel("fraction of injected faults")
-    ax.set_title("Mycroft (dotted: paper 90% within 15 s, 60% within 20 s)", fontsize=9)
-    ax.legend(fontsize=8)
-    _save(fig, out_dir / "mycroft.png")
-    from hwcosim.models.systems.reliability.study import confusion_png
-
-    _write_json(out_dir / "mycroft_confusion.json", res["confusion"])
-    confusion_png(out_dir / "mycroft_confusion.png", res["confusion"], "Mycroft: injected kind x diagnosed component")
-    _table(f"Mycroft on injected faults ({len(res['trials'])} trials, {res['symptomatic']} with a symptom)",
-           ["detected <= 15 s", "root cause <= 20 s", "same, symptomatic only", "culprit rank right",
-            "component right (fraction)", "detect median s", "RCA median s"],
-           [[f"{res['frac_detect_15s']:.2f}", f"{res['frac_rca_20s']:.2f}",
-             f"{res['frac_detect_15s_symptomatic']:.2f} / {res['frac_rca_20s_symptomatic']:.2f}",
-             f"{res['rank_accuracy']:.2f}", f"{res['component_accuracy']:.2f}", f"{res['detect_median_s']:.1f}",
-             f"{res['rca_median_s']:.1f}"]])
-    _table("Mycroft by fault kind (paper, all kinds: 90% detected <= 15 s, 60% root cause <= 20 s)",
-           ["kind", "trials", "symptomatic trials", "detected <= 15 s", "root cause <= 20 s",
-            "component right (fraction)"],
-           [[k, v["n"], v["symptomatic"], f"{v['detect_15s']:.2f}", f"{v['rca_20s']:.2f}",
-             f"{v['component_right']:.2f}"] for k, v in res["per_kind"].items()])
-    print("paper: detected within 15 s in 90% of cases; root cause within 20 s in 60%")
-    return res
-
-
-# ---- ByteRobust closed loop -----------------------------------------------------------------------
-def bench_byterobust_loop(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from hwcosim.models.systems.reliability.closedloop import run_study
-
-    res = run_study(quick=quick, seed=seed)
-    _write_json(out_dir / "byterobust_loop.json", res)
-    plt = _fig()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    sm = res["summary"]
-    a1.bar(list(sm), [v["ettr_mean"] for v in sm.values()], color=["tab:blue", "tab:red"])
-    a1.axhline(0.97, color="k", ls=":", lw=0.8, label="paper 0.97 (3 months, 9,600 GPUs)")
-    a1.set_ylim(min(0.7, min(v["ettr_mean"] for v in sm.values()) - 0.02), 1.0)
-    a1.set_ylabel("ETTR")
-    a1.legend(fontsize=8)
-    for sys_, c in (("byterobust", "tab:blue"), ("requeue", "tab:red")):
-        v = np.sort(res["detect_s"][sys_])
-        if v.size:
-            a2.step(np.maximum(v, 0.1), np.arange(1, v.size + 1) / v.size, where="post", color=c, label=sys_)
-    a2.set_xscale("log")
-    a2.set_xlabel("time to detect (s, slice telemetry)")
-    a2.set_ylabel("fraction of detected faults")
-    a2.legend(fontsize=8)
-    _save(fig, out_dir / "byterobust_loop.png")
-    _table(f"ByteRobust closed loop vs requeue-everything: {res['params']['n_gpus']} GPUs, {res['params']['days']:.0f} "
-           f"days x {len(res['seeds'])} seeds", ["system", "ETTR mean", "ETTR min", "faults", "evictions",
-                                                 "wrong evictions", "lost h: detect", "localise h", "restart h",
-                                                 "redo h", "slow h", "ckpt h"],
-           [[s, f"{v['ettr_mean']:.4f}", f"{v['ettr_min']:.4f}", v["faults"], v["evictions"], v["wrong_evictions"],
-             *(f"{v['loss_h'][k]:.1f}" for k in ("detect", "localise", "restart", "lost_work", "slow", "checkpoint"))]
-            for s, v in sm.items()])
-    _table("Detection by fault kind (median seconds; detected / handled)", ["kind", "ByteRobust", "requeue"],
-           [[k, *(f"{v[s]['detect_median_s']:.1f} ({v[s]['detected']}/{v[s]['n']})"
-                  if v[s]["detect_median_s"] is not None else f"- (0/{v[s]['n']})" for s in ("byterobust", "requeue"))]
-            for k, v in res["per_kind"].items()])
-    print("paper: ETTR 97% over 3 months on 9,600 GPUs; GPU lost found in 10 s, NIC crash in 30 s, hang after 10 min "
-          "of zero RDMA traffic; hot update 46-65 s vs requeue 454-768 s")
-    return res
-
-
-# ---- argparse ------------------------------------------------------------------------------------
-def _study(fn):
-    def run(args) -> int:
-        if args.seed < 0:
-            _fail(f"--seed must be >= 0, not {args.seed}")
-        out = _out_dir(args.output)
-        extra = {}
-        if getattr(args, "mix", None) is not None:
-            extra["mix"] = args.mix
-        t0 = time.monotonic()
-        staged(fn, out, args.quick, seed=args.seed, **extra)
-        print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
-        return 0
-
-    return run
+__all__ = ["register", "main"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -250,11 +28,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                                           "and ByteRobust reliability studies.")
     sub = p.add_subparsers(dest="reliability_cmd", metavar="{c4d,mycroft,byterobust,byterobust-loop}")
     sub.required = True
-    for name, fn, hlp in (("c4d", bench_c4d, "C4D classification/localisation vs a timeout-only baseline"),
-                          ("mycroft", bench_mycroft, "Mycroft trigger + root-cause analysis: time to detect / RCA"),
-                          ("byterobust", bench_byterobust, "ByteRobust ETTR over 90 days vs requeue-on-failure"),
-                          ("byterobust-loop", bench_byterobust_loop,
-                           "ByteRobust closed loop on telemetry vs requeue-everything over a month")):
+    for name, hlp in (("c4d", "C4D classification/localisation vs a timeout-only baseline"),
+                      ("mycroft", "Mycroft trigger + root-cause analysis: time to detect / RCA"),
+                      ("byterobust", "ByteRobust ETTR over 90 days vs requeue-on-failure"),
+                      ("byterobust-loop", "ByteRobust closed loop on telemetry vs requeue-everything over a month")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the < 1 minute setting")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/reliability)")
@@ -262,12 +39,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         if name == "c4d":
             s.add_argument("--mix", choices=("uniform", "byterobust"), default="uniform",
                            help="fault-kind mix of the trials (default uniform)")
-        s.set_defaults(func=_study(fn))
+        s.set_defaults(func=study_command(f"hwcosim.models.systems.reliability.bench:bench_{name.replace('-', '_')}",
+                                          "build/reliability", {"mix": (lambda v: True, "")}))
     return p
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry, the same as ``hwcosim reliability ...``: the one dispatcher reports errors."""
-    from hwcosim.cosim.cli import main as hwcosim
-
-    return hwcosim(["reliability", *(sys.argv[1:] if argv is None else argv)])
+main = entry("reliability")

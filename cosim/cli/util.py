@@ -6,17 +6,16 @@ command's summary to the ``--json`` document (see :mod:`hwcosim.models.tables`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from hwcosim.models.atomic import write_text
+from hwcosim.models.benchio import numpy_plain, write_json
 from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import emit, json_active, show, table
 
-__all__ = ["fail", "out_dir", "staged", "check_output_args", "write_json", "json_default", "table", "show", "emit",
-           "json_active"]
+__all__ = ["fail", "out_dir", "staged", "lazy", "study_command", "entry", "check_output_args", "write_json",
+           "json_default", "table", "show", "emit", "json_active", "add_param_args"]
 
 
 def fail(msg: str):
@@ -42,6 +41,61 @@ def staged(fn, out: Path, *args, **kwargs):
         return fn(st, *args, **kwargs)
 
 
+def lazy(ref: str):
+    """The function ``"module:name"``, imported at its first call (a command's parser is built without
+    importing the library behind it)."""
+    def call(*args, **kwargs):
+        import importlib
+
+        mod, _, name = ref.partition(":")
+        return getattr(importlib.import_module(mod), name)(*args, **kwargs)
+
+    call.__name__ = ref.partition(":")[2]
+    return call
+
+
+def study_command(ref: str, default_out: str, bounds: dict | None = None):
+    """The command of a study ``"module:bench"`` (``bench(out, quick, seed=..., **options)``): checks
+    ``--seed`` and each option of ``bounds`` (dest -> (predicate, its range as text)), runs the bench
+    into ``-o`` (default ``default_out``), staged, with the options that were given, and prints where
+    the files went and how long it took."""
+    import time
+
+    fn = lazy(ref)
+
+    def run(args) -> int:
+        if args.seed < 0:
+            fail(f"--seed must be >= 0, not {args.seed}")
+        out = out_dir(args.output, default_out)
+        extra = {}
+        for dest, (ok, text) in (bounds or {}).items():
+            v = getattr(args, dest, None)
+            if v is not None:
+                if not ok(v):
+                    fail(f"--{dest} must be {text}, not {v}")
+                extra[dest] = v
+        t0 = time.monotonic()
+        staged(fn, out, args.quick, seed=args.seed, **extra)
+        print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
+        return 0
+
+    return run
+
+
+def entry(*prefix: str):
+    """A stand-alone ``main(argv=None)``, the same as ``hwcosim PREFIX... argv``: the one dispatcher
+    reports errors."""
+    def main(argv=None) -> int:
+        import sys
+
+        from hwcosim.cosim.cli import main as hwcosim
+
+        return hwcosim([*prefix, *(sys.argv[1:] if argv is None else argv)])
+
+    main.__doc__ = f"Stand-alone entry, the same as ``hwcosim {' '.join((*prefix, '...'))}``."
+    return main
+
+
 def check_output_args(args) -> None:
     """Refuse an unusable output folder given on the command line (``-o``/``--output``/``--out`` of any
     command) before the command does any work: an existing file, a path inside a file, or a folder
@@ -54,20 +108,12 @@ def check_output_args(args) -> None:
             check_out_dir(v)
 
 
-def _plain(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o))
-
-
 def json_default(o):
     """``json.dumps`` default for a ``--json`` document: numpy values, paths, sets, dataclasses; else text."""
     import dataclasses
 
     if isinstance(o, np.generic | np.ndarray):
-        return _plain(o)
+        return numpy_plain(o)
     if isinstance(o, Path):
         return str(o)
     if isinstance(o, set | frozenset):
@@ -77,6 +123,10 @@ def json_default(o):
     return str(o)
 
 
-def write_json(path: Path, obj) -> Path:
-    """Write ``obj`` as JSON (numpy scalars and arrays converted), atomically."""
-    return write_text(path, json.dumps(obj, indent=1, default=_plain) + "\n")
+def add_param_args(ap) -> None:
+    """Add ``--param FIELD=VALUE`` (repeatable) and ``--params FILE.toml`` to an argparse parser."""
+    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
+                    help="set a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable; "
+                         "validated by the design's parameter class)")
+    ap.add_argument("--params", metavar="FILE.toml", default=None,
+                    help="design parameters from a TOML file of FIELD = VALUE lines (--param wins)")

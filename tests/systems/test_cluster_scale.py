@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from hwcosim.cosim.cli.cluster import scale_run
 from hwcosim.models.systems.cluster import JobSpec, Simulator, clos, placement
+from hwcosim.models.systems.cluster.bench import scale_run
 from hwcosim.models.systems.cluster.network import FlowNetwork, maxmin_rates
 from hwcosim.models.systems.cluster.routing import ECMPRouter
 from hwcosim.models.systems.cluster.topology import LinkKind

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import cluster as cli
-from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, place_jobs, run_scenario
+from hwcosim.models.systems.cluster.scenario import (
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    place_jobs,
+    run_scenario,
+)
 
 SCEN = Path(__file__).resolve().parents[2] / "models" / "systems" / "cluster" / "scenarios"
 

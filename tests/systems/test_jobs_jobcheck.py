@@ -3,9 +3,15 @@
 import textwrap
 
 import pytest
-
 from hwcosim.cosim.cli.jobs import main as cli_main
-from hwcosim.models.systems.jobs.jobcheck import CheckConfig, Finding, check, corpus_scripts, evaluate_corpus, static_check
+from hwcosim.models.systems.jobs.jobcheck import (
+    CheckConfig,
+    Finding,
+    check,
+    corpus_scripts,
+    evaluate_corpus,
+    static_check,
+)
 
 FAST = CheckConfig(timeout_s=60)
 
@@ -222,7 +228,6 @@ def test_inplace_rules_match_the_libraries():
     import random
 
     import numpy as np
-
     from hwcosim.models.systems.jobs.jobcheck import INPLACE_FUNCTIONS, INPLACE_METHODS
 
     for full in INPLACE_FUNCTIONS:
@@ -273,7 +278,6 @@ def test_discarded_result_rule_matches_numpy():
     """Every method the 'result discarded' rule names returns a new object and leaves the original as
     it was, checked by calling it on a real numpy array (torch: the next test)."""
     import numpy as np
-
     from hwcosim.models.systems.jobs.jobcheck import _DISCARDED
 
     assert set(_DISCARD_ARGS) >= _DISCARDED

@@ -6,11 +6,16 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy.stats import binom
-
 from hwcosim.models.systems.cluster import JobSpec, clos, placement
 from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
-from hwcosim.models.systems.reliability import BYTEROBUST_MIX, Fault, FaultKind, FaultMix, FaultySimulator, sample_faults
+from hwcosim.models.systems.reliability import (
+    BYTEROBUST_MIX,
+    Fault,
+    FaultKind,
+    FaultMix,
+    FaultySimulator,
+    sample_faults,
+)
 from hwcosim.models.systems.reliability.byterobust import (
     ETTRParams,
     backup_hosts,
@@ -19,6 +24,7 @@ from hwcosim.models.systems.reliability.byterobust import (
     standby_count,
 )
 from hwcosim.models.systems.reliability.sim import agg_switch_links
+from scipy.stats import binom
 
 
 def star8(ports=1):

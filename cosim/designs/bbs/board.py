@@ -13,9 +13,15 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, beats_to_words, words_to_beats
-from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, pack_vector_beats, pack_weight_beats, spmxv, unpack_output_beats
+from hwcosim.models.bbs.spmxv import (
+    BBSParams,
+    CycleModel,
+    pack_vector_beats,
+    pack_weight_beats,
+    spmxv,
+    unpack_output_beats,
+)
 from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["session", "compare", "run_board_sim", "cli_inputs", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
@@ -108,9 +114,9 @@ def cli_inputs(design, args) -> tuple:
         m = csbfmt.encode(rng.normal(0, 0.6, size=(p.rows, p.cols)), p.banks, 1.0 - p.k / p.bank_size,
                           fmt=p.weight_fmt)
     if args.vector:
-        from hwcosim.cosim.cli.commands import _load_vectors
+        from hwcosim.cosim.flow.vectors import load_vectors
 
-        xf = _load_vectors(args.vector, p.cols)
+        xf = load_vectors(args.vector, p.cols)
     else:
         xf = np.random.default_rng(args.seed + 1).uniform(-1, 1, size=(args.n, p.cols))
     return p, {"values": m.values, "indices": m.indices, "xs": quantize(xf, p.vec_fmt)}

@@ -13,7 +13,8 @@
   proxies' G/T/D state logs; time to detect and to root cause.
 - :mod:`~models.systems.reliability.byterobust`: detection, demarcation (dual-phase replay), recovery
   (hot update, warm standbys, in-memory checkpoints) and the 3-month ETTR study.
-- :mod:`~cosim.cli.reliability`: ``hwcosim reliability c4d|mycroft|byterobust`` and benchmarks.
+- :mod:`~models.systems.reliability.bench`: the studies as benchmarks (JSON + PNG + tables), which
+  ``hwcosim reliability c4d|mycroft|byterobust|byterobust-loop`` and ``hwcosim bench`` run.
 """
 
 from .faults import BYTEROBUST_MIX, KINDS, Fault, FaultKind, FaultMix, sample_faults

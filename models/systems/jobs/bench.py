@@ -1,0 +1,230 @@
+"""The job studies as benchmarks: CoGNN (GNN memory cost functions and task grouping), CPU allocation.
+
+Each ``bench_*`` is ``(out_dir, quick, seed=0, ...) -> dict``: it runs the study of
+:mod:`hwcosim.models.systems.jobs`, writes its JSON + PNG to ``out_dir``, prints its tables and
+returns the result (``hwcosim bench`` and ``hwcosim cognn|cpualloc`` call the same functions).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hwcosim.models.benchio import print_table
+from hwcosim.models.benchio import write_json as _write_json
+
+__all__ = ["bench_cognn", "bench_cpualloc"]
+
+_table = functools.partial(print_table, justify=None)
+
+
+def _png(path: Path, draw) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hwcosim.models.atomic import save_png
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    draw(ax)
+    fig.tight_layout()
+    save_png(fig, path, dpi=110)
+    return path
+
+
+def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> dict:
+    """CoGNN study: memory-model error, then scheduling of a tuning-task stream; JSON + PNG + tables."""
+    from hwcosim.models.systems.jobs.cognn import MODELS, run_study
+
+    res = run_study(quick=quick, seed=seed, workers=workers,
+                    progress_cb=lambda m: print(f"\r{m}", end="", file=sys.stderr, flush=True))
+    print(file=sys.stderr)
+    _write_json(out_dir / "cognn.json", res)
+    _table(f"CoGNN memory cost functions vs tracemalloc peak ({len(res['validation'])} runs, {res['graph_source']})",
+           ["model", "mean |error| (%)", "max |error| (%)", "bias (%)"],
+           [[k, f"{v['mean_abs']:.1%}", f"{v['max_abs']:.1%}", f"{v['bias']:+.1%}"]
+            for k, v in res["error_by_model"].items()])
+    sc = res["schedule"]
+    seq = sc["sequential"]
+    se = res["stream_estimate_error"]
+    print(f"stream tasks: estimate vs measured true peak {se['mean']:+.1%} mean (from {se['min']:+.1%} to "
+          f"{se['max']:+.1%}, {se['measured_configurations']} configurations measured); OOM is judged on the true "
+          f"peaks; policies group on estimates x (1 + {res['margin']:.0%}) (margin covering the worst validation "
+          "under-estimate)")
+    nm = res["schedule_no_margin"]
+    _table(f"CoGNN scheduling: {res['tasks']} tasks, cap {res['cap_bytes'] / 2**20:.1f} MiB, {res['workers']} workers",
+           ["mode", "makespan s", "mean JCT s", "mean queueing s", "JCT vs sequential", "OOM events",
+            "OOM events without margin"],
+           [[m, f"{v['makespan_s']:.0f}", f"{v['mean_jct_s']:.0f}", f"{v['mean_queue_s']:.0f}",
+             f"{v['mean_jct_s'] / seq['mean_jct_s']:.2f}x", v["oom_events"],
+             nm[m]["oom_events"] if m in nm else "-"] for m, v in sc.items()])
+
+    def draw(ax):
+        val = res["validation"]
+        for k in MODELS:
+            m = np.array([v["measured_bytes"] for v in val if v["model"] == k]) / 2**20
+            e = np.array([v["estimated_bytes"] for v in val if v["model"] == k]) / 2**20
+            ax.loglog(m, e, "o", label=k, alpha=0.7)
+        lim = [min(v["measured_bytes"] for v in val) / 2**20, max(v["measured_bytes"] for v in val) / 2**20]
+        ax.loglog(lim, lim, "k--", lw=0.8)
+        ax.set_xlabel("measured peak (MiB, tracemalloc)")
+        ax.set_ylabel("estimated peak (MiB)")
+        ax.set_title("GNN training memory: cost functions vs measurement")
+        ax.legend(fontsize=8)
+
+    _png(out_dir / "cognn_memory.png", draw)
+
+    def draw2(ax):
+        names = list(sc)
+        x = np.arange(len(names))
+        ax.bar(x - 0.2, [sc[n]["mean_jct_s"] for n in names], 0.4, label="mean JCT")
+        ax.bar(x + 0.2, [sc[n]["makespan_s"] for n in names], 0.4, label="makespan")
+        ax.set_xticks(x, names, rotation=20, fontsize=8)
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=8)
+        ax.set_title("CoGNN grouping vs sequential and naive co-location")
+
+    _png(out_dir / "cognn_schedule.png", draw2)
+    for n in res["notes"]:
+        print(f"note: {n}")
+    print("paper (SC 2022) reports its gains on GPUs with PyTorch/DGL; ours are a simulation over numpy-measured "
+          "task sizes (see models/systems/jobs/cognn.py)")
+    return res
+
+
+def bench_cpualloc(out_dir: Path, quick: bool, seed: int = 0) -> dict:
+    """CPU allocation study: measured loader profile, then even / static / adaptive (learned) / oracle
+    on a heterogeneous cluster; JSON + PNGs (utilisation, JCT, loader throughput vs cores) + tables."""
+    from hwcosim.models.systems.jobs.cpualloc import POLICIES, run_study
+
+    res = run_study(quick=quick, seed=seed)
+    _write_json(out_dir / "cpualloc.json", res)
+    pr, lf = res["profile"], res["loader_fit"]
+    _table(f"Measured data-loading job (digits decode + augment, multiprocessing; this host: {pr['host_cpus']} CPUs, "
+           f"load {pr['load_avg_1min']})", ["worker processes", "samples/s", "fit (samples/s)"],
+           [[c, f"{t:.0f}", f"{lf['r'] * c ** lf['alpha']:.0f}" + (" (held out)" if lf["holdout"] and
+                                                                      lf["holdout"]["cores"] == c else "")]
+            for c, t in zip(pr["cores"], pr["samples_per_s"])])
+    if lf["holdout"]:
+        print(f"held-out point: {lf['holdout']['cores']} workers, fit error {100 * lf['holdout']['rel_error']:+.1f}%")
+    for w in res["warnings"]:
+        print(f"WARNING: {w}", file=sys.stderr)
+    rs = res["results"]
+    names = [*POLICIES, "adaptive+floor0.5", "oracle+floor0.5"]
+    types = list(rs["even"]["utilisation_by_type"])
+    ol = res["offered_load"]
+    _table(f"CPU allocation on the cluster engine: {res['jobs']} jobs on V100 (4 cores/GPU), A100 (8, 2x speed), "
+           f"T4 (6, 0.5x speed); offered load " + ", ".join(f"{t} {v:.2f}" for t, v in ol.items()),
+           ["policy", "GPU util (allocated)", "GPU util (cluster)", *[f"util {t}" for t in types]],
+           [[p, f"{rs[p]['gpu_utilisation']:.3f}", f"{rs[p]['cluster_gpu_utilisation']:.3f}",
+             *[f"{rs[p]['utilisation_by_type'][t]:.3f}" for t in types]] for p in names])
+    _table("Job completion time (hours)", ["policy", "mean JCT h", "p90 JCT h", "p90 run h (JCT - wait)",
+                                           "mean wait h", "makespan h"],
+           [[p, f"{rs[p]['mean_jct_h']:.2f}", f"{rs[p]['p90_jct_h']:.2f}", f"{rs[p]['p90_run_h']:.2f}",
+             f"{rs[p]['mean_wait_h']:.2f}", f"{rs[p]['makespan_h']:.1f}"] for p in names])
+    fe = rs["adaptive"]["fit_error"]
+    print(f"learned curves ({fe['jobs']} jobs, 3 noisy profiled points each): throughput error vs true curve "
+          f"mean {fe['curve_mean_abs_err']:.1%} (p90 {fe['curve_p90_abs_err']:.1%}), exponent error "
+          f"{fe['alpha_mean_abs_err']:.2f}, cores-to-saturate bias {fe['saturation_cores_bias']:+.0%}")
+    _table("Learned (adaptive) allocator: sensitivity", ["setting", "GPU util", "gain over even", "mean JCT h",
+                                                          "curve error"],
+           [[",".join(f"{k}={v}" for k, v in r["setting"].items()), f"{r['gpu_utilisation']:.3f}",
+             f"{100 * r['gain_over_even']:+.1f}%", f"{r['mean_jct_h']:.2f}", f"{r['fit_curve_mean_abs_err']:.1%}"]
+            for r in res["adaptive_sensitivity"]])
+    g, go = res["adaptive_gain_over"], res["oracle_gain_over"]
+    print(f"GPU utilisation of allocated GPUs: adaptive (learned) {100 * g['even']:+.1f}% over even, "
+          f"{100 * g['static']:+.1f}% over static; oracle {100 * go['even']:+.1f}% / {100 * go['static']:+.1f}%. "
+          "CODA (ICDCS 2020): +20.8% (see notes in cpualloc.json)")
+
+    def draw(ax):
+        x = np.arange(len(types) + 1)
+        wd = 0.8 / len(POLICIES)
+        for i, p in enumerate(POLICIES):
+            ax.bar(x + (i - (len(POLICIES) - 1) / 2) * wd,
+                   [rs[p]["gpu_utilisation"], *[rs[p]["utilisation_by_type"][t] for t in types]], wd, label=p)
+        ax.set_xticks(x, ["all", *types])
+        ax.set_ylabel("GPU utilisation (allocated GPUs)")
+        ax.set_title("CPU allocation policies")
+        ax.legend(fontsize=8)
+
+    _png(out_dir / "cpualloc.png", draw)
+
+    def draw_jct(ax):
+        x = np.arange(len(names))
+        for i, (k, lab) in enumerate((("mean_jct_h", "mean JCT"), ("p90_jct_h", "p90 JCT"),
+                                      ("p90_run_h", "p90 run time (JCT - wait)"))):
+            ax.bar(x + (i - 1) * 0.27, [rs[n][k] for n in names], 0.27, label=lab)
+        ax.set_xticks(x, names, rotation=15, fontsize=8)
+        ax.set_ylabel("hours")
+        ax.set_title("Job completion time by CPU allocation policy")
+        ax.legend(fontsize=8)
+
+    _png(out_dir / "cpualloc_jct.png", draw_jct)
+
+    def draw_loader(ax):
+        c = np.array(pr["cores"], float)
+        t = np.array(pr["samples_per_s"])
+        cc = np.linspace(1, c.max(), 50)
+        ax.plot(c, t, "o", label="measured")
+        if lf["holdout"]:
+            ax.plot([lf["holdout"]["cores"]], [lf["holdout"]["measured"]], "s", mfc="none", ms=12,
+                    label="held out")
+        ax.plot(cc, lf["r"] * cc ** lf["alpha_raw"], "-", label=f"fit r={lf['r']:.0f}, alpha={lf['alpha_raw']:.2f}"
+                + (f" (used {lf['alpha']:.2f})" if lf["alpha"] != lf["alpha_raw"] else ""))
+        ax.plot(cc, t[0] * cc / c[0], ":", color="grey", label="linear scaling")
+        ax.set_xlabel("worker processes (cores)")
+        ax.set_ylabel("samples/s")
+        ax.set_title(f"Real loader on this host ({pr['host_cpus']} CPUs, shared)"
+                     + ("; WARNING: no growth with cores" if res["warnings"] else ""), fontsize=9)
+        ax.legend(fontsize=8)
+
+    _png(out_dir / "cpualloc_loader.png", draw_loader)
+    return res
+
+
+def jobcheck_corpus(out: Path, cfg) -> dict:
+    """Run the shipped jobcheck corpus under ``cfg`` (``CheckConfig``): progress on stderr, a table,
+    ``jobcheck_corpus.json`` in ``out``; returns the evaluation (``missed``, ``false_positives``, ...)."""
+    from hwcosim.models.systems.jobs.jobcheck import evaluate_corpus
+
+    def progress(k, n, row):
+        verdict = "ok" if row["correct"] else ("MISSED" if row["expect"] != "ok" else "FALSE POSITIVE")
+        print(f"[{k}/{n}] {row['script']}: expected {row['expect']}, found {','.join(row['found']) or '-'} "
+              f"-> {verdict} ({row['seconds']:.1f} s)", file=sys.stderr, flush=True)
+
+    res = evaluate_corpus(cfg, progress=progress)
+    _write_json(out / "jobcheck_corpus.json", res)
+    _table("jobcheck corpus", ["script", "expected", "found", "result"],
+           [[r["script"], r["expect"], ",".join(r["found"]) or "-", "ok" if r["correct"] else "MISS/FP"]
+            for r in res["rows"]])
+    print(f"detection {res['detected']}/{res['broken']} ({res['detection_rate']:.0%}), false positives "
+          f"{res['false_positives']}/{res['correct_scripts']}; wrote {out / 'jobcheck_corpus.json'}")
+    return res
+
+
+def jobcheck_report(out: Path, script: Path, rep, execute: bool, device_memory_gib: float) -> None:
+    """Print a jobcheck report ``rep`` of ``script`` and write ``jobcheck_<stem>.json`` into ``out``."""
+    from hwcosim.models.systems.jobs.jobcheck import CATEGORIES
+    from hwcosim.models.tables import emit
+
+    print(f"jobcheck {script}: " + ("static checks, then the script was EXECUTED in a sandbox (its own process "
+                                    "group, a scratch working directory, CPU/memory/wall-time limits, no network)"
+                                    if execute else "static checks only; the script was NOT executed "
+                                    "(add --run for the sandboxed dry run)"))
+    _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
+    emit("report", rep.to_dict())
+    if rep.findings:
+        _table(f"jobcheck {script}", ["severity", "category", "line", "source", "finding"],
+               [[f.severity, f.category, f.line or "-", f.source, f.message] for f in rep.findings])
+        for c in sorted(rep.categories):
+            print(f"  {c}: {CATEGORIES[c]}")
+    else:
+        print(f"jobcheck {script}: no problems found")
+    if rep.memory_estimate_bytes is not None:
+        print(f"memory estimate at batch {rep.full_batch}: {rep.memory_estimate_bytes / 2**30:.2f} GiB "
+              f"(device {device_memory_gib:g} GiB)")
+    print(f"wrote {out / f'jobcheck_{script.stem}.json'}")
