@@ -16,6 +16,23 @@ from hwcosim.models.errors import UsageError
 __all__ = ["register"]
 
 
+#: the workload options of ``board run`` (argparse dest -> flag); each design's host module lists the ones it
+#: takes in its ``OPTIONS`` and receives them as keywords of its ``inputs``; the others are refused
+_WORKLOAD = {"csb": "--csb", "vector": "--vector", "n": "-n", "steps": "--steps", "seed": "--seed"}
+
+
+def _workload_options(design, host, args) -> dict:
+    """The workload options given on the command line as keywords of ``host.inputs``; an option the
+    design does not take (not in ``host.OPTIONS``) is a :class:`UsageError` naming it and the design."""
+    given = {k: getattr(args, k) for k in _WORKLOAD if getattr(args, k, None) is not None}
+    for k in given:
+        if k not in host.OPTIONS:
+            takes = ", ".join(_WORKLOAD[o] for o in host.OPTIONS)
+            raise UsageError(f"{_WORKLOAD[k]} does not apply to {design.name}; its options are {takes}, "
+                             f"--param and --params")
+    return given
+
+
 def cmd_board_run(args) -> int:
     from hwcosim.cosim.flow.board_build import board_top_ref
     from hwcosim.cosim.flow.board_run import run_board
@@ -23,10 +40,11 @@ def cmd_board_run(args) -> int:
 
     design = get_design(args.design)
     host = importlib.import_module(board_top_ref(design)[2])
-    args.family = get_board(args.board).family  # the configuration the bitstream was built with
+    family = get_board(args.board).family  # the configuration the bitstream was built with
     if bool(args.port) == bool(args.sim):
         raise UsageError("give either --port PORT (a board on a serial port) or --sim (the RTL through a UART model)")
-    p, inp = host.cli_inputs(design, args)
+    options = _workload_options(design, host, args)
+    p, inp = host.inputs(design, family=family, param=args.param, params_file=args.params, **options)
     return run_board(design, host, p, inp, port=args.port, baud=args.baud, output=args.output)
 
 
@@ -58,15 +76,17 @@ def register(sub) -> None:
     r.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
                    help="UART rate the bitstream was built for (default 115200)")
     r.add_argument("--csb", metavar="PATH", default=None,
-                   help="CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape")
-    r.add_argument("--vector", metavar="X.npy", default=None, help="vectors, shape (cols,) or (n, cols), floats")
-    r.add_argument("-n", type=int, default=4, help="random vectors (bbs-spmxv), sequences (bbs-lstm-axi), runs "
+                   help="bbs-spmxv: CSB weights (hwcosim prune --pattern bbs); default: random weights of the "
+                   "board's shape")
+    r.add_argument("--vector", metavar="X.npy", default=None,
+                   help="bbs-spmxv: vectors, shape (cols,) or (n, cols), floats")
+    r.add_argument("-n", type=int, default=None, help="random vectors (bbs-spmxv), sequences (bbs-lstm-axi), runs "
                    "(fss-axi), frames (beamraster-precoder) or hundreds of operations (kvdirect-pipeline) when "
-                   "no --vector is given (default 4)")
-    r.add_argument("--steps", type=int, default=3,
+                   "no --vector is given (default 4; the other designs refuse it)")
+    r.add_argument("--steps", type=int, default=None,
                    help="bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets "
-                        "per connection; bbs-csr: vectors (default 3)")
-    r.add_argument("--seed", type=int, default=1, help="seed of the random weights and vectors (default 1)")
+                        "per connection; bbs-csr: vectors (default 3; the other designs refuse it)")
+    r.add_argument("--seed", type=int, default=None, help="seed of the random weights and vectors (default 1)")
     r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
     add_param_args(r)
     r.set_defaults(func=cmd_board_run)

@@ -257,13 +257,12 @@ class StreamLink:
         raise CheckFailed(f"the design did not go idle after its input ({sum(map(len, out))} beats received)")
 
 
-def board_params(design, args, generated: str):
-    """The parameters of ``hwcosim board run DESIGN``: the design's configuration for the board's
-    family (else its defaults) with ``--param``/``--params`` applied. ``--csb``/``--vector`` belong
-    to bbs-spmxv: for another design they are refused with ``generated`` (what it runs instead)."""
+def board_params(design, *, family: str = "ecp5", param=(), params_file=None):
+    """The parameters of a board session of ``design``: its configuration for the FPGA ``family`` the
+    bitstream was built for (else its defaults) with the settings of the TOML file ``params_file``
+    and then the ``FIELD=VALUE`` items of ``param`` applied (``hwcosim board run``'s ``--params`` and
+    ``--param``)."""
     from hwcosim.cosim.registry import resolve_params
 
-    if getattr(args, "csb", None) or getattr(args, "vector", None):
-        raise UsageError(f"{design.name}: --csb and --vector are for bbs-spmxv; this design runs {generated}")
-    base = design.board_config(getattr(args, "family", "ecp5"), top=True) or design.default_params()
-    return resolve_params(design, args.param, args.params, base=base)
+    base = design.board_config(family, top=True) or design.default_params()
+    return resolve_params(design, list(param), params_file, base=base)

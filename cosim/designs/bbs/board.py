@@ -24,7 +24,7 @@ from hwcosim.models.bbs.spmxv import (
 )
 from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
+__all__ = ["session", "compare", "run_board_sim", "inputs", "OPTIONS", "RUN_OVERHEAD", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
 #: cycles a board run takes beyond :meth:`CycleModel.expected` (1 vector): the START write's
 #: register stage and the weight/vector memories' read latency
@@ -88,37 +88,43 @@ async def session(link: HostLink, p: BBSParams, values: np.ndarray, indices: np.
             "commands": link.commands}
 
 
-def cli_inputs(design, args) -> tuple:
-    """The parameter set and the session's inputs from ``hwcosim board run``'s arguments: CSB
-    weights from ``--csb`` (else random weights of the board's shape, seeded), vectors from
-    ``--vector`` (else ``-n`` random ones), quantised to the vector format."""
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``--csb``, ``--vector``, ``-n``, ``--seed``)
+OPTIONS = ("csb", "vector", "n", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, csb=None, vector=None, n: int = 4,
+           seed: int = 1) -> tuple:
+    """The parameter set and the session's inputs: CSB weights from the file or folder ``csb`` (else
+    random weights of the board's shape, seeded by ``seed``), vectors from the ``.npy`` file ``vector``
+    (else ``n`` random ones), quantised to the vector format. The parameters are the design's
+    configuration for ``family``, then ``params_file``, then the ``FIELD=VALUE`` items of ``param``."""
     from hwcosim.cosim.registry import apply_changes, parse_param_items, read_params_file, resolve_params
     from hwcosim.models.fixedpoint import quantize
     from hwcosim.pruning.formats import csb as csbfmt
 
-    base = design.board_config(getattr(args, "family", "ecp5"), top=True) or design.default_params()
-    if args.csb:
-        m = csbfmt.load(args.csb)
+    base = design.board_config(family, top=True) or design.default_params()
+    if csb:
+        m = csbfmt.load(csb)
         from hwcosim.models.precedence import layered
 
-        changes = layered((f"--params {args.params}", read_params_file(args.params) if args.params else None),
-                          ("--param", parse_param_items(args.param)))
+        changes = layered((f"--params {params_file}", read_params_file(params_file) if params_file else None),
+                          ("--param", parse_param_items(list(param))))
         fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
         clash = [f for f in fixed if f in changes]
         if clash:
             raise UsageError(f"--param {clash[0]}: the CSB weights fix {clash[0]}={fixed[clash[0]]}; drop that setting")
         p = apply_changes(base, changes, "parameter", exact=fixed)
     else:
-        p = resolve_params(design, args.param, args.params, base=base)
-        rng = np.random.default_rng(args.seed)
+        p = resolve_params(design, list(param), params_file, base=base)
+        rng = np.random.default_rng(seed)
         m = csbfmt.encode(rng.normal(0, 0.6, size=(p.rows, p.cols)), p.banks, 1.0 - p.k / p.bank_size,
                           fmt=p.weight_fmt)
-    if args.vector:
+    if vector:
         from hwcosim.cosim.flow.vectors import load_vectors
 
-        xf = load_vectors(args.vector, p.cols)
+        xf = load_vectors(vector, p.cols)
     else:
-        xf = np.random.default_rng(args.seed + 1).uniform(-1, 1, size=(args.n, p.cols))
+        xf = np.random.default_rng(seed + 1).uniform(-1, 1, size=(n, p.cols))
     return p, {"values": m.values, "indices": m.indices, "xs": quantize(xf, p.vec_fmt)}
 
 

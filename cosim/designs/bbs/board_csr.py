@@ -21,8 +21,8 @@ from hwcosim.models.bbs.csr import (
 )
 from hwcosim.models.errors import UsageError
 
-__all__ = ["session", "compare", "golden_of", "workload", "recheck", "run_board_sim", "cli_inputs", "SIM_DIVISOR",
-           "SIM_TIMEOUT", "DENSITY"]
+__all__ = ["session", "compare", "golden_of", "workload", "recheck", "run_board_sim", "inputs", "OPTIONS",
+           "SIM_DIVISOR", "SIM_TIMEOUT", "DENSITY"]
 
 SIM_DIVISOR = 8
 SIM_TIMEOUT = 2000
@@ -141,11 +141,17 @@ def workload(p: CSRParams, n_vectors: int, seed: int, density: float = DENSITY) 
     return w, xs
 
 
-def cli_inputs(design, args) -> tuple:
-    """A random matrix of the board's shape pruned unstructured to 87.5 % and ``--steps`` random
-    vectors (seeded by ``--seed``)."""
-    p = board_params(design, args, "a generated sparse matrix and vectors (--seed, --steps vectors)")
-    w, xs = workload(p, args.steps, args.seed)
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``--steps``, ``--seed``)
+OPTIONS = ("steps", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, steps: int = 3, seed: int = 1) -> tuple:
+    """The parameter set and a random matrix of its shape pruned unstructured to 87.5 % with ``steps``
+    random vectors (seeded by ``seed``).
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    w, xs = workload(p, steps, seed)
     return p, {"w": w, "xs": xs}
 
 

@@ -14,7 +14,7 @@ from hwcosim.models.bbs.lstm import LSTMParams, LSTMWeights, lstm_golden, pack_b
 from hwcosim.models.bbs.spmxv import pack_weight_beats
 from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "SIM_DIVISOR", "SIM_TIMEOUT"]
+__all__ = ["session", "compare", "run_board_sim", "inputs", "OPTIONS", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
 SIM_DIVISOR = 8
 SIM_TIMEOUT = 2000
@@ -105,14 +105,22 @@ def random_layer(p: LSTMParams, seed: int) -> LSTMWeights:
                            rng.normal(0, 0.2, size=4 * p.hidden))
 
 
-def cli_inputs(design, args) -> tuple:
-    """Random layer weights (seeded) and ``-n`` random sequences of ``--steps`` steps."""
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``-n``, ``--steps``, ``--seed``)
+OPTIONS = ("n", "steps", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, n: int = 4, steps: int = 3,
+           seed: int = 1) -> tuple:
+    """The parameter set, random layer weights (seeded by ``seed``) and ``n`` random sequences of
+    ``steps`` steps.
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
     from hwcosim.models.fixedpoint import quantize
 
-    p = board_params(design, args, "random weights and inputs (--seed, -n sequences, --steps)")
-    rng = np.random.default_rng(args.seed + 1)
-    xs = quantize(rng.uniform(-1, 1, size=(args.n, args.steps, p.input_size)), p.vec_fmt)
-    return p, {"wts": random_layer(p, args.seed), "xs": xs}
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    rng = np.random.default_rng(seed + 1)
+    xs = quantize(rng.uniform(-1, 1, size=(n, steps, p.input_size)), p.vec_fmt)
+    return p, {"wts": random_layer(p, seed), "xs": xs}
 
 
 def run_board_sim(p: LSTMParams, wts: LSTMWeights, xs, *, rate_error: float = 0.0,

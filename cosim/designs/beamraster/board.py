@@ -21,7 +21,7 @@ from hwcosim.models.beamraster.datapath import (
 )
 from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "SIM_DIVISOR", "SIM_TIMEOUT"]
+__all__ = ["session", "compare", "run_board_sim", "inputs", "OPTIONS", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
 SIM_DIVISOR = 8
 SIM_TIMEOUT = 2000
@@ -80,10 +80,17 @@ def compare(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, res: dict) -> dict
             "golden": (want_re, want_im)}
 
 
-def cli_inputs(design, args) -> tuple:
-    """A channel-driven scenario (:func:`hwcosim.models.beamraster.datapath.scenario`) of ``-n`` frames (seeded)."""
-    p = board_params(design, args, "a generated channel scenario (--seed, -n frames)")
-    sc = scenario(p, n_frames=args.n, seed=args.seed)
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``-n``, ``--seed``)
+OPTIONS = ("n", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, n: int = 4, seed: int = 1) -> tuple:
+    """The parameter set and a channel-driven scenario (:func:`hwcosim.models.beamraster.datapath.scenario`)
+    of ``n`` frames (seeded by ``seed``).
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    sc = scenario(p, n_frames=n, seed=seed)
     return p, {k: sc[k] for k in ("s_re", "s_im", "beams", "P_re", "P_im")}
 
 

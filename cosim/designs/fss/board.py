@@ -15,7 +15,7 @@ from hwcosim.cosim.flow.board import HostLink, beats_to_words, board_params, wor
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fss.gemm import FSSParams, gemm, pack_act_beats, unpack_output_beats
 
-__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "random_layer", "recheck", "SIM_DIVISOR",
+__all__ = ["session", "compare", "run_board_sim", "inputs", "OPTIONS", "random_layer", "recheck", "SIM_DIVISOR",
            "SIM_TIMEOUT"]
 
 SIM_DIVISOR = 8
@@ -152,17 +152,25 @@ def random_layer(p: FSSParams, rows: int, cols: int, seed: int):
     return encode(np.random.default_rng(seed).normal(0, 0.6, size=(rows, cols)), p.region, n=p.n, fmt=p.weight_fmt)
 
 
-def cli_inputs(design, args) -> tuple:
-    """Random weights of a layer of the board's row-group and region shape (seeded; up to 64 x 64
-    within the build's maximum) and ``-n`` runs of ``--steps`` column tiles of random activations."""
-    p = board_params(design, args, "random FSS weights and activations (--seed, -n runs, --steps column tiles per run)")
-    if args.n < 1 or args.steps < 1:
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``-n``, ``--steps``, ``--seed``)
+OPTIONS = ("n", "steps", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, n: int = 4, steps: int = 3,
+           seed: int = 1) -> tuple:
+    """The parameter set, random weights of a layer of the board's row-group and region shape (seeded by
+    ``seed``; up to 64 x 64 within the build's maximum) and ``n`` runs of ``steps`` column tiles of
+    random activations.
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    if n < 1 or steps < 1:
         raise UsageError("-n (runs) and --steps (column tiles per run) must be at least 1")
     rows = max(p.rows_per_group, min(p.max_rows, 64) // p.rows_per_group * p.rows_per_group)
     cols = max(p.r_w, min(p.max_cols, 64) // p.r_w * p.r_w)
-    m = random_layer(p, rows, cols, args.seed)
-    rng = np.random.default_rng(args.seed + 1)
-    xs = rng.integers(p.act_fmt.min_raw, p.act_fmt.max_raw + 1, size=(args.n, cols, args.steps * p.pe_cols))
+    m = random_layer(p, rows, cols, seed)
+    rng = np.random.default_rng(seed + 1)
+    xs = rng.integers(p.act_fmt.min_raw, p.act_fmt.max_raw + 1, size=(n, cols, steps * p.pe_cols))
     return p, {"values": m.values, "indices": m.indices, "xs": xs}
 
 

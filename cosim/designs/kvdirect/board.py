@@ -16,7 +16,7 @@ from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.kvdirect.rtl_model import PipelineParams, golden_run, pack_request, pack_response, unpack_request
 
-__all__ = ["session", "compare", "run_board_sim", "cli_inputs", "recheck", "SIM_DIVISOR", "SIM_TIMEOUT"]
+__all__ = ["session", "compare", "run_board_sim", "inputs", "OPTIONS", "recheck", "SIM_DIVISOR", "SIM_TIMEOUT"]
 
 SIM_DIVISOR = 8
 SIM_TIMEOUT = 2000
@@ -86,12 +86,19 @@ def compare(p: PipelineParams, requests, res: dict) -> dict:
             "golden": want, "ordered": [g if g is not None else -1 for g in got]}
 
 
-def cli_inputs(design, args) -> tuple:
-    """A seeded Zipf (0.99) operation stream of ``-n`` hundred operations over 64 keys."""
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``-n``, ``--seed``)
+OPTIONS = ("n", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, n: int = 4, seed: int = 1) -> tuple:
+    """The parameter set and a Zipf (0.99) operation stream of ``n`` hundred operations over 64 keys
+    (seeded by ``seed``).
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
     from hwcosim.models.kvdirect.rtl_model import make_stream
 
-    p = board_params(design, args, "a generated operation stream (--seed, -n hundreds of operations)")
-    reqs = make_stream(100 * args.n, 64, "zipf", args.seed)
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    reqs = make_stream(100 * n, 64, "zipf", seed)
     return p, {"requests": np.array([pack_request(r) for r in reqs], dtype=object)}
 
 

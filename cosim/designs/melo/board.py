@@ -16,7 +16,7 @@ from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.melo.engine import MeloEngineParams
 
-__all__ = ["session", "compare", "golden_of", "traffic", "run_board_sim", "cli_inputs", "SIM_DIVISOR",
+__all__ = ["session", "compare", "golden_of", "traffic", "run_board_sim", "inputs", "OPTIONS", "SIM_DIVISOR",
            "SIM_TIMEOUT"]
 
 SIM_DIVISOR = 8
@@ -108,10 +108,17 @@ def traffic(p: MeloEngineParams, packets_per_conn: int, seed: int) -> np.ndarray
                     dtype=np.int64)
 
 
-def cli_inputs(design, args) -> tuple:
-    """Lossy traffic of ``--steps`` packets per connection over the board's connections (seeded)."""
-    p = board_params(design, args, "generated lossy traffic (--seed, --steps packets per connection)")
-    return p, {"events": traffic(p, args.steps, args.seed)}
+#: the workload options :func:`inputs` takes (``hwcosim board run``'s ``--steps``, ``--seed``)
+OPTIONS = ("steps", "seed")
+
+
+def inputs(design, *, family: str = "ecp5", param=(), params_file=None, steps: int = 3, seed: int = 1) -> tuple:
+    """The parameter set and lossy traffic of ``steps`` packets per connection over its connections
+    (seeded by ``seed``).
+    ``params_file`` and ``param`` apply to the design's configuration for ``family``
+    (:func:`hwcosim.cosim.flow.board.board_params`)."""
+    p = board_params(design, family=family, param=param, params_file=params_file)
+    return p, {"events": traffic(p, steps, seed)}
 
 
 def run_board_sim(p: MeloEngineParams, events, *, rate_error: float = 0.0,
