@@ -8,6 +8,9 @@
   root cause.
 - ``hwcosim reliability byterobust-loop [--quick] [-o DIR] [--seed N]``: ByteRobust's monitors,
   localisation and recovery as a closed loop on telemetry vs requeue-everything over a month.
+- ``hwcosim reliability pai [--quick] [-o DIR] [--seed N]``: Mycroft's and C4D's slow-rank rules on
+  the real Alibaba PAI 2020 training jobs (data directory) against the upstream straggler labels,
+  and their false alarms on 100 real healthy-variation jobs.
 
 Outputs (JSON + PNG) go under ``build/reliability`` by default.
 """
@@ -26,12 +29,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("reliability", help="fault injection and the C4D, Mycroft, ByteRobust studies",
                               description="Seeded fault injection on the cluster simulator and the C4D, Mycroft "
                                           "and ByteRobust reliability studies.")
-    sub = p.add_subparsers(dest="reliability_cmd", metavar="{c4d,mycroft,byterobust,byterobust-loop}")
+    sub = p.add_subparsers(dest="reliability_cmd", metavar="{c4d,mycroft,byterobust,byterobust-loop,pai}")
     sub.required = True
     for name, hlp in (("c4d", "C4D classification/localisation vs a timeout-only baseline"),
                       ("mycroft", "Mycroft trigger + root-cause analysis: time to detect / RCA"),
                       ("byterobust", "ByteRobust ETTR over 90 days vs requeue-on-failure"),
-                      ("byterobust-loop", "ByteRobust closed loop on telemetry vs requeue-everything over a month")):
+                      ("byterobust-loop", "ByteRobust closed loop on telemetry vs requeue-everything over a month"),
+                      ("pai", "Mycroft and C4D slow-rank rules on the real Alibaba PAI traces vs the upstream "
+                              "labels; false alarms on 100 healthy jobs")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         s.add_argument("--quick", action="store_true", help="the < 1 minute setting")
         s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/reliability)")
@@ -39,8 +44,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         if name == "c4d":
             s.add_argument("--mix", choices=("uniform", "byterobust"), default="uniform",
                            help="fault-kind mix of the trials (default uniform)")
-        s.set_defaults(func=study_command(f"hwcosim.models.systems.reliability.bench:bench_{name.replace('-', '_')}",
-                                          "build/reliability", {"mix": (lambda v: True, "")}))
+        ref = ("hwcosim.models.systems.reliability.pai:bench_pai" if name == "pai" else
+               f"hwcosim.models.systems.reliability.bench:bench_{name.replace('-', '_')}")
+        s.set_defaults(func=study_command(ref, "build/reliability", {"mix": (lambda v: True, "")}))
     return p
 
 

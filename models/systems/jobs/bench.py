@@ -211,8 +211,10 @@ def jobcheck_report(out: Path, script: Path, rep, execute: bool, device_memory_g
     from hwcosim.models.systems.jobs.jobcheck import CATEGORIES
     from hwcosim.models.tables import emit
 
-    print(f"jobcheck {script}: " + ("static checks, then the script was EXECUTED in a sandbox (its own process "
-                                    "group, a scratch working directory, CPU/memory/wall-time limits, no network)"
+    print(f"jobcheck {script}: " + ("static checks, then the script was EXECUTED in a sandbox (Linux namespaces: "
+                                    "the working folder, the script's folder and /tmp private copy-on-write copies "
+                                    "discarded at the end, everything else read-only, no network, every process it "
+                                    "started killed; CPU, memory, file-size, process-count and wall-time limits)"
                                     if execute else "static checks only; the script was NOT executed "
                                     "(add --run for the sandboxed dry run)"))
     _write_json(out / f"jobcheck_{script.stem}.json", rep.to_dict())
