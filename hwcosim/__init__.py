@@ -15,6 +15,8 @@ The Python API (the command line calls the same functions; ``docs/python-api.md`
   with ``verilog()``, ``stimulus()``, ``golden()``, ``simulate()`` (a :class:`SimResult`),
   ``build()`` and ``formal()``;
 - :func:`prune` -> a :class:`PruneResult` (mask, pruned weights, hardware encoding, ``save``);
+- :func:`compile` -> a compiled network on the BBS engines (``predict``, ``simulate``, ``report``,
+  ``save``; ``docs/compile.md``);
 - :class:`UsageError` (bad input) and :class:`CheckFailed` (a check that ran and failed).
 
 Importing :mod:`hwcosim` is light: each name is imported when first used.
@@ -34,6 +36,7 @@ _LAZY = {
     "SimResult": ("hwcosim.cosim.api", "SimResult"),
     "prune": ("hwcosim.pruning.prune_api", "prune"),
     "PruneResult": ("hwcosim.pruning.prune_api", "PruneResult"),
+    "compile": ("hwcosim.cosim.compile", "compile_model"),
     "UsageError": ("hwcosim.models.errors", "UsageError"),
     "CheckFailed": ("hwcosim.models.errors", "CheckFailed"),
 }

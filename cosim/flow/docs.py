@@ -531,11 +531,6 @@ def on_config(config, **kwargs):
             break
     else:
         nav.append({"Designs": pages})
-    # the Python API page (docs/python-api.md) joins the nav once it is written
-    if (ROOT / "docs" / "python-api.md").is_file() and "python-api.md" not in str(nav):
-        at = next((i + 1 for i, item in enumerate(nav) if isinstance(item, dict) and "Getting started" in item),
-                  len(nav))
-        nav.insert(at, {"Python API": "python-api.md"})
     config["nav"] = nav
     return config
 

@@ -1,0 +1,349 @@
+"""Front ends of ``hwcosim.compile``: a user's trained network read into a small layer IR.
+
+Two readers, one IR (a chain of :class:`Layer` records, input to output):
+
+- :func:`read_onnx`: an ONNX model whose main graph is a single chain from its one input to its
+  one output, built of ``Gemm`` (``transA=0``, ``alpha=beta=1``, ``B`` an initialiser),
+  ``MatMul`` (``B`` an initialiser) with an optional following ``Add`` of a constant bias,
+  ``Relu``, ``Sigmoid``, ``Tanh``, ``Flatten``, ``Reshape`` (a constant shape),
+  ``Softmax`` (the last op, on the last axis) and ``LSTM`` (forward, default activations, no
+  peepholes, no ``sequence_lens``/initial state, ``layout=0``; the chain goes on from ``Y_h``).
+  Anything else (another op, an unsupported attribute, a branch) is a
+  :class:`~hwcosim.models.errors.UsageError` naming the op type and the node name.
+- :func:`read_npz`: an ``.npz`` weight bundle with a TOML description of the layers::
+
+      input = "vector"            # or "sequence": x is (N, T, I)
+      [[layer]]
+      kind = "dense"              # y = x @ W.T + b
+      weight = "fc1.W"            # (out, in)
+      bias = "fc1.b"              # optional, (out,)
+      activation = "relu"         # optional: relu, sigmoid, tanh, softmax (last layer only)
+      [[layer]]
+      kind = "lstm"               # fused gates (i, f, g, o): W (4H, I+H) = [W_x | W_h], bias (4H,)
+      weight = "lstm.W"
+      bias = "lstm.b"             # the output is the last hidden state (N, H)
+
+Both check every weight for NaN/inf. Gate order inside the IR is (i, f, g, o) with one fused
+``(4H, I+H)`` matrix, the layout of :mod:`hwcosim.models.nn.lstm` and of the BBS LSTM engine;
+ONNX's (i, o, f, c) order is converted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from hwcosim.models.errors import UsageError
+from hwcosim.models.safeparse import toml_loads
+
+__all__ = ["Layer", "Network", "read_onnx", "read_npz", "read_model", "ACTIVATIONS"]
+
+ACTIVATIONS = ("relu", "sigmoid", "tanh", "softmax")
+
+
+@dataclass
+class Layer:
+    """One layer of the IR.
+
+    ``kind``: ``dense`` (``w`` (out, in), ``b`` (out,) or None), ``lstm`` (``w`` (4H, I+H) gates
+    i, f, g, o; ``b`` (4H,); ``attrs["layout"]`` ``"tni"`` (ONNX: x is (T, N, I), output
+    ``Y_h`` (1, N, H)) or ``"nti"`` (x (N, T, I), output (N, H))), ``relu``/``sigmoid``/``tanh``/
+    ``softmax`` (host activations), ``flatten`` (``attrs["axis"]``), ``reshape``
+    (``attrs["shape"]``, ONNX semantics: 0 copies a dimension, -1 is inferred).
+    """
+
+    kind: str
+    name: str
+    w: np.ndarray | None = None
+    b: np.ndarray | None = None
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Network:
+    """A chain of layers; ``source`` names where it came from."""
+
+    layers: list[Layer]
+    source: str
+    input_name: str = "x"
+
+    @property
+    def engine_layers(self) -> list[Layer]:
+        return [lay for lay in self.layers if lay.kind in ("dense", "lstm")]
+
+
+def _finite(name: str, a: np.ndarray, where: str) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if not np.isfinite(a).all():
+        bad = int((~np.isfinite(a)).sum())
+        raise UsageError(f"{where}: weight {name!r} holds {bad} NaN/inf values; clean or retrain the model")
+    return a
+
+
+# -- ONNX ------------------------------------------------------------------------------------
+
+def _attrs(node) -> dict:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _refuse(node, what: str) -> UsageError:
+    return UsageError(f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}): {what}; this compiler "
+                      "supports Gemm, MatMul(+Add), Relu, Sigmoid, Tanh, Flatten, Reshape, Softmax (last) and LSTM")
+
+
+def _only(node, attrs: dict, allowed: dict) -> None:
+    """Refuse any attribute not in ``allowed`` or with a value other than the allowed ones."""
+    for k, v in attrs.items():
+        if isinstance(v, bytes):
+            v = v.decode()
+        if isinstance(v, list):
+            v = [x.decode() if isinstance(x, bytes) else x for x in v]
+        if k not in allowed:
+            raise _refuse(node, f"attribute {k}={v!r} is not supported")
+        ok = allowed[k]
+        if ok is not None and not (v in ok if isinstance(ok, tuple) else ok(v)):
+            raise _refuse(node, f"attribute {k}={v!r} is not supported")
+
+
+def read_onnx(path: str | Path) -> Network:
+    """Read an ONNX model (see the module docstring for what is supported) into a :class:`Network`."""
+    from hwcosim.pruning.onnx_io import _load_model, _onnx
+
+    onnx, numpy_helper = _onnx()
+    where = str(path)
+    model = path if hasattr(path, "graph") else _load_model(Path(path))
+    if hasattr(path, "graph"):
+        where = "ONNX model"
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    consts: dict[str, np.ndarray] = {}
+
+    def const(name: str, node) -> np.ndarray:
+        if name in consts:
+            return consts[name]
+        if name not in inits:
+            raise _refuse(node, f"input {name!r} must be a constant (an initialiser)")
+        consts[name] = numpy_helper.to_array(inits[name])
+        return consts[name]
+
+    for node in g.node:  # Constant nodes become constants
+        if node.op_type == "Constant":
+            a = _attrs(node)
+            if "value" not in a:
+                raise _refuse(node, "only Constant nodes with a tensor 'value' are supported")
+            consts[node.output[0]] = numpy_helper.to_array(a["value"])
+    nodes = [n for n in g.node if n.op_type != "Constant"]
+    inputs = [i.name for i in g.input if i.name not in inits]
+    if len(inputs) != 1 or len(g.output) != 1:
+        raise UsageError(f"{where}: the model has {len(inputs)} inputs and {len(g.output)} outputs; "
+                         "this compiler takes a chain with one input and one output")
+    consumers: dict[str, list] = {}
+    for n in nodes:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+
+    layers: list[Layer] = []
+    cur = inputs[0]
+    out = g.output[0].name
+    used: set[int] = set()
+    while cur != out:
+        nxt = consumers.get(cur, [])
+        if len(nxt) != 1:
+            raise UsageError(f"{where}: tensor {cur!r} feeds {len(nxt)} nodes; this compiler takes a single "
+                             "chain (no branches, no residual adds)")
+        node = nxt[0]
+        if id(node) in used:
+            raise UsageError(f"{where}: node {node.name!r} is reached twice; the graph is not a chain")
+        used.add(id(node))
+        op, name, a = node.op_type, node.name or node.op_type, _attrs(node)
+        if node.input[0] != cur:
+            raise _refuse(node, f"the chain's tensor {cur!r} must be its first input")
+        if op == "Gemm":
+            _only(node, a, {"transA": (0,), "transB": (0, 1), "alpha": (1.0,), "beta": (1.0,)})
+            w = const(node.input[1], node)
+            w = w if a.get("transB", 0) else w.T
+            b = const(node.input[2], node) if len(node.input) > 2 and node.input[2] else None
+            if b is not None and b.size not in (1, w.shape[0]):
+                raise _refuse(node, f"bias of shape {list(b.shape)} does not broadcast to {w.shape[0]} outputs")
+            lay = Layer("dense", name, _finite(node.input[1], w, where),
+                        None if b is None else _finite(node.input[2], np.broadcast_to(b.reshape(-1), (w.shape[0],)),
+                                                       where))
+            cur = node.output[0]
+        elif op == "MatMul":
+            _only(node, a, {})
+            w = const(node.input[1], node)
+            if w.ndim != 2:
+                raise _refuse(node, f"weight of {w.ndim} dimensions; only 2-D weights are supported")
+            lay = Layer("dense", name, _finite(node.input[1], w.T, where))
+            cur = node.output[0]
+            after = consumers.get(cur, [])
+            if cur != out and len(after) == 1 and after[0].op_type == "Add":
+                add = after[0]
+                other = [i for i in add.input if i != cur]
+                bias = const(other[0], add) if len(other) == 1 else None
+                if bias is None or bias.size not in (1, w.shape[1]):
+                    raise _refuse(add, "only an Add of a constant bias after a MatMul is supported")
+                lay.b = _finite(other[0], np.broadcast_to(bias.reshape(-1), (w.shape[1],)), where)
+                used.add(id(add))
+                cur = add.output[0]
+        elif op in ("Relu", "Sigmoid", "Tanh"):
+            _only(node, a, {})
+            lay = Layer(op.lower(), name)
+            cur = node.output[0]
+        elif op == "Softmax":
+            _only(node, a, {"axis": lambda v: isinstance(v, int)})
+            if node.output[0] != out:
+                raise _refuse(node, "Softmax is supported only as the last op")
+            lay = Layer("softmax", name, attrs={"axis": int(a.get("axis", -1))})  # the last axis: checked on use
+            cur = node.output[0]
+        elif op == "Flatten":
+            _only(node, a, {"axis": lambda v: isinstance(v, int) and v >= 0})
+            lay = Layer("flatten", name, attrs={"axis": int(a.get("axis", 1))})
+            cur = node.output[0]
+        elif op == "Reshape":
+            _only(node, a, {"allowzero": (0,)})
+            shape = [int(s) for s in const(node.input[1], node).reshape(-1)]
+            lay = Layer("reshape", name, attrs={"shape": shape})
+            cur = node.output[0]
+        elif op == "LSTM":
+            lay = _lstm(node, a, const, consumers, out, where)
+            cur = node.output[1]
+        else:
+            raise _refuse(node, "this op is not supported")
+        layers.append(lay)
+    if not any(lay.kind in ("dense", "lstm") for lay in layers):
+        raise UsageError(f"{where}: no Gemm, MatMul or LSTM layer to put on an engine")
+    return Network(layers, where, inputs[0])
+
+
+def _lstm(node, a: dict, const, consumers: dict, out: str, where: str) -> Layer:
+    def default_acts(v):
+        return [s.lower() for s in v] == ["sigmoid", "tanh", "tanh"]
+
+    _only(node, a, {"hidden_size": None, "direction": ("forward",), "layout": (0,), "input_forget": (0,),
+                    "activations": default_acts})
+    ins = list(node.input) + [""] * (8 - len(node.input))
+    for i, what in ((4, "sequence_lens"), (5, "initial_h"), (6, "initial_c"), (7, "P (peepholes)")):
+        if ins[i]:
+            raise _refuse(node, f"input {what} is not supported")
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    if outs[0] and consumers.get(outs[0]) or outs[0] == out:
+        raise _refuse(node, "output Y (the whole sequence) is not supported; use Y_h (the last hidden state)")
+    if outs[2] and (consumers.get(outs[2]) or outs[2] == out):
+        raise _refuse(node, "output Y_c is not supported; use Y_h")
+    if not outs[1]:
+        raise _refuse(node, "output Y_h must be used")
+    W = const(ins[1], node)
+    R = const(ins[2], node)
+    if W.ndim != 3 or W.shape[0] != 1 or R.shape[0] != 1:
+        raise _refuse(node, "only a single direction is supported")
+    H = R.shape[-1]
+    if "hidden_size" in a and int(a["hidden_size"]) != H:
+        raise _refuse(node, f"hidden_size={a['hidden_size']} does not match R's {H}")
+    B = const(ins[3], node)[0] if ins[3] else np.zeros(8 * H)
+    order = [0, 2, 3, 1]  # ONNX (i, o, f, c) -> engine (i, f, g, o)
+
+    def gates(m):
+        blocks = np.split(np.asarray(m, dtype=np.float64), 4, axis=0)
+        return np.concatenate([blocks[k] for k in order], axis=0)
+
+    w = np.concatenate([gates(W[0]), gates(R[0])], axis=1)
+    b = gates(B[:4 * H]) + gates(B[4 * H:])
+    return Layer("lstm", node.name or "LSTM", _finite(f"{ins[1]}|{ins[2]}", w, where),
+                 _finite(ins[3] or "B", b, where), attrs={"layout": "tni", "hidden": H, "input_size": W.shape[2]})
+
+
+# -- npz + TOML --------------------------------------------------------------------------------
+
+def read_npz(npz: str | Path, toml: str | Path) -> Network:
+    """Read an ``.npz`` weight bundle described by a TOML file (see the module docstring)."""
+    npz, toml = Path(npz), Path(toml)
+    for f in (npz, toml):
+        if not f.is_file():
+            raise UsageError(f"{f}: no such file")
+    desc = toml_loads(toml.read_bytes(), str(toml), UsageError, "layer description")
+    try:
+        bundle = dict(np.load(npz, allow_pickle=False))
+    except Exception as e:  # noqa: BLE001 - zipfile/ValueError/OSError on a damaged file
+        raise UsageError(f"{npz}: not a readable .npz ({type(e).__name__}); save it with numpy.savez") from None
+    unknown = set(desc) - {"input", "layer"}
+    if unknown:
+        raise UsageError(f"{toml}: unknown keys {sorted(unknown)}; write input = ... and [[layer]] tables")
+    layout = desc.get("input", "vector")
+    if layout not in ("vector", "sequence"):
+        raise UsageError(f"{toml}: input = {layout!r}; write \"vector\" or \"sequence\"")
+    specs = desc.get("layer", [])
+    if not isinstance(specs, list) or not specs:
+        raise UsageError(f"{toml}: no [[layer]] tables; describe at least one layer")
+
+    def arr(spec, key, i, required=True):
+        name = spec.get(key)
+        if name is None:
+            if required:
+                raise UsageError(f"{toml}: layer {i} has no {key} = \"ARRAY\"; name the array in {npz.name}")
+            return None
+        if name not in bundle:
+            raise UsageError(f"{toml}: layer {i}: array {name!r} is not in {npz.name} (it has {sorted(bundle)[:8]})")
+        return _finite(name, bundle[name], str(npz))
+
+    layers: list[Layer] = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict):
+            raise UsageError(f"{toml}: layer {i} is not a table")
+        extra = set(spec) - {"kind", "weight", "bias", "activation", "name"}
+        if extra:
+            raise UsageError(f"{toml}: layer {i}: unknown keys {sorted(extra)}; allowed: kind, weight, bias, "
+                             "activation, name")
+        kind = spec.get("kind")
+        name = str(spec.get("name", f"layer{i}"))
+        w, b = arr(spec, "weight", i), arr(spec, "bias", i, required=False)
+        if w.ndim != 2:
+            raise UsageError(f"{toml}: layer {i}: weight {spec['weight']!r} has shape {list(w.shape)}; a 2-D matrix")
+        if kind == "dense":
+            if b is not None and b.shape != (w.shape[0],):
+                raise UsageError(f"{toml}: layer {i}: bias shape {list(b.shape)} != ({w.shape[0]},)")
+            layers.append(Layer("dense", name, w, b))
+        elif kind == "lstm":
+            if w.shape[0] % 4 or w.shape[1] <= w.shape[0] // 4:
+                raise UsageError(f"{toml}: layer {i}: an LSTM weight is (4H, I+H), got {list(w.shape)}")
+            H = w.shape[0] // 4
+            b = np.zeros(4 * H) if b is None else b
+            if b.shape != (4 * H,):
+                raise UsageError(f"{toml}: layer {i}: LSTM bias shape {list(b.shape)} != ({4 * H},)")
+            if layout != "sequence" or layers:
+                raise UsageError(f"{toml}: layer {i}: an LSTM must be the first layer, with input = \"sequence\"")
+            layers.append(Layer("lstm", name, w, b, attrs={"layout": "nti", "hidden": H,
+                                                            "input_size": w.shape[1] - H}))
+        else:
+            raise UsageError(f"{toml}: layer {i}: kind = {kind!r} is not supported; write \"dense\" or \"lstm\"")
+        act = spec.get("activation")
+        if act is not None:
+            if act not in ACTIVATIONS:
+                raise UsageError(f"{toml}: layer {i}: activation {act!r}; choose one of {', '.join(ACTIVATIONS)}")
+            if act == "softmax" and i != len(specs) - 1:
+                raise UsageError(f"{toml}: layer {i}: softmax is supported on the last layer only")
+            layers.append(Layer(act, f"{name}.{act}"))
+    if layout == "sequence" and layers[0].kind != "lstm":
+        raise UsageError(f"{toml}: input = \"sequence\" needs an LSTM first layer")
+    return Network(layers, f"{npz} + {toml}")
+
+
+def read_model(model, description=None) -> Network:
+    """A :class:`Network` from an ONNX path or ``onnx.ModelProto``, an ``.npz`` path (with its TOML
+    ``description``), or a :class:`Network` (returned as is)."""
+    if isinstance(model, Network):
+        return model
+    if hasattr(model, "graph"):
+        return read_onnx(model)
+    p = Path(model)
+    if p.suffix == ".onnx":
+        return read_onnx(p)
+    if p.suffix == ".npz":
+        if description is None:
+            description = p.with_suffix(".toml")
+        return read_npz(p, description)
+    raise UsageError(f"{model}: not a model this compiler reads; pass an .onnx file or an .npz with a .toml "
+                     "layer description")
