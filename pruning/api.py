@@ -1,5 +1,5 @@
 """Pruning as a library: prune weight tensors with a sparsity pattern and write them in the pattern's
-storage format, ready for the golden models and the RTL (``hwcosim prune`` is :mod:`hwcosim.pruning.cli`
+storage format, ready for the golden models and the RTL (``hwcosim prune`` is :mod:`hwcosim.cosim.cli.prune`
 over these functions).
 
 - :func:`prune_tensors`: prune in memory (a weight file or a ``{name: array}`` dict); returns one

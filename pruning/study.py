@@ -15,7 +15,8 @@ weights keep at least 1 of 9, 88.9%) is recorded as skipped with the reason, not
 **SeerNet study** (Cao et al., CVPR 2019; :mod:`hwcosim.pruning.seernet`): a CNN trained on the digits
 images, each conv layer run with a k-bit predictor, k = 1..8.
 
-CLI: :func:`register` adds ``study accuracy`` and ``study seernet``.
+Each study runs into a folder with :func:`run_accuracy`, :func:`run_seernet`, :func:`run_oneshot`
+(``hwcosim study ...`` is :mod:`hwcosim.cosim.cli.study`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.cnn import CNNConfig
 from hwcosim.models.nn.lstm import LSTMConfig
 from hwcosim.models.nn.train import TrainConfig, get_trained
-from hwcosim.models.tables import show
 from hwcosim.pruning.base import PatternError, pattern_names
 from hwcosim.pruning.recipes import CNN_TRAIN, LSTM_TRAIN
 from hwcosim.pruning.schedule import CubicSchedule, gradual_prune, pattern_for_sparsity
 from threadpoolctl import threadpool_limits
 
-__all__ = ["default_specs", "accuracy_study", "seernet_study", "register", "PRUNED"]
+__all__ = ["default_specs", "accuracy_study", "seernet_study", "run_accuracy", "accuracy_table", "run_seernet",
+           "seernet_table", "run_oneshot", "PRUNED"]
 
 #: LSTM parameters the accuracy study prunes.
 PRUNED = ("W", "W_out")
@@ -309,50 +310,28 @@ def _plot_seernet(result: dict, path: Path) -> None:
     save_png(fig, path, dpi=110)
 
 
-# -- CLI ------------------------------------------------------------------------------------
+# -- running a study into a folder -----------------------------------------------------------
 
-def _fail(msg: str):
-    raise UsageError(msg)
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        _fail(f"cannot read sparsities {text!r}; write fractions separated by commas, e.g. 0.5,0.75,0.9")
-
-
-def _bits(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            a, b = (int(t) for t in text.split("-"))
-            return list(range(a, b + 1))
-        return [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        _fail(f"cannot read bit widths {text!r}; write a range like 1-8 or a list like 1,2,4,8")
-
-
-def _run_accuracy(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    sp = _floats(args.sparsities) if args.sparsities else ([0.5, 0.75, 0.9] if args.quick
-                                                          else [0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
-    pats = [p.strip() for p in args.patterns.split(",") if p.strip()] if args.patterns else None
-    if args.hidden < 1:
-        _fail(f"--hidden must be a positive integer, not {args.hidden}")
-    kw = dict(schedule_steps=2, epochs_per_step=2, final_epochs=2) if args.quick else {}
-    console = Console(stderr=True)
-    try:
-        res = accuracy_study(sp, pats, args.hidden, args.seed, finetune=not args.no_finetune,
-                             cache_dir=args.cache_dir, progress=console.print if args.verbose else None, **kw)
-    except UsageError as e:  # PatternError is one; any other error is a bug
-        _fail(str(e))
-    out = Path(args.output)
-    with staged_dir(out) as tmp:  # both files appear together, at the end
+def run_accuracy(sparsities=None, patterns=None, hidden: int = 64, seed: int = 0, *, quick: bool = False,
+                 finetune: bool = True, cache_dir="build/cache", output="build/study", progress=None) -> dict:
+    """The accuracy study (default sparsities 0.5..0.95; 0.5, 0.75, 0.9 and a short fine-tuning with
+    ``quick``) written to ``output/accuracy.json`` and ``accuracy.png`` together; returns the result."""
+    sp = list(sparsities) if sparsities else ([0.5, 0.75, 0.9] if quick else [0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+    if hidden < 1:
+        raise UsageError(f"--hidden must be a positive integer, not {hidden}")
+    kw = dict(schedule_steps=2, epochs_per_step=2, final_epochs=2) if quick else {}
+    res = accuracy_study(sp, patterns, hidden, seed, finetune=finetune, cache_dir=cache_dir, progress=progress, **kw)
+    with staged_dir(Path(output)) as tmp:  # both files appear together, at the end
         _write_json(tmp / "accuracy.json", res)
         _plot_accuracy(res, tmp / "accuracy.png")
-    t = Table(title=f"LSTM H={args.hidden} on digits, dense accuracy {res['dense_accuracy']:.4f}")
+    return res
+
+
+def accuracy_table(res: dict):
+    """The accuracy study's points as a rich table."""
+    from rich.table import Table
+
+    t = Table(title=f"LSTM H={res['model']['hidden']} on digits, dense accuracy {res['dense_accuracy']:.4f}")
     for c in ("pattern", "target sparsity", "achieved sparsity", "one-shot accuracy", "fine-tuned accuracy"):
         t.add_column(c, justify="right" if c != "pattern" else "left")
     for p in res["points"]:
@@ -361,31 +340,25 @@ def _run_accuracy(args) -> int:
         else:
             ftc = f"{p['accuracy_finetuned']:.4f}" if "accuracy_finetuned" in p else "-"
             t.add_row(p["label"], f"{p['target']:.2f}", f"{p['achieved']:.3f}", f"{p['accuracy_oneshot']:.4f}", ftc)
-    show(t)
-    c = res["claim"]
-    if c.get("evaluated"):
-        for k in ("oneshot", "finetuned"):
-            if k in c:
-                Console().print(f"claim ({k}): bbs-unstructured {c[k]['mean_bbs_minus_unstructured']:+.4f}, "
-                                f"bbs-block {c[k]['mean_bbs_minus_block']:+.4f} -> "
-                                f"{'holds' if c[k]['holds'] else 'does not hold'}")
-    Console().print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'} ({res['seconds']:.1f} s)")
-    return 0
+    return t
 
 
-def _run_seernet(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    bits = _bits(args.bits) if args.bits else ([1, 2, 4, 8] if args.quick else list(range(1, 9)))
-    try:
-        res = seernet_study(bits, args.seed, epochs=args.epochs, cache_dir=args.cache_dir)
-    except UsageError as e:
-        _fail(str(e))
-    out = Path(args.output)
-    with staged_dir(out) as tmp:  # both files appear together, at the end
+def run_seernet(bits=None, seed: int = 0, *, quick: bool = False, epochs: int | None = None,
+                cache_dir="build/cache", output="build/study") -> dict:
+    """The SeerNet study (k = 1..8 bits; 1, 2, 4, 8 with ``quick``) written to ``output/seernet.json`` and
+    ``seernet.png`` together; returns the result."""
+    bits = list(bits) if bits else ([1, 2, 4, 8] if quick else list(range(1, 9)))
+    res = seernet_study(bits, seed, epochs=epochs, cache_dir=cache_dir)
+    with staged_dir(Path(output)) as tmp:  # both files appear together, at the end
         _write_json(tmp / "seernet.json", res)
         _plot_seernet(res, tmp / "seernet.png")
+    return res
+
+
+def seernet_table(res: dict):
+    """The SeerNet study's results as a rich table (one row per bit width and layer)."""
+    from rich.table import Table
+
     t = Table(title=f"SeerNet on the digits CNN, dense accuracy {res['dense_accuracy']:.4f}")
     for c in ("bits", "layer", "precision", "recall", "MACs skipped (fraction)", "accuracy", "accuracy change"):
         t.add_column(c, justify="right")
@@ -393,80 +366,18 @@ def _run_seernet(args) -> int:
         for s in r["layers"]:
             t.add_row(str(r["bits"]), f"conv{s['layer']}", f"{s['precision']:.3f}", f"{s['recall']:.3f}",
                       f"{s['macs_skipped']:.3f}", f"{r['accuracy']:.4f}", f"{r['accuracy_change']:+.4f}")
-    show(t)
-    Console().print(f"wrote {out / 'seernet.json'} and {out / 'seernet.png'} ({res['seconds']:.1f} s)")
-    return 0
+    return t
 
 
-def register(subparsers) -> None:
-    """Add ``study accuracy`` and ``study seernet`` to an argparse subparsers object.
-
-    Each sets ``func`` (call ``args.func(args)``; it returns the exit status).
-    """
-    study = subparsers.add_parser("study", help="accuracy studies on real data (pruning patterns, SeerNet)",
-                                  description="Accuracy studies on real data.")
-    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet,oneshot}")
-
-    a = sub.add_parser("accuracy", help="LSTM on digits pruned with every pattern, with/without fine-tuning",
-                       description="Train an LSTM on scikit-learn digits (cached), prune its fused gate "
-                                   "matrix and readout with every registered pattern at several "
-                                   "sparsities, one-shot and with gradual fine-tuning; write "
-                                   "accuracy.json and accuracy.png.")
-    a.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
-    a.add_argument("--quick", action="store_true", help="3 sparsities and a short fine-tuning (< 90 s)")
-    a.add_argument("--sparsities", help="comma-separated targets, e.g. 0.5,0.75,0.9")
-    a.add_argument("--patterns", help="comma-separated pattern names or labels (default: all registered)")
-    a.add_argument("--hidden", type=int, default=64, help="LSTM hidden size (default 64)")
-    a.add_argument("--seed", type=int, default=0, help="model seed (default 0)")
-    a.add_argument("--no-finetune", action="store_true", help="one-shot pruning only")
-    a.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
-    a.add_argument("-v", "--verbose", action="store_true", help="print each point as it finishes")
-    a.set_defaults(func=_run_accuracy)
-
-    s = sub.add_parser("seernet", help="SeerNet output-sparsity prediction on a digits CNN, k = 1..8 bits",
-                       description="Train a CNN on digits (cached) and run every conv layer the SeerNet "
-                                   "way with a k-bit predictor; write seernet.json and seernet.png.")
-    s.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
-    s.add_argument("--bits", help="bit widths, a range 1-8 or a list 1,2,4,8 (default 1-8; 1,2,4,8 with --quick)")
-    s.add_argument("--quick", action="store_true", help="only k = 1, 2, 4, 8")
-    s.add_argument("--epochs", type=int, default=None, help="CNN training epochs (default 15)")
-    s.add_argument("--seed", type=int, default=0, help="model seed (default 0)")
-    s.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
-    s.set_defaults(func=_run_seernet)
-
-    o = sub.add_parser("oneshot", help="MiniLM + digits models: magnitude vs Wanda vs OBS one-shot pruning "
-                       "under unstructured/BBS/N:M/FSS patterns",
-                       description="Prune all-MiniLM-L6-v2 (sentence-embedding cosine and Spearman of pairwise "
-                                   "similarities on held-out sentences) and the digits LSTM/CNN (accuracy) one-shot "
-                                   "with magnitude, Wanda and OBS under hardware patterns; write oneshot.json and "
-                                   "oneshot.png.")
-    o.add_argument("-o", "--output", default="build/study", help="output folder (default build/study)")
-    o.add_argument("--quick", action="store_true",
-                   help="50%% only, unstructured and BBS-16, 64 of the 128 calibration sentences, LSTM only, "
-                   "no damping selection (< 1 min)")
-    o.add_argument("--sparsities", help="comma-separated, e.g. 0.5,0.75,0.875")
-    o.add_argument("--cache-dir", default="build/cache", help="trained-model cache (default build/cache)")
-    o.add_argument("-v", "--verbose", action="store_true", help="print each point as it finishes")
-    o.set_defaults(func=_run_oneshot)
-
-
-def _run_oneshot(args) -> int:
+def run_oneshot(sparsities=None, *, quick: bool = False, cache_dir="build/cache", output="build/study",
+                progress=None) -> tuple[dict, Path, Path]:
+    """The one-shot study (:mod:`hwcosim.pruning.oneshot_study`) written to ``output/oneshot.json`` and
+    ``oneshot.png`` together; returns the result and the two paths."""
     from hwcosim.pruning import oneshot_study as st
-    from rich.console import Console
 
-    sp = _floats(args.sparsities) if args.sparsities else None
-    if sp is not None and any(not 0 < x < 1 for x in sp):
-        _fail(f"sparsities must lie in (0, 1), not {args.sparsities}")
-    console = Console(stderr=True)
-    res = st.oneshot_study(quick=args.quick, sparsities=sp, cache_dir=args.cache_dir,
-                           progress=console.print if args.verbose else None)
-    with staged_dir(Path(args.output)) as tmp:  # both files appear together, at the end
-        j, p = (Path(args.output) / Path(f).name for f in st.write(res, tmp))
-    show(st.table(res))
-    sp_ = res.get("speed")
-    if sp_:
-        shape = "x".join(map(str, sp_["shape"]))
-        Console().print(f"speed: OBS {shape} from {sp_['tokens']} tokens {sp_['obs_layer_seconds']:.3f} s; "
-                        f"whole MiniLM with OBS {sp_['whole_minilm_obs_seconds']:.1f} s")
-    Console().print(f"wrote {j} and {p} ({res['seconds']:.1f} s)")
-    return 0
+    if sparsities is not None and any(not 0 < x < 1 for x in sparsities):
+        raise UsageError(f"sparsities must lie in (0, 1), not {','.join(map(str, sparsities))}")
+    res = st.oneshot_study(quick=quick, sparsities=sparsities, cache_dir=cache_dir, progress=progress)
+    with staged_dir(Path(output)) as tmp:  # both files appear together, at the end
+        j, p = (Path(output) / Path(f).name for f in st.write(res, tmp))
+    return res, j, p

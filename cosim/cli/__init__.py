@@ -9,6 +9,7 @@ one line saying so), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from hwcosim.models.errors import BUG_EXIT, CHECK_EXIT, USAGE_EXIT, CheckFailed, UsageError  # the one error path
@@ -24,16 +25,14 @@ def _register_all(sub) -> None:
 
     commands.register(sub)
     for modname in _PACKAGE_COMMANDS:
-        mod = __import__(modname, fromlist=["register"])
-        (getattr(mod, "register_cli", None) or mod.register)(sub)
+        __import__(modname, fromlist=["register"]).register(sub)
 
 
-# Subcommands that live in other packages (each module has register(subparsers)).
-#: (a module with ``register_cli(subparsers)`` is registered through that instead).
+#: The other command modules, each with ``register(subparsers)``.
 _PACKAGE_COMMANDS: list[str] = [
-    "hwcosim.pruning.cli", "hwcosim.pruning.study", "hwcosim.cosim.cli.docs_hook", "hwcosim.cosim.cli.kvdirect", "hwcosim.cosim.cli.melo",
-    "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.flow.sweep",
-    "hwcosim.cosim.flow.formal", "hwcosim.cosim.flow.fuzz", "hwcosim.cosim.cli.reliability",
+    "hwcosim.cosim.cli.prune", "hwcosim.cosim.cli.study", "hwcosim.cosim.cli.docs_hook", "hwcosim.cosim.cli.kvdirect",
+    "hwcosim.cosim.cli.melo", "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.cli.sweep",
+    "hwcosim.cosim.cli.formal", "hwcosim.cosim.cli.fuzz", "hwcosim.cosim.cli.reliability",
     "hwcosim.cosim.cli.graph", "hwcosim.cosim.cli.jobs", "hwcosim.cosim.cli.elastic", "hwcosim.cosim.cli.bridges",
     "hwcosim.cosim.cli.build", "hwcosim.cosim.cli.board"]
 
@@ -52,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hwcosim",
         description="Hardware/software co-design of AI-datacenter systems: verified accelerator RTL, "
                     "golden models, pruning tools and cluster models.")
+    parser.add_argument("--data", metavar="DIR", default=None,
+                        help="the data directory of real datasets (traces, topologies, graphs) for this run; "
+                             "default $HWCOSIM_DATA, else ../shared/data beside the checkout")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _register_all(sub)
@@ -114,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
             return int(e.code or 0) if not isinstance(e.code, str) else 2
-        if not getattr(args, "json", False):
-            return _run(args)
-        return _run_json(args, list(sys.argv[1:] if argv is None else argv))
+        with _data_dir(args.data):
+            if not getattr(args, "json", False):
+                return _run(args)
+            return _run_json(args, list(sys.argv[1:] if argv is None else argv))
     except UsageError as e:  # refused while parsing (an option's own check)
         print(f"error: {_first_line(e)}", file=sys.stderr)
         return USAGE_EXIT
@@ -125,6 +128,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception:  # noqa: BLE001 - outside the command (parser, --json output): still a bug
         return _bug()
+
+
+@contextlib.contextmanager
+def _data_dir(path: str | None):
+    """``--data DIR``: the data directory (:mod:`hwcosim.models.data`) for this run only."""
+    import os
+
+    from hwcosim.models.data import ENV
+
+    if path is None:
+        yield
+        return
+    if not os.path.isdir(path):
+        raise UsageError(f"--data {path}: not a folder; give the folder that holds the datasets "
+                         f"(alibaba-pai-2020/, lingjun-2023/, ...)")
+    old = os.environ.get(ENV)
+    os.environ[ENV] = os.path.abspath(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old
 
 
 def _bug() -> int:
@@ -210,6 +237,14 @@ def _run(args) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ImportError as e:  # a command of an optional extra run without it: name the extra (exit 2)
+        from hwcosim.models.extras import missing_extra
+
+        err = missing_extra(e)
+        if err is None:
+            return _bug()
+        print(f"error: {_first_line(err)}", file=sys.stderr)
+        return USAGE_EXIT
     except Exception:  # noqa: BLE001 - neither bad input nor a failed check: a bug, never passed off as one
         return _bug()
     return int(rc or 0)

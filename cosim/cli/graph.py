@@ -28,7 +28,7 @@ import argparse
 import os
 from pathlib import Path
 
-from hwcosim.cosim.cli.util import entry, lazy, staged
+from hwcosim.cosim.cli.util import add_options, entry, lazy, staged
 from hwcosim.cosim.cli.util import fail as _fail
 from hwcosim.cosim.cli.util import out_dir as _out_dir_base
 
@@ -47,39 +47,30 @@ def _cmd_run(args) -> int:
     from hwcosim.models.systems.graph.engine import make_executor
     from hwcosim.models.systems.graph.partition import METHODS
 
+    # the numeric options are checked against their ranges by the parser (cosim/cli/ranges.py)
     if args.algorithm not in ALGORITHMS:
         _fail(f"unknown algorithm {args.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if args.method not in METHODS:
         _fail(f"unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
-    if args.partitions < 1 or args.workers < 1:
-        _fail(f"--partitions and --workers must be >= 1, not {args.partitions} and {args.workers}")
-    if not 1 <= args.scale <= 26:
-        _fail(f"--scale must be in [1, 26], not {args.scale}")
     g = load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     if args.executor not in _EXECUTORS:
         _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
-    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
     kind = "dask" if args.scheduler and not args.executor.startswith("dask") else args.executor
     params = {"source": args.source} if args.algorithm in ("bfs", "sssp") else {}
     if args.source >= g.n:
         _fail(f"--source {args.source} is not a vertex of a {g.n}-vertex graph")
     try:
         r = run(g, args.algorithm, k=args.partitions, method=args.method,
-                executor=make_executor(kind, args.workers, args.scheduler, threads), **params)
+                executor=make_executor(kind, args.workers, args.scheduler, _threads(args.threads)), **params)
     except OSError as e:
         _fail(f"cannot reach the Dask scheduler {args.scheduler!r}: {e}")
-    path = run_report(_out_dir(args.output), args.algorithm, g, r, args.partitions)
-    print(f"wrote {path}")
+    print(f"wrote {run_report(_out_dir(args.output), args.algorithm, g, r, args.partitions)}")
     return 0
 
 
 def _cmd_partition(args) -> int:
     from hwcosim.models.systems.graph.bench import load_graph, partition_report
 
-    if args.partitions < 1:
-        _fail(f"--partitions must be >= 1, not {args.partitions}")
-    if not 1 <= args.scale <= 26:
-        _fail(f"--scale must be in [1, 26], not {args.scale}")
     g = load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     partition_report(_out_dir(args.output), g, args.partitions, args.seed)
     return 0
@@ -88,30 +79,19 @@ def _cmd_partition(args) -> int:
 _EXECUTORS = ("compiled", "serial", "processes", "dask", "dask-compiled")
 
 
-def _max_threads() -> int:
-    return 4 * (os.cpu_count() or 1)
-
-
-def _int_arg(name: str, text: str, lo: int, hi: int | None = None) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        _fail(f"{name} must be an integer, not {text!r}")
-    if v < lo:
-        _fail(f"{name} must be >= {lo}, not {v}")
-    if hi is not None and v > hi:
-        _fail(f"{name} must be <= {hi}, not {v}")
-    return v
+def _threads(n: int | None) -> int | None:
+    """``--threads`` (its range is checked by the parser), at most 4 x the cores."""
+    if n is not None and n > 4 * (os.cpu_count() or 1):
+        _fail(f"--threads must be <= {4 * (os.cpu_count() or 1)}, not {n}")
+    return n
 
 
 def _cmd_tux2(args) -> int:
     from hwcosim.models.systems.graph.bench import run_tux2
 
-    executor = "threads" if args.threads else args.executor
-    path = run_tux2(_out_dir(args.output), algo=args.algo, staleness=_int_arg("--staleness", args.staleness, 0, 1000),
-                    workers=_int_arg("--workers", args.workers, 1, 4096), seed=_int_arg("--seed", args.seed, 0),
-                    epochs=args.epochs, batches=args.batches, partitioner=args.partitioner, full=args.full,
-                    executor=executor)
+    path = run_tux2(_out_dir(args.output), algo=args.algo, staleness=args.staleness, workers=args.workers,
+                    seed=args.seed, epochs=args.epochs, batches=args.batches, partitioner=args.partitioner,
+                    full=args.full, executor="threads" if args.threads else args.executor)
     print(f"wrote {path} and {path.stem}.png")
     return 0
 
@@ -119,12 +99,9 @@ def _cmd_tux2(args) -> int:
 def _cmd_compiled_bench(args) -> int:
     from hwcosim.models.systems.graph.bench_compiled import bench_graph_compiled
 
-    scales = None
-    if args.scales:
-        scales = tuple(_int_arg("--scales", x, 8, 24) for x in args.scales.split(","))
-    threads = _int_arg("--threads", args.threads, 1, _max_threads()) if args.threads is not None else None
-    repeats = _int_arg("--repeats", args.repeats, 1, 100) if args.repeats is not None else None
-    staged(bench_graph_compiled, _out_dir(args.output), args.quick, scales=scales, threads=threads, repeats=repeats)
+    scales = tuple(int(x) for x in args.scales.split(",")) if args.scales else None  # each checked in 8..24
+    staged(bench_graph_compiled, _out_dir(args.output), args.quick, scales=scales, threads=_threads(args.threads),
+           repeats=args.repeats)
     return 0
 
 
@@ -135,14 +112,18 @@ def _study(fn):
     return cmd
 
 
+_OUT = ("-o --output", "output folder (default build/graph)", dict(metavar="DIR"))
+_QUICK = ("--quick", "the small setting (1 M edges / small graphs)", True)
+
+
 def _graph_args(s):
-    s.add_argument("--graph", default="rmat", help="rmat, karate, lesmis, florentine, davis, or a PATH: SNAP edge "
-                   "list (.txt/.tsv/.csv/.el, optionally .gz), Matrix Market .mtx or scipy .npz (default rmat)")
-    s.add_argument("--scale", type=int, default=14, help="R-MAT scale: 2**scale vertices (default 14)")
-    s.add_argument("--edge-factor", type=int, default=16, help="R-MAT edges per vertex (default 16)")
-    s.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    s.add_argument("-k", "--partitions", type=int, default=4, help="partition count (default 4)")
-    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    add_options(s, [
+        ("--graph", "rmat, karate, lesmis, florentine, davis, or a PATH: SNAP edge list (.txt/.tsv/.csv/.el, "
+         "optionally .gz), Matrix Market .mtx or scipy .npz (default rmat)", dict(default="rmat")),
+        ("--scale", "R-MAT scale: 2**scale vertices (default 14)", dict(type=int, default=14)),
+        ("--edge-factor", "R-MAT edges per vertex (default 16)", dict(type=int, default=16)),
+        ("--seed", "seed (default 0)", dict(type=int, default=0)),
+        ("-k --partitions", "partition count (default 4)", dict(type=int, default=4)), _OUT])
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -156,16 +137,15 @@ def register(subparsers) -> argparse.ArgumentParser:
                        description="Run one algorithm; JSON + table.")
     s.add_argument("algorithm", help="pagerank, bfs, cc or sssp")
     _graph_args(s)
-    s.add_argument("--method", default="hybrid", help="edge-cut, vertex-cut or hybrid (default hybrid)")
-    s.add_argument("--executor", default="compiled",
-                   help="compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
-                        "dask-compiled (Dask tasks running the compiled partition kernel)")
-    s.add_argument("--threads", type=int, default=None,
-                   help="threads of the compiled executor, 1 .. 4 x cores (default every core, at most one per "
-                        "524,288 edges)")
-    s.add_argument("--workers", type=int, default=2, help="processes or Dask workers (default 2)")
-    s.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (implies --executor dask)")
-    s.add_argument("--source", type=int, default=0, help="BFS/SSSP source vertex (default 0)")
+    add_options(s, [
+        ("--method", "edge-cut, vertex-cut or hybrid (default hybrid)", dict(default="hybrid")),
+        ("--executor", "compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
+         "dask-compiled (Dask tasks running the compiled partition kernel)", dict(default="compiled")),
+        ("--threads", "threads of the compiled executor, 1 .. 4 x cores (default every core, at most one per "
+         "524,288 edges)", dict(type=int, default=None)),
+        ("--workers", "processes or Dask workers (default 2)", dict(type=int, default=2)),
+        ("--scheduler", "Dask scheduler address (implies --executor dask)", dict(metavar="ADDRESS")),
+        ("--source", "BFS/SSSP source vertex (default 0)", dict(type=int, default=0))])
     s.set_defaults(func=_cmd_run)
     s = sub.add_parser("partition", help="replication factor and balance of the partitioners")
     _graph_args(s)
@@ -176,54 +156,49 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "(convergence per simulated second) and, with --executor processes (the "
                                    "default on a multi-CPU host), on W real worker processes (convergence per "
                                    "measured wall second); JSON + PNG + table.")
-    s.add_argument("--algo", default="mf", help="mf (synthetic ratings), lr (digits), lda (bars corpus)")
-    s.add_argument("--staleness", type=int, default=2, help="SSP staleness bound S >= 0; 0 is BSP (default 2)")
-    s.add_argument("--workers", type=int, default=4, help="workers = graph partitions (default 4)")
-    s.add_argument("--epochs", type=int, default=None, help="passes over the data (default per algorithm)")
-    s.add_argument("--batches", type=int, default=None, help="mini-batches per epoch (default per algorithm)")
-    s.add_argument("--partitioner", default="bicut", help="bicut (default), hybrid, vertex-cut, edge-cut")
-    s.add_argument("--seed", type=int, default=0, help="seed of data, initial state and worker speeds (default 0)")
-    s.add_argument("--full", action="store_true", help="the larger data setting of the benchmark")
-    s.add_argument("--executor", default=None,
-                   help="measured run besides the simulation: processes (one OS process per worker, shared-memory "
-                        "masters; default with more than one CPU), dask (one task per worker of a local Dask "
-                        "cluster, masters and SSP gate in a Dask actor), threads (a model: modelled speeds slept "
-                        "for real) or simulated (the simulation only; default on one CPU)")
-    s.add_argument("--threads", action="store_true", help="the same as --executor threads")
-    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    add_options(s, [
+        ("--algo", "mf (synthetic ratings), lr (digits), lda (bars corpus)", dict(default="mf")),
+        ("--staleness", "SSP staleness bound S >= 0; 0 is BSP (default 2)", dict(type=int, default=2)),
+        ("--workers", "workers = graph partitions (default 4)", dict(type=int, default=4)),
+        ("--epochs", "passes over the data (default per algorithm)", dict(type=int, default=None)),
+        ("--batches", "mini-batches per epoch (default per algorithm)", dict(type=int, default=None)),
+        ("--partitioner", "bicut (default), hybrid, vertex-cut, edge-cut", dict(default="bicut")),
+        ("--seed", "seed of data, initial state and worker speeds (default 0)", dict(type=int, default=0)),
+        ("--full", "the larger data setting of the benchmark", True),
+        ("--executor", "measured run besides the simulation: processes (one OS process per worker, shared-memory "
+         "masters; default with more than one CPU), dask (one task per worker of a local Dask cluster, masters and "
+         "SSP gate in a Dask actor), threads (a model: modelled speeds slept for real) or simulated (the "
+         "simulation only; default on one CPU)"),
+        ("--threads", "the same as --executor threads", True), _OUT])
     s.set_defaults(func=_cmd_tux2)
     s = sub.add_parser("compiled-bench", help="compiled executor: edges/s/core vs scipy, GraphBLAS, igraph; scaling",
                        description="PageRank, BFS, CC on Graph500 R-MAT graphs: the compiled executor on 1..N "
                                    "threads vs scipy, python-graphblas (same threads) and igraph; JSON + PNG.")
-    s.add_argument("--quick", action="store_true", help="scale 16 only")
-    s.add_argument("--scales", default=None, help="comma-separated R-MAT scales, 8..24 (default 18,19,20)")
-    s.add_argument("--threads", type=int, default=None, help="largest thread count (default every core)")
-    s.add_argument("--repeats", type=int, default=None, help="runs per point, the best kept (default 3)")
-    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    add_options(s, [("--quick", "scale 16 only", True),
+                    ("--scales", "comma-separated R-MAT scales, 8..24 (default 18,19,20)"),
+                    ("--threads", "largest thread count (default every core)", dict(type=int, default=None)),
+                    ("--repeats", "runs per point, the best kept (default 3)", dict(type=int, default=None)), _OUT])
     s.set_defaults(func=_cmd_compiled_bench)
     for name, fn, hlp in (("bench", "bench_graph_engine", "edges/s/core: engine vs scipy SpMV vs igraph"),
                           ("gnn", "bench_gnn_rewrite", "GNN rewriter: speedup and peak memory vs untransformed"),
                           ("tux2-bench", "bench_tux2", "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
                            "(measured) and the worker model (simulated); code lines")):
-        fn = lazy(f"{_BENCH}:{fn}")
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
-        s.add_argument("--quick", action="store_true", help="the small setting (1 M edges / small graphs)")
-        s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
-        s.set_defaults(func=_study(fn))
+        add_options(s, [_QUICK, _OUT])
+        s.set_defaults(func=_study(lazy(f"{_BENCH}:{fn}")))
     hlp = "TuX2 on worker processes: SSP s=1,2,4 vs BSP for MF and LR, loss vs measured wall seconds"
     s = sub.add_parser("tux2-procs", help=hlp, description=hlp + " (load average recorded); writes JSON + PNG.")
-    s.add_argument("--quick", action="store_true", help="the small setting (smaller MF data, fewer epochs, 2 repeats)")
-    s.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    s.add_argument("--repeats", type=int, default=None, help="runs per staleness (default 2 with --quick, else 5)")
-    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/graph)")
+    add_options(s, [("--quick", "the small setting (smaller MF data, fewer epochs, 2 repeats)", True),
+                    ("--workers", "worker processes (default 2)", dict(type=int, default=2)),
+                    ("--repeats", "runs per staleness (default 2 with --quick, else 5)", dict(type=int, default=None)),
+                    _OUT])
     s.set_defaults(func=_cmd_tux2_procs)
     return p
 
 
 def _cmd_tux2_procs(args) -> int:
-    workers = _int_arg("--workers", args.workers, 1, 64)
-    repeats = _int_arg("--repeats", args.repeats, 1, 1000) if args.repeats is not None else None
-    staged(lazy(f"{_BENCH}:bench_tux2_procs"), _out_dir(args.output), args.quick, workers=workers, repeats=repeats)
+    staged(lazy(f"{_BENCH}:bench_tux2_procs"), _out_dir(args.output), args.quick, workers=args.workers,
+           repeats=args.repeats)
     return 0
 
 

@@ -170,26 +170,25 @@ def _numeric_type(action: argparse.Action):
     return None
 
 
-def numeric_actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    """``(command path, action, numeric type)`` of every numeric option of ``parser`` and its subcommands."""
+def _actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """``(command path, action)`` of every option of ``parser`` and its subcommands."""
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
             for name, sub in a.choices.items():
-                yield from numeric_actions(sub, (*path, name))
+                yield from _actions(sub, (*path, name))
         else:
-            t = _numeric_type(a)
-            if t is not None:
-                yield " ".join(path), a, t
+            yield " ".join(path), a
 
 
-def list_actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+def numeric_actions(parser: argparse.ArgumentParser):
+    """``(command path, action, numeric type)`` of every numeric option of ``parser`` and its subcommands."""
+    return [(path, a, t) for path, a in _actions(parser) if (t := _numeric_type(a)) is not None]
+
+
+def list_actions(parser: argparse.ArgumentParser):
     """``(command path, action, (item type, Range))`` of every option listed in :data:`LISTS`."""
-    for a in parser._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            for name, sub in a.choices.items():
-                yield from list_actions(sub, (*path, name))
-        elif isinstance(a, argparse._StoreAction) and f"{' '.join(path)} {a.dest}" in LISTS:
-            yield " ".join(path), a, LISTS[f"{' '.join(path)} {a.dest}"]
+    return [(path, a, LISTS[f"{path} {a.dest}"]) for path, a in _actions(parser)
+            if isinstance(a, argparse._StoreAction) and f"{path} {a.dest}" in LISTS]
 
 
 def _checked_list(kind, rng: Range, option: str, orig=None):
@@ -211,16 +210,20 @@ def _checked_list(kind, rng: Range, option: str, orig=None):
     return convert
 
 
+def _in_range(v, rng: Range, option: str, text: str):
+    if not rng.holds(v):
+        raise argparse.ArgumentTypeError(f"{option} {text}: out of range; allowed {rng.text()}"
+                                         + (f" ({rng.note})" if rng.note else ""))
+    return v
+
+
 def _checked(kind, rng: Range, option: str, orig=None):
     def convert(text: str):
         if orig not in (None, int, float):  # the option's own conversion first (it may check more)
             v = orig(text)
             if not isinstance(v, int | float) or isinstance(v, bool):
                 return v
-            if not rng.holds(v):
-                note = f" ({rng.note})" if rng.note else ""
-                raise argparse.ArgumentTypeError(f"{option} {text}: out of range; allowed {rng.text()}{note}")
-            return v
+            return _in_range(v, rng, option, text)
         try:
             v = kind(text) if kind is float else int(str(text), 0)
         except (TypeError, ValueError):
@@ -233,10 +236,7 @@ def _checked(kind, rng: Range, option: str, orig=None):
                 v = int(fv)
             else:
                 raise argparse.ArgumentTypeError(f"{option} {text!r}: give a whole number in {rng.text()}") from None
-        if not rng.holds(v):
-            note = f" ({rng.note})" if rng.note else ""
-            raise argparse.ArgumentTypeError(f"{option} {text}: out of range; allowed {rng.text()}{note}")
-        return v
+        return _in_range(v, rng, option, text)
 
     convert.__name__ = kind.__name__  # argparse names the type in its own messages
     return convert

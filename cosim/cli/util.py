@@ -15,7 +15,8 @@ from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import emit, json_active, show, table
 
 __all__ = ["fail", "out_dir", "staged", "lazy", "study_command", "entry", "check_output_args", "write_json",
-           "json_default", "table", "show", "emit", "json_active", "add_param_args"]
+           "json_default", "table", "show", "emit", "json_active", "add_param_args",
+           "add_options"]
 
 
 def fail(msg: str):
@@ -123,10 +124,18 @@ def json_default(o):
     return str(o)
 
 
-def add_param_args(ap) -> None:
+def add_param_args(ap, param_help: str = "set a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 "
+                   "(repeatable; validated by the design's parameter class)",
+                   params_help: str = "design parameters from a TOML file of FIELD = VALUE lines (--param wins)"):
     """Add ``--param FIELD=VALUE`` (repeatable) and ``--params FILE.toml`` to an argparse parser."""
-    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
-                    help="set a design parameter, e.g. --param pes=4 --param weight_fmt=Q2.6 (repeatable; "
-                         "validated by the design's parameter class)")
-    ap.add_argument("--params", metavar="FILE.toml", default=None,
-                    help="design parameters from a TOML file of FIELD = VALUE lines (--param wins)")
+    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE", help=param_help)
+    ap.add_argument("--params", metavar="FILE.toml", default=None, help=params_help)
+
+
+def add_options(ap, rows) -> None:
+    """Add options from a table of rows ``(flags, help)``, ``(flags, help, kwargs)`` or ``(flags, help, True)``
+    (a ``store_true`` flag); ``flags`` is one string (``"-o --output"``), a name without a dash is positional."""
+    for flags, help_, *rest in rows:
+        kw = rest[0] if rest else {}
+        kw = {"action": "store_true"} if kw is True else kw
+        ap.add_argument(*flags.split(), help=help_, **kw)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hwcosim.models.errors import UsageError
 
-__all__ = ["run_bench", "BENCHES", "TOOL_BENCHES", "select_benches"]
+__all__ = ["run_benches", "BENCHES", "TOOL_BENCHES", "select_benches"]
 
 
 #: name -> callable(out_dir, quick) -> dict; packages add their benchmarks here.
@@ -57,7 +57,6 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "cognn": _lazy("hwcosim.models.systems.jobs.bench", "bench_cognn"),
     "cpualloc": _lazy("hwcosim.models.systems.jobs.bench", "bench_cpualloc"),
     "sim_speed": _lazy("hwcosim.cosim.flow.simspeed", "bench_simspeed"),
-    "cosim_bridges": _lazy("hwcosim.cosim.designs.bridges", "bench_bridges"),
     "sweeps": _lazy("hwcosim.cosim.flow.sweep", "bench_sweeps"),
     "oneshot": _lazy("hwcosim.pruning.oneshot_study", "bench_oneshot"),
 }
@@ -93,14 +92,17 @@ def select_benches(only: str | None) -> list[str]:
     return names
 
 
-def run_bench(args) -> int:
-    names = select_benches(getattr(args, "only", None))
-    out = Path(args.output)
+def run_benches(only: str | None = None, quick: bool = False, out: Path | str = "build/bench",
+                progress: Callable[[str], None] | None = None) -> dict:
+    """Run the benches ``only`` names (comma-separated; default all), small configurations with ``quick``,
+    each writing its JSON into ``out``; ``out/index.json`` records each bench's time (a partial run keeps
+    the other benches' entries). ``progress`` gets a line as each bench starts. Returns the index."""
+    names = select_benches(only)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.json"
     summary: dict = {}
-    if getattr(args, "only", None) and index.exists():
-        # a partial run keeps the other benches' entries
+    if only and index.exists():
         try:
             summary = json.loads(index.read_text())
         except (OSError, ValueError):
@@ -109,10 +111,10 @@ def run_bench(args) -> int:
 
     for name in names:
         t0 = time.monotonic()
-        print(f"bench {name} ...", flush=True)
-        BENCHES[name](out, args.quick)
-        summary[name] = {"seconds": round(time.monotonic() - t0, 1), "quick": bool(args.quick),
+        if progress:
+            progress(f"bench {name} ...")
+        BENCHES[name](out, quick)
+        summary[name] = {"seconds": round(time.monotonic() - t0, 1), "quick": bool(quick),
                          "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         write_text(index, json.dumps(summary, indent=2) + "\n")
-    print(f"benchmarks written to {out}/")
-    return 0
+    return summary

@@ -65,10 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwcosim.models.errors import UsageError
-from hwcosim.models.tables import show
 
 __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
-           "designs", "run_check", "run_checks", "sby_text"]
+           "designs", "run_check", "run_checks", "run", "results_table", "sby_text"]
 
 def providers() -> dict[str, str]:
     """Design (or building block) name -> ``"module:function"`` returning its check dicts.
@@ -354,11 +353,10 @@ def run_checks(selected: Iterable[FormalCheck], out_dir: Path | str | None = Non
     return [run_check(c, out_dir, echo=echo) for c in selected]
 
 
-def _table(results: list[FormalResult]) -> None:
-    try:
-        from rich.table import Table
-    except ImportError:  # pragma: no cover - rich is a dependency
-        return
+def results_table(results: list[FormalResult]):
+    """The results as a rich table (one row per check)."""
+    from rich.table import Table
+
     t = Table(title="formal checks")
     for col in ("check", "mode", "depth", "expected", "status", "s", "what"):
         t.add_column(col)
@@ -367,43 +365,23 @@ def _table(results: list[FormalResult]) -> None:
         style = "green" if r.ok else "red"
         t.add_row(c.id, c.mode, str(c.depth), c.expect.upper(), f"[{style}]{r.status}[/]",
                   f"{r.seconds:.1f}", c.doc)
-    show(t)
+    return t
 
 
-def register_cli(sub) -> None:
-    """``hwcosim formal``: the checks of every registered design (or the chosen ones)."""
-    ap = sub.add_parser("formal", help="bounded model checking and k-induction of the designs' properties",
-                        description="Bounded model checking and k-induction of the RTL blocks' "
-                                    "properties (SymbiYosys + boolector, from PyPI).")
-    ap.add_argument("--design", action="append", help="only this design (repeatable); default: all")
-    ap.add_argument("--check", action="append", help="only checks whose name contains this text")
-    ap.add_argument("--full", action="store_true", help="larger parameter sets and deeper bounds")
-    ap.add_argument("--list", action="store_true", help="list the checks and exit")
-    ap.add_argument("-o", "--out", default=None, help="work directory (default build/formal)")
-    ap.set_defaults(func=cmd_formal)
+def run(design: str | Iterable[str] | None = None, check: str | Iterable[str] | None = None, full: bool = False,
+        list_only: bool = False, out_dir: Path | str | None = None, echo: bool = True) -> list:
+    """Select the formal checks (all designs, or ``design``; names containing any ``check`` text) and run them.
 
-
-def cmd_formal(args) -> int:
-    from hwcosim.models.errors import CheckFailed, UsageError
-
-    try:
-        sel = []
-        for d in (args.design or designs()):
-            sel += checks(d, full=args.full)
-        if args.check:
-            sel = [c for c in sel if any(s in c.name for s in args.check)]
-        if not sel:
-            raise UsageError("no formal check matches the selection; see hwcosim formal --list")
-        if args.list:
-            for c in sel:
-                print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
-            return 0
-        results = run_checks(sel, args.out)
-    except UsageError as e:  # FormalToolMissing is one; any other error is a bug
-        raise UsageError(str(e)) from None
-    _table(results)
-    bad = [r for r in results if not r.ok]
-    if bad:
-        raise CheckFailed(f"{len(bad)} of {len(results)} formal checks did not end as expected: "
-                          + ", ".join(r.check.id for r in bad))
-    return 0
+    Returns the selected :class:`FormalCheck` list with ``list_only``, else their :class:`FormalResult` list.
+    Raises :class:`UsageError` when nothing matches or a tool is missing.
+    """
+    design = [design] if isinstance(design, str) else design
+    check = [check] if isinstance(check, str) else check
+    sel = []
+    for d in (design or designs()):
+        sel += checks(d, full=full)
+    if check:
+        sel = [c for c in sel if any(s in c.name for s in check)]
+    if not sel:
+        raise UsageError("no formal check matches the selection; see hwcosim formal --list")
+    return sel if list_only else run_checks(sel, out_dir, echo=echo)

@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 from hwcosim.models.errors import CheckFailed, UsageError
 
-__all__ = ["Target", "TARGETS", "KNOWN_BUGS", "Crash", "known_bug", "run_target", "seeds", "mutations"]
+__all__ = ["Target", "TARGETS", "KNOWN_BUGS", "Crash", "known_bug", "run_target", "seeds", "mutations", "run",
+           "check_targets"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -694,35 +695,28 @@ def _split_crash(artifact: Path, names: list[str], crashes: Path) -> tuple[str, 
     return name, out
 
 
-def register(sub) -> None:
-    """``hwcosim fuzz``: coverage-guided fuzzing of the readers of user files."""
-    ap = sub.add_parser("fuzz", help="coverage-guided fuzzing (atheris) of the readers of user files",
-                        description="Coverage-guided fuzzing (atheris) of the readers of user files.")
-    ap.add_argument("--seconds", type=float, default=60, help="fuzzing time (default 60; start-up not counted)")
-    ap.add_argument("--target", action="append", help="only this target (repeatable); default: all")
-    ap.add_argument("--list", action="store_true", help="list the targets and exit")
-    ap.add_argument("-o", "--out", default=None, help="work folder (default build/fuzz)")
-    ap.set_defaults(func=cmd_fuzz)
-
-
-def cmd_fuzz(args) -> int:
-    from hwcosim.models.errors import CheckFailed, UsageError
-
-    names = args.target or list(TARGETS)
+def check_targets(targets=None) -> list[str]:
+    """The fuzz target names chosen (all of :data:`TARGETS` when none); an unknown one is bad input."""
+    names = list(targets or TARGETS)
     bad = [n for n in names if n not in TARGETS]
     if bad:
         raise UsageError(f"unknown fuzz target(s) {', '.join(bad)}; known: {', '.join(TARGETS)}")
-    if args.list:
-        for n in names:
-            print(f"{n:22s} {TARGETS[n].doc}")
-        return 0
+    return names
+
+
+def run(targets=None, seconds: float = 60, out: Path | str | None = None) -> dict:
+    """Fuzz the readers ``targets`` (default all) with atheris for ``seconds`` in the work folder ``out``
+    (default ``$HWCOSIM_BUILD/fuzz``). Returns what happened: ``names``, ``elapsed``, ``inputs``,
+    ``coverage``, ``corpus``, ``log``, ``counts`` (inputs per target), ``crashes`` (``(target, payload)``
+    pairs, each payload saved under ``crashes/``), ``crash_lines``, ``stderr_tail``, ``returncode``."""
+    names = check_targets(targets)
     try:
         import atheris  # noqa: F401
     except ImportError:
         raise UsageError("coverage-guided fuzzing needs atheris: pip install atheris") from None
-    if not args.seconds >= 1:
-        raise UsageError(f"--seconds must be at least 1, not {args.seconds}")
-    root = Path(args.out or Path(os.environ.get("HWCOSIM_BUILD", "build")) / "fuzz").resolve()
+    if not seconds >= 1:
+        raise UsageError(f"--seconds must be at least 1, not {seconds}")
+    root = Path(out or Path(os.environ.get("HWCOSIM_BUILD", "build")) / "fuzz").resolve()
     raw = root / "artifacts"
     raw.mkdir(parents=True, exist_ok=True)
     corpus = _write_corpus(names, root)
@@ -732,36 +726,20 @@ def cmd_fuzz(args) -> int:
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(REPO / "fuzz" / "readers.py"), ",".join(names), str(corpus),
-         f"-max_total_time={int(args.seconds)}", "-rss_limit_mb=4096", "-timeout=30", "-max_len=65536",
+         f"-max_total_time={int(seconds)}", "-rss_limit_mb=4096", "-timeout=30", "-max_len=65536",
          f"-artifact_prefix={raw}/", "-print_final_stats=1"],
         capture_output=True, text=True, cwd=root, env={**os.environ, "HWCOSIM_FUZZ_COUNTS": str(counts_file)})
     (root / "fuzz.log").write_text(proc.stdout + proc.stderr)
     stats = dict(re.findall(r"^stat::(\w+):\s*(\S+)", proc.stderr, re.M))
     cov = re.findall(r" cov: (\d+) ", proc.stderr)
-    print(f"fuzzed {len(names)} readers for {time.monotonic() - t0:.0f} s (incl. start-up): "
-          f"{stats.get('number_of_executed_units', '?')} inputs, coverage {cov[-1] if cov else '?'} edges, "
-          f"corpus {corpus}, log {root / 'fuzz.log'}")
     try:
         counts = json.loads(counts_file.read_text())
     except (OSError, ValueError):
         counts = {}
-    if counts:
-        print("inputs per target (approximate): " + ", ".join(f"{n} {counts.get(n, 0)}" for n in names))
-        idle = [n for n in names if not counts.get(n)]
-        if idle:
-            print(f"  not reached in this run: {', '.join(idle)} (give it more --seconds)", file=sys.stderr)
     new = sorted(set(raw.iterdir()) - before)
-    if proc.returncode == 0 and not new:
-        return 0
-    crash_lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
-                   if "hwcosim.cosim.flow.fuzz.Crash" in ln or ln.startswith("Crash")]
-    for ln in crash_lines[-3:]:
-        print(f"  {ln}", file=sys.stderr)
-    for a in new:
-        name, payload = _split_crash(a, names, root / "crashes")
-        print(f"  crash in {name}: {payload} (copy it to fuzz/regressions/{name}/ for a regression test)",
-              file=sys.stderr)
-    if not new:
-        print("  the fuzzer stopped without a crash file:\n  " + "\n  ".join(proc.stderr.splitlines()[-15:]),
-              file=sys.stderr)
-    raise CheckFailed(f"the fuzzer found {len(new)} crash(es)" if new else "the fuzzer stopped without a crash file")
+    return {"names": names, "elapsed": time.monotonic() - t0, "inputs": stats.get("number_of_executed_units", "?"),
+            "coverage": cov[-1] if cov else "?", "corpus": corpus, "log": root / "fuzz.log", "counts": counts,
+            "crashes": [_split_crash(a, names, root / "crashes") for a in new], "returncode": proc.returncode,
+            "crash_lines": [ln for ln in (proc.stdout + proc.stderr).splitlines()
+                            if "hwcosim.cosim.flow.fuzz.Crash" in ln or ln.startswith("Crash")],
+            "stderr_tail": proc.stderr.splitlines()[-15:]}

@@ -55,7 +55,6 @@ workload's settings; ``[grid]`` values are lists)::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import importlib.metadata
@@ -77,8 +76,8 @@ from typing import Any
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.tables import show
 
-__all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_args", "expand", "run_sweep", "pareto_front",
-           "plot_pareto", "register", "bench_sweeps", "BENCH_SPECS"]
+__all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_options", "expand", "run_sweep", "pareto_front",
+           "plot_pareto", "results_table", "point_label", "bench_sweeps", "BENCH_SPECS"]
 
 #: Bumped when the meaning of a cached point changes (metrics derived differently, new fields).
 CACHE_FORMAT = 1
@@ -258,9 +257,12 @@ def _scalar(text: str):
     return t
 
 
-def spec_from_args(args) -> SweepSpec:
-    """The spec of ``hwcosim sweep``: a TOML file or a design name, plus --set/--grid overrides."""
-    src = args.spec
+def spec_from_options(src: str, *, settings=(), params=(), params_file: str | None = None, grid=(),
+                      synth: str | None = None, sim: str | None = None) -> SweepSpec:
+    """The spec of a sweep: a TOML file or a design name ``src``, plus overrides as the command line gives
+    them: ``settings`` (``"name=value"``, a parameter or workload setting), ``params`` (``"field=value"``,
+    a design parameter), ``params_file`` (a TOML of design parameters), ``grid`` (``"name=v1,v2"``),
+    ``synth`` (a target or ``"none"``) and ``sim``."""
     if src.endswith(".toml") or Path(src).is_file():
         spec = load_spec(src)
     else:
@@ -284,14 +286,14 @@ def spec_from_args(args) -> SweepSpec:
     from hwcosim.models.precedence import sources
 
     layers = []
-    if getattr(args, "params", None):
+    if params_file:
         from hwcosim.cosim.registry import get_design, params_from_file, read_params_file
 
         # the fields the file names, validated by the design's parameter class
-        validated = params_from_file(get_design(spec.design).default_params(), args.params)
+        validated = params_from_file(get_design(spec.design).default_params(), params_file)
         layers.append(("--param", {k: getattr(validated, k.strip().replace("-", "_"))
-                                   for k in read_params_file(args.params)}))
-    for flag, items in (("--set", args.set or []), ("--param", getattr(args, "param", None) or [])):
+                                   for k in read_params_file(params_file)}))
+    for flag, items in (("--set", settings or []), ("--param", params or [])):
         layer = {}
         for item in items:
             if "=" not in item:
@@ -305,7 +307,7 @@ def spec_from_args(args) -> SweepSpec:
     merged, origin = sources(*layers)  # command line over the spec file (place() replaces its value)
     for k, v in merged.items():
         place(k, v, origin[k])
-    for item in args.grid or []:
+    for item in grid or []:
         if "=" not in item:
             raise UsageError(f"--grid {item!r}: write name=v1,v2,..., e.g. --grid pes=2,4,8")
         k, v = item.split("=", 1)
@@ -313,10 +315,10 @@ def spec_from_args(args) -> SweepSpec:
         if not vals:
             raise UsageError(f"--grid {item!r}: give at least one value")
         place(k.strip().replace("-", "_"), vals, "--grid")
-    if args.synth is not None:
-        spec.synth = None if args.synth == "none" else args.synth
-    if args.sim:
-        spec.sim = args.sim
+    if synth is not None:
+        spec.synth = None if synth == "none" else synth
+    if sim:
+        spec.sim = sim
     return spec
 
 
@@ -739,7 +741,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
                         rec["_synth"] = res["synth"]
                         if res["synth"]["status"] == "ok":
                             write_json(cache / f"synth-{spec.synth}-{rec['synth_key']}.json", res["synth"])
-                    bar(f"{_label(rec['point'])}: {_status(rec)}")
+                    bar(f"{point_label(rec['point'])}: {_status(rec)}")
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -785,7 +787,7 @@ def _plain(v):
     return v.to_dict() if hasattr(v, "to_dict") else (str(v) if not isinstance(v, (int, float, str, bool)) else v)
 
 
-def _label(point: dict) -> str:
+def point_label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items()) or "(fixed)"
 
 
@@ -1040,56 +1042,3 @@ def results_table(ad: Adapter, report: dict):
                   r["status"] + ("*" if r.get("pareto") else ""),
                   "yes" if r["cached"]["sim"] else "no")
     return t
-
-
-def cmd_sweep(args) -> int:
-    from rich.console import Console
-
-    spec = spec_from_args(args)
-    out = Path(args.output or Path("build") / "sweep" / spec.name)
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=140)  # a log file or a pipe: do not squeeze the table to 80 columns
-    report = run_sweep(spec, out, scheduler=args.scheduler, workers=args.workers, processes=not args.threads,
-                       cache_dir=args.cache, force=args.force, progress=not args.no_progress, console=con)
-    show(results_table(ADAPTERS[spec.design], report), con)
-    for r in report["points"]:
-        if r["status"] == "failed":
-            con.print(f"[red]FAILED[/red] {_label(r['point'])}: {r.get('error', '')[:300]}")
-    con.print(f"{report['counts']['ok']} ok, {report['counts']['failed']} failed "
-              f"({report['cached_points']} from the cache); '*' marks a point on a Pareto front")
-    con.print(f"wrote {out / 'sweep.json'}" + "".join(f"\nwrote {out / p}" for p in report["plots"]))
-    return 1 if report["counts"]["failed"] else 0
-
-
-def register(sub) -> None:
-    ap = sub.add_parser(
-        "sweep", help="sweep design parameters on Dask: cycles, resources, model metrics, Pareto plots",
-        description="Run a parameter sweep of an RTL design: every point is simulated on a seeded workload "
-                    "and checked against the golden model (a mismatch fails the point), optionally synthesised, "
-                    "and summarised in sweep.json and Pareto plots. Points are cached, so a rerun skips done "
-                    "points and an interrupted sweep resumes. Sweepable: " + ", ".join(ADAPTERS) + ".",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("spec", help="a sweep spec (.toml, e.g. cosim/flow/sweeps/bbs_small.toml) or a design name")
-    ap.add_argument("-o", "--output", default=None, help="output folder (default build/sweep/<spec name>)")
-    ap.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
-                    help="sweep a parameter or workload setting over values (repeatable)")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="fix a parameter or workload setting (repeatable)")
-    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE",
-                    help="fix a design parameter (repeatable; the same channel as verilog/sim/build)")
-    ap.add_argument("--params", metavar="FILE.toml", default=None,
-                    help="design parameters from a TOML file of FIELD = VALUE lines (--param/--set win)")
-    ap.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                    help="a running Dask scheduler (tcp://host:8786); default: an embedded LocalCluster")
-    ap.add_argument("--workers", type=int, default=2, help="workers of the embedded LocalCluster (default 2)")
-    ap.add_argument("--threads", action="store_true",
-                    help="embedded cluster with threads in this process instead of worker processes")
-    ap.add_argument("--synth", default=None, metavar="TARGET",
-                    help="estimate resources with Yosys: xcup or cyclone10gx (default: the spec's, else none)")
-    ap.add_argument("--sim", default=None, choices=("verilator", "icarus"),
-                    help="simulator (default $SIM or verilator)")
-    ap.add_argument("--cache", default=None, metavar="DIR", help="point cache folder (default <output>/cache)")
-    ap.add_argument("--force", action="store_true", help="ignore cached points (they are rewritten)")
-    ap.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
-    ap.set_defaults(func=cmd_sweep)

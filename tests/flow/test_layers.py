@@ -40,13 +40,7 @@ DATA_DIRS = ("models/systems/jobs/corpus/",)
 FLOW_FORBIDDEN = ("cosim.cli", "cosim.designs")
 #: Known items other open work of issue 40 removes; the lead empties this set when that work lands.
 #: A circle is given as the set of its modules, an import against the layers as (module, target prefix).
-PENDING = {
-    # helper "one of each": the MELO cycle model moves into models/melo
-    frozenset({"cosim.designs.melo.bridge", "cosim.designs.melo.engine"}),
-    # helper "CLI slimming": the benches move out of cosim/cli; flow/bench.py names the host-bridge bench,
-    # now in cosim/designs/bridges.py, by its "module:function" string
-    ("cosim.flow.bench", "cosim.designs.bridges"),
-}
+PENDING: set = set()
 
 
 @functools.cache

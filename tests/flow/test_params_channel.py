@@ -67,7 +67,8 @@ def test_verilog_params_file_applies(tmp_path):
 
 
 def test_sim_aliases_and_csb_fields(tmp_path, capsys):
-    from hwcosim.cosim.cli.commands import _bbs_from_csb, register  # noqa: F401
+    from hwcosim.cosim.api import bbs_params_from_csb
+    from hwcosim.cosim.cli.commands import register
     from hwcosim.pruning.formats import csb
 
     m = csb.encode(np.random.default_rng(0).normal(size=(16, 32)), 4, 0.5)
@@ -78,8 +79,8 @@ def test_sim_aliases_and_csb_fields(tmp_path, capsys):
     register(ap.add_subparsers(dest="cmd"))
     a = ap.parse_args(["sim", "--csb", str(tmp_path / "w"), "--pes", "4"])
     b = ap.parse_args(["sim", "--csb", str(tmp_path / "w"), "--param", "pes=4"])
-    assert _bbs_from_csb(a)[0] == _bbs_from_csb(b)[0]
-    assert _bbs_from_csb(a)[0].rows == 16
+    pa, pb = (bbs_params_from_csb(x.csb, x.params, x.pes, x.vec_format, x.out_format, x.param)[0] for x in (a, b))
+    assert pa == pb and pa.rows == 16
     assert main(["sim", "--csb", str(tmp_path / "w"), "--param", "rows=64"]) == 2
     assert "CSB weights fix rows=16" in _err(capsys)[0]
 
@@ -87,7 +88,7 @@ def test_sim_aliases_and_csb_fields(tmp_path, capsys):
 def test_sweep_takes_param_and_params(tmp_path):
     import argparse
 
-    from hwcosim.cosim.flow.sweep import register, spec_from_args
+    from hwcosim.cosim.cli.sweep import register, spec_from_args
 
     ap = argparse.ArgumentParser()
     register(ap.add_subparsers(dest="cmd"))
@@ -100,7 +101,7 @@ def test_sweep_takes_param_and_params(tmp_path):
 def _sweep_spec(tmp_path, argv):
     import argparse
 
-    from hwcosim.cosim.flow.sweep import register, spec_from_args
+    from hwcosim.cosim.cli.sweep import register, spec_from_args
 
     ap = argparse.ArgumentParser()
     register(ap.add_subparsers(dest="cmd"))

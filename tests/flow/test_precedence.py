@@ -52,7 +52,7 @@ TESTS = {
     "cluster run": ("tests/flow/test_precedence.py", "test_cluster_run_seed"),
 }
 #: the modules where those commands merge their layers: each goes through models.precedence
-MERGE_SITES = ["cosim/registry.py", "cosim/cli/commands.py", "cosim/designs/bbs/board.py",
+MERGE_SITES = ["cosim/registry.py", "cosim/api.py", "cosim/designs/bbs/board.py",
                "cosim/flow/sweep.py", "pruning/api.py", "cosim/designs/melo/bridge.py",
                "cosim/designs/fss/bridge.py", "cosim/designs/kvdirect/bridge.py", "cosim/cli/cluster.py"]
 
@@ -95,40 +95,38 @@ def _csb(tmp_path, rows=16, cols=32, banks=4):
 
 
 def test_sim_params_file_aliases_then_param(tmp_path):
-    from hwcosim.cosim.cli.commands import _bbs_from_csb
+    from hwcosim.cosim.api import bbs_params_from_csb
 
     csb = _csb(tmp_path)
     f = tmp_path / "p.toml"
     f.write_text("pes = 2\nvec_fmt = \"Q2.6\"\n")
-    ns = argparse.Namespace
-    base = dict(csb=str(csb), params=None, pes=None, vec_format=None, out_format=None, param=[])
-    d = _bbs_from_csb(ns(**base))[0]
-    p = _bbs_from_csb(ns(**{**base, "params": str(f)}))[0]
+    d = bbs_params_from_csb(str(csb))[0]
+    p = bbs_params_from_csb(str(csb), str(f))[0]
     assert (p.pes, str(p.vec_fmt)) == (2, "Q2.6") and (d.pes, str(d.vec_fmt)) != (2, "Q2.6")  # file > default
-    p = _bbs_from_csb(ns(**{**base, "params": str(f), "pes": 4}))[0]
+    p = bbs_params_from_csb(str(csb), str(f), pes=4)[0]
     assert (p.pes, str(p.vec_fmt)) == (4, "Q2.6")  # alias flag > file
-    p = _bbs_from_csb(ns(**{**base, "params": str(f), "pes": 4, "param": ["pes=1"]}))[0]
+    p = bbs_params_from_csb(str(csb), str(f), pes=4, param_items=["pes=1"])[0]
     assert p.pes == 1  # --param > alias flag > file
     with pytest.raises(UsageError, match="nope"):
-        _bbs_from_csb(ns(**{**base, "param": ["nope=1"]}))
+        bbs_params_from_csb(str(csb), param_items=["nope=1"])
     with pytest.raises(UsageError, match="the CSB weights fix banks"):
-        _bbs_from_csb(ns(**{**base, "param": ["banks=8"]}))  # a value the weights fix cannot apply
+        bbs_params_from_csb(str(csb), param_items=["banks=8"])  # a value the weights fix cannot apply
 
 
 def test_board_run_params_file_then_param(tmp_path):
     from hwcosim.cosim.registry import get_design
-    from hwcosim.cosim.designs.bbs.board import cli_inputs
+    from hwcosim.cosim.designs.bbs.board import inputs
 
     d = get_design("bbs-spmxv")
     f = tmp_path / "p.toml"
     f.write_text("rows = 16\ncols = 32\nbanks = 4\npes = 2\n")
-    ns = dict(csb=None, params=str(f), param=[], seed=1, vector=None, n=1, steps=1)
-    p = cli_inputs(d, argparse.Namespace(**ns))[0]
+    kw = dict(params_file=str(f), param=[], seed=1, n=1)
+    p = inputs(d, **kw)[0]
     assert (p.rows, p.cols, p.pes) == (16, 32, 2)
-    p = cli_inputs(d, argparse.Namespace(**{**ns, "param": ["pes=4"]}))[0]
+    p = inputs(d, **{**kw, "param": ["pes=4"]})[0]
     assert (p.rows, p.pes) == (16, 4)
     with pytest.raises(UsageError, match="nope"):
-        cli_inputs(d, argparse.Namespace(**{**ns, "param": ["nope=4"]}))
+        inputs(d, **{**kw, "param": ["nope=4"]})
 
 
 def test_build_board_configuration_then_file_then_param(tmp_path):

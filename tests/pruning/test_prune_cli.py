@@ -8,9 +8,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q, quantize
-from hwcosim.pruning import cli
+from hwcosim.pruning.api import sanitize
 from hwcosim.pruning.formats import csb, fss, nm, sparse
 
 
@@ -191,8 +190,8 @@ def test_bad_weight_files(tmp_path, capsys):
 
 
 def test_sanitize():
-    assert cli.sanitize("model.layers.0/attn.q_proj.weight") == "model_layers_0_attn_q_proj_weight"
-    assert cli.sanitize("...") == "tensor"
+    assert sanitize("model.layers.0/attn.q_proj.weight") == "model_layers_0_attn_q_proj_weight"
+    assert sanitize("...") == "tensor"
 
 
 PROG = (

@@ -23,7 +23,9 @@ DESIGNS = [
                     "(Lu et al., APNet 2017)",
         golden="hwcosim.models.melo.engine:MeloEngineModel", testbench="hwcosim.cosim.designs.melo.tb_engine",
         formal="hwcosim.hdl.melo.engine_formal:formal_checks",
-        benches=(("melo_engine", "hwcosim.cosim.designs.melo.engine:bench_melo_engine"),),
+        # cosim_bridges: the MELO, FSS serving and KV-Direct bridges, RTL vs model (cosim/designs/bridges.py)
+        benches=(("melo_engine", "hwcosim.cosim.designs.melo.engine:bench_melo_engine"),
+                 ("cosim_bridges", "hwcosim.cosim.designs.bridges:bench_bridges")),
         sweep="hwcosim.cosim.designs.melo.sweep:ADAPTER",
         recheck="hwcosim.cosim.designs.melo.bridge:recheck",  # run folders of hwcosim cosim melo and board run --sim
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/melo/board.py)
