@@ -114,6 +114,8 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "reliability mycroft": (["--quick"], False),
     "reliability byterobust": (["--quick"], False),
     "reliability byterobust-loop": (["--quick"], False),
+    "reliability pai": (["--quick"], False),
+    "docs": (["--check"], True),
     "graph run": (["pagerank", "--graph", "karate", "--executor", "serial"], True),
     "graph partition": (["--graph", "karate"], True),
     "graph tux2": (["--algo", "mf", "--epochs", "1", "--workers", "2", "--executor", "simulated"], False),
@@ -136,7 +138,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
                    "--param", "pes=4", "-n", "1"], False),
 }
 #: commands whose cheap run prints no table (a listing or a one-line result); the rest must record one
-NO_TABLE = {"verilog", "formal", "fuzz", "jobcheck"}
+NO_TABLE = {"verilog", "formal", "fuzz", "jobcheck", "docs"}
 
 
 def test_every_subcommand_has_a_json_case():
@@ -181,7 +183,7 @@ def test_json_at_60_columns(cmd, argv, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "60")
     argv = _inputs(tmp_path, argv)
     capsys.readouterr()
-    out_opt = [] if "-o" in argv or cmd in ("build", "formal", "fuzz", "jobcheck", "check") else ["-o", "out"]
+    out_opt = [] if "-o" in argv or cmd in ("build", "formal", "fuzz", "jobcheck", "check", "docs") else ["-o", "out"]
     rc = main([*cmd.split(), "--json", *argv, *out_opt])  # before the arguments: jobcheck passes on the rest
     out = capsys.readouterr().out
     doc = json.loads(out)  # exactly one document: anything else on stdout fails here

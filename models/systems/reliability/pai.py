@@ -644,14 +644,16 @@ def bench_pai(out_dir, quick: bool, seed: int = 0, data_dir=None) -> dict:
     res = run_pai_study(data_dir, quick=quick, out_dir=out_dir, seed=seed)
     write_json(out_dir / "reliability_pai.json", res)
     print_table("PAI jobs: upstream label vs flags (worker@trace iteration)",
-                ["job", "upstream label", "departs (our rule)", "C4D", "Mycroft"], summary_rows(res), justify=None)
+                ["PAI job (#)", "upstream label", "departs (our rule)", "C4D", "Mycroft"], summary_rows(res), justify=None)
     rows = []
     for gen, g in res["false_alarms"].items():
         for d in ("c4d", "mycroft"):
             rows.append([gen, d, f"{g['per_1000_iterations'][d]:.3f}", f"{g['unforced_per_1000_iterations'][d]:.3f}",
                          f"{g['per_job_hour'][d]:.2f}"])
-    print_table("healthy variation (100 jobs): alarms", ["reconstruction", "detector", "per 1,000 it",
-                                                         "unforced per 1,000 it", "per job-hour"], rows)
+    print_table("healthy variation (100 jobs): alarms", ["reconstruction", "detector",
+                                                         "alarms (per 1,000 iterations)",
+                                                         "unforced alarms (per 1,000 iterations)",
+                                                         "alarms (per job-hour)"], rows)
     return res
 
 
