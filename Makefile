@@ -77,6 +77,7 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim elasticbatch -o build/bench/elastic
 	$(BIN)/hwcosim goldminer -o build/bench/elastic
 	$(BIN)/hwcosim reliability pai -o build/bench/reliability
+	$(BIN)/hwcosim cluster trace -o build/bench/cluster
 	$(BIN)/pytest -q -m slow -n $(JOBS)
 
 formal: setup ## bounded model checking + k-induction of every registered design (FULL=1: larger shapes)

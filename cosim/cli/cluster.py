@@ -6,6 +6,8 @@
   a table; outputs under ``build/cluster`` by default.
 - ``hwcosim cluster speed [--gpus N] [--jobs N]``: simulated seconds per wall second on the
   Lingjun 2023 topology.
+- ``hwcosim cluster trace [--workload W] [--seeds 42,43] [--quick] [-o DIR]``: FGD and five packing
+  baselines on the real Alibaba GPU 2023 trace (:mod:`hwcosim.models.systems.cluster.fgd`).
 """
 
 from __future__ import annotations
@@ -81,11 +83,24 @@ def _cmd_speed(args) -> int:
     return 0
 
 
+def _cmd_trace(args) -> int:
+    from hwcosim.models.benchio import write_json
+    from hwcosim.models.systems.cluster.fgd import format_report, run_fgd_study
+
+    seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",") if s.strip()]
+    out = _out_dir(args.output)
+    res = run_fgd_study(args.workload, seeds=seeds, quick=args.quick, out_dir=out)
+    write_json(out / f"fgd_{args.workload}.json", res)
+    print(format_report(res))
+    print(f"wrote fgd_{args.workload}.json + .png to {out}/")
+    return 0
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``cluster`` (arnold, c4p, crux, speed) to an argparse subparsers object."""
     p = subparsers.add_parser("cluster", help="GPU-cluster simulator studies: Arnold, C4P, Crux",
                               description="Flow-level GPU-cluster simulator and the Arnold, C4P and Crux studies.")
-    sub = p.add_subparsers(dest="cluster_cmd", metavar="{run,arnold,c4p,crux,speed}")
+    sub = p.add_subparsers(dest="cluster_cmd", metavar="{run,arnold,c4p,crux,speed,trace}")
     sub.required = True
     for name, hlp in (("arnold", "Arnold MIP placement vs best-fit/random/packing/RB-FM"),
                       ("c4p", "C4P global path planning vs ECMP (busbw, iteration time)"),
@@ -116,6 +131,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/cluster)")
     s.set_defaults(func=_cmd_speed)
+    s = sub.add_parser("trace", help="FGD vs packing schedulers on the real Alibaba GPU 2023 trace (ATC 2023)",
+                       description="Tasks of the Alibaba GPU 2023 trace (data directory) arrive until 130%% of the "
+                                   "cluster's GPU capacity; unallocated and fragmented GPUs per policy beside the "
+                                   "paper's and its artifact's figures; writes JSON + PNG.")
+    s.add_argument("--workload", choices=("default", "gpushare100", "gpuspec33", "multigpu50"), default="default",
+                   help="trace variant (default: default)")
+    s.add_argument("--seeds", default=None, help="comma-separated seeds (default 42..51, --quick: 42,43)")
+    s.add_argument("--quick", action="store_true", help="1/8 of the nodes, 2 seeds: seconds (a smoke check)")
+    s.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/cluster)")
+    s.set_defaults(func=_cmd_trace)
     return p
 
 

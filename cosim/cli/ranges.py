@@ -147,6 +147,7 @@ LISTS: dict[str, tuple[type, Range]] = {
     "cosim melo flows": (int, Range(0, 10**6, note="flow indices")),
     "prune block": (int, Range(1, 65536, note="a block width N or a tile RxC")),
     "prune region": (int, Range(1, 65536, note="a region RxC")),
+    "cluster trace seeds": (int, Range(0, 2**32 - 1, note="1 to 64 seeds")),
 }
 
 

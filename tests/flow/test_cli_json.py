@@ -116,6 +116,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "reliability byterobust-loop": (["--quick"], False),
     "reliability pai": (["--quick"], False),
     "docs": (["--check"], True),
+    "cluster trace": (["--quick"], False),
     "graph run": (["pagerank", "--graph", "karate", "--executor", "serial"], True),
     "graph partition": (["--graph", "karate"], True),
     "graph tux2": (["--algo", "mf", "--epochs", "1", "--workers", "2", "--executor", "simulated"], False),
@@ -138,7 +139,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
                    "--param", "pes=4", "-n", "1"], False),
 }
 #: commands whose cheap run prints no table (a listing or a one-line result); the rest must record one
-NO_TABLE = {"verilog", "formal", "fuzz", "jobcheck", "docs"}
+NO_TABLE = {"verilog", "formal", "fuzz", "jobcheck", "docs", "cluster trace"}
 
 
 def test_every_subcommand_has_a_json_case():
