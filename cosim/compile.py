@@ -249,16 +249,8 @@ class CompiledModel:
                 tni = lay.attrs["layout"] == "tni"
                 last = _lstm_float_stats(w, lay.b, a.transpose(1, 0, 2) if tni else a)[0][:, -1]
                 a = last[None] if tni else last
-            elif lay.kind == "relu":
-                a = np.maximum(a, 0.0)
-            elif lay.kind == "sigmoid":
-                a = _sigmoid(a)
-            elif lay.kind == "tanh":
-                a = np.tanh(a)
-            elif lay.kind in ("flatten", "reshape"):
-                a = _reshape(a, lay)
-            elif lay.kind == "softmax":
-                a = _softmax(a, lay)
+            else:
+                a = _float_host_op(lay, a)
         return a
 
     # -- RTL ---------------------------------------------------------------------------------
@@ -574,16 +566,23 @@ def _choose_formats(m: CompiledModel, xcal: np.ndarray) -> None:
             st.lstm_w = prepare_weights(st.params, st.info["w_padded"], st.info["b_padded"], st.info["mask"])
             last = hs[:, -1]
             a = last[None] if tni else last
-        elif lay.kind == "relu":
-            a = np.maximum(a, 0.0)
-        elif lay.kind == "sigmoid":
-            a = _sigmoid(a)
-        elif lay.kind == "tanh":
-            a = np.tanh(a)
-        elif lay.kind in ("flatten", "reshape"):
-            a = _reshape(a, lay)
-        elif lay.kind == "softmax":
-            a = _softmax(a, lay)
+        else:
+            a = _float_host_op(lay, a)
+
+
+def _float_host_op(lay, a: np.ndarray) -> np.ndarray:
+    """A host layer (activation, reshape, softmax) in float, as the float reference and the format fit run it."""
+    if lay.kind == "relu":
+        return np.maximum(a, 0.0)
+    if lay.kind == "sigmoid":
+        return _sigmoid(a)
+    if lay.kind == "tanh":
+        return np.tanh(a)
+    if lay.kind in ("flatten", "reshape"):
+        return _reshape(a, lay)
+    if lay.kind == "softmax":
+        return _softmax(a, lay)
+    raise ValueError(f"no float host op for layer kind {lay.kind!r}")  # the front end admits no other kind
 
 
 def _make_report(m: CompiledModel, xcal: np.ndarray, target: str) -> dict:
