@@ -198,7 +198,8 @@ def designs() -> dict[str, Design]:
         except ImportError as e:
             raise UsageError(f"design module {modname!r} cannot be imported ({e}); "
                              f"check {ENV_MODULES} or the package") from None
-        fam_default = modname.split(".")[3] if modname.startswith("hwcosim.cosim.designs.") else modname.rpartition(".")[0]
+        in_tree = modname.startswith("hwcosim.cosim.designs.")
+        fam_default = modname.split(".")[3] if in_tree else modname.rpartition(".")[0]
         for d in getattr(mod, "DESIGNS", ()):
             if not isinstance(d, Design):
                 raise TypeError(f"{modname}.DESIGNS holds {d!r}, not a Design")

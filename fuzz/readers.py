@@ -21,31 +21,33 @@ from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports(include=["hwcosim.pruning", "hwcosim.cosim.cli.commands", "hwcosim.cosim.flow.sweep", "hwcosim.models.safeparse",
-                                         "hwcosim.models.systems.cluster.scenario", "hwcosim.models.systems.cluster.topology", "hwcosim.models.systems.jobs.jobcheck",
-                                         "hwcosim.models.systems.elastic.easyscale", "safetensors", "tomllib", "json", "yaml", "csv",
+with atheris.instrument_imports(include=["hwcosim.pruning", "hwcosim.cosim.flow.vectors", "hwcosim.cosim.flow.sweep",
+                                         "hwcosim.models.safeparse", "hwcosim.models.systems.cluster.scenario",
+                                         "hwcosim.models.systems.cluster.topology",
+                                         "hwcosim.models.systems.jobs.jobcheck",
+                                         "hwcosim.models.systems.elastic.easyscale",
+                                         "safetensors", "tomllib", "json", "yaml", "csv",
                                          "onnx.numpy_helper", "onnx.external_data_helper", "tokenize", "zipfile",
                                          "numpy.lib.format", "numpy.lib._npyio_impl"]):
     import csv  # noqa: F401
     import tokenize  # noqa: F401
 
-    import numpy  # noqa: F401
-    import onnx.external_data_helper  # noqa: F401
-    import onnx.numpy_helper  # noqa: F401
-    import yaml  # noqa: F401
-
     import hwcosim.cosim.flow.sweep  # noqa: F401
+    import hwcosim.models.safeparse  # noqa: F401
     import hwcosim.models.systems.cluster.scenario  # noqa: F401
     import hwcosim.models.systems.cluster.topology  # noqa: F401
     import hwcosim.models.systems.elastic.easyscale  # noqa: F401
     import hwcosim.models.systems.jobs.jobcheck  # noqa: F401
-    import hwcosim.models.safeparse  # noqa: F401
     import hwcosim.pruning.formats.csb  # noqa: F401
     import hwcosim.pruning.formats.fss  # noqa: F401
     import hwcosim.pruning.formats.nm  # noqa: F401
     import hwcosim.pruning.formats.sparse  # noqa: F401
     import hwcosim.pruning.io  # noqa: F401
     import hwcosim.pruning.onnx_io  # noqa: F401
+    import numpy  # noqa: F401
+    import onnx.external_data_helper  # noqa: F401
+    import onnx.numpy_helper  # noqa: F401
+    import yaml  # noqa: F401
 
 from hwcosim.cosim.flow.fuzz import TARGETS, Crash, known_bug, run_target, seeds  # noqa: E402
 

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_text
 from hwcosim.models.tables import show
 

@@ -39,7 +39,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_text
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fixedpoint import Q

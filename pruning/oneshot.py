@@ -53,7 +53,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from hwcosim.models.errors import UsageError
 from hwcosim.pruning.base import Pattern, PatternError
 
@@ -593,7 +592,6 @@ class CalibratedModel:
     # -- ONNX --------------------------------------------------------------------------------
     def _open_onnx(self, cal) -> None:
         import onnx
-
         from hwcosim.pruning.io import WeightIOError, load_tensors
 
         self.kind = "onnx"

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from hwcosim.models.errors import UsageError
 from hwcosim.pruning.base import Pattern, PatternError, check_weights, get_pattern, pattern_names
 

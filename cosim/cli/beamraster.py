@@ -32,10 +32,9 @@ def _out_dir(arg: str | None) -> Path:
 
 
 def _cmd_study(args) -> int:
-    from rich.console import Console
-
     from hwcosim.models.beamraster.report import print_study
     from hwcosim.models.beamraster.study import run_study, write_study
+    from rich.console import Console
 
     out = _out_dir(args.output)
     con = Console()

@@ -29,10 +29,9 @@ def _out_dir(arg: str | None) -> Path:
 
 
 def _cmd_run(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from hwcosim.models.systems.cluster.bench import print_scenario, write_scenario
     from hwcosim.models.systems.cluster.scenario import MAX_SEED, ScenarioError, load_scenario, run_scenario
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     try:
         sc = load_scenario(args.scenario)

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.cosim.cli.util import add_options, add_param_args, out_dir
 from hwcosim.cosim.flow.vectors import load_vectors
 from hwcosim.cosim.registry import designs, get_design, resolve_params
@@ -43,10 +42,9 @@ def cmd_verilog(args) -> int:
 
 # ---------------------------------------------------------------------------------------------
 def cmd_sim(args) -> int:
-    from rich.table import Table
-
     from hwcosim.cosim.api import bbs_params_from_csb, simulate_csb
     from hwcosim.cosim.flow.runner import ensure_simulator
+    from rich.table import Table
 
     if args.check_simulator:
         ensure_simulator()
@@ -93,9 +91,8 @@ def _sim_design(args) -> int:
     word compared with the golden model; the run folder keeps the evidence and ``summary.json``."""
     import inspect
 
-    from rich.table import Table
-
     from hwcosim.cosim.api import contract_of, simulate_run
+    from rich.table import Table
 
     d = get_design(args.design)
     if args.csb:
@@ -131,9 +128,8 @@ def _sim_design(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from rich.table import Table
-
     from hwcosim.cosim.flow.runs import check_run
+    from rich.table import Table
 
     res = check_run(args.run_dir)
     t = Table(title=f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs")

@@ -19,10 +19,9 @@ __all__ = ["register", "main"]
 
 
 def _cmd_study(args) -> int:
-    from rich.console import Console
-
     from hwcosim.models.melo.report import print_study
     from hwcosim.models.melo.study import run_study, write_study
+    from rich.console import Console
 
     out = out_dir(args.output, "build/melo")  # --jobs and --seed: their ranges are checked by the parser
     con = Console(stderr=False)

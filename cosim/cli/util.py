@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import numpy_plain, write_json
 from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import emit, json_active, show, table

@@ -135,13 +135,12 @@ def bench_bridges(out_dir, quick: bool = False) -> dict:
 
     ``quick``: smaller scenarios (fewer requests, half-size flows, two iterations).
     """
-    from rich.console import Console
-
     from hwcosim.cosim.designs.fss import bridge as serve
     from hwcosim.cosim.designs.kvdirect import bridge as kv
     from hwcosim.cosim.designs.melo import bridge as melo
     from hwcosim.cosim.flow.bridge import print_table, write_report
     from hwcosim.models.atomic import write_text
+    from rich.console import Console
 
     out_dir = Path(out_dir)
     n_req = 40 if quick else 120

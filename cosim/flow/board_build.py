@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-from hwcosim.cosim.registry import resolve
 from hwcosim.cosim.flow.build import (
     Board,
     _area,
@@ -39,6 +38,7 @@ from hwcosim.cosim.flow.build import (
     netlist_cells,
     run_limited,
 )
+from hwcosim.cosim.registry import resolve
 from hwcosim.hdl.common.dsp import dsp_target
 from hwcosim.models.errors import CheckFailed, UsageError
 

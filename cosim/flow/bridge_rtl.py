@@ -13,7 +13,6 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import NullTrigger, RisingEdge, Timer
 from cocotb.utils import get_sim_time
-
 from hwcosim.cosim.tb.common import start_clock_and_reset
 
 __all__ = ["SimClock", "reset_with_clock", "RTLSerialDevice"]

@@ -16,9 +16,8 @@ __all__ = ["build_ooc_designs", "build_board_tops", "board_pll", "plot_results",
 
 def list_boards() -> int:
     """Print the boards and parts."""
-    from rich.table import Table
-
     from hwcosim.cosim.flow.build import BOARDS, FAMILIES
+    from rich.table import Table
 
     t = Table(title="hwcosim build: boards and parts (nextpnr-ecp5, nextpnr-ice40)")
     for c in ("board", "family", "part", "speed grade", "package", "oscillator MHz", "bitstream", "what"):
@@ -61,10 +60,9 @@ def build_ooc_designs(plans: list, board, clock: float, seeds: list[int], out: P
     ``clock`` MHz over ``seeds``: ``build.json`` per design and in total (and ``build.png`` with
     ``plot``) staged into ``out``; prints the table; returns the summary. Raises CheckFailed when a
     design does not build (of several) or misses timing (unless ``timing_allow_fail``)."""
+    from hwcosim.cosim.flow.build import build_ooc, commit, crit_text, stage, summary_columns, summary_row
     from rich.console import Console
     from rich.table import Table
-
-    from hwcosim.cosim.flow.build import build_ooc, commit, crit_text, stage, summary_columns, summary_row
 
     out = Path(out)
     st = stage(out)
@@ -129,11 +127,10 @@ def build_board_tops(plans: list, board, out: Path, baud: int = 115200, seed: in
     ``board`` (``pll``: :func:`board_pll`), staged into ``out``; prints the table; returns the
     results. Raises CheckFailed when a bitstream is missing or timing is missed (unless
     ``timing_allow_fail``)."""
-    from rich.console import Console
-    from rich.table import Table
-
     from hwcosim.cosim.flow.board_build import build_board
     from hwcosim.cosim.flow.build import commit, crit_text, stage, summary_columns, summary_row
+    from rich.console import Console
+    from rich.table import Table
 
     out = Path(out)
     st = stage(out)
@@ -182,7 +179,6 @@ def plot_results(summary: dict, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     res = summary["results"]

@@ -35,14 +35,13 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Area", "SYSTEM_AREAS", "areas", "design_areas", "cli_reference", "designs_index", "area_page",
            "generated_pages", "with_notes", "readme_designs_table", "readme_block", "update_readme",
-           "README_START", "README_END", "on_config", "on_files", "main"]
+           "README_START", "README_END", "on_config", "on_files"]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["FORMAT", "write_manifest", "load_run", "check_run", "save_npz", "add_arrays", "add_metrics", "word_diff",

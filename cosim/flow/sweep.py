@@ -665,9 +665,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
     Raises ValueError (bad spec) before starting any worker. ``force`` ignores cached points;
     ``plots=False`` skips the Pareto PNGs (the fronts are still marked in the JSON).
     """
-    from hwcosim.models.benchio import write_json
     from hwcosim.cosim.flow.runner import ensure_simulator, simulator
     from hwcosim.cosim.registry import get_design
+    from hwcosim.models.benchio import write_json
     from rich.console import Console
 
     if workers < 1:

@@ -38,7 +38,6 @@ from amaranth.hdl import Array, Cat, ResetInserter, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.bbs.spmxv import SpMxV
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
 from hwcosim.hdl.common.host_bridge import HostBoardTop, HostBridge

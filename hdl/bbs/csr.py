@@ -43,7 +43,6 @@ from amaranth.hdl import Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, _tree_sum
 from hwcosim.hdl.common.dsp import registered_mul
 from hwcosim.hdl.common.fixed import requantize

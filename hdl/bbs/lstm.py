@@ -60,7 +60,6 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.bbs.spmxv import COUNTER_BITS, SpMxV, weight_layout
 from hwcosim.hdl.common.arith import count_saturating, requantize_parallel
 from hwcosim.hdl.common.dsp import registered_mul

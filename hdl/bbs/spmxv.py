@@ -41,7 +41,6 @@ from amaranth.hdl import Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.arith import count_saturating, requantize_parallel
 from hwcosim.hdl.common.arith import tree_sum as _tree_sum
 from hwcosim.hdl.common.dsp import registered_mul

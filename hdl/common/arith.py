@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from amaranth.hdl import Const, Mux, Value, signed
-
 from hwcosim.hdl.common.fixed import requantize
 
 __all__ = ["tree_sum", "count_saturating", "requantize_parallel"]

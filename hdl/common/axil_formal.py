@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from amaranth import Module
 from amaranth.hdl import Assume, Cat, Signal
-
 from hwcosim.hdl.common.formal import Props, past
 
 __all__ = ["AXIL_GROUPS", "assume_axil_master", "assume_axis_source", "axil_slave_props", "assert_axis_hold",

@@ -7,7 +7,6 @@ and the model together, or neither.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Value, signed
-
 from hwcosim.models.fixedpoint import Q
 
 __all__ = ["requantize", "round_to", "saturate"]

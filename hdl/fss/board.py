@@ -25,7 +25,6 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.hdl import Cat
 from amaranth.lib.fifo import SyncFIFOBuffered
-
 from hwcosim.hdl.common.host_bridge import (
     HostBoardTop,
     HostCore,

@@ -32,7 +32,6 @@ from amaranth import Module
 from amaranth.hdl import Cat, Const, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.dsp import registered_mul
 from hwcosim.models.kvdirect.rtl_model import HASH_STAGES
 

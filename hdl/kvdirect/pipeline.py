@@ -106,7 +106,6 @@ from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.hdl.common.arith import count_saturating
 from hwcosim.hdl.common.dsp import register_copies
 from hwcosim.hdl.common.fifo import StagedFIFO

@@ -9,10 +9,9 @@ __all__ = ["print_study"]
 
 def print_study(res: dict, con=None) -> None:
     """Sum rate vs SNR per channel kind, the update cost, and ZF vs its closed form."""
+    from hwcosim.models.beamraster.study import METHODS
     from rich.console import Console
     from rich.table import Table
-
-    from hwcosim.models.beamraster.study import METHODS
 
     con = con or Console()
     for kind in res["config"]["kinds"]:

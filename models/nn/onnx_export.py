@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_bytes
 from hwcosim.models.errors import UsageError
 

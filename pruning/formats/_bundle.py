@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.atomic import write_bytes, write_text
 from hwcosim.models.safeparse import json_loads, one_line
 from hwcosim.pruning.formats.csb import FormatError, check_file, check_seal, seal

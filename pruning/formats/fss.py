@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.pruning.base import PatternError
 from hwcosim.pruning.formats import memimage

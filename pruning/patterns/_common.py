@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from hwcosim.pruning.base import PatternError
 
 __all__ = ["positive_int", "pair", "split", "as_mask", "sparsity_value"]

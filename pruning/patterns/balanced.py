@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from hwcosim.pruning.base import Pattern, PatternError, check_weights, kept_per_group, register
 from hwcosim.pruning.patterns._common import as_mask, positive_int, sparsity_value
 from hwcosim.pruning.patterns._select import topk_groups

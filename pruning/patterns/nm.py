@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from hwcosim.pruning.base import Pattern, PatternError, check_weights, register
 from hwcosim.pruning.patterns._common import as_mask, positive_int
 from hwcosim.pruning.patterns._select import topk_groups

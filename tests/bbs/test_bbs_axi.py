@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwcosim.models.bbs.lstm import LSTMCycleModel
 
 sys.path.insert(0, str(Path(__file__).parent))

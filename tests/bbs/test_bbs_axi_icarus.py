@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwcosim.models.bbs.lstm import LSTMCycleModel
 
 needs_iverilog = pytest.mark.skipif(shutil.which("iverilog") is None or shutil.which("vvp") is None,
@@ -46,9 +45,8 @@ def test_icarus_time0_always_star_semantics(tmp_path, gen, want):
 @pytest.mark.sim
 def test_lstm_p16_b2_on_icarus(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_bbs_lstm_sim import _case
-
     from hwcosim.cosim.designs.bbs.lstm import run_lstm
+    from test_bbs_lstm_sim import _case
 
     p, wts, xs = _case(16, 2, 2, 16, 4, n=2, T=3, seed=18)
     mt = run_lstm(p, wts, xs, test_dir=tmp_path, sim="icarus").metrics

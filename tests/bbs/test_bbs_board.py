@@ -7,7 +7,6 @@ missing port with exit 2, and the board session refuses a board built for other 
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.designs.bbs.board import RUN_OVERHEAD, compare, run_board_sim
 from hwcosim.models.bbs.spmxv import BBSParams, CycleModel
@@ -93,8 +92,8 @@ def test_build_refuses_a_design_without_board_top():
     """(every registered design has a top or runs inside one; a design registered without either)"""
     import dataclasses
 
-    from hwcosim.cosim.registry import designs
     from hwcosim.cosim.flow.board_build import board_top_ref
+    from hwcosim.cosim.registry import designs
     from hwcosim.models.errors import UsageError
 
     bare = dataclasses.replace(designs()["bbs-csr"], board_tops=())

@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.models.bbs.csr import CSRCycleModel, CSRParams, decode, encode, pack_weight_beats, spmxv_csr, spmxv_entries
 from hwcosim.models.fixedpoint import Q
 

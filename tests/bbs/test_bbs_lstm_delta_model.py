@@ -3,7 +3,6 @@ theta = 0, the memory invariant M = W vhat, float reference, cycle model (fast; 
 
 import numpy as np
 import pytest
-
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, column_perm, lstm_float, lstm_golden, prepare_weights
 from hwcosim.models.bbs.lstm_delta import (
     DeltaCycleModel,

@@ -11,7 +11,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, trained_pruned_lstm
 from hwcosim.cosim.designs.bbs.lstm_delta import run_lstm_delta
 from hwcosim.cosim.flow.runner import SimFailure

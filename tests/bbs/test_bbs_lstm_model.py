@@ -5,7 +5,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from hwcosim.models.bbs.lstm import (
     EW_LATENCY,
     SEQ_TAIL,

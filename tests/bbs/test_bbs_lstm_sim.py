@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.bbs.lstm import readout_accuracy, run_lstm, trained_pruned_lstm
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams, lstm_golden, prepare_weights

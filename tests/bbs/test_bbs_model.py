@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from hwcosim.models.bbs.spmxv import (
     BBSParams,
     CycleModel,

@@ -8,7 +8,6 @@ import pytest
 from amaranth import Module
 from amaranth.hdl import Mux, Signal, signed
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.bbs.lstm import plan_from_abs
 from hwcosim.models.bbs.lstm import plan_sigmoid, plan_tanh
 

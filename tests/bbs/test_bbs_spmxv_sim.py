@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.bbs.spmxv import BBSParams, CycleModel

@@ -10,7 +10,6 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.bbs.board_csr import compare, golden_of, workload
 from hwcosim.models.bbs.csr import CSRParams
 from hwcosim.models.errors import UsageError

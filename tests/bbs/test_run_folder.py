@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow.runs import write_manifest
 from hwcosim.pruning.formats import csb

@@ -6,7 +6,6 @@ level-driven draining is exercised. Plus the host side's checks."""
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.beamraster.board import compare
 from hwcosim.models.beamraster.datapath import PrecoderParams, precode_fixed, scenario
 

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-
 from hwcosim.models.beamraster.channel import ChannelParams, make_channel, steering
 from hwcosim.models.beamraster.datapath import (
     CycleModel,

@@ -2,10 +2,9 @@
 
 import json
 
+import hwcosim.cosim.designs.beamraster.precoder as cb
 import numpy as np
 import pytest
-
-import hwcosim.cosim.designs.beamraster.precoder as cb
 from hwcosim.cosim.designs.beamraster.precoder import run_precoder, run_scenario
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, scenario

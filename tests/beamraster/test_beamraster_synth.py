@@ -1,7 +1,6 @@
 """Yosys (xcup) synthesis of a small BeamRaster precoder: one DSP per real multiplier."""
 
 import pytest
-
 from hwcosim.cosim.designs.beamraster.precoder import dsp_report
 from hwcosim.models.beamraster.datapath import PrecoderParams
 

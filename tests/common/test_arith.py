@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.arith import requantize_parallel
 from hwcosim.hdl.common.fixed import requantize as requantize_rtl
 from hwcosim.models.fixedpoint import Q, requantize

@@ -12,7 +12,6 @@ import random
 import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.axi_reader import DEFAULT_TIMEOUT, ERR_TIMEOUT, RESP_DECERR, RESP_SLVERR, AxiReader
 
 # a constructor that raises leaves an object behind that Amaranth reports when it is collected

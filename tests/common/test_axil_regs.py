@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg, register_map_markdown, regs_by_name, writable
 
 MAP = (Reg("CTRL", 0x00, "w", "commands"), Reg("VALUE", 0x04, "rw", "a value"), Reg("ID", 0x08, "r", "id"))

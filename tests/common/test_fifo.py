@@ -9,7 +9,6 @@ import pytest
 from amaranth import Module
 from amaranth.lib import fifo
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.fifo import StagedFIFO
 
 

@@ -16,7 +16,6 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile, Reg
 from hwcosim.hdl.common.host_bridge import HostBridge
 from hwcosim.models.hostlink import (

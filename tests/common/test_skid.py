@@ -7,7 +7,6 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.skid import SkidBuffer
 
 

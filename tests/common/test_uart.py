@@ -13,7 +13,6 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-
 from hwcosim.hdl.common.uart import UartRx, UartTx
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from hwcosim.cosim.cli import UsageError, main
 from hwcosim.cosim.flow.bench import BENCHES, run_benches, select_benches
 

@@ -5,9 +5,8 @@ that needs a reset the board's domain does not have, or a board top that no long
 design's ports, fails here in seconds instead of after synthesis."""
 
 import pytest
-
-from hwcosim.cosim.registry import designs, resolve
 from hwcosim.cosim.flow.board_build import board_top_ref
+from hwcosim.cosim.registry import designs, resolve
 
 WITH_TOPS = sorted(n for n, d in designs().items() if d.board_tops)
 
@@ -35,7 +34,6 @@ def test_building_a_core_without_its_own_top_names_the_one_that_carries_it(capsy
 def test_board_top_elaborates_on_the_ulx3s(name):
     pytest.importorskip("amaranth_boards")
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
-
     from hwcosim.hdl.common.dsp import dsp_target
 
     d = designs()[name]

@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from hwcosim.cosim.flow.bridge import ClockMap, Completion, DeadlockError, ModelDevice, co_simulate, run_sync
 
 

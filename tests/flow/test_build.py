@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow import build
 
@@ -63,8 +62,8 @@ def test_list_boards(capsys):
 def test_scan_harness_wraps_every_port():
     """The iCE40 out-of-context harness: every core input bit from the scan-in register, every
     output bit into the scan-out register, the clock straight through; four pins remain."""
-    from hwcosim.cosim.registry import get_design
     from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.registry import get_design
     from hwcosim.models.bbs.spmxv import BBSParams
 
     d = get_design("bbs-spmxv")
@@ -192,8 +191,8 @@ def test_run_limited_kills_the_whole_session(tmp_path):
 
 def test_board_build_time_limit_is_one_line(tmp_path):
     """--max-minutes bounds a whole board build: when it runs out, one line says where the tools were."""
-    from hwcosim.cosim.registry import get_design
     from hwcosim.cosim.flow.board_build import build_board
+    from hwcosim.cosim.registry import get_design
     from hwcosim.models.errors import CheckFailed
 
     d = get_design("melo-engine")

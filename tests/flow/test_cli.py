@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.pruning.formats import csb
 
@@ -98,10 +97,9 @@ def test_output_path_that_is_a_file_is_refused_before_work(tmp_path, capsys, arg
 
 def test_tables_never_cut_numbers(capsys):
     """A table wider than the terminal folds its cells instead of eliding digits with an ellipsis."""
+    from hwcosim.cosim.cli import _tables_keep_numbers
     from rich.console import Console
     from rich.table import Table
-
-    from hwcosim.cosim.cli import _tables_keep_numbers
 
     _tables_keep_numbers()
     t = Table()

@@ -17,7 +17,6 @@ import re
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import build_parser, leaf_parsers, main
 
 SCEN = "models/systems/cluster/scenarios"
@@ -29,9 +28,8 @@ def _leaves() -> list[str]:
 
 # ---- the table helper ------------------------------------------------------------------------------
 def _render(t, width: int) -> str:
-    from rich.console import Console
-
     from hwcosim.models.tables import show
+    from rich.console import Console
 
     buf = io.StringIO()
     show(t, Console(file=buf, width=width, color_system=None))
@@ -55,9 +53,8 @@ def test_a_table_at_60_columns_keeps_every_number_whole(monkeypatch):
         assert n in text, (n, text)
     assert "…" not in text and "..." not in text
     # and through the environment, as a command sees it (rich reads COLUMNS)
-    from rich.console import Console
-
     from hwcosim.models.tables import show
+    from rich.console import Console
 
     buf = io.StringIO()
     monkeypatch.setattr("rich.console.Console", lambda **k: Console(file=buf, color_system=None, **k))

@@ -13,11 +13,10 @@ import math
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from hwcosim.cosim.cli import build_parser, main
 from hwcosim.cosim.cli.ranges import LISTS, RANGES, _numeric_type, lookup
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def _raw_options():

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwcosim.cosim.flow import docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +56,6 @@ def test_area_page_quotes_existing_modules():
 def test_every_area_page_is_in_the_nav():
     """The "Designs" section of the nav is derived from the registry (docs.on_config); the rest is mkdocs.yml."""
     import yaml
-
     from hwcosim.cosim.cli import build_parser
 
     cfg = docs.on_config({"nav": yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]})

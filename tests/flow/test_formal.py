@@ -11,7 +11,6 @@ from amaranth import Module
 from amaranth.hdl import Assert
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.cosim.cli import main as hwcosim
 from hwcosim.cosim.flow import formal
 from hwcosim.hdl.bbs.spmxv import SpMxV

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 
 import pytest
-
 from hwcosim.cosim.flow import formal
 
 needs_solver = pytest.mark.skipif(
@@ -73,7 +72,6 @@ def test_wrong_props(design):
 def test_internals_missing_is_clear():
     from amaranth import Module
     from amaranth.hdl import Fragment, Signal
-
     from hwcosim.hdl.common.formal import internals
 
     m = Module()

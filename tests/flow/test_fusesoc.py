@@ -10,7 +10,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow.fusesoc import Port, core_vlnv, smoke_testbench, verilog_ports, write_core
 

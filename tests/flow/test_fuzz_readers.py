@@ -20,13 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow import fuzz
 from hwcosim.cosim.flow.fuzz import TARGETS, Crash, bundle, known_bug, run_target, seeds
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])

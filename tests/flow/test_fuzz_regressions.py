@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow.fuzz import KNOWN_BUGS, TARGETS, Crash, bundle, run_target, seeds
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwcosim.cosim.flow import objcache
 
 LAUNCHER = Path(objcache.__file__)

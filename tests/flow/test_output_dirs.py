@@ -7,9 +7,8 @@ import argparse
 import errno
 import os
 
-import pytest
-
 import hwcosim.cosim.cli as cli
+import pytest
 from hwcosim.cosim.cli import build_parser, main
 from hwcosim.models.atomic import check_out_dir, staged_dir
 from hwcosim.models.errors import UsageError

@@ -1,7 +1,6 @@
 """Parameter objects refuse shapes no FPGA holds at once, instead of hanging the elaboration."""
 
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.models.bbs.spmxv import BBSParams
 

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.registry import designs, resolve_params
 

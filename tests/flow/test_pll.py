@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.hdl.common.clocking import ECP5_PLL_LIMITS as L
 from hwcosim.hdl.common.clocking import ecp5_pll_nearest, ecp5_pll_settings
@@ -79,7 +78,6 @@ def test_board_top_with_pll_elaborates_ehxplll_and_uart_divisor(tmp_path):
     """The ULX3S board top at 80 MHz: one EHXPLLL with the dividers found, the sync domain on its
     output, and the UART divisor from 80 MHz (not from the 25 MHz oscillator)."""
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
-
     from hwcosim.hdl.bbs.board import board_top
     from hwcosim.models.bbs.spmxv import BBSParams
     from hwcosim.models.hostlink import divisor_for

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import build_parser, leaf_parsers, main
 from hwcosim.models.errors import UsageError
 from hwcosim.models.precedence import layered, sources
@@ -114,8 +113,8 @@ def test_sim_params_file_aliases_then_param(tmp_path):
 
 
 def test_board_run_params_file_then_param(tmp_path):
-    from hwcosim.cosim.registry import get_design
     from hwcosim.cosim.designs.bbs.board import inputs
+    from hwcosim.cosim.registry import get_design
 
     d = get_design("bbs-spmxv")
     f = tmp_path / "p.toml"

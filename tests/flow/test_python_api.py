@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import hwcosim
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.registry import designs
+
+import hwcosim
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "python-api.md"

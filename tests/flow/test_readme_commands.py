@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,6 @@ from amaranth import Module, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from hwcosim.cosim.flow import runner
 
 

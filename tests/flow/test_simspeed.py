@@ -3,10 +3,9 @@
 import shutil
 
 import pytest
-
-from hwcosim.cosim.registry import get_design
 from hwcosim.cosim.flow import simspeed
 from hwcosim.cosim.flow.bench import BENCHES
+from hwcosim.cosim.registry import get_design
 from hwcosim.models.melo.engine import MeloEngineParams
 
 SMALL_MELO = MeloEngineParams(n_conns=16, psn_bits=24, block_bits=16, pool_blocks=16, max_blocks_per_conn=4)

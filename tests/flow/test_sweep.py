@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.cosim.flow import sweep
 from hwcosim.cosim.flow.runner import SimFailure

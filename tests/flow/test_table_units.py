@@ -4,7 +4,6 @@ suite runs on every table it prints (``HWCOSIM_STRICT_TABLES=1``, tests/conftest
 from __future__ import annotations
 
 import pytest
-
 from hwcosim.models.tables import json_session, missing_unit, show, table
 
 

@@ -82,8 +82,8 @@ def test_golden_model_is_a_real_filter():
 
 @pytest.mark.sim
 def test_sim_through_its_testbench(toy, tmp_path):
-    from hwcosim.cosim.registry import get_design, resolve
     from hwcosim.cosim.flow.runner import run
+    from hwcosim.cosim.registry import get_design, resolve
 
     d = get_design("toy-fir")
     p = d.default_params()
@@ -98,8 +98,8 @@ def test_sim_through_its_testbench(toy, tmp_path):
 def test_testbench_asserts_keep_pytests_messages(toy, tmp_path):
     """cocotb rewrites only the testbench module's asserts (runner._rewrite_files): a wrong golden
     word still fails with pytest's introspected comparison in the log."""
-    from hwcosim.cosim.registry import get_design, resolve
     from hwcosim.cosim.flow.runner import run
+    from hwcosim.cosim.registry import get_design, resolve
 
     d = get_design("toy-fir")
     p = d.default_params()

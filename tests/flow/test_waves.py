@@ -4,7 +4,6 @@ import re
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
 from hwcosim.cosim.flow.waves import ports
 from hwcosim.models.bbs.spmxv import BBSParams

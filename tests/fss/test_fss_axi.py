@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.hdl.fss.axi_top import WEIGHT_LEAD
 from hwcosim.models.fss.gemm import CycleModel, FSSParams, pack_weight_beats
 

@@ -4,7 +4,6 @@ checked against an RTL run whose weight stream is throttled to the modelled band
 import json
 
 import pytest
-
 from hwcosim.cosim.designs.fss.bench import (
     ENGINE_KINDS,
     MINILM_SHAPES,

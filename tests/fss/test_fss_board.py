@@ -6,7 +6,6 @@ side's checks that need no simulator."""
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.fss.board import compare, random_layer
 from hwcosim.models.errors import UsageError
 from hwcosim.models.fss.gemm import FSSParams, gemm

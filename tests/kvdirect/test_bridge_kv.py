@@ -1,7 +1,6 @@
 """Bridge (c): KV-Direct pipeline serving a parameter-server job, RTL vs golden store."""
 
 import pytest
-
 from hwcosim.cosim.designs.kvdirect.bridge import ENGINE, KVScenarioParams, check_transcript, run_bridge, run_model
 from hwcosim.cosim.flow.bridge import BridgeMismatch
 from hwcosim.models.kvdirect.rtl_model import GET, PUT, Request, golden_run, pack_request, pack_response

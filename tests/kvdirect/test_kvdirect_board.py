@@ -6,7 +6,6 @@ golden store. Plus the host side's checks."""
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.designs.kvdirect.board import compare, in_request_order
 from hwcosim.models.kvdirect.rtl_model import PipelineParams, golden_run, make_stream, pack_request, pack_response
 

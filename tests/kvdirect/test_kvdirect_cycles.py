@@ -4,7 +4,6 @@ reservation-station slot limit, and cycle counts against the RTL."""
 import shutil
 
 import pytest
-
 from hwcosim.models.kvdirect.cycles import EX_STAGES, simulate_cycles
 from hwcosim.models.kvdirect.rtl_model import GET, PIPE_CYCLES, PUT, PipelineParams, Request, bucket_of, make_stream
 

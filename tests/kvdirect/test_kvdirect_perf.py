@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli.kvdirect import register
 from hwcosim.models.kvdirect.perf import (
     HWParams,

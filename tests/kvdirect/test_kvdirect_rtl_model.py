@@ -4,7 +4,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 from hwcosim.hdl.kvdirect.hash import crc_matrix
 from hwcosim.models.kvdirect.hashing import key_hash
 from hwcosim.models.kvdirect.rtl_model import (
@@ -118,7 +117,6 @@ def test_key_hash_rtl_matches_model():
     """The pipelined RTL hash (HASH_STAGES stages), simulated with Amaranth's simulator, equals
     models.hashing."""
     from amaranth.sim import Simulator
-
     from hwcosim.hdl.kvdirect import KeyHash
     from hwcosim.models.kvdirect.rtl_model import HASH_STAGES
 
@@ -165,8 +163,8 @@ def test_predicted_throughput_bounds():
 
 
 def test_design_is_registered_for_hwcosim_verilog():
-    from hwcosim.cosim.registry import get_design, override_params
     from hwcosim.cosim.flow.runner import to_verilog
+    from hwcosim.cosim.registry import get_design, override_params
 
     d = get_design("kvdirect-pipeline")
     p = override_params(d.default_params(), ["entries=4", "rs_slots=8", "memory_bytes=4096"])

@@ -1,8 +1,7 @@
 """RTL simulation of the KV-Direct pipeline vs the golden store: every response, the memory image."""
 
-import pytest
-
 import hwcosim.cosim.designs.kvdirect.pipeline as ck
+import pytest
 from hwcosim.cosim.designs.kvdirect.pipeline import run_pipeline
 from hwcosim.cosim.flow.runner import SimFailure
 from hwcosim.models.kvdirect.rtl_model import ATOMIC, PipelineParams, Request, Response, make_stream

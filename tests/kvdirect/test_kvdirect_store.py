@@ -6,7 +6,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 from hwcosim.models.kvdirect.hashing import bucket_index, fmix32, hash_word, key_hash, key_hash_batch, secondary_hash
 from hwcosim.models.kvdirect.layout import Bucket, encode_inline, pack_offline_slot, unpack_offline_slot
 from hwcosim.models.kvdirect.params import SLAB_SIZES, KVDParams

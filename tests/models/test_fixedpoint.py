@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q, acc_bits, dequantize, quantize, requantize
 
 
@@ -75,7 +74,6 @@ def test_save_png_atomic_and_closes_the_figure(tmp_path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots()

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from hwcosim.models.nn import (
     CNN,
     MLP,

@@ -1,10 +1,9 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hwcosim.pruning.base import PatternError, get_pattern
 from hwcosim.pruning.patterns.bank_balanced import BankBalanced
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_hand_worked_example_and_tie_break():

@@ -2,7 +2,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.pruning.base import PatternError
 from hwcosim.pruning.formats import csb
@@ -92,7 +91,6 @@ def test_integrity_covers_the_hex_image_and_every_manifest_field(tmp_path):
 
     import numpy as np
     import pytest
-
     from hwcosim.pruning.formats import csb
     from hwcosim.pruning.formats.csb import FormatError
 

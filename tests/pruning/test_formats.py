@@ -10,13 +10,12 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hwcosim.models.fixedpoint import Q, quantize
 from hwcosim.pruning.base import PatternError, get_pattern
 from hwcosim.pruning.formats import csb, fss, memimage, nm, sparse
 from hwcosim.pruning.formats.csb import FormatError, seal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def rand(rows, cols, seed=0):

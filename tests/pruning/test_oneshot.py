@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.pruning.base import get_pattern
 from hwcosim.pruning.oneshot import METHODS, Calib, obs_prune, output_error, prune_layer
 

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="package onnx not installed (pip install onnx)")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 from hwcosim.pruning.io import WeightIOError, load_tensors  # noqa: E402
 from hwcosim.pruning.onnx_io import OnnxIOError, consumers, load_onnx, write_onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 
 def run(argv):

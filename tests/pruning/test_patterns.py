@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hwcosim.pruning.base import PatternError, get_pattern, pattern_names, topk_mask
 from hwcosim.pruning.patterns._select import topk_groups
 from hwcosim.pruning.patterns.balanced import Balanced
@@ -17,6 +14,8 @@ from hwcosim.pruning.patterns.fss import FSS, from_regions, to_regions
 from hwcosim.pruning.patterns.nm import NM
 from hwcosim.pruning.patterns.unstructured import Unstructured
 from hwcosim.pruning.patterns.vector import Vector
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.models.errors import UsageError
 from hwcosim.pruning.api import PruneOptions, prune_file, prune_tensors

@@ -7,7 +7,6 @@ import struct
 
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.pruning.base import get_pattern
 from hwcosim.pruning.roundtrip import RoundTripError, read_safetensors, safetensors_header, write_dense

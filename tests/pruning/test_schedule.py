@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from hwcosim.models.nn import MLP, MLPConfig, TrainConfig
 from hwcosim.models.nn.data import load_digits_flat
 from hwcosim.pruning.base import get_pattern, pattern_names

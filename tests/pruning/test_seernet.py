@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from hwcosim.models.nn import CNNConfig, TrainConfig, get_trained
 from hwcosim.models.nn.layers import conv3_forward
 from hwcosim.pruning import seernet

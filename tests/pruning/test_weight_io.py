@@ -6,7 +6,6 @@ import pickle
 
 import numpy as np
 import pytest
-
 from hwcosim.models.fixedpoint import Q
 from hwcosim.pruning.io import WeightIOError, load_config, load_tensors, select
 
@@ -177,7 +176,6 @@ def test_npz_bomb_refused_from_the_zip_directory(tmp_path, monkeypatch):
     and only the selected arrays are ever unpacked."""
     import numpy as np
     import pytest
-
     from hwcosim.pruning import io as wio
 
     np.savez_compressed(tmp_path / "bomb.npz", big=np.zeros((4096, 4096), np.float32), w=np.ones((4, 8), np.float32))

@@ -7,7 +7,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
 from hwcosim.models.systems.cluster.c4p import C4PRouter, used_links_to_fail
 from hwcosim.models.systems.cluster.crux import (

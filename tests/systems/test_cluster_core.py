@@ -5,9 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hwcosim.models.systems.cluster import (
     ECMPRouter,
     FlowNetwork,
@@ -23,6 +20,8 @@ from hwcosim.models.systems.cluster import (
     tree_allreduce,
 )
 from hwcosim.models.systems.cluster.topology import GBPS, LinkKind, hash_choices
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 B = 100 * GBPS  # 100 Gb/s in bytes/s
 

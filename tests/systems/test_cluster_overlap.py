@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.cluster import JobSpec, Simulator, alltoall, bus_bw_factor, clos, placement
 from hwcosim.models.systems.cluster.job import Comm, Compute
 from hwcosim.models.systems.cluster.topology import GBPS

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.cluster import ECMPRouter, JobSpec, Simulator, clos, placement
 from hwcosim.models.systems.cluster.arnold import (
     POLICIES,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.cluster import JobSpec, clos, placement
 from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
 from hwcosim.models.systems.cluster.transport import Effects, TransportParams, TransportSim, p2p_conns, ring_conns

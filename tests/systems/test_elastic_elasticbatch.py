@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hwcosim.models.bbs.lstm import LSTMCycleModel, LSTMParams
 from hwcosim.models.bbs.spmxv import BBSParams, CycleModel
 from hwcosim.models.systems.elastic.elasticbatch import (

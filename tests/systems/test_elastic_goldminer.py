@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.elastic.goldminer import (
     Autoscaler,
     ClusterConfig,

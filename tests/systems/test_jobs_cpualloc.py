@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli.jobs import main as cli_main
 from hwcosim.models.systems.cluster.engine import Simulator
 from hwcosim.models.systems.jobs.cpualloc import (

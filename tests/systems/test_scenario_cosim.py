@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli import main
 from hwcosim.models.systems.cluster.scenario import ScenarioError, load_scenario, parse_scenario, prepare, run_scenario
 

@@ -9,20 +9,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.tables import show
 
 __all__ = ["bench_bbs_spmxv"]
 
 
 def bench_bbs_spmxv(out_dir: Path, quick: bool = False) -> dict:
-    from rich.table import Table
-
     from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
     from hwcosim.models.atomic import write_text
     from hwcosim.models.bbs.spmxv import BBSParams
     from hwcosim.models.fixedpoint import quantize
     from hwcosim.pruning.formats.csb import encode
+    from rich.table import Table
 
     rows = cols = 256
     sparsity = 0.875
@@ -64,7 +62,6 @@ def _plot(results: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(6, 4))

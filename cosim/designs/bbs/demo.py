@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.tables import show
 
 __all__ = ["run_demo", "train_digits_mlp"]
@@ -69,9 +68,6 @@ def run_demo(output: str = "build/demo", banks: int = 8, sparsity: float = 0.75,
 
 
 def _demo(out: Path, st: Path, banks: int, sparsity: float, pes: int, vectors: int, synth: str) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
     from hwcosim.cosim.flow.report import resource_table, table_text
     from hwcosim.cosim.flow.runner import to_verilog
@@ -82,6 +78,8 @@ def _demo(out: Path, st: Path, banks: int, sparsity: float, pes: int, vectors: i
     from hwcosim.models.bbs.spmxv import BBSParams, spmxv, spmxv_float
     from hwcosim.models.fixedpoint import Q, dequantize, quantize
     from hwcosim.pruning.formats import csb
+    from rich.console import Console
+    from rich.table import Table
 
     con = Console()
     targets = [] if synth == "none" else check_targets(synth.split(","))

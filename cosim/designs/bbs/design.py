@@ -29,7 +29,8 @@ DESIGNS = [
         golden="hwcosim.models.bbs.spmxv:spmxv", testbench="hwcosim.cosim.designs.bbs.tb_spmxv",
         formal="hwcosim.hdl.bbs.spmxv_formal:formal_checks",
         benches=(("bbs_spmxv", "hwcosim.cosim.designs.bbs.bench:bench_bbs_spmxv"),),
-        sweep="hwcosim.cosim.designs.bbs.sweep:ADAPTER", recheck="hwcosim.cosim.designs.bbs.spmxv:recheck", docs=SPMXV_DOCS,
+        sweep="hwcosim.cosim.designs.bbs.sweep:ADAPTER", recheck="hwcosim.cosim.designs.bbs.spmxv:recheck",
+        docs=SPMXV_DOCS,
         # host bridge (UART) + weight/vector/result memories + the engine (hdl/bbs/board.py);
         # driven by hwcosim board run bbs-spmxv (the host module: session, compare, run_board_sim)
         board_tops=(("uart", "hwcosim.hdl.bbs.board:board_top", "hwcosim.cosim.designs.bbs.board"),),

@@ -1,4 +1,5 @@
-"""Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline (see :mod:`hwcosim.cosim.designs`)."""
+"""Registry entries of the BBS LSTM layer engine, its AXI top and the CSR baseline
+(see :mod:`hwcosim.cosim.registry`)."""
 
 from hwcosim.cosim.designs.bbs.design import PAPER, SPMXV_DOCS
 from hwcosim.cosim.registry import Design, DocsEntry

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, spmxv
 

@@ -40,7 +40,6 @@ from cocotbext.axi import (
     AxiStreamSink,
     AxiStreamSource,
 )
-
 from hwcosim.cosim.tb.common import arrays, inputs, write_metrics
 from hwcosim.cosim.tb.common import pauses as _pauses
 from hwcosim.cosim.tb.common import to_bytes as _to_bytes

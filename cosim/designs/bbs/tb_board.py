@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
-
 from hwcosim.cosim.designs.bbs.board import SIM_TIMEOUT, compare, session
 from hwcosim.cosim.tb.common import arrays, inputs
 from hwcosim.cosim.tb.uart import board_link, finish_board_session

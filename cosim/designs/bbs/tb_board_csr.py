@@ -11,7 +11,6 @@ for ``hwcosim check``). Writes ``metrics.json`` and ``outputs.npz`` (``rtl``, ``
 from __future__ import annotations
 
 import cocotb
-
 from hwcosim.cosim.designs.bbs.board_csr import SIM_TIMEOUT, compare, session
 from hwcosim.cosim.tb.common import arrays, inputs
 from hwcosim.cosim.tb.uart import board_link, finish_board_session

@@ -1,4 +1,5 @@
-"""cocotb testbench of the BBS LSTM engine in delta mode against :func:`hwcosim.models.bbs.lstm_delta.lstm_delta_golden`.
+"""cocotb testbench of the BBS LSTM engine in delta mode against
+:func:`hwcosim.models.bbs.lstm_delta.lstm_delta_golden`.
 
 Inputs (written by :func:`hwcosim.cosim.designs.bbs.lstm_delta.run_lstm_delta`): ``inputs.json`` with the
 parameter set, ``budget`` (J), ``theta`` (raw threshold) and the traffic pattern (``p_idle``,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly
-
 from hwcosim.cosim.tb.common import (
     CycleCounter,
     StreamDriver,

@@ -1,4 +1,5 @@
-"""hwcosim.cosim.designs.beamraster: testbenches, runner glue, benches, sweep adapter and bridges of the beamraster designs.
+"""hwcosim.cosim.designs.beamraster: testbenches, runner glue, benches, sweep adapter and bridges of the
+beamraster designs.
 
 The registry entries are in :mod:`hwcosim.cosim.designs.beamraster.design`.
 """

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
 from hwcosim.models.beamraster.datapath import (
     PrecoderParams,
@@ -104,7 +103,8 @@ def run_board_sim(p: PrecoderParams, s_re, s_im, beams, P_re, P_im, *, rate_erro
     s_re, s_im = np.asarray(s_re, dtype=np.int64), np.asarray(s_im, dtype=np.int64)
     (x_re, x_im), _ = precode_fixed(p, s_re, s_im, beams, P_re, P_im)
     res = runner.run(
-        precoder_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "beamraster_host", "hwcosim.cosim.designs.beamraster.tb_board",
+        precoder_host(p, SIM_DIVISOR, timeout=SIM_TIMEOUT), "beamraster_host",
+        "hwcosim.cosim.designs.beamraster.tb_board",
         testcase="beamraster_board_session_matches_golden",
         inputs={"params": p.to_dict(), "divisor": SIM_DIVISOR, "timeout": SIM_TIMEOUT, "rate_error": rate_error},
         arrays={"s_re": s_re, "s_im": s_im, "beams": np.asarray(beams, dtype=np.int64),

@@ -10,7 +10,6 @@ imaginary) is compared with :func:`hwcosim.models.beamraster.datapath.precode_fi
 from __future__ import annotations
 
 import numpy as np
-
 from hwcosim.cosim.contract import SimContract
 
 __all__ = ["PRECODER"]

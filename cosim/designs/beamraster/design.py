@@ -26,7 +26,8 @@ DESIGNS = [
         # routes in minutes (docs/boards/bitstreams.json)
         board_top_params=lambda: PrecoderParams(M=64, K=8, lanes=8, groups=100, sc_per_group=12,
                                                 symbols_per_frame=14),
-        golden="hwcosim.models.beamraster.datapath:precode_fixed", testbench="hwcosim.cosim.designs.beamraster.tb_precoder",
+        golden="hwcosim.models.beamraster.datapath:precode_fixed",
+        testbench="hwcosim.cosim.designs.beamraster.tb_precoder",
         formal="hwcosim.hdl.beamraster.precoder_formal:formal_checks",
         recheck="hwcosim.cosim.designs.beamraster.precoder:recheck",  # also the folders of hwcosim board run --sim
         # the generic stream host (hdl/common/stream_host.py) behind the UART bridge (hdl/beamraster/board.py)

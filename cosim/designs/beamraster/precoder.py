@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.cosim.flow import runner
 from hwcosim.models.beamraster.datapath import CycleModel, PrecoderParams, fixed_point_sum_rate, precode_fixed, scenario
 from hwcosim.models.tables import show
@@ -141,9 +140,8 @@ def bench_beamraster_realtime(out_dir: Path, quick: bool = False) -> dict:
     output words (``rtl_output_sum_rate_fraction``, 16 subcarrier-symbols), and of the golden
     model on a larger LTE-grouped scenario at 20 and 30 dB (``fixed_point_vs_float``).
     """
-    from rich.table import Table
-
     from hwcosim.models.atomic import write_text
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     rows = _budget_rows(quick, out_dir / "beamraster_sim")
@@ -188,9 +186,8 @@ def bench_beamraster_dsp(out_dir: Path, quick: bool = False) -> dict:
 
     The JSON is rewritten after every synthesis run, so an interrupted run keeps what it measured.
     """
-    from rich.table import Table
-
     from hwcosim.models.atomic import write_text
+    from rich.table import Table
 
     out_dir = Path(out_dir)
     if quick:

@@ -19,11 +19,10 @@ def run_sim(p, out: Path, frames: int = 2, seed: int = 0, snr_db: float = 30.0, 
     """Simulate the precoder of ``p`` (``PrecoderParams``) into ``out``: ``<stem>.json`` and the run
     folder ``<stem>/`` appear together at the end; prints the table; returns the JSON's path."""
     import numpy as np
-    from rich.table import Table
-
     from hwcosim.cosim.designs.beamraster.precoder import realtime_budget, run_scenario
     from hwcosim.models.atomic import staged_dir, write_text
     from hwcosim.models.beamraster.datapath import CycleModel, fixed_point_sum_rate
+    from rich.table import Table
 
     out = Path(out)
     stem = f"beamraster_sim_M{p.M}K{p.K}L{p.lanes}"

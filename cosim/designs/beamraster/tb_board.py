@@ -11,7 +11,6 @@ check``). Writes ``metrics.json`` and ``outputs.npz`` (``rtl_re``, ``rtl_im``).
 from __future__ import annotations
 
 import cocotb
-
 from hwcosim.cosim.designs.beamraster.board import SIM_TIMEOUT, compare, session
 from hwcosim.cosim.tb.common import arrays, inputs
 from hwcosim.cosim.tb.uart import board_link, finish_board_session

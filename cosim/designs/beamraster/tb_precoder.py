@@ -1,6 +1,7 @@
 """cocotb testbench of the BeamRaster precoder against :func:`hwcosim.models.beamraster.datapath.precode_fixed`.
 
-Inputs (written by :func:`hwcosim.cosim.designs.beamraster.precoder.run_precoder`): ``inputs.json`` with the parameter set
+Inputs (written by :func:`hwcosim.cosim.designs.beamraster.precoder.run_precoder`): ``inputs.json`` with the
+parameter set
 and the traffic pattern (``p_idle_s``, ``p_idle_c``: probability of an idle cycle before each
 symbol / coefficient beat; ``p_stall``: probability the output sink refuses a cycle; ``seed``;
 ``coef_first``: load every coefficient set before the first symbol), ``arrays.npz`` with
@@ -15,7 +16,6 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
 from hwcosim.cosim.flow.runs import as_words, word_diff
 from hwcosim.cosim.tb.common import (
     CycleCounter,

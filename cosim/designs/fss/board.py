@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, beats_to_words, board_params, words_to_beats
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fss.gemm import FSSParams, gemm, pack_act_beats, unpack_output_beats
@@ -176,7 +175,8 @@ def inputs(design, *, family: str = "ecp5", param=(), params_file=None, n: int =
 
 def run_board_sim(p: FSSParams, values, indices, xs, *, rate_error: float = 0.0,
                   test_dir: str | os.PathLike | None = None, sim: str | None = None, raise_on_fail: bool = True):
-    """Run :func:`session` against the RTL of :class:`hwcosim.hdl.fss.board.FSSHost` (cocotb, UART model on its pins)."""
+    """Run :func:`session` against the RTL of :class:`hwcosim.hdl.fss.board.FSSHost` (cocotb, UART model on its
+    pins)."""
     from hwcosim.cosim.flow import runner
     from hwcosim.cosim.flow.runs import seal_outputs
     from hwcosim.hdl.fss.board import FSSHost

@@ -61,7 +61,8 @@ def run_gemm_axi(p: FSSParams, values: np.ndarray, indices: np.ndarray, xs: list
                  testcase: str = "axi_fss_golden", p_pause_in: float = 0.0, p_pause_out: float = 0.0,
                  seed: int = 1, test_dir: str | os.PathLike | None = None, sim: str | None = None,
                  waves: bool | None = None, raise_on_fail: bool = True) -> runner.SimResult:
-    """Simulate :class:`hwcosim.hdl.fss.axi_top.FSSAxiTop` under cocotbext-axi BFMs (:mod:`hwcosim.cosim.designs.fss.tb_axi`).
+    """Simulate :class:`hwcosim.hdl.fss.axi_top.FSSAxiTop` under cocotbext-axi BFMs
+    (:mod:`hwcosim.cosim.designs.fss.tb_axi`).
 
     One weight load of raw FSS ``values``/``indices`` (gr, gc, n), then one run per activation
     matrix in ``xs`` (each (cols, T), T a multiple of ``pe_cols``), on the same loaded weights.

@@ -32,7 +32,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.fixedpoint import Q, dequantize, quantize
 from hwcosim.models.fss.gemm import CycleModel, FSSParams, gemm, pad_layer
 

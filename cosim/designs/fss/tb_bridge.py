@@ -14,7 +14,6 @@ import time
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
-
 from hwcosim.cosim.designs.fss.bridge import ServeScenario, ServeScenarioParams, request_inputs
 from hwcosim.cosim.flow.bridge import ClockMap, co_simulate
 from hwcosim.cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock

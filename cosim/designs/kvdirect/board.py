@@ -11,7 +11,6 @@ import os
 from collections import defaultdict, deque
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.kvdirect.rtl_model import PipelineParams, golden_run, pack_request, pack_response, unpack_request

@@ -10,7 +10,6 @@ memory image is compared with :func:`hwcosim.models.kvdirect.rtl_model.golden_ru
 from __future__ import annotations
 
 import numpy as np
-
 from hwcosim.cosim.contract import SimContract
 
 __all__ = ["PIPELINE"]

@@ -12,7 +12,6 @@ parameters, the UART ``divisor``, the bridge ``timeout`` and the host's ``rate_e
 from __future__ import annotations
 
 import cocotb
-
 from hwcosim.cosim.designs.kvdirect.board import SIM_TIMEOUT, compare, session
 from hwcosim.cosim.flow.runs import as_words
 from hwcosim.cosim.tb.common import arrays, inputs

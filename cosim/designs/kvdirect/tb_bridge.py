@@ -16,7 +16,6 @@ from collections import deque
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
-
 from hwcosim.cosim.designs.kvdirect.bridge import KVScenario, KVScenarioParams
 from hwcosim.cosim.designs.kvdirect.tb_pipeline import MemoryModel
 from hwcosim.cosim.flow.bridge import ClockMap, Completion, co_simulate

@@ -11,7 +11,6 @@ import os
 from dataclasses import asdict
 
 import numpy as np
-
 from hwcosim.cosim.flow.board import HostLink, StreamLink, board_params
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.melo.engine import MeloEngineParams

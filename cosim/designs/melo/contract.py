@@ -10,7 +10,6 @@ response word is compared with :func:`~hwcosim.cosim.designs.melo.engine.golden_
 from __future__ import annotations
 
 import numpy as np
-
 from hwcosim.cosim.contract import SimContract
 
 __all__ = ["ENGINE"]

@@ -11,7 +11,6 @@ transcript (kept as the run folder's evidence).
 from __future__ import annotations
 
 import cocotb
-
 from hwcosim.cosim.designs.melo.board import SIM_TIMEOUT, compare, session
 from hwcosim.cosim.tb.common import arrays, inputs
 from hwcosim.cosim.tb.uart import board_link, finish_board_session

@@ -14,7 +14,6 @@ import time
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
-
 from hwcosim.cosim.designs.melo.bridge import MeloScenario, MeloScenarioParams, _summary
 from hwcosim.cosim.flow.bridge import ClockMap, co_simulate
 from hwcosim.cosim.flow.bridge_rtl import RTLSerialDevice, reset_with_clock

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import bar_png as _bar_png
 from hwcosim.models.benchio import print_table as _table
 from hwcosim.models.benchio import write_json as _write_json
@@ -30,7 +29,6 @@ def _arnold_png(path: Path, res: dict, names: list[str]) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     st = dict(res["settings"])
@@ -113,7 +111,6 @@ def _c4p_png(path: Path, res: dict) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     labels, rows = [], []
@@ -386,7 +383,6 @@ def bench_mechanisms(out_dir: Path, quick: bool) -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -436,7 +432,6 @@ def _scenario_png(path: Path, res: dict) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     jobs = res["jobs"]

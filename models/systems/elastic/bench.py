@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import bar_png as _bar_png
 from hwcosim.models.benchio import print_table as _table
 from hwcosim.models.benchio import write_json as _write_json
@@ -139,7 +138,6 @@ def bench_predictor(out_dir, quick: bool) -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
     from hwcosim.models.systems.elastic.measured import run_study
 

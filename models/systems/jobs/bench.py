@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import print_table
 from hwcosim.models.benchio import write_json as _write_json
 
@@ -26,7 +25,6 @@ def _png(path: Path, draw) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -337,7 +337,8 @@ def offered_load(jobs, nodes) -> dict:
 
 
 class CPUClusterSim(Simulator):
-    """The allocation study on :class:`hwcosim.models.systems.cluster.engine.Simulator`, the cluster's discrete-event core.
+    """The allocation study on :class:`hwcosim.models.systems.cluster.engine.Simulator`, the cluster's
+    discrete-event core.
 
     The cluster is a :class:`~models.systems.cluster.topology.Topology` with one ToR per node type (hosts of
     a type share a ToR); host ``h`` has ``gpus`` GPUs and ``cores`` CPU cores of its type. Job

@@ -2,7 +2,8 @@
 
 - :mod:`~models.systems.reliability.faults`: seeded fault streams (ByteRobust's incident mix by default).
 - :mod:`~models.systems.reliability.mechanics`: faults as mechanics of the chunk-level transport
-  (:mod:`hwcosim.models.systems.cluster.transport`), whose :class:`hwcosim.models.systems.cluster.telemetry.Telemetry` is the only
+  (:mod:`hwcosim.models.systems.cluster.transport`), whose
+  :class:`hwcosim.models.systems.cluster.telemetry.Telemetry` is the only
   input of the detectors; :mod:`~models.systems.reliability.study`: the trial harness (ground truth used
   only to score; confusion matrices).
 - :mod:`~models.systems.reliability.sim`: :class:`FaultySimulator`, the flow-level cluster simulator with

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import print_table as _table
 from hwcosim.models.benchio import write_json as _write_json
 

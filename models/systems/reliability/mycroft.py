@@ -3,7 +3,8 @@
 Mycroft (ByteDance et al., SOSP 2025, arXiv 2509.03018) instruments NCCL's proxy with per-flow
 counters GPU_ready ``G``, RDMA_transmitted ``T``, RDMA_done ``D``, a completion log per
 collective and a state log every 100 ms. Here those logs come from the chunk-level transport
-(:mod:`hwcosim.models.systems.cluster.transport`) via :class:`hwcosim.models.systems.cluster.telemetry.Telemetry`: every function
+(:mod:`hwcosim.models.systems.cluster.transport`) via
+:class:`hwcosim.models.systems.cluster.telemetry.Telemetry`: every function
 below takes the telemetry and an observation time, never the simulator or the fault list.
 
 **Trigger** (:func:`trigger`): a sample of ranks, at least one per DP group and at most 10, is

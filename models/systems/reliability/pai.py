@@ -644,7 +644,8 @@ def bench_pai(out_dir, quick: bool, seed: int = 0, data_dir=None) -> dict:
     res = run_pai_study(data_dir, quick=quick, out_dir=out_dir, seed=seed)
     write_json(out_dir / "reliability_pai.json", res)
     print_table("PAI jobs: upstream label vs flags (worker@trace iteration)",
-                ["PAI job (#)", "upstream label", "departs (our rule)", "C4D", "Mycroft"], summary_rows(res), justify=None)
+                ["PAI job (#)", "upstream label", "departs (our rule)", "C4D", "Mycroft"], summary_rows(res),
+                justify=None)
     rows = []
     for gen, g in res["false_alarms"].items():
         for d in ("c4d", "mycroft"):

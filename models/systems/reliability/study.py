@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from hwcosim.models.systems.cluster.job import JobSpec, placement
 from hwcosim.models.systems.cluster.topology import LinkKind, clos
 
@@ -95,7 +94,6 @@ def confusion_png(path, cm: dict, title: str):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     m = np.array(cm["counts"], dtype=float)

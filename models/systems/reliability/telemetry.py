@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from hwcosim.models.systems.cluster.topology import Topology
 
 __all__ = ["CollectiveRecord", "Telemetry", "COSTS"]
