@@ -56,9 +56,10 @@ def _cmd_run(args) -> int:
     if args.executor not in _EXECUTORS:
         _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
     kind = "dask" if args.scheduler and not args.executor.startswith("dask") else args.executor
-    params = {"source": args.source} if args.algorithm in ("bfs", "sssp") else {}
-    if args.source >= g.n:
-        _fail(f"--source {args.source} is not a vertex of a {g.n}-vertex graph")
+    params = {}
+    if args.algorithm in ("bfs", "sssp"):  # a vertex id as the graph file numbers it; default the least
+        params["source"] = int(g.vertex_ids.min()) if args.source is None else args.source
+        g.index(params["source"], "--source")  # an id that is not a vertex: one line naming the graph's ids
     try:
         r = run(g, args.algorithm, k=args.partitions, method=args.method,
                 executor=make_executor(kind, args.workers, args.scheduler, _threads(args.threads)), **params)
@@ -145,7 +146,8 @@ def register(subparsers) -> argparse.ArgumentParser:
          "524,288 edges)", dict(type=int, default=None)),
         ("--workers", "processes or Dask workers (default 2)", dict(type=int, default=2)),
         ("--scheduler", "Dask scheduler address (implies --executor dask)", dict(metavar="ADDRESS")),
-        ("--source", "BFS/SSSP source vertex (default 0)", dict(type=int, default=0))])
+        ("--source", "BFS/SSSP source: a vertex id as the graph file numbers it (default the least id)",
+         dict(type=int, default=None))])
     s.set_defaults(func=_cmd_run)
     s = sub.add_parser("partition", help="replication factor and balance of the partitioners")
     _graph_args(s)

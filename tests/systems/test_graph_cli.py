@@ -7,7 +7,6 @@ import json
 import networkx as nx
 import numpy as np
 import pytest
-
 from hwcosim.cosim.cli.graph import main
 
 
@@ -15,7 +14,8 @@ def test_run_writes_json(tmp_path, capsys):
     assert main(["run", "pagerank", "--graph", "karate", "-k", "3", "-o", str(tmp_path)]) == 0
     r = json.loads((tmp_path / "run_pagerank_karate.json").read_text())
     ref = nx.pagerank(nx.karate_club_graph(), weight=None)
-    np.testing.assert_allclose(r["state"], [ref[i] for i in range(34)], atol=1e-5)
+    assert r["state_keys"] == "vertex id" and sorted(map(int, r["state"])) == list(range(34))
+    np.testing.assert_allclose([r["state"][str(i)] for i in range(34)], [ref[i] for i in range(34)], atol=1e-5)
     assert r["partitioning"]["k"] == 3
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.graph import (
     BFS,
     METHODS,

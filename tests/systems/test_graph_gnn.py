@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hwcosim.models.systems.graph import Graph, RMATParams, load_real, rmat
 from hwcosim.models.systems.graph.gnn import (
     MODELS,

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-
 from hwcosim.cosim.cli import main
 from hwcosim.models.systems.graph.io import GraphFormatError, read_graph
 
@@ -28,13 +27,15 @@ def test_snap_plain_and_gzip(tmp_path):
     assert np.array_equal(g2.src, g.src) and np.array_equal(g2.dst, g.dst)
 
 
-def test_weights_commas_and_sparse_ids_are_remapped(tmp_path):
+def test_weights_commas_and_the_files_ids_are_kept(tmp_path):
     p = tmp_path / "w.csv"
     p.write_text("% comment\n1000000,5,0.5\n5,77,2\n")
     g = read_graph(p)
     assert g.n == 3 and g.weight.tolist() == [0.5, 2.0]
-    assert g._cache["ids"].tolist() == [5, 77, 1000000]
+    assert g.ids.tolist() == [5, 77, 1000000]  # internal index -> the file's id
     assert g.src.tolist() == [2, 0] and g.dst.tolist() == [0, 1]
+    assert g.index(77) == 1 and g.index(np.array([1000000, 5])).tolist() == [2, 0]  # the inverse
+    assert g.values_by_id([0.1, 0.2, 0.3]) == {5: 0.1, 77: 0.2, 1000000: 0.3}
 
 
 def test_matrix_market_and_npz(tmp_path):
@@ -42,9 +43,31 @@ def test_matrix_market_and_npz(tmp_path):
     scipy.io.mmwrite(tmp_path / "a.mtx", a)
     g = read_graph(tmp_path / "a.mtx")
     assert g.n == 20 and g.m == a.nnz and np.allclose(np.sort(g.weight), np.sort(a.data))
+    assert g.vertex_ids.tolist() == list(range(1, 21))  # Matrix Market's one-based rows are the ids
+    assert g.vertex_ids[g.src].tolist() == (a.row + 1).tolist()
     sp.save_npz(tmp_path / "a.npz", a.tocsr())
     g = read_graph(tmp_path / "a.npz")
-    assert g.m == a.nnz
+    assert g.m == a.nnz and g.ids is None and g.vertex_ids.tolist() == list(range(20))
+
+
+def test_id_map_and_its_inverse():
+    from hwcosim.models.errors import UsageError
+    from hwcosim.models.systems.graph.graph import Graph
+
+    g = Graph(3, [0, 1], [1, 2], ids=np.array([30, 10, 20]))  # unsorted ids are allowed
+    assert g.index(10) == 1 and g.index(np.array([20, 30])).tolist() == [2, 0]
+    assert g.symmetrised().ids.tolist() == [30, 10, 20]
+    assert sorted(g.to_networkx().edges()) == [(10, 20), (30, 10)]
+    for bad in (0, 15, 31, -1):
+        with pytest.raises(UsageError, match=f"vertex {bad} is not a vertex of graph"):
+            g.index(bad)
+    with pytest.raises(UsageError, match="not a vertex id"):
+        g.index(1.5)
+    assert Graph(3, [0], [1], ids=np.arange(3)).ids is None  # 0 .. n-1 is the identity
+    with pytest.raises(UsageError, match="distinct"):
+        Graph(3, [0], [1], ids=[5, 6, 5])
+    with pytest.raises(UsageError, match="one per vertex"):
+        Graph(3, [0], [1], ids=[5, 6])
 
 
 @pytest.mark.parametrize("text,where", [

@@ -66,7 +66,7 @@ class PageRank(VertexProgram):
 
 @dataclass(frozen=True)
 class BFS(VertexProgram):
-    """Breadth-first search levels from ``source`` (``inf`` where unreachable)."""
+    """Breadth-first search levels from vertex id ``source`` (``inf`` where unreachable)."""
 
     source: int = 0
     max_steps: int = 1 << 30
@@ -79,12 +79,11 @@ class BFS(VertexProgram):
             raise UsageError(f"source must be >= 0, not {self.source}")
 
     def init(self, g):
-        if self.source >= g.n:
-            raise UsageError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
+        s = g.index(self.source, "source")  # a vertex id of the graph (the file's own)
         lev = np.full(g.n, np.inf)
-        lev[self.source] = 0.0
+        lev[s] = 0.0
         front = np.zeros(g.n, bool)
-        front[self.source] = True
+        front[s] = True
         return lev, {"front": front}
 
     def emit(self, state, ctx):
@@ -102,8 +101,9 @@ class BFS(VertexProgram):
 class ConnectedComponents(VertexProgram):
     """Label propagation: each vertex ends with the least vertex id of its component.
 
-    Run it on an undirected (symmetrised) graph for connected components; on a directed graph
-    it propagates along edge direction only.
+    The labels are vertex ids (``g.vertex_ids``: a graph file's own ids), exact in the float64
+    state up to 2**53. Run it on an undirected (symmetrised) graph for connected components; on a
+    directed graph it propagates along edge direction only.
     """
 
     max_steps: int = 1 << 30
@@ -112,7 +112,11 @@ class ConnectedComponents(VertexProgram):
     fused = "cc"
 
     def init(self, g):
-        return np.arange(g.n, dtype=float), {"active": np.ones(g.n, bool)}
+        vid = g.vertex_ids
+        if g.ids is not None and int(vid.max()) >= 1 << 53:
+            raise UsageError(f"connected components label vertices by id; {g.name} has ids up to {int(vid.max())}, "
+                             "beyond 2**53, which a float64 label cannot hold exactly; renumber the file's ids")
+        return vid.astype(float), {"active": np.ones(g.n, bool)}
 
     def emit(self, state, ctx):
         return np.where(ctx["active"], state, np.inf)
@@ -138,14 +142,13 @@ class SSSP(VertexProgram):
             raise UsageError(f"source must be >= 0, not {self.source}")
 
     def init(self, g):
-        if self.source >= g.n:
-            raise UsageError(f"source {self.source} is not a vertex of a {g.n}-vertex graph")
+        s = g.index(self.source, "source")  # a vertex id of the graph (the file's own)
         if g.m and g.weight.min() < 0:
             raise UsageError("SSSP needs non-negative edge weights")
         d = np.full(g.n, np.inf)
-        d[self.source] = 0.0
+        d[s] = 0.0
         act = np.zeros(g.n, bool)
-        act[self.source] = True
+        act[s] = True
         return d, {"active": act}
 
     def emit(self, state, ctx):
@@ -163,7 +166,9 @@ ALGORITHMS = {"pagerank": PageRank, "bfs": BFS, "cc": ConnectedComponents, "sssp
 def run(g: Graph, algorithm: str, *, k: int = 1, method: str = "hybrid", executor=None, **params) -> RunResult:
     """Run a named algorithm (``pagerank``, ``bfs``, ``cc``, ``sssp``) on ``g``.
 
-    ``cc`` symmetrises the graph first. Extra keyword arguments go to the program.
+    ``cc`` symmetrises the graph first. Extra keyword arguments go to the program (``source``: a
+    vertex id of ``g``). The result's ``state[i]`` is the value of vertex ``g.vertex_ids[i]``
+    (:meth:`Graph.values_by_id` gives ``{vertex id: value}``).
     """
     if algorithm not in ALGORITHMS:
         raise UsageError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")

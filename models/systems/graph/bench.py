@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import g4, print_table
 from hwcosim.models.benchio import write_json as _write_json
 from hwcosim.models.errors import UsageError
@@ -272,9 +271,8 @@ def bench_graph_engine(out_dir: Path, quick: bool, seed: int = 0, iterations: in
     the JSON. ``graph_engine.json`` is rewritten after every size, so a long run leaves the sizes
     done so far.
     """
-    from rich.progress import Progress
-
     from hwcosim.models.systems.graph.graph import RMATParams
+    from rich.progress import Progress
 
     workers = workers or min(2, os.cpu_count() or 1)
     scales = tuple(scales) if scales else ((16,) if quick else (16, 20, 22, 23))
@@ -335,7 +333,6 @@ def _curves_png(path: Path, panels: list, title: str) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     cols = 2
@@ -407,9 +404,8 @@ def bench_tux2(out_dir: Path, quick: bool, seed: int = 0, real_workers: int | No
     (``runs``: loss against simulated seconds, 4 or 8 modelled workers; a model, labelled so).
     Writes ``tux2.json`` and ``tux2.png``; the load average is recorded per measured run.
     """
-    from rich.progress import Progress
-
     from hwcosim.models.systems.graph.tux2_algos import study
+    from rich.progress import Progress
 
     real_workers = real_workers or max(2, min(4, os.cpu_count() or 1))
     with Progress(transient=True) as prog:
@@ -432,7 +428,6 @@ def _tux2_procs_png(path: Path, res: dict) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     algos = res["algos"]
@@ -491,9 +486,8 @@ def bench_tux2_procs(out_dir: Path, quick: bool, seed: int = 0, workers: int = 2
     ratings of scale 18, 19, 20 (14 with ``quick``; ``sharing_scales`` overrides, ``()`` skips).
     Writes ``tux2_procs.json``, ``tux2_procs.png`` and ``tux2_graph_sharing.png``.
     """
-    from rich.progress import Progress
-
     from hwcosim.models.systems.graph.tux2_procs import graph_sharing_study, process_study
+    from rich.progress import Progress
 
     scales = tuple(sharing_scales) if sharing_scales is not None else ((14,) if quick else (18, 19, 20))
     out = Path(out_dir)
@@ -554,11 +548,15 @@ def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 
 def run_report(out: Path, algorithm: str, g, r, k: int) -> Path:
-    """``run_<algorithm>_<graph>.json`` of one engine run and its table; returns the JSON's path."""
+    """``run_<algorithm>_<graph>.json`` of one engine run and its table; returns the JSON's path.
+
+    ``state`` is an object keyed by vertex id (a graph file's own ids): rank, level or distance
+    (``Infinity`` where unreachable), or the component's label (its least vertex id)."""
+    state = g.values_by_id(r.state.astype(np.int64) if algorithm == "cc" else r.state)
     path = _write_json(out / f"run_{algorithm}_{g.name}.json",
                        {"algorithm": algorithm, "graph": g.name, "n": g.n, "m": g.m, "steps": r.steps,
                         "seconds": r.seconds, "edges_per_s": r.edges_per_second, "executor": r.executor,
-                        "partitioning": r.partitioning, "state": r.state})
+                        "partitioning": r.partitioning, "state_keys": "vertex id", "state": state})
     fin = np.isfinite(r.state)
     _table(f"{algorithm} on {g.name}",
            ["n", "m", "executor", "k", "RF (replicas/vertex)", "steps", "s", "M edges/s", "finite (vertices)",
@@ -607,10 +605,9 @@ def run_tux2(out: Path, algo: str = "mf", staleness: int = 2, workers: int = 4, 
     simulated and (``executor``: processes, dask, threads; default processes on a multi-CPU host,
     else simulated only) measured; ``tux2_<algo>_s<S>_w<W>.json`` + ``.png`` into ``out`` and the
     tables; returns the JSON's path. Bad values raise UsageError (one line naming the option)."""
-    from rich.progress import Progress
-
     from hwcosim.models.systems.graph.tux2 import EXECUTORS, PARTITIONERS
     from hwcosim.models.systems.graph.tux2_algos import ALGOS, _setup, study
+    from rich.progress import Progress
 
     if algo not in ALGOS:
         raise UsageError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")

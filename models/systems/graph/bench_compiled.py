@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hwcosim.models.benchio import write_json as _write_json
 
 __all__ = ["bench_graph_compiled", "DEFAULT_SCALES", "QUICK_SCALES"]
@@ -170,12 +169,11 @@ def _gb_threads(t: int) -> None:
 def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> dict:
     """One graph size. ``gen()`` makes the graph; the caller keeps no reference to it, so it is
     dropped once its symmetrised copy exists (the runners go one after another to bound memory)."""
-    from scipy.sparse.csgraph import breadth_first_order, connected_components
-
     from hwcosim.models.systems.graph import Graph
     from hwcosim.models.systems.graph.algorithms import BFS, ConnectedComponents, PageRank, pagerank_scipy
     from hwcosim.models.systems.graph.compiled import degree_ids
     from hwcosim.models.systems.graph.partition import partition
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
 
     try:
         import graphblas as gb
@@ -186,7 +184,8 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
     pt = {"graph": {"name": g.name, "n": g.n, "m": g.m}, "load_avg_1m": [load0], "algorithms": {}}
     n = g.n
     src = int(np.argmax(g.out_degree()))
-    programs = {"pagerank": PageRank(tol=1e-300, max_steps=ITERATIONS), "bfs": BFS(source=src)}
+    programs = {"pagerank": PageRank(tol=1e-300, max_steps=ITERATIONS),
+                "bfs": BFS(source=int(g.vertex_ids[src]))}  # BFS takes a vertex id; src is an index
     work = {"pagerank": g.m * ITERATIONS, "bfs": g.m}
     # ours
     t0 = time.perf_counter()
@@ -272,6 +271,7 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
     gc.collect()
     cc = states[thread_counts[0]]
     a["ours_identical_over_thread_counts"] = all(np.array_equal(states[t], cc) for t in thread_counts)
+    cc = sym.index(cc.astype(np.int64)).astype(float)  # labels are vertex ids; the baselines' are indices
     csr = sym.adjacency()
     s, c, (ncomp, labels) = _best(lambda: connected_components(csr, directed=False), repeats)
     a["scipy"] = {**_rate(sym.m, s, 1), "cpu_s": c, "components": int(ncomp),
@@ -298,7 +298,6 @@ def _size(gen, thread_counts, repeats: int, k: int, prog, igraph_ok: bool) -> di
 
 def _igraph(g, src: int, pt: dict) -> dict:
     import igraph
-
     from hwcosim.models.systems.graph.bench import _igraph_graph
 
     t0 = time.perf_counter()
@@ -387,7 +386,6 @@ def _png(path: Path, res: dict) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from hwcosim.models.atomic import save_png
 
     pt = res["sizes"][-1]
@@ -436,10 +434,9 @@ def bench_graph_compiled(out_dir: Path, quick: bool, scales: tuple | None = None
     every core); ``repeats`` runs per point, the best kept (default 3, quick 2). The JSON is
     rewritten after every size.
     """
-    from rich.progress import Progress
-
     from hwcosim.models.systems.graph.compiled import CompiledExecutor
     from hwcosim.models.systems.graph.graph import Graph, RMATParams, rmat
+    from rich.progress import Progress
 
     scales = tuple(scales) if scales else (QUICK_SCALES if quick else DEFAULT_SCALES)
     N = threads or os.cpu_count() or 1

@@ -1,8 +1,14 @@
 """Graphs as edge arrays: the shipped real graphs and the Graph500 R-MAT/Kronecker generator.
 
-A :class:`Graph` is a directed edge list (``src``, ``dst``, ``weight``) over vertices
-``0 .. n-1``; an undirected graph stores both directions of every edge. This is the input of the
-partitioners (:mod:`~models.systems.graph.partition`) and of the engine (:mod:`~models.systems.graph.engine`).
+A :class:`Graph` is a directed edge list (``src``, ``dst``, ``weight``) over internal vertex
+indices ``0 .. n-1``; an undirected graph stores both directions of every edge. This is the input of
+the partitioners (:mod:`~models.systems.graph.partition`) and of the engine (:mod:`~models.systems.graph.engine`).
+
+Vertex ids: a graph read from a file keeps the file's own ids. ``Graph.ids`` maps internal index ->
+vertex id (a sorted int64 array; ``None`` when the ids are ``0 .. n-1``, as for R-MAT and the shipped
+graphs) and :meth:`Graph.index` is its inverse. Everything a user sees speaks vertex ids: the BFS/SSSP
+``source`` is a vertex id, an engine state ``x`` holds the value of vertex ``g.vertex_ids[i]`` at ``x[i]``,
+and the reports are written per vertex id.
 
 References
 ----------
@@ -36,13 +42,16 @@ class Graph:
     Parameters
     ----------
     n : int
-        Vertex count; vertices are ``0 .. n-1``.
+        Vertex count; internal indices are ``0 .. n-1``.
     src, dst : ndarray of int64, shape (E,)
-        Edge endpoints.
+        Edge endpoints (internal indices).
     weight : ndarray of float64, shape (E,), optional
         Edge weights (default all ones).
     name : str
         A label for reports.
+    ids : ndarray of int64, shape (n,), optional
+        The vertex id of each internal index (distinct, non-negative); ``None`` (and an array equal
+        to ``0 .. n-1``, which is stored as ``None``) is the identity.
     """
 
     n: int
@@ -50,6 +59,7 @@ class Graph:
     dst: np.ndarray
     weight: np.ndarray | None = None
     name: str = "graph"
+    ids: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
@@ -69,6 +79,76 @@ class Graph:
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "weight", w)
+        if self.ids is not None:
+            ids = np.ascontiguousarray(self.ids, dtype=np.int64)
+            if ids.shape != (self.n,):
+                raise UsageError(f"ids must have shape ({self.n},), one per vertex, not {ids.shape}")
+            if ids.min() < 0:
+                raise UsageError(f"vertex ids must be >= 0, found {ids.min()}")
+            inc = bool(np.all(ids[1:] > ids[:-1]))
+            if not inc and np.unique(ids).size != ids.size:
+                raise UsageError("vertex ids must be distinct")
+            if inc and ids[0] == 0 and ids[-1] == self.n - 1:
+                ids = None  # 0 .. n-1: the identity
+            else:
+                self._cache["ids_sorted"] = inc
+            object.__setattr__(self, "ids", ids)
+
+    @property
+    def vertex_ids(self) -> np.ndarray:
+        """The vertex id of each internal index, shape (n,), int64 (``0 .. n-1`` for the identity)."""
+        if self.ids is not None:
+            return self.ids
+        if "arange" not in self._cache:
+            self._cache["arange"] = np.arange(self.n, dtype=np.int64)
+        return self._cache["arange"]
+
+    def _describe_ids(self) -> str:
+        if self.ids is None:
+            return f"{self.name} ({self.n} vertices, ids 0 .. {self.n - 1})"
+        return f"{self.name} ({self.n} vertices, ids {int(self.ids.min())} .. {int(self.ids.max())}, not contiguous)"
+
+    def index(self, vid, what: str = "vertex"):
+        """Internal index of vertex id ``vid`` (an int or an array of them): the inverse of ``ids``.
+
+        Raises
+        ------
+        UsageError
+            An id that is not a vertex of this graph, named with ``what`` (e.g. ``"source"``).
+        """
+        scalar = np.ndim(vid) == 0
+        if scalar and (isinstance(vid, (bool, np.bool_)) or not isinstance(vid, (int, np.integer))):
+            raise UsageError(f"{what} {vid!r} is not a vertex id (an integer) of {self._describe_ids()}")
+        v = np.asarray(vid)
+        if v.dtype.kind not in "iu":
+            raise UsageError(f"{what} ids must be integers, not {v.dtype}")
+        v = v.astype(np.int64, copy=False)
+        if self.ids is None:
+            idx = v
+            ok = (v >= 0) & (v < self.n)
+        else:
+            if self._cache.get("ids_sorted", True):
+                order = None
+                keys = self.ids
+            else:
+                if "ids_order" not in self._cache:
+                    self._cache["ids_order"] = np.argsort(self.ids, kind="stable")
+                order = self._cache["ids_order"]
+                keys = self.ids[order]
+            pos = np.minimum(np.searchsorted(keys, v), self.n - 1)
+            ok = keys[pos] == v
+            idx = pos if order is None else order[pos]
+        if not np.all(ok):
+            bad = v[~ok].ravel()[0] if v.ndim else v
+            raise UsageError(f"{what} {int(bad)} is not a vertex of {self._describe_ids()}")
+        return int(idx) if scalar else np.asarray(idx, dtype=np.int64)
+
+    def values_by_id(self, x) -> dict:
+        """``{vertex id: x[i]}`` of a per-vertex array ``x`` (an engine state), in internal order."""
+        x = np.asarray(x)
+        if x.shape != (self.n,):
+            raise UsageError(f"want one value per vertex ({self.n}), not shape {x.shape}")
+        return dict(zip(self.vertex_ids.tolist(), x.tolist()))
 
     @property
     def m(self) -> int:
@@ -98,15 +178,16 @@ class Graph:
         src = np.concatenate([self.src, self.dst[keep]])
         dst = np.concatenate([self.dst, self.src[keep]])
         w = np.concatenate([self.weight, self.weight[keep]])
-        return Graph(self.n, src, dst, w, name=self.name + "-sym")
+        return Graph(self.n, src, dst, w, name=self.name + "-sym", ids=self.ids)
 
     def to_networkx(self, directed: bool = True):
-        """A networkx (Multi)DiGraph/Graph copy, for cross-checks (needs networkx)."""
+        """A networkx (Multi)DiGraph/Graph copy, for cross-checks (needs networkx); nodes are vertex ids."""
         import networkx as nx
 
         g = nx.DiGraph() if directed else nx.Graph()
-        g.add_nodes_from(range(self.n))
-        for u, v, w in zip(self.src.tolist(), self.dst.tolist(), self.weight.tolist()):
+        vid = self.vertex_ids
+        g.add_nodes_from(vid.tolist())
+        for u, v, w in zip(vid[self.src].tolist(), vid[self.dst].tolist(), self.weight.tolist()):
             if g.has_edge(u, v):  # parallel edges: keep the lightest, as SSSP sees it
                 w = min(w, g[u][v]["weight"])
             g.add_edge(u, v, weight=w)
