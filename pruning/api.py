@@ -30,6 +30,7 @@ plus a top-level ``manifest.json`` listing every file written, with sha256 check
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -314,8 +315,10 @@ def prune_file(weights, out: str = "build/prune", *, console=None, **options) ->
     """Prune a weight file and write every output into ``out`` (what ``hwcosim prune`` does).
 
     ``options`` are those of :class:`PruneOptions`. The files are written into a staging folder
-    beside ``out`` and moved into place when all are complete. Returns the manifest (``outputs``: one
-    entry per pruned tensor with its files; ``skipped``; ``dense`` with ``dense_out``); with
+    beside ``out``, which replaces ``out`` in one step when all are complete (the old export's files
+    go with the old folder; other files in it are kept): a failure leaves the old export as it was.
+    Returns the manifest (``outputs``: one entry per pruned tensor with its files; ``skipped``;
+    ``dense`` with ``dense_out``); with
     ``dry_run=True`` nothing is written and the manifest is returned without ``source``. Raises
     :class:`~hwcosim.models.errors.CheckFailed` when a mask breaks its pattern's invariant.
     """
@@ -330,20 +333,44 @@ def prune_file(weights, out: str = "build/prune", *, console=None, **options) ->
     dense_dst = None
     if opts.dense_out is not None:
         dense_dst = Path(opts.dense_out) if opts.dense_out else default_dense_path(opts.weights, out)
-    if not opts.dry_run:
-        _check_collisions(opts, out, results, images, dense_dst)
-    # everything is written into a staging folder beside the output and moved into place only when
-    # every file is complete: a late failure leaves neither a half-written folder nor a stale manifest
-    final_out = out
-    staging = out.parent / f".{out.name}.staging-{os.getpid()}"
-    if not opts.dry_run:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        out = staging
+    if opts.dry_run:
+        return _write_outputs(opts, console, results, skipped, images, out, out, dense_dst, written, pre)
+    _check_collisions(opts, out, results, images, dense_dst)
+    # every file is written into a staging folder beside the output, which then replaces the output
+    # folder whole (one rename; the user's own files in it are kept): a failure at any point leaves the
+    # old export as it was and nothing of the new one visible
+    from hwcosim.models.atomic import check_out_dir, new_staging
+
+    staging = new_staging(check_out_dir(out), replace=True)
     try:
-        return _write_outputs(opts, console, results, skipped, images, out, final_out, dense_dst, written, pre)
+        return _write_outputs(opts, console, results, skipped, images, staging, out, dense_dst, written, pre)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _not_in_old_export(out: Path):
+    """``keep(name)`` for the output folder's old entries: those the old manifest lists are its files
+    (dropped with it); anything else is the user's and stays."""
+    listed = {"manifest.json"}
+    try:
+        man = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        man = None
+    if isinstance(man, dict) and man.get("format") == MANIFEST_FORMAT:
+        for r in man.get("outputs") or []:
+            for f in (r.get("files") or []) if isinstance(r, dict) else []:
+                if isinstance(f, dict) and isinstance(f.get("file"), str):
+                    listed.add(Path(f["file"]).parts[0] if Path(f["file"]).parts else f["file"])
+        if isinstance(man.get("fidelity"), str):
+            listed.add(man["fidelity"])
+        dense = man.get("dense")
+        if isinstance(dense, dict) and isinstance(dense.get("file"), str):
+            with contextlib.suppress(OSError, ValueError):
+                rel = Path(dense["file"]).resolve().relative_to(out.resolve())
+                listed.add(rel.parts[0])
+    else:
+        listed.discard("manifest.json")  # not an export's: the user's file
+    return lambda name: name not in listed
 
 
 def _prune(opts: PruneOptions, console=None, tensors: dict | None = None) -> tuple[list, list, dict | None]:
@@ -613,11 +640,40 @@ def _check_dense_out(opts) -> None:
         _fail(f"--dense-out: cannot write {suffix!r} back; supported: {', '.join(DENSE_SUFFIXES)}")
     if opts.dense_out:
         dst = Path(opts.dense_out)
+        if dst.is_dir():
+            _fail(f"--dense-out {dst}: is a folder; give the file to write, like "
+                  f"{dst / (src.stem + '.pruned' + suffix)}")
         same = {".pt", ".pth"} if suffix in (".pt", ".pth") else {suffix}
         if dst.suffix.lower() not in same:
             _fail(f"--dense-out {dst}: must end in {suffix} like the input {src.name}")
         if src.exists() and dst.exists() and dst.resolve() == src.resolve():
             _fail(f"--dense-out {dst}: would overwrite the input; choose another path")
+        for parent in dst.absolute().parents:
+            if parent.exists() and not parent.is_dir():
+                _fail(f"--dense-out {dst}: {parent} is a file, not a folder; give a path in a folder")
+        other = _export_holding(dst, Path(opts.out))
+        if other is not None:
+            _fail(f"--dense-out {dst}: {other} belongs to another export, which this file would break; "
+                  "write the dense model elsewhere (or into -o)")
+
+
+def _export_holding(path: Path, out: Path) -> Path | None:
+    """The manifest of another export (a prune output folder, a run folder) whose folder would hold
+    ``path``, or None. The output folder of this command (``out``) is not another export."""
+    mine = out.absolute().resolve()
+    for folder in Path(path).absolute().resolve().parents:
+        if folder == mine:
+            return None
+        for name, fmt in (("manifest.json", MANIFEST_FORMAT), ("run.json", "hwcosim-run")):
+            m = folder / name
+            if m.is_file():
+                try:
+                    doc = json.loads(m.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+                    continue
+                if isinstance(doc, dict) and doc.get("format") == fmt:
+                    return m
+    return None
 
 
 def _check_collisions(opts, out: Path, results: list, images, dense_dst) -> None:
@@ -644,17 +700,60 @@ def _check_collisions(opts, out: Path, results: list, images, dense_dst) -> None
 
 
 def _commit(staging: Path, out: Path, dense_dst) -> None:
-    """Move the staged files into ``out`` (and the dense model to its path), the manifest last."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Make the staging folder the output folder (:func:`hwcosim.models.atomic.replace_dir`: one rename,
+    the user's own files kept, the old export's dropped) and put the dense model at its path. A dense
+    model inside the output folder travels with it; one outside is renamed in just before the folder,
+    and its old file put back if the folder cannot be."""
+    from hwcosim.models.atomic import replace_dir
+
+    keep = _not_in_old_export(out)
     dense_dir = staging / "_dense"
+    outside = None
     if dense_dst is not None and dense_dir.exists():
-        dense_dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(dense_dir / dense_dst.name, dense_dst)
-        shutil.rmtree(dense_dir, ignore_errors=True)
-    names = sorted(p.name for p in staging.iterdir() if p.name != "manifest.json")
-    for n in [*names, "manifest.json"]:
-        if (staging / n).exists():
-            os.replace(staging / n, out / n)
+        new = dense_dir / dense_dst.name
+        rel = _inside(dense_dst, out)
+        if rel is not None:
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(new, staging / rel)
+        else:
+            dense_dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dense_dst.parent / f".{dense_dst.name}.{os.getpid()}.new"
+            shutil.move(str(new), tmp)  # same file system as its destination: the rename below is one step
+            outside = (tmp, dense_dst)
+        shutil.rmtree(dense_dir)
+    if outside is None:
+        replace_dir(staging, out, keep=keep)
+        return
+    tmp, dst = outside
+    old = dst.parent / f".{dst.name}.{os.getpid()}.old"
+    had = dst.exists()
+    try:
+        if had:
+            try:
+                os.link(dst, old)
+            except OSError:
+                shutil.copy2(dst, old)
+        os.replace(tmp, dst)
+        try:
+            replace_dir(staging, out, keep=keep)
+        except BaseException:
+            if had:
+                os.replace(old, dst)
+            else:
+                dst.unlink()
+            raise
+    finally:
+        for p in (tmp, old):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
+def _inside(path: Path, folder: Path) -> Path | None:
+    """``path`` relative to ``folder`` when it lies inside it, else None."""
+    try:
+        return path.absolute().resolve().relative_to(folder.absolute().resolve())
+    except ValueError:
+        return None
 
 
 def _write_dense_out(opts, dst: Path, results: list, skipped: list) -> dict:

