@@ -49,6 +49,7 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "elastic_predictor": _lazy("hwcosim.models.systems.elastic.bench", "bench_predictor"),
     "reliability_c4d": _lazy("hwcosim.models.systems.reliability.bench", "bench_c4d"),
     "reliability_mycroft": _lazy("hwcosim.models.systems.reliability.bench", "bench_mycroft"),
+    "reliability_noise": _lazy("hwcosim.models.systems.reliability.bench", "bench_noise"),
     "graph_engine": _lazy("hwcosim.models.systems.graph.bench", "bench_graph_engine"),
     "graph_compiled": _lazy("hwcosim.models.systems.graph.bench_compiled", "bench_graph_compiled"),
     "gnn_rewrite": _lazy("hwcosim.models.systems.graph.bench", "bench_gnn_rewrite"),

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.cluster import JobSpec, clos, placement
 from hwcosim.models.systems.cluster.topology import GBPS, LinkKind
 from hwcosim.models.systems.reliability import (
@@ -151,21 +152,39 @@ def test_collective_timestamps_show_the_straggler():
 
 
 # ---- ByteRobust -------------------------------------------------------------------------------
+def _machines(n_hosts, bad, gph=1, kind="nan_at"):
+    """Machines of which ``bad`` carry a defect (a replay on them fails), as a replay handle."""
+    from hwcosim.models.systems.cluster.transport import Effects
+    from hwcosim.models.systems.reliability.replay import MachineReplay
+
+    w = Effects(n_hosts * gph, n_hosts, 0)
+    for h in bad:
+        getattr(w, kind)[int(h) * gph] = 0.0
+    return MachineReplay(w, gph, 1.0)
+
+
 @pytest.mark.parametrize("m,n", [(2, 3), (3, 3), (3, 5), (4, 4)])
 def test_dual_phase_replay_names_one_faulty_rank(m, n):
     for x in range(m * n):
-        sus, det = dual_phase_replay(m, n, [x])
+        r = _machines(m * n, [x])
+        sus, det = dual_phase_replay(m, n, r)
         assert sus.tolist() == [x] and det["replays"] == 2
+        assert len(r.calls) == 2 * n  # every group of both phases replayed, on the transport
 
 
 def test_dual_phase_replay_never_misses():
     rng = np.random.default_rng(0)
     for _ in range(50):
         bad = rng.choice(20, size=rng.integers(1, 4), replace=False)
-        sus, _ = dual_phase_replay(4, 5, bad)
+        sus, _ = dual_phase_replay(4, 5, _machines(20, bad))
         assert set(bad.tolist()) <= set(sus.tolist())
-    sus, det = dual_phase_replay(2, 3, [0, 5])  # x//2: groups 0, 2; x%3: 0, 2 => {0, 5} plus none else
+    sus, det = dual_phase_replay(2, 3, _machines(6, [0, 5]))  # x//2: groups 0, 2; x%3: 0, 2 => {0, 5}
     assert sus.tolist() == [0, 5] and det["phase1_failed"] == [0, 2]
+    # a machine that hangs (not NaN) fails its replays too; GPUs 2.. of an 8-GPU machine count
+    sus, _ = dual_phase_replay(3, 3, _machines(9, [4], gph=8, kind="hang_at"))
+    assert sus.tolist() == [4]
+    with pytest.raises(UsageError, match="replay must be a callable"):
+        dual_phase_replay(2, 3, [0])  # the faulty machines themselves are not an input any more
 
 
 def test_standby_p99_by_hand():
@@ -289,10 +308,24 @@ def test_c4d_comm_slow_finds_the_lossy_link():
     assert d.cls == c4d.COMM_SLOW and d.link == up and d.connection == (3, 4)
 
 
-def test_c4d_healthy_is_silent_and_overhead_closed_form():
+def test_c4d_healthy_is_silent_and_overhead_stream_by_hand():
     assert c4d.diagnose(_tel_run(None).tel, c4d.C4DParams(), now=30.0) is None
-    assert c4d.overhead(10.0, True, 1.0, 0.0, 600.0, 1800.0, True, 1800.0) == 10 + 600 + 900
-    assert c4d.overhead(0.0, False, 2.0, 3600.0, 600.0, 1800.0, False, 1800.0) == 1800.0
+    trials = [{"kind": FaultKind.HANG, "expected": c4d.COMM_HANG, "symptom": True, "localised": True,
+               "delay_s": 12.0, "slowdown": float("inf")},
+              {"kind": FaultKind.GPU_SLOW, "expected": c4d.NONCOMM_SLOW, "symptom": True, "localised": True,
+               "delay_s": 30.0, "slowdown": 2.0}]
+    faults = [Fault(0, FaultKind.HANG, 1000.0, 3), Fault(1, FaultKind.GPU_SLOW, 5000.0, 4, 3600.0, 2.0),
+              Fault(2, FaultKind.HANG, 5100.0, 5)]  # the third lands while C4D's restart is under way
+    op = c4d.OverheadParams(days=1.0, restart_s=600.0, ckpt_every_s=1800.0, timeout_s=1800.0)
+    a = c4d.simulate_overhead(trials, op, "c4d", 0, faults)
+    # hang: 12 s stalled + restart + 1000 s since the start; slow: 30 s at half speed + restart + the
+    # work since the last checkpoint of the segment that began at 1612 s ((5030 - 1612) mod 1800)
+    assert a["overhead_s"] == pytest.approx(12 + 600 + 1000 + 15 + 600 + (5030 - 1612) % 1800)
+    assert a["counts"]["absorbed"] == 1 and a["counts"]["localised"] == 2
+    b = c4d.simulate_overhead(trials, op, "timeout", 0, faults)
+    # the timeout baseline: 1800 s stalled + restart + 1000 s redone; the slow fault runs its hour at half
+    # speed; the second hang: 1800 s + restart + (5100 - 3400) mod 1800 s since the last checkpoint
+    assert b["overhead_s"] == pytest.approx(1800 + 600 + 1000 + 1800 + 1800 + 600 + (5100 - 3400) % 1800)
 
 
 def test_mycroft_rules():
@@ -305,7 +338,11 @@ def test_mycroft_rules():
     s = _tel_run(Fault(0, FaultKind.NIC_DOWN, 3.35, 5))
     t_trig, typ = mycroft.trigger(s.tel, p, np.array([0]), 30.0)
     posted = 2 * (1.0 + T_COMM) + 1.0  # iteration 3's all-reduce starts at about 3.28 s
-    assert typ == "failure" and t_trig == pytest.approx(np.ceil((posted + 10.0) / 0.1) * 0.1, abs=0.11)
+    # the window is window_m x the all-reduce's healthy duration in the completion logs (T_COMM here)
+    assert typ == "failure" and t_trig == pytest.approx(np.ceil((posted + p.window_m * T_COMM) / 0.1) * 0.1,
+                                                        abs=0.11)
+    t_rc, rc2 = mycroft.root_cause_at(s.tel, t_trig, typ, p)  # the evidence is in the logs at the trigger
+    assert t_rc == pytest.approx(t_trig + p.collect_s) and rc2["rule"] == "T > D"
     rc = mycroft.root_cause(s.tel, t_trig + p.collect_s, typ)
     assert rc["component"] == "network" and 5 in rc["flow"] and rc["rule"] == "T > D"
     s = _tel_run(Fault(0, FaultKind.HANG, 3.35, 2))  # hung mid all-reduce: received, never forwarded
@@ -424,7 +461,10 @@ def test_loop_monitors_detect_and_localise_from_telemetry(slice_setup):
         assert r["signal"] == sig and r["localise"]["action"] == action, (kind, r)
         if action == "evict":
             assert r["right"] and r["localise"]["target"] == sf.target // st.topo.gpus_per_host
-        if sig.startswith("inspection") or sig == "process exit":
+        if sig == "inspection: link":  # a link down for link_hold_iters healthy iterations (a flap heals sooner)
+            hold = p.link_hold_iters * st.it_s
+            assert hold <= r["detect_s"] <= hold + p.inspect_period_s + p.report_s + 1e-9
+        elif sig.startswith("inspection") or sig == "process exit":
             assert r["detect_s"] <= p.inspect_period_s + p.report_s + 1e-9
         if sig == "zero RDMA traffic":  # 10 minutes after the last RDMA progress, which precedes the onset
             assert p.hang_s - st.it_s <= r["detect_s"] <= p.hang_s + st.it_s

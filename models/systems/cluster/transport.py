@@ -464,11 +464,17 @@ class TransportSim:
                     fails = np.zeros(n)
                     fails[hit] = self.rng.negative_binomial(qn, keep[hit])
                     svc = svc * (1.0 + fails / qn) + fails * p.nak_s
-                    for m, act in acts:
+                    # each link's counter gets its share of the drops (by its drop probability)
+                    # when several lossy links act on one connection at once
+                    pr = np.zeros(n)
+                    for (_m, act), (_c, _m2, _on, _off, kp) in zip(acts, lossy):
+                        pr = pr + np.where(act, 1.0 - kp, 0.0)
+                    for (m, act), (_c, _m2, _on, _off, kp) in zip(acts, lossy):
                         lost = act & (fails > 0)
                         if lost.any():
+                            share = (1.0 - kp) / pr[lost]
                             self.drops.append((start[lost], np.full(int(lost.sum()), int(np.flatnonzero(m)[0])),
-                                               fails[lost]))
+                                               fails[lost] * share))
             free = start + svc
             for ok, on, per in flapping:  # a transfer makes no progress while the port is down
                 u = per / 2

@@ -14,8 +14,13 @@
   proxies' G/T/D state logs; time to detect and to root cause.
 - :mod:`~models.systems.reliability.byterobust`: detection, demarcation (dual-phase replay), recovery
   (hot update, warm standbys, in-memory checkpoints) and the 3-month ETTR study.
+- :mod:`~models.systems.reliability.noise`: background drops, link flaps that heal and
+  slow-but-healthy ranks as transport mechanics, the detectors' relative link rules, and every
+  detector with and without noise; :mod:`~models.systems.reliability.replay`: replays on the
+  machines (the transport re-runs a slice; no fault list); :mod:`~models.systems.reliability.rates`:
+  real failure rates (Acme trace, Llama 3).
 - :mod:`~models.systems.reliability.bench`: the studies as benchmarks (JSON + PNG + tables), which
-  ``hwcosim reliability c4d|mycroft|byterobust|byterobust-loop`` and ``hwcosim bench`` run.
+  ``hwcosim reliability c4d|mycroft|byterobust|byterobust-loop|noise`` and ``hwcosim bench`` run.
 """
 
 from .faults import BYTEROBUST_MIX, KINDS, Fault, FaultKind, FaultMix, sample_faults

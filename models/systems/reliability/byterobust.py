@@ -9,9 +9,11 @@ wrong evictions come out of them (``hwcosim reliability byterobust-loop``).
 
 Pieces implemented as the paper describes them:
 
-- :func:`dual_phase_replay`: group testing over the DP dimension: ranks ``x in [0, m n)`` are
+- :func:`dual_phase_replay`: group testing over the machines: ``x in [0, m n)`` are
   partitioned by ``x // m`` (phase 1, ``n`` groups of ``m``) and by ``x mod n`` (phase 2, ``n``
-  groups); both partitions are replayed, a group fails iff it holds a faulty rank, and the
+  groups); every group re-runs a slice of the job on the transport
+  (:class:`~models.systems.reliability.replay.MachineReplay`) and fails when its telemetry shows
+  a failure (a faulty machine reproduces it there), and the
   suspects are the intersection of a failing phase-1 group and a failing phase-2 group. With
   ``m <= n`` every (phase-1, phase-2) pair meets in at most one rank, so one faulty rank is named
   exactly; several faulty ranks give a superset (never a miss).
@@ -39,6 +41,7 @@ fields of :class:`ETTRParams`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import replace as _with
 
 import numpy as np
 from hwcosim.models.errors import UsageError
@@ -46,42 +49,44 @@ from hwcosim.models.errors import UsageError
 from .faults import Fault, FaultKind, FaultMix, sample_faults
 
 __all__ = ["dual_phase_replay", "standby_count", "backup_hosts", "ETTRParams", "simulate_ettr",
-           "calibrate_network_slowdowns", "run_study"]
+           "calibrate_network_slowdowns", "ettr_curves", "run_study"]
 
 
 # ---- demarcation -----------------------------------------------------------------------------
-def dual_phase_replay(m: int, n: int, faulty) -> tuple[np.ndarray, dict]:
-    """Dual-phase replay over ``m * n`` DP ranks; returns (suspect ranks, details).
+def dual_phase_replay(m: int, n: int, replay) -> tuple[np.ndarray, dict]:
+    """Dual-phase replay over ``m * n`` machines; returns (suspect machines, details).
 
     Parameters
     ----------
     m, n : int
         Phase-1 group size (groups ``x // m``) and phase-2 group count (groups ``x mod n``).
-    faulty : iterable of int
-        The truly faulty ranks (the replay oracle: a group's replay fails iff it holds one).
+    replay : callable
+        ``replay(machines) -> bool``: re-run the job's slice on that group of machines and report
+        whether the replay failed (an action on the machines, e.g.
+        :class:`~models.systems.reliability.replay.MachineReplay`; the function never learns which
+        machines are faulty, only what each replay showed).
 
     Returns
     -------
     suspects : ndarray of int
-        Ranks in (a failing phase-1 group) and (a failing phase-2 group).
+        Machines in (a failing phase-1 group) and (a failing phase-2 group).
     details : dict
         ``phase1_failed``, ``phase2_failed`` (group ids), ``replays`` (2: the two phases run
-        their groups in parallel).
+        their groups in parallel), ``groups_replayed``.
     """
     for name, v in (("m", m), ("n", n)):
         if not (isinstance(v, (int, np.integer)) and v >= 1):
             raise UsageError(f"{name} must be an integer >= 1, not {v!r}")
+    if not callable(replay):
+        raise UsageError("replay must be a callable replay(machines) -> bool (a replay on the machines), "
+                         f"not {type(replay).__name__}")
     x = np.arange(m * n)
-    bad = np.zeros(m * n, dtype=bool)
-    f = np.asarray(list(faulty), dtype=np.int64)
-    if f.size and (f.min() < 0 or f.max() >= m * n):
-        raise UsageError(f"faulty ranks must lie in [0, {m * n})")
-    bad[f] = True
     g1, g2 = x // m, x % n
-    fail1 = np.unique(g1[bad])
-    fail2 = np.unique(g2[bad])
+    fail1 = np.array([g for g in range(n) if replay(x[g1 == g])], dtype=np.int64)
+    fail2 = np.array([g for g in range(n) if replay(x[g2 == g])], dtype=np.int64)
     sus = x[np.isin(g1, fail1) & np.isin(g2, fail2)]
-    return sus, {"phase1_failed": fail1.tolist(), "phase2_failed": fail2.tolist(), "replays": 2}
+    return sus, {"phase1_failed": fail1.tolist(), "phase2_failed": fail2.tolist(), "replays": 2,
+                 "groups_replayed": 2 * n}
 
 
 # ---- recovery resources ------------------------------------------------------------------------
@@ -242,7 +247,9 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
     Every fault is handled in onset order against a cursor ``up_at`` (when the job is running
     again). A fault that lands while the job is already down is absorbed by that restart (its
     machine is caught by the stop-time checks). Work between the resumed checkpoint and the
-    failure is lost (redone). Slow faults cost ``overlap * (1 - 1/s)`` of productive time.
+    failure is lost (redone). Slow faults cost ``overlap * (1 - 1/s)`` of productive time (none
+    while the job is down); slow faults that overlap each other add up, and when the losses exceed
+    the wall time the ETTR is 0 (``saturated``).
 
     Returns
     -------
@@ -281,6 +288,7 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
         return last_resume_wall + np.floor(seg / ckpt_every) * ckpt_every if seg >= 0 else last_resume_wall
 
     down_iv: list[tuple[float, float]] = []  # (start, end) of every outage
+    slow_open: list[tuple[float, float, float]] = []  # undetected slow faults: (start, end, lost fraction)
     point_loss: list[tuple[float, float]] = []  # (time, seconds of work lost or slowed away)
     for f in faults:
         if f.t >= horizon:
@@ -307,6 +315,7 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
             if d_det >= dur:
                 loss["slow"] += dur * (1 - 1 / slow)
                 point_loss.append((f.t + dur, dur * (1 - 1 / slow)))
+                slow_open.append((f.t, f.t + dur, 1 - 1 / slow))
                 outcomes.append({"fid": f.fid, "kind": f.kind, "status": "missed", "delay_s": None,
                                  "reason": "no detector" if not br else "cleared before detection"})
                 continue
@@ -324,8 +333,8 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
         host = int(f.target if f.kind == FaultKind.CPU_OVERLOAD else f.target // p.gpus_per_host)
         replace = f.kind != FaultKind.NAN and (f.kind != FaultKind.GPU_FAIL or f.explicit or not br)
         if f.kind == FaultKind.NAN and br:
-            sus, _ = dual_phase_replay(*_replay_shape(H), [host])
-            replace = bool(sus.size == 1 and sus[0] == host)  # the replay names the bad machine
+            sus, _ = dual_phase_replay(*_replay_shape(H), _machines(p, faults, f, t_stop))
+            replace = bool(sus.size == 1 and sus[0] == host)  # the replay named the bad machine
         before = machines.copy()
         lo, hi = p.hot_update_s if br else p.requeue_s
         if br and replace:
@@ -341,6 +350,12 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
         down_from = t_stop if (f.kind == FaultKind.NAN or evict_slow) else f.t
         up_at = t_stop + d_dem + d_rs
         down_iv.append((down_from, min(up_at, horizon)))
+        for a, b, frac in slow_open:  # a slow fault still running: the job is down, not slowed, meanwhile
+            ov = min(b, up_at, horizon) - max(a, down_from)
+            if ov > 0:
+                loss["slow"] -= ov * frac
+                point_loss.append((min(b, up_at, horizon), -ov * frac))
+        slow_open = [x for x in slow_open if x[1] > up_at]
         if lost > 0:
             point_loss.append((down_from, lost))
         loss["detect"] += t_stop - down_from
@@ -367,12 +382,26 @@ def simulate_ettr(p: ETTRParams, system: str, seed: int, faults: list[Fault] | N
         cum -= L * (grid >= t)
     st = {s: sum(1 for o in outcomes if o["status"] == s) for s in ("detected", "absorbed", "missed")}
     delays = [o["delay_s"] for o in outcomes if o["status"] == "detected"]
-    return {"system": system, "ettr": productive / wall, "productive_s": productive, "wall_s": wall,
+    # undetected slow faults that overlap are counted additively; past the time up, nothing is left
+    return {"system": system, "ettr": max(productive, 0.0) / wall, "saturated": bool(productive < 0),
+            "productive_s": productive, "wall_s": wall,
             "loss_s": loss, "faults": sum(1 for f in faults if f.t < horizon), "status": st, "outcomes": outcomes,
             "recoveries": recoveries, "standbys": pool_size, "ckpt_every_s": ckpt_every,
             "timeline": {"days": (grid / 86400).tolist(), "productive_days": (cum / 86400).tolist(),
                          "outages": [(a / 86400, b / 86400) for a, b in down_iv]},
             "detect_delay_median_s": float(np.median(delays)) if delays else None}
+
+
+def _machines(p: ETTRParams, faults: list[Fault], f: Fault, at: float):
+    """The cluster's machines at ``at`` (the NaN defect of ``f``'s GPU in force), as a replay
+    handle: the demarcation learns only what replays on them show."""
+    from hwcosim.models.systems.cluster.transport import Effects
+
+    from .replay import MachineReplay
+
+    world = Effects(p.n_gpus, p.hosts, 0)
+    world.nan_at[int(f.target) % p.n_gpus] = f.t
+    return MachineReplay(world, p.gpus_per_host, at)
 
 
 def _replay_shape(hosts: int) -> tuple[int, int]:
@@ -427,8 +456,65 @@ def calibrate_network_slowdowns(seed: int = 0, iterations: int = 6) -> dict:
     return out
 
 
+def ettr_curves(base: ETTRParams, seeds, rates: dict, max_faults: float = 5000.0) -> dict:
+    """ETTR of ByteRobust and of requeue-on-failure over the fault rate and over the constants the
+    paper does not give (the baseline's checkpoint interval and timeout, the slow-fault detection
+    window, the replay phase) and the restart times it gives as ranges (scaled 0.5-2x); every other
+    constant at ``base``. ``rates``: named real rates (per GPU-day) computed as points too.
+    Returns ``{"axes": {name: {"x", "byterobust", "requeue"}}, "points": {name: {system: ettr}},
+    "band": {system: [lo, hi]}}`` (band: the range over the constants' sweeps at the base rate).
+    A run whose stream would hold more than ``max_faults`` faults is shortened to that many (at
+    least one day)."""
+    from dataclasses import replace
+
+    from .faults import FaultMix
+
+    def ettr(p):
+        # at high rates a shorter stream (at most max_faults expected) measures the same ETTR
+        days = min(p.days, max(1.0, max_faults / max(p.mix.rate_per_gpu_day * p.n_gpus, 1e-12)))
+        p = _with(p, days=days)
+        out = {"byterobust": [], "requeue": []}
+        for s in seeds:
+            faults = sample_faults(p.mix, p.n_gpus, p.horizon_s, s, p.gpus_per_host)
+            for sys_ in out:
+                out[sys_].append(simulate_ettr(p, sys_, s, faults)["ettr"])
+        return {k: float(np.mean(v)) for k, v in out.items()}
+
+    def at_rate(p, r):
+        return replace(p, mix=FaultMix(rate_per_gpu_day=r, weights=dict(p.mix.weights)))
+
+    axes = {"rate_per_gpu_day": [float(x) for x in np.geomspace(1e-4, 2.0, 9)],
+            "base_ckpt_every_s": [900.0, 1800.0, 3600.0, 7200.0],
+            "base_timeout_s": [300.0, 600.0, 1200.0, 1800.0],
+            "detect_slow_s": [60.0, 300.0, 900.0],
+            "replay_s": [60.0, 300.0, 900.0],
+            "restart_scale": [0.5, 1.0, 2.0]}
+    out = {}
+    for name, xs in axes.items():
+        ys = []
+        for x in xs:
+            if name == "rate_per_gpu_day":
+                p = at_rate(base, x)
+            elif name == "restart_scale":
+                p = replace(base, hot_update_s=tuple(v * x for v in base.hot_update_s),
+                            requeue_s=tuple(v * x for v in base.requeue_s))
+            else:
+                p = replace(base, **{name: x})
+            ys.append(ettr(p))
+        out[name] = {"x": xs, **{sys_: [y[sys_] for y in ys] for sys_ in ("byterobust", "requeue")}}
+    pts = {k: ettr(at_rate(base, v)) for k, v in rates.items()}
+    band = {sys_: [float(min(y for k, v in out.items() if k != "rate_per_gpu_day" for y in v[sys_])),
+                   float(max(y for k, v in out.items() if k != "rate_per_gpu_day" for y in v[sys_]))]
+            for sys_ in ("byterobust", "requeue")}
+    return {"axes": out, "points": pts, "base": ettr(base), "band": band,
+            "base_params": {"n_gpus": base.n_gpus, "days": base.days, "rate_per_gpu_day": base.mix.rate_per_gpu_day}}
+
+
 def run_study(quick: bool = False, seed: int = 0) -> dict:
-    """ByteRobust vs requeue-on-failure: ETTR over 90 days of a 9,600-GPU job (event-level)."""
+    """ByteRobust vs requeue-on-failure: ETTR over 90 days of a 9,600-GPU job (event-level), and
+    its curves over the fault rate and the constants (:func:`ettr_curves`) with the real rates of
+    the Acme clusters (:mod:`~models.systems.reliability.rates`) marked when the data directory
+    holds them."""
     cal = calibrate_network_slowdowns(seed)
     slow = {k: v for k, v in cal.items() if k != "baseline_iter_s" and np.isfinite(v)}
     p = ETTRParams(net_slowdown=slow)
@@ -437,9 +523,17 @@ def run_study(quick: bool = False, seed: int = 0) -> dict:
     for s in seeds:
         faults = sample_faults(p.mix, p.n_gpus, p.horizon_s, s, p.gpus_per_host)
         runs.append({sys: simulate_ettr(p, sys, s, faults) for sys in ("byterobust", "requeue")})
+    from .rates import real_rates
+
     shape = _replay_shape(p.hosts)
     demo_bad = [7]
-    sus, det = dual_phase_replay(*shape, demo_bad)
+    from hwcosim.models.systems.cluster.transport import Effects
+
+    from .replay import MachineReplay
+
+    world = Effects(p.n_gpus, p.hosts, 0)
+    world.nan_at[demo_bad[0] * p.gpus_per_host] = 0.0
+    sus, det = dual_phase_replay(*shape, MachineReplay(world, p.gpus_per_host, 1.0))
     bk = backup_hosts(8, p.n_gpus // 64, 8)
     summary = {sys: {"ettr_mean": float(np.mean([r[sys]["ettr"] for r in runs])),
                      "ettr_min": float(np.min([r[sys]["ettr"] for r in runs])),
@@ -455,4 +549,6 @@ def run_study(quick: bool = False, seed: int = 0) -> dict:
             "dual_phase_replay": {"m_n": shape, "faulty": demo_bad, "suspects": sus.tolist(), **det},
             "backup_hosts": {"shape_pp_dp_tp": [8, p.n_gpus // 64, 8], "ok": bool((bk >= 0).all()),
                              "offset": int(bk[0]) if bk[0] >= 0 else None},
+            "curves": ettr_curves(_with(p, days=7.0 if quick else 30.0), [seed] if quick else seeds[:2],
+                                  real_rates()),
             "paper": {"ettr": 0.97}}

@@ -8,7 +8,10 @@ read only the slice's :class:`~models.systems.cluster.telemetry.Telemetry`; thei
 localisation's verdict come from that telemetry and from the simulated actions' costs:
 
 - **monitors** (:func:`monitor`): the host agent sees a process exit; the per-second inspection
-  reads Xid events, NIC/switch link events and switch drop counters; the training-signal monitor
+  reads Xid events, NIC/switch link events (acted on when a link stays down ``link_hold_iters``
+  healthy iterations or flaps ``link_flaps`` times: a flap that heals is background) and switch
+  drop counters (a link dropping in each of the last ``drop_persist`` iterations far above the
+  other links' background, :func:`~models.systems.reliability.noise.drop_suspects`); the training-signal monitor
   reads NaN losses; the hang monitor fires after ``hang_s`` without RDMA progress on any flow
   (ByteRobust: 10 min); the MFU monitor fires when iterations run ``mfu_drop`` slower than the
   healthy median for ``mfu_window_s``;
@@ -16,8 +19,9 @@ localisation's verdict come from that telemetry and from the simulated actions' 
   (or link) at no extra cost; a process exit without one runs the stop-time checks and, finding
   nothing, re-attempts in place; a hang runs stack-trace analysis (the rank that never posted, or
   that received and never forwarded, from the logs); a NaN runs the dual-phase replay over the
-  machines (the replay itself is an action on the mechanics: a group fails iff it holds the GPU
-  that makes NaN); an MFU decline looks for a late rank in the completion logs, then for link
+  machines (each group re-runs a slice of the job on the transport with the machines' state,
+  :class:`~models.systems.reliability.replay.MachineReplay`, and fails when that run's telemetry shows
+  a NaN or a stall); an MFU decline looks for a late rank in the completion logs, then for link
   evidence, else gives up;
 - **actions**: evict the named machine (warm standby + hot update, or a requeue if the pool is
   empty), isolate a link (ECMP routes around it), re-attempt in place, restore from the per-step
@@ -62,6 +66,10 @@ class LoopParams:
     hang_s: float = 600.0  # P: zero RDMA traffic for 10 min
     mfu_drop: float = 0.1  # O
     mfu_window_s: float = 60.0  # O
+    link_hold_iters: float = 3.0  # O: a link down this many healthy iterations is acted on
+    link_flaps: int = 3  # O: ... or one going down this many times within mfu_window_s
+    drop_persist: int = 3  # O: a link drops in this many iterations in a row
+    drop_m: float = 10.0  # O: a link's drops this many times the background (noise.drop_suspects)
     stop_check_s: float = 60.0  # O
     stack_trace_s: float = 60.0  # O
     replay_s: float = 300.0  # O: one replay phase
@@ -84,16 +92,37 @@ class LoopParams:
 def monitor(tel, t_end: float, p: LoopParams, base_iter_s: float) -> dict:
     """Earliest detection by each ByteRobust monitor on ``tel`` up to ``t_end``:
     ``{monitor: (time, evidence)}``."""
+    from .noise import drop_suspects, link_suspects
+
     out = {}
-    for t, sensor, ident, state in tel.hw(t_end):
-        key = {"proc": "process exit", "xid": "inspection: xid", "link": "inspection: link"}[sensor]
-        if key not in out and (sensor != "link" or state == "down"):
-            out[key] = (float(np.ceil(t / p.inspect_period_s) * p.inspect_period_s + p.report_s), (sensor, ident))
-    drops = tel.drops(0.0, t_end, 1 << 20)
-    if drops.any():
-        t0 = float(tel._drops[0].min())  # noqa: SLF001 - the switch counter's first increment
-        out["inspection: drops"] = (float(np.ceil(t0 / p.inspect_period_s) * p.inspect_period_s + p.report_s),
-                                    ("drops", int(np.argmax(drops))))
+
+    def tick(t):
+        return float(np.ceil(t / p.inspect_period_s - 1e-9) * p.inspect_period_s + p.report_s)
+
+    for t, sensor, ident, _state in tel.hw(t_end):
+        if sensor == "link":
+            continue
+        key = {"proc": "process exit", "xid": "inspection: xid"}[sensor]
+        if key not in out:
+            out[key] = (tick(t), (sensor, ident))
+    # link events: a link down for link_hold_iters healthy iterations, or flapping link_flaps times
+    # within mfu_window_s (a flap that heals at once is background)
+    links = link_suspects(tel, t_end, p.link_hold_iters * base_iter_s, p.link_flaps, p.mfu_window_s)
+    if links:
+        out["inspection: link"] = (tick(links[0][0]), ("link", links[0][1]))
+    # drop counters: at every iteration end, a link that dropped in each of the last drop_persist
+    # iterations, far above the background the counters show
+    n_l = int(tel.link_gpu.size) if tel.link_gpu is not None else 1 << 16
+    ends = np.array([0.0, *(x for _i, x, _n in tel.losses_until(t_end))])
+    t_drop = tel._drops[0]  # noqa: SLF001 - when the switch counters moved
+    if t_drop.size:
+        for j in range(p.drop_persist, ends.size):
+            if ends[j] < t_drop.min():
+                continue
+            sus = drop_suspects(tel, ends[j - p.drop_persist:j + 1], n_l, p.drop_m)
+            if sus.size:
+                out["inspection: drops"] = (tick(ends[j]), ("drops", int(sus[0])))
+                break
     for _it, t, nan in tel.losses_until(t_end):
         if nan:
             out["nan loss"] = (t + p.report_s, ("loss", None))
@@ -129,7 +158,8 @@ def monitor(tel, t_end: float, p: LoopParams, base_iter_s: float) -> dict:
 def localise(tel, signal: str, evidence, t: float, p: LoopParams, replay=None, hosts: int = 8) -> dict:
     """ByteRobust's localisation for the first monitor that fired: ``{"action", "target",
     "cost_s", "how"}``; ``action`` is ``evict`` (target: machine), ``isolate`` (target: link),
-    ``reattempt`` or ``none``. ``replay(hosts) -> bool`` runs a replay of a group of machines."""
+    ``reattempt`` or ``none``. ``replay(machines) -> bool`` re-runs the job's slice on a group of
+    machines and says whether that replay failed (nothing else about the machines is known here)."""
     from .byterobust import dual_phase_replay
     from .mycroft import root_cause
 
@@ -164,8 +194,9 @@ def localise(tel, signal: str, evidence, t: float, p: LoopParams, replay=None, h
         while hosts % m:
             m -= 1
         n = hosts // m
-        bad = [h for h in range(hosts) if replay is not None and replay(h)]
-        sus, _ = dual_phase_replay(m, n, bad)
+        if replay is None:
+            return {"action": "reattempt", "target": None, "cost_s": 0.0, "how": "no replay possible"}
+        sus, _ = dual_phase_replay(m, n, replay)
         if sus.size == 1:
             return {"action": "evict", "target": int(sus[0]), "cost_s": 2 * p.replay_s, "how": "dual-phase replay"}
         return {"action": "reattempt", "target": None, "cost_s": 2 * p.replay_s, "how": "replay inconclusive"}
@@ -177,9 +208,13 @@ def localise(tel, signal: str, evidence, t: float, p: LoopParams, replay=None, h
             if lags.max() > 0.05 * max(comp, 1e-9):
                 g = int(recs[-1].ranks[np.argmax(lags)])
                 return {"action": "evict", "target": g // gph, "cost_s": 0.0, "how": "late rank"}
-        drops = tel.drops(0.0, t, 1 << 20)
-        if drops.any():
-            return {"action": "isolate", "target": int(np.argmax(drops)), "cost_s": 0.0, "how": "drop counters"}
+        from .noise import drop_suspects
+
+        n_l = int(tel.link_gpu.size) if tel.link_gpu is not None else 1 << 16
+        ends = np.array([0.0, *(x for _i, x, _n in tel.losses_until(t))])
+        sus = drop_suspects(tel, ends[-p.drop_persist - 1:], n_l, p.drop_m) if ends.size > p.drop_persist else []
+        if len(sus):
+            return {"action": "isolate", "target": int(sus[0]), "cost_s": 0.0, "how": "drop counters"}
         return {"action": "none", "target": None, "cost_s": 0.0, "how": "no culprit found"}
     return {"action": "none", "target": None, "cost_s": 0.0, "how": f"unknown signal {signal}"}
 
@@ -207,9 +242,11 @@ def _slice_fault(f: Fault, st, rng) -> Fault:
     return Fault(0, f.kind, onset, target, f.duration, f.severity, f.explicit)
 
 
-def play_fault(f: Fault, st, p: LoopParams, seed: int) -> dict:
-    """Run fault ``f`` on the slice; what ByteRobust's loop and the timeout baseline observe."""
-    from .mechanics import effects_from_faults, run_job
+def play_fault(f: Fault, st, p: LoopParams, seed: int, noise=None) -> dict:
+    """Run fault ``f`` on the slice; what ByteRobust's loop and the timeout baseline observe
+    (``noise``: background events in the run, :mod:`~models.systems.reliability.noise`)."""
+    from .mechanics import run_job
+    from .replay import MachineReplay
 
     rng = np.random.default_rng(seed)
     sf = _slice_fault(f, st, rng)
@@ -219,23 +256,20 @@ def play_fault(f: Fault, st, p: LoopParams, seed: int) -> dict:
     span = p.hang_s + 60.0 if sf.kind not in slow_kinds else p.mfu_window_s + 30 * st.it_s
     horizon = sf.t + span
     sim = run_job(st.topo, replace(st.spec, iterations=int(horizon / st.it_s) + 5), st.place, [sf], horizon,
-                  seed=seed, route_seed=0)
+                  seed=seed, route_seed=0, noise=noise)
     tel = sim.tel
     mons = monitor(tel, horizon, p, st.it_s)
     it = sim.iteration_times
     after = it[int(np.ceil(sf.t / st.it_s)) + 1:] if it.size else it
     slow = float(np.median(after) / st.it_s) if after.size else np.inf
-    fx = effects_from_faults(st.topo, [sf])
     gph = st.topo.gpus_per_host
-
-    def replay(host):  # an action on the machines: the replayed group reproduces NaN iff it holds the GPU
-        return bool(np.isfinite(fx.nan_at[host * gph:(host + 1) * gph]).any())
-
     last_end = sim.iter_end[-1] if sim.iter_end else 0.0
     out = {"kind": f.kind, "slice_fault": sf, "slowdown": slow, "stalled": bool(horizon - last_end > 20 * st.it_s)}
     if mons:
         sig, (t_det, ev) = min(mons.items(), key=lambda kv: (kv[1][0], not kv[0].startswith("inspection")))
-        loc = localise(tel, sig, ev, t_det, p, replay=replay, hosts=st.topo.n_hosts)
+        # a replay is an action on the machines (sim.fx: their physical state); the localiser sees
+        # only whether each replayed group failed
+        loc = localise(tel, sig, ev, t_det, p, replay=MachineReplay(sim.fx, gph, t_det), hosts=st.topo.n_hosts)
         truth_host = (sf.target if sf.kind == FaultKind.CPU_OVERLOAD else sf.target // gph)
         right = None
         if loc["action"] == "evict":

@@ -24,6 +24,7 @@ Detectors never import this module: they read :class:`~models.systems.cluster.te
 
 from __future__ import annotations
 
+import numpy as np
 from hwcosim.models.errors import UsageError
 from hwcosim.models.systems.cluster.topology import Topology
 from hwcosim.models.systems.cluster.transport import Effects
@@ -72,16 +73,28 @@ def effects_from_faults(topo: Topology, faults: list[Fault]) -> Effects:
 
 
 def run_job(topo, spec, place, faults, until: float, seed: int = 0, params=None, record: bool = True,
-            route_seed: int | None = None):
+            route_seed: int | None = None, noise=None, noise_seed: int | None = None):
     """Run ``spec`` on the transport with ``faults`` up to ``until``; returns the simulator (its
-    ``.tel`` is what detectors get). ``seed`` drives the random drops, ``route_seed`` (default
-    ``seed``) the ECMP hashing."""
+    ``.tel`` is what detectors get). ``seed`` drives the random drops and the noise, ``route_seed``
+    (default ``seed``) the ECMP hashing. ``noise``: a
+    :class:`~models.systems.reliability.noise.NoiseParams` adds background events over the run
+    (``sim.noise_events`` lists them, for scoring only; default none: no background at all), drawn
+    with ``noise_seed`` (default ``seed``)."""
     from hwcosim.models.systems.cluster.routing import ECMPRouter
     from hwcosim.models.systems.cluster.transport import TransportSim
 
     router = ECMPRouter(topo, seed if route_seed is None else route_seed)
-    sim = TransportSim(topo, spec, place, effects_from_faults(topo, faults), params=params, seed=seed, record=record,
-                       router=router)
+    fx = effects_from_faults(topo, faults)
+    events = []
+    if noise is not None:
+        from .noise import add_noise
+
+        if not np.isfinite(until):
+            raise UsageError("a run with noise needs a finite horizon (until)")
+        events = add_noise(fx, topo, noise, until, seed if noise_seed is None else noise_seed,
+                           gpus=np.asarray(place).ravel())
+    sim = TransportSim(topo, spec, place, fx, params=params, seed=seed, record=record, router=router)
+    sim.noise_events = events
     return sim.run(until=until)
 
 

@@ -9,13 +9,15 @@ below takes the telemetry and an observation time, never the simulator or the fa
 
 **Trigger** (:func:`trigger`): a sample of ranks, at least one per DP group and at most 10, is
 watched; a sampled rank with an open collective (state log) but no completion log within
-``window_s`` is a failure. A **straggler** is a throughput drop measured against the job's own
+``window_m`` times that collective's healthy duration (the completion logs' own median) is a
+failure. A **straggler** is a throughput drop measured against the job's own
 recent behaviour, never a fixed wall-clock window: the gap between the sampled ranks' iteration
 completions exceeds the median gap of the trailing ``straggler_window`` iterations by more than
 ``straggler_m`` times their spread (1.4826 x MAD, at least ``straggler_floor`` x the median gap)
 for ``straggler_persist`` iterations in a row (:func:`straggler_events`, :func:`robust_score`).
 
-**Root cause** (:func:`root_cause`), on the logs as they are ``collect_s`` after the trigger,
+**Root cause** (:func:`root_cause`), on the logs at the first state-log tick after the trigger at
+which they name a culprit (:func:`root_cause_at`; the verdict is out ``collect_s`` later),
 following the dependencies to the earliest culprit:
 
 1. intra-node: a rank that entered the open collective and whose state log went silent while
@@ -31,8 +33,10 @@ following the dependencies to the earliest culprit:
    its peak -> ``network``; else the flows blocked with ``G > T`` are walked downstream to the
    one whose receiver is not blocked itself: its own proxy lags -> ``host``.
 
-Window, sampling and collection delays are ours: ``window_s = 10``, ``collect_s = 2`` (gather
-state logs from the ring buffers and analyse). The straggler rule's defaults (``m = 6``,
+Window multiple, sampling and collection delay are ours: ``window_m = 10`` healthy durations,
+``collect_s = 2`` (gather state logs from the ring buffers and analyse); the detection and
+root-cause times therefore follow the job's own collective time and the evidence in the logs, and
+the study reports their distributions and how they move with ``window_m``. The straggler rule's defaults (``m = 6``,
 persistence 2, window 50 iterations, floor 2% of the median gap) are ours too; the PAI replay
 (:mod:`~models.systems.reliability.pai`) reports what the verdicts are sensitive to over a range
 of each.
@@ -40,15 +44,18 @@ of each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from hwcosim.models.errors import UsageError
 
 from .faults import FaultKind
 
-__all__ = ["MycroftParams", "trigger", "root_cause", "sample_ranks", "run_study", "COMPONENT", "robust_score",
-           "runs", "straggler_events", "completion_times", "late_ranks"]
+__all__ = ["MycroftParams", "trigger", "root_cause", "root_cause_at", "failure_window", "sample_ranks", "run_study",
+           "COMPONENT", "robust_score", "runs", "straggler_events", "completion_times", "late_ranks", "WINDOW_M_SWEEP"]
+
+#: Window multiples the study re-evaluates the trigger at (sensitivity of the detection time).
+WINDOW_M_SWEEP = (3.0, 5.0, 10.0, 20.0, 40.0)
 
 #: Ground-truth component of every fault kind (None: outside Mycroft's view).
 COMPONENT = {FaultKind.GPU_FAIL: "gpu", FaultKind.HANG: "gpu", FaultKind.GPU_SLOW: "gpu",
@@ -63,8 +70,9 @@ class MycroftParams:
 
     Parameters
     ----------
-    window_s : float
-        An open collective without a completion log this long = failure.
+    window_m : float
+        An open collective without a completion log for this many times its healthy duration
+        (from the completion logs) = failure.
     straggler_m : float
         A completion gap above the trailing median by more than this many spreads = slow.
     straggler_persist : int
@@ -84,7 +92,7 @@ class MycroftParams:
         At most this many sampled ranks (10, paper).
     """
 
-    window_s: float = 10.0
+    window_m: float = 10.0
     straggler_m: float = 6.0
     straggler_persist: int = 2
     straggler_window: int = 50
@@ -95,7 +103,7 @@ class MycroftParams:
     max_sampled: int = 10
 
     def __post_init__(self):
-        for n in ("window_s", "collect_s", "state_log_s"):
+        for n in ("window_m", "collect_s", "state_log_s"):
             if not getattr(self, n) > 0:
                 raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
         for n in ("straggler_m", "straggler_floor"):
@@ -126,9 +134,9 @@ def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int 
     """Earliest trigger ``(time, "failure" | "straggler")`` on telemetry ``tel`` up to ``now``.
 
     Failure: a sampled rank has state logs of an instance (it entered) and no completion log
-    ``window_s`` later. Straggler: the first of :func:`straggler_events` on the sampled ranks'
-    iteration completions (relative to the job's own trailing gaps; ``warmup`` gaps of history
-    at least).
+    :func:`failure_window` later (a multiple of that collective's healthy duration). Straggler:
+    the first of :func:`straggler_events` on the sampled ranks' iteration completions (relative
+    to the job's own trailing gaps; ``warmup`` gaps of history at least).
     """
     recs = sorted(tel.records(now), key=lambda r: (r.it, r.seq))
     if not recs:
@@ -142,8 +150,11 @@ def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int 
             continue
         open_ = posted & ~np.isfinite(r.exit)
         if open_.any():
+            w = failure_window(recs, r.label, p)
+            if w is None:
+                continue
             t0 = float(np.min(r.enter[open_]))
-            t_tr = float(np.ceil((t0 + p.window_s) / p.state_log_s - 1e-9) * p.state_log_s)
+            t_tr = float(np.ceil((t0 + w) / p.state_log_s - 1e-9) * p.state_log_s)
             if t_tr <= now:
                 cands.append((t_tr, "failure"))
     last = _completions(recs, sampled, n_seq)
@@ -152,6 +163,38 @@ def trigger(tel, p: MycroftParams, sampled: np.ndarray, now: float, warmup: int 
     if ev:
         cands.append((ev[0]["t"], "straggler"))
     return min(cands) if cands else None
+
+
+def failure_window(recs, label: str, p: MycroftParams) -> float | None:
+    """The failure trigger's window for an open instance of collective ``label``: ``window_m``
+    times its healthy duration (the median, over its completed instances in ``recs``, of last
+    exit minus last entry; every collective's when ``label`` has none yet), at least one
+    state-log tick. None before any collective has completed (nothing to compare with)."""
+    def durs(rs):
+        return [float(np.max(r.exit) - np.max(r.enter)) for r in rs
+                if np.isfinite(r.exit).all() and np.isfinite(r.enter).all()]
+
+    d = durs([r for r in recs if r.label == label]) or durs(recs)
+    if not d:
+        return None
+    return max(p.window_m * float(np.median(d)), p.state_log_s)
+
+
+def root_cause_at(tel, t_trig: float, kind: str, p: MycroftParams) -> tuple[float, dict]:
+    """Root cause as soon as the logs hold the evidence: :func:`root_cause` on the logs at every
+    state-log tick from the trigger on, until it names a culprit or one failure window has passed
+    (:func:`failure_window` of the last collective); returns ``(time the verdict is out, verdict)``
+    with the time = that tick + ``collect_s`` (gather the logs and analyse)."""
+    recs = sorted(tel.records(t_trig), key=lambda r: (r.it, r.seq))
+    w = failure_window(recs, recs[-1].label, p) if recs else None
+    n = int(np.ceil((w or p.state_log_s) / p.state_log_s)) if w else 1
+    rc = {"ranks": [], "component": None, "rule": "no data", "flow": None}
+    for k in range(n + 1):
+        t = t_trig + k * p.state_log_s
+        rc = root_cause(tel, t, kind, p.lag_frac)
+        if rc["ranks"]:
+            return t + p.collect_s, rc
+    return t_trig + n * p.state_log_s + p.collect_s, rc
 
 
 # ---- relative straggler rule (shared with C4D's slow-rank rule) -----------------------------------
@@ -449,16 +492,18 @@ def _correct(rc: dict, fault, topo, paths: dict) -> tuple[bool, bool]:
     return bool(rank), bool(comp)
 
 
-def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None = None) -> dict:
+def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None = None, noise=None,
+              n_trials: int | None = None) -> dict:
     """Inject one fault per trial on the study job (:mod:`~models.systems.reliability.study`); Mycroft's
     trigger and root-cause analysis read only the telemetry. Kinds cycle over the eight Mycroft can
     see (NaN excluded), onset in iteration 3; root cause runs on the logs ``collect_s`` after the
-    trigger."""
+    trigger. ``noise``: background events (:class:`~models.systems.reliability.noise.NoiseParams`)
+    in every trial."""
     from .faults import KINDS
     from .study import confusion, draw_fault, run_trial, setup, symptom
 
     p = params or MycroftParams()
-    n_trials = 24 if quick else 96
+    n_trials = n_trials or (24 if quick else 96)
     st = setup(seed, iterations=60)
     sampled = sample_ranks(st.place, p.max_sampled, seed)
     rng = np.random.default_rng(seed)
@@ -468,18 +513,23 @@ def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None =
         kind = kinds[i % len(kinds)]
         f, _ = draw_fault(rng, kind, st, 2)
         horizon = f.t + 40.0
-        sim = run_trial(st, f, horizon, seed)
+        sim = run_trial(st, f, horizon, seed, noise=noise, noise_seed=seed * 100003 + i)
         tel = sim.tel
         tr = trigger(tel, p, sampled, horizon)
         row = {"trial": i, "kind": kind, "target": f.target, "severity": f.severity, "onset": f.t,
                "symptom": symptom(sim, st, horizon)}
         if tr is not None:
             t_trig, typ = tr
-            rc = root_cause(tel, t_trig + p.collect_s, typ)
+            t_rc, rc = root_cause_at(tel, t_trig, typ, p)
             paths = {c.label: (c.src, c.dst, c.paths[0]) for c in sim.colls}
             rank_ok, comp_ok = _correct(rc, f, st.topo, paths)
             row.update(trigger=typ, detect_s=max(t_trig - f.t, 0.0), rc=rc, rank_ok=rank_ok, comp_ok=comp_ok,
-                       rca_s=max(t_trig + p.collect_s - f.t, 0.0) if (rank_ok and comp_ok) else None)
+                       rca_s=max(t_rc - f.t, 0.0) if (rank_ok and comp_ok) else None)
+        # the trigger under other window multiples, on the same telemetry (sensitivity)
+        row["detect_s_by_window_m"] = {}
+        for wm in WINDOW_M_SWEEP:
+            tw = trigger(tel, replace(p, window_m=wm), sampled, horizon)
+            row["detect_s_by_window_m"][str(wm)] = None if tw is None else max(tw[0] - f.t, 0.0)
         trials.append(row)
     n = len(trials)
     det = [t for t in trials if "detect_s" in t]
@@ -507,8 +557,24 @@ def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None =
             "frac_detect_15s": sum(1 for t in det if t["detect_s"] <= 15.0) / n,
             "frac_rca_20s": sum(1 for t in trials if (t.get("rca_s") or np.inf) <= 20.0) / n,
             "rank_accuracy": sum(1 for t in trials if t.get("rank_ok")) / n,
+            "precision": sum(1 for t in det if t.get("rank_ok")) / len(det) if det else float("nan"),
+            "noise": None if noise is None else noise.__dict__,
             "component_accuracy": sum(1 for t in trials if t.get("comp_ok")) / n,
             "detect_median_s": float(np.median([t["detect_s"] for t in det])) if det else float("nan"),
             "rca_median_s": float(np.median([t["rca_s"] for t in trials if t.get("rca_s") is not None]))
             if any(t.get("rca_s") is not None for t in trials) else float("nan"),
+            "detect_s": _quantiles([t["detect_s"] for t in det]),
+            "rca_s": _quantiles([t["rca_s"] for t in trials if t.get("rca_s") is not None]),
+            "sensitivity_window_m": {str(wm): sum(1 for t in trials if (t["detect_s_by_window_m"][str(wm)] is not None
+                                                                       and t["detect_s_by_window_m"][str(wm)] <= 15.0))
+                                     / n for wm in WINDOW_M_SWEEP},
             "paper": {"detect_15s": 0.9, "rca_20s": 0.6}}
+
+
+def _quantiles(v) -> dict:
+    """p10 / p50 / p90 / max of a sample (None when empty)."""
+    if not v:
+        return {"n": 0, "p10": None, "p50": None, "p90": None, "max": None}
+    a = np.asarray(v, dtype=float)
+    return {"n": int(a.size), "p10": float(np.percentile(a, 10)), "p50": float(np.median(a)),
+            "p90": float(np.percentile(a, 90)), "max": float(a.max())}

@@ -12,6 +12,7 @@ oversubscribed ToR and aggregation uplinks, ECMP; a DP = 16 ring job with 2 NCCL
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,13 @@ class Setup:
 
 
 def setup(seed: int = 0, iterations: int = 60) -> Setup:
+    """The study job and its healthy run (cached per ``(seed, iterations)``: every study and the
+    noise study share it; callers do not modify it)."""
+    return _setup(int(seed), int(iterations))
+
+
+@functools.lru_cache(maxsize=8)
+def _setup(seed: int, iterations: int) -> Setup:
     topo = clos(2, 2, 2, gpus_per_host=2, nic_ports=2, aggs_per_pod=2, cores_per_plane=2, tor_oversub=2.0,
                 core_oversub=2.0)
     spec = JobSpec("study", dp=16, compute_s=0.5, grad_bytes=6e9, iterations=iterations, channels=2)
@@ -70,8 +78,10 @@ def draw_fault(rng, kind: str, st: Setup, warmup: int) -> tuple[Fault, bool]:
     return Fault(0, kind, onset, target, dur, sev, explicit), phase < st.spec.compute_s * 0.99
 
 
-def run_trial(st: Setup, fault: Fault | None, horizon: float, seed: int = 0):
-    return run_job(st.topo, st.spec, st.place, [] if fault is None else [fault], horizon, seed=seed)
+def run_trial(st: Setup, fault: Fault | None, horizon: float, seed: int = 0, noise=None, noise_seed=None):
+    """One trial on the study job (``noise``: background events, :mod:`~models.systems.reliability.noise`)."""
+    return run_job(st.topo, st.spec, st.place, [] if fault is None else [fault], horizon, seed=seed, noise=noise,
+                   noise_seed=noise_seed)
 
 
 def symptom(sim, st: Setup, horizon: float) -> bool:
