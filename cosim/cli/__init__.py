@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 from hwcosim.models.errors import BUG_EXIT, CHECK_EXIT, USAGE_EXIT, CheckFailed, UsageError  # the one error path
@@ -24,17 +25,18 @@ def _register_all(sub) -> None:
     from hwcosim.cosim.cli import commands
 
     commands.register(sub)
-    for modname in _PACKAGE_COMMANDS:
-        __import__(modname, fromlist=["register"]).register(sub)
+    for ref in _PACKAGE_COMMANDS:
+        modname, _, fn = ref.partition(":")
+        getattr(__import__(modname, fromlist=["register"]), fn or "register")(sub)
 
 
-#: The other command modules, each with ``register(subparsers)``.
+#: The other command modules, each with ``register(subparsers)`` (or ``"module:function"``).
 _PACKAGE_COMMANDS: list[str] = [
     "hwcosim.cosim.cli.prune", "hwcosim.cosim.cli.study", "hwcosim.cosim.cli.docs_hook", "hwcosim.cosim.cli.kvdirect",
     "hwcosim.cosim.cli.melo", "hwcosim.cosim.cli.cluster", "hwcosim.cosim.cli.beamraster", "hwcosim.cosim.cli.sweep",
-    "hwcosim.cosim.cli.formal", "hwcosim.cosim.cli.fuzz", "hwcosim.cosim.cli.reliability",
+    "hwcosim.cosim.cli.commands:register_checks", "hwcosim.cosim.cli.reliability",
     "hwcosim.cosim.cli.graph", "hwcosim.cosim.cli.jobs", "hwcosim.cosim.cli.elastic", "hwcosim.cosim.cli.bridges",
-    "hwcosim.cosim.cli.build", "hwcosim.cosim.cli.board"]
+    "hwcosim.cosim.cli.build", "hwcosim.cosim.cli.board", "hwcosim.cosim.cli.compile"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,7 +93,6 @@ def _tables_keep_numbers() -> None:
     of ending in an ellipsis, and output that is not a terminal (a file, a pipe, a CI log) is laid
     out 200 columns wide instead of rich's default 80."""
     import functools
-    import os
 
     from rich.table import Table
 
@@ -133,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 @contextlib.contextmanager
 def _data_dir(path: str | None):
     """``--data DIR``: the data directory (:mod:`hwcosim.models.data`) for this run only."""
-    import os
-
     from hwcosim.models.data import ENV
 
     if path is None:
@@ -172,16 +171,13 @@ def _first_line(e: BaseException) -> str:
 def _run_json(args, argv: list[str]) -> int:
     """Run with ``--json``: anything the command prints goes to stderr (the Python streams and, for
     the tools it starts, file descriptor 1); one JSON document goes to stdout at the end."""
-    import contextlib
     import json
-    import os
 
     from hwcosim.cosim.cli.util import json_default
     from hwcosim.models.tables import json_session
 
     out = sys.stdout
     out.flush()
-    saved_fd = None
     try:
         saved_fd = os.dup(1)
         os.dup2(2, 1)
@@ -209,12 +205,11 @@ def _run(args) -> int:
     gave that cannot be read or written) -> 2 (``error: ...``, one line); ``KeyboardInterrupt`` -> 130;
     any other exception is a bug in hwcosim -> its traceback, :data:`BUG_LINE` and 70.
     """
+    from hwcosim.cosim.cli.util import check_output_args
     from hwcosim.cosim.flow.runner import SimFailure
     from hwcosim.cosim.flow.synth import SynthError
 
     try:
-        from hwcosim.cosim.cli.util import check_output_args
-
         check_output_args(args)  # an unusable -o DIR is refused before any work
         rc = args.func(args)
     except (SimFailure, SynthError) as e:  # checks whose message carries the tool's log tail: all of it
@@ -223,10 +218,8 @@ def _run(args) -> int:
     except CheckFailed as e:
         print(f"FAILED: {_first_line(e)}", file=sys.stderr)
         return CHECK_EXIT
-    except UsageError as e:  # parameter validation, every reader's own error class, a missing simulator
-        print(f"error: {_first_line(e)}", file=sys.stderr)
-        return USAGE_EXIT
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # a path the user gave
+    except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        # parameter validation, every reader's own error class, a missing simulator, a path the user gave
         print(f"error: {_first_line(e)}", file=sys.stderr)
         return USAGE_EXIT
     except OSError as e:

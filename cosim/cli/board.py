@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 
-from hwcosim.cosim.cli.util import add_param_args
-from hwcosim.cosim.registry import get_design
+from hwcosim.cosim.cli.build import BAUD
+from hwcosim.cosim.cli.util import add_options, add_param_args, command
+from hwcosim.cosim.registry import designs, get_design
 from hwcosim.models.errors import UsageError
 
 __all__ = ["register"]
@@ -56,37 +57,31 @@ def register(sub) -> None:
                                     "--board BOARD.")
     bsub = ap.add_subparsers(dest="board_command", metavar="SUBCOMMAND")
     bsub.required = True
-    r = bsub.add_parser(
-        "run", help="load weights or state, stream the inputs, read results and counters, compare with the golden "
-                    "model",
+    r = command(
+        bsub, "run", cmd_board_run,
+        help_="load weights or state, stream the inputs, read results and counters, compare with the golden model",
         description="Drive a design's board top over its UART: load what the design holds (CSB or FSS weights, "
                     "coefficient sets), stream the inputs (vectors, sequences, activations, packets, symbols, "
                     "key-value operations), read every result and the counters back and compare each word with the "
                     "golden model. --port talks to a board (pyserial); --sim runs the same host session against the "
                     "board top's RTL in cocotb through a bit-level UART model. Exit 0 when every word matches, 1 on "
                     "a mismatch or a board error, 2 on bad input (a missing port, inputs that do not fit the build).")
-    from hwcosim.cosim.registry import designs
-
     with_top = ", ".join(n for n, d in designs().items() if d.board_tops)
-    r.add_argument("design", help=f"a design with a board top ({with_top})")
-    r.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyUSB0")
-    r.add_argument("--sim", action="store_true", help="no board: run against the RTL through a UART model")
-    r.add_argument("--board", default="ulx3s-85f", help="the board the bitstream was built for (its family's "
-                   "registered configuration is the default parameter set; default ulx3s-85f)")
-    r.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
-                   help="UART rate the bitstream was built for (default 115200)")
-    r.add_argument("--csb", metavar="PATH", default=None,
-                   help="bbs-spmxv: CSB weights (hwcosim prune --pattern bbs); default: random weights of the "
-                   "board's shape")
-    r.add_argument("--vector", metavar="X.npy", default=None,
-                   help="bbs-spmxv: vectors, shape (cols,) or (n, cols), floats")
-    r.add_argument("-n", type=int, default=None, help="random vectors (bbs-spmxv), sequences (bbs-lstm-axi), runs "
-                   "(fss-axi), frames (beamraster-precoder) or hundreds of operations (kvdirect-pipeline) when "
-                   "no --vector is given (default 4; the other designs refuse it)")
-    r.add_argument("--steps", type=int, default=None,
-                   help="bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets "
-                        "per connection; bbs-csr: vectors (default 3; the other designs refuse it)")
-    r.add_argument("--seed", type=int, default=None, help="seed of the random weights and vectors (default 1)")
-    r.add_argument("-o", "--output", default=None, help="--sim: the run folder (default a new one under build/)")
+    add_options(r, [
+        ("design", f"a design with a board top ({with_top})"),
+        ("--port", "serial port of the board, e.g. /dev/ttyUSB0", dict(default=None)),
+        ("--sim", "no board: run against the RTL through a UART model", True),
+        ("--board", "the board the bitstream was built for (its family's registered configuration is the default "
+         "parameter set; default ulx3s-85f)", dict(default="ulx3s-85f")),
+        ("--baud", "UART rate the bitstream was built for (default 115200)", BAUD),
+        ("--csb", "bbs-spmxv: CSB weights (hwcosim prune --pattern bbs); default: random weights of the board's shape",
+         dict(metavar="PATH", default=None)),
+        ("--vector", "bbs-spmxv: vectors, shape (cols,) or (n, cols), floats", dict(metavar="X.npy", default=None)),
+        ("-n", "random vectors (bbs-spmxv), sequences (bbs-lstm-axi), runs (fss-axi), frames (beamraster-precoder) or "
+         "hundreds of operations (kvdirect-pipeline) when no --vector is given (default 4; the other designs refuse "
+         "it)", dict(type=int, default=None)),
+        ("--steps", "bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets per "
+         "connection; bbs-csr: vectors (default 3; the other designs refuse it)", dict(type=int, default=None)),
+        ("--seed", "seed of the random weights and vectors (default 1)", dict(type=int, default=None)),
+        ("-o --output", "--sim: the run folder (default a new one under build/)", dict(default=None))])
     add_param_args(r)
-    r.set_defaults(func=cmd_board_run)

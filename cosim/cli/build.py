@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from hwcosim.cosim.cli.util import add_param_args, out_dir
+from hwcosim.cosim.cli.util import add_options, add_param_args, command, out_dir
 from hwcosim.cosim.flow.build import ROUTERS
 from hwcosim.cosim.registry import designs, get_design, resolve_params
 from hwcosim.models.errors import UsageError
 
-__all__ = ["register"]
+__all__ = ["register", "plan_params", "BAUD"]
+
+#: ``--baud``: the UART rates of the board top's host bridge
+BAUD = dict(type=int, default=115200, choices=(115200, 230400, 460800, 921600))
 
 
 def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--seeds {text!r}: give comma-separated integers, e.g. --seeds 1,2,3") from None
-    if not seeds or len(seeds) > 16 or any(not 0 <= s < 2**31 for s in seeds):
+    """The seeds of ``--seeds`` (each checked by the parser: ranges.LISTS), at most 16."""
+    seeds = [int(s) for s in text.split(",") if s.strip()]
+    if len(seeds) > 16:
         raise UsageError(f"--seeds {text!r}: give 1 to 16 seeds in [0, 2**31)")
     return seeds
 
@@ -37,18 +38,12 @@ def cmd_build(args) -> int:
         chosen = [d for d in chosen if d.name not in skipped]
         if not chosen:
             raise UsageError(f"no design registers a configuration for {board.family}; give one with --param")
-    if args.clock is not None and not args.clock > 0:
-        raise UsageError(f"--clock {args.clock:g}: give a clock in MHz above 0")
-    if not args.max_minutes > 0:
-        raise UsageError(f"--max-minutes {args.max_minutes:g}: give a time limit in minutes above 0")
     if not args.ooc:
         return _build_board(args, chosen, board)
     if args.clock is None:
         args.clock = 100.0
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
-    plans = []
-    for d in chosen:  # validate every parameter set before any work
-        plans.append((d, plan_params(d, args, board)))
+    plans = [(d, plan_params(d, args, board)) for d in chosen]  # every parameter set validated before any work
     build_ooc_designs(plans, board, args.clock, seeds, out_dir(args.output, "build/pnr"), max_minutes=args.max_minutes,
                       router=args.router, plot=args.plot, skipped=tuple(skipped),
                       timing_allow_fail=args.timing_allow_fail)
@@ -76,15 +71,14 @@ def plan_params(d, args, board=None):
     """A design's parameters for a build: its board configuration (for a bitstream, its board top's:
     ``Design.board_top_params``; else its defaults), then
     ``--params FILE``, then ``--param`` (:mod:`hwcosim.models.precedence`; ``hwcosim board run`` resolves the
-    same way, so a bitstream and the host session agree). Before, any ``--param`` silently replaced
-    the whole board configuration by the design's defaults."""
+    same way, so a bitstream and the host session agree)."""
     base = d.board_config(board.family if board is not None else "ecp5", top=not getattr(args, "ooc", True))
     return resolve_params(d, args.param, args.params, base=base)
 
 
 def register(sub) -> None:
-    ap = sub.add_parser(
-        "build", help="place and route a design with nextpnr: Fmax and area on a named FPGA part",
+    ap = command(
+        sub, "build", cmd_build, help_="place and route a design with nextpnr: Fmax and area on a named FPGA part",
         description="Synthesise a registered design with Yosys (synth_ecp5 / synth_ice40) and place and "
                     "route it with nextpnr-ecp5 / nextpnr-ice40 out of context (--ooc: the core alone on the "
                     "board's part) over one or more seeds, or build its board top (UART host bridge + design) "
@@ -93,24 +87,22 @@ def register(sub) -> None:
                     "median over the seeds) against the target clock, and writes build.json with the kept "
                     "nextpnr reports. Exit 0 when timing is met (or --timing-allow-fail), 1 when it is not "
                     "or the design does not fit (the overflowing utilisation line is printed), 2 on bad input.")
-    ap.add_argument("design", nargs="?", help="a registered design or all (" + ", ".join(designs()) + ")")
-    ap.add_argument("--board", default=None, help="board or part (default lfe5u-85f-6); see --list-boards")
-    ap.add_argument("--ooc", action="store_true", help="out of context: the core alone (Fmax and area); without "
-                    "it, a --board builds the design's board top (UART host bridge + design) into a bitstream")
-    ap.add_argument("--baud", type=int, default=115200, choices=(115200, 230400, 460800, 921600),
-                    help="UART rate of the board top's host bridge (default 115200)")
-    ap.add_argument("--clock", type=float, default=None,
-                    help="target clock in MHz (default 100 out of context); on an ECP5 board build, the design "
-                         "clock the PLL makes from the oscillator (default: the oscillator, no PLL)")
-    ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
-    ap.add_argument("--seeds", default=None, metavar="S1,S2,...", help="several seeds: Fmax min and median")
-    ap.add_argument("-o", "--output", default=None, help="output folder (default build/pnr)")
-    ap.add_argument("--timing-allow-fail", action="store_true", help="exit 0 even when timing is not met")
-    ap.add_argument("--max-minutes", type=float, default=30.0,
-                    help="give up on a place-and-route run (a whole board build) after this long (default 30)")
-    ap.add_argument("--router", choices=ROUTERS, default=ROUTERS[0],
-                    help="nextpnr's router (default router1; router2 resolves congested designs faster)")
-    ap.add_argument("--plot", action="store_true", help="also write build.png (Fmax and utilisation per design)")
-    ap.add_argument("--list-boards", action="store_true", help="list the boards and parts, then exit")
+    add_options(ap, [
+        ("design", "a registered design or all (" + ", ".join(designs()) + ")", dict(nargs="?")),
+        ("--board", "board or part (default lfe5u-85f-6); see --list-boards", dict(default=None)),
+        ("--ooc", "out of context: the core alone (Fmax and area); without it, a --board builds the design's board "
+         "top (UART host bridge + design) into a bitstream", True),
+        ("--baud", "UART rate of the board top's host bridge (default 115200)", BAUD),
+        ("--clock", "target clock in MHz (default 100 out of context); on an ECP5 board build, the design clock the "
+         "PLL makes from the oscillator (default: the oscillator, no PLL)", dict(type=float, default=None)),
+        ("--seed", "nextpnr placement seed (default 1)", dict(type=int, default=1)),
+        ("--seeds", "several seeds: Fmax min and median", dict(default=None, metavar="S1,S2,...")),
+        ("-o --output", "output folder (default build/pnr)", dict(default=None)),
+        ("--timing-allow-fail", "exit 0 even when timing is not met", True),
+        ("--max-minutes", "give up on a place-and-route run (a whole board build) after this long (default 30)",
+         dict(type=float, default=30.0)),
+        ("--router", "nextpnr's router (default router1; router2 resolves congested designs faster)",
+         dict(choices=ROUTERS, default=ROUTERS[0])),
+        ("--plot", "also write build.png (Fmax and utilisation per design)", True),
+        ("--list-boards", "list the boards and parts, then exit", True)])
     add_param_args(ap)
-    ap.set_defaults(func=cmd_build)

@@ -1,18 +1,20 @@
-"""The cosim package's subcommands: ``verilog``, ``sim``, ``demo``, ``bench``."""
+"""The cosim package's subcommands: ``verilog``, ``sim``, ``check``, ``demo``, ``bench``, ``formal``, ``fuzz``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
-from hwcosim.cosim.cli.util import add_options, add_param_args, out_dir
+from hwcosim.cosim.cli.util import add_options, add_param_args, command, out_dir
 from hwcosim.cosim.flow.vectors import load_vectors
 from hwcosim.cosim.registry import designs, get_design, resolve_params
+from hwcosim.models.benchio import print_table
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.tables import emit, show
 
-__all__ = ["register"]
+__all__ = ["register", "register_checks"]
 
 
 def _add_bbs_args(ap: argparse.ArgumentParser) -> None:
@@ -44,7 +46,6 @@ def cmd_verilog(args) -> int:
 def cmd_sim(args) -> int:
     from hwcosim.cosim.api import bbs_params_from_csb, simulate_csb
     from hwcosim.cosim.flow.runner import ensure_simulator
-    from rich.table import Table
 
     if args.check_simulator:
         ensure_simulator()
@@ -55,19 +56,15 @@ def cmd_sim(args) -> int:
         raise UsageError("hwcosim sim needs --csb PATH (CSB weights from 'hwcosim prune --pattern bbs') or a "
                          "DESIGN (" + ", ".join(designs()) + ")")
     p, m = bbs_params_from_csb(args.csb, args.params, args.pes, args.vec_format, args.out_format, args.param)
-    if args.output:
-        out_dir(args.output, "build/sim/runs")
     xf = (load_vectors(args.vector, p.cols) if args.vector
           else np.random.default_rng(args.seed).uniform(-1, 1, size=(args.n, p.cols)))
     r = simulate_csb(p, m, xf, seed=args.seed, idle=args.idle, stall=args.stall, waves=args.waves, output=args.output)
     res, run_dir, mt = r["res"], r["run_dir"], r["res"].metrics
-    t = Table(title=f"BBS SpMxV on {res.sim}: {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}")
-    for col in ("vectors", "result words", "mismatches", "cycles", "ideal cycles", "utilisation",
-                "max |err| vs float"):
-        t.add_column(col, justify="right")
-    t.add_row(str(len(r["x"])), str(r["y"].size), str(mt["mismatches"]), str(mt["cycles"]), str(mt["ideal"]),
-              f"{mt['utilisation']:.1%}", f"{np.abs(r['y'] - r['ref']).max():.4g}")
-    show(t)
+    print_table(f"BBS SpMxV on {res.sim}: {p.rows}x{p.cols}, B={p.banks}, k={p.k}, P={p.pes}",
+                ("vectors", "result words", "mismatches", "cycles", "ideal cycles", "utilisation",
+                 "max |err| vs float"),
+                [(len(r["x"]), r["y"].size, mt["mismatches"], mt["cycles"], mt["ideal"], f"{mt['utilisation']:.1%}",
+                  f"{np.abs(r['y'] - r['ref']).max():.4g}")])
     _print_paths(res, run_dir, True)
     if mt["mismatches"] or not res.passed:
         raise CheckFailed(f"{mt['mismatches']} result words differ from the golden model; evidence in {run_dir}")
@@ -92,7 +89,6 @@ def _sim_design(args) -> int:
     import inspect
 
     from hwcosim.cosim.api import contract_of, simulate_run
-    from rich.table import Table
 
     d = get_design(args.design)
     if args.csb:
@@ -107,15 +103,9 @@ def _sim_design(args) -> int:
         if "n" not in inspect.signature(contract_of(d).stimulus).parameters:
             raise UsageError(f"--n: the stimulus of {d.name} has no vector count; drop --n")
         kw["n"] = args.n
-    if args.output:
-        out_dir(args.output, "build/sim/runs")
     res, run_dir, sealed = simulate_run(d, p, args.seed, waves=args.waves, output=args.output, **kw)
-    t = Table(title=f"{d.name} on {res.sim}: RTL vs golden model, every output word")
-    for col in ("stream", "words", "mismatches"):
-        t.add_column(col, justify="right")
-    for name, st_ in res.streams.items():
-        t.add_row(name, str(st_["words"]), str(st_["mismatches"]))
-    show(t)
+    print_table(f"{d.name} on {res.sim}: RTL vs golden model, every output word", ("stream", "words", "mismatches"),
+                [(name, st_["words"], st_["mismatches"]) for name, st_ in res.streams.items()])
     emit("sim", {k: v for k, v in res.summary().items() if k != "mismatch_list"} | {"run_dir": str(run_dir)})
     print(f"{res.words} output words compared, {res.mismatches} mismatches; testbench checks "
           f"{'passed' if res.testbench_ok else 'FAILED'}")
@@ -129,23 +119,21 @@ def _sim_design(args) -> int:
 
 def cmd_check(args) -> int:
     from hwcosim.cosim.flow.runs import check_run
-    from rich.table import Table
 
     res = check_run(args.run_dir)
-    t = Table(title=f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs")
-    for c in ("result words", "RTL words", "mismatches", "saved golden words agree"):
-        t.add_column(c, justify="right")
-    t.add_row(str(res["words"]), str(res["rtl_words"]), str(res["mismatches"]), str(res["saved_expected_agrees"]))
-    show(t)
+    print_table(f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs",
+                ("result words", "RTL words", "mismatches", "saved golden words agree"),
+                [(res["words"], res["rtl_words"], res["mismatches"], res["saved_expected_agrees"])])
     emit("check", res)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    from hwcosim.cosim.cli.demo import run_demo
+    from hwcosim.cosim.designs.bbs.demo import run_demo
 
-    return run_demo(args)
+    return run_demo(output=args.output, banks=args.banks, sparsity=args.sparsity, pes=args.pes, vectors=args.vectors,
+                    synth=args.synth)
 
 
 def cmd_bench(args) -> int:
@@ -156,27 +144,65 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_formal(args) -> int:
+    from hwcosim.cosim.flow import formal
+
+    found = formal.run(args.design, args.check, full=args.full, list_only=args.list, out_dir=args.out)
+    if args.list:
+        for c in found:
+            print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
+        return 0
+    show(formal.results_table(found))
+    bad = [r for r in found if not r.ok]
+    if bad:
+        raise CheckFailed(f"{len(bad)} of {len(found)} formal checks did not end as expected: "
+                          + ", ".join(r.check.id for r in bad))
+    return 0
+
+
+def cmd_fuzz(args) -> int:
+    from hwcosim.cosim.flow import fuzz
+
+    if args.list:
+        for n in fuzz.check_targets(args.target):
+            print(f"{n:22s} {fuzz.TARGETS[n].doc}")
+        return 0
+    r = fuzz.run(args.target, args.seconds, args.out)
+    names, counts = r["names"], r["counts"]
+    print(f"fuzzed {len(names)} readers for {r['elapsed']:.0f} s (incl. start-up): {r['inputs']} inputs, "
+          f"coverage {r['coverage']} edges, corpus {r['corpus']}, log {r['log']}")
+    if counts:
+        print("inputs per target (approximate): " + ", ".join(f"{n} {counts.get(n, 0)}" for n in names))
+        idle = [n for n in names if not counts.get(n)]
+        if idle:
+            print(f"  not reached in this run: {', '.join(idle)} (give it more --seconds)", file=sys.stderr)
+    if r["returncode"] == 0 and not r["crashes"]:
+        return 0
+    for ln in r["crash_lines"][-3:]:
+        print(f"  {ln}", file=sys.stderr)
+    for name, payload in r["crashes"]:
+        print(f"  crash in {name}: {payload} (copy it to fuzz/regressions/{name}/ for a regression test)",
+              file=sys.stderr)
+    if not r["crashes"]:
+        print("  the fuzzer stopped without a crash file:\n  " + "\n  ".join(r["stderr_tail"]), file=sys.stderr)
+    raise CheckFailed(f"the fuzzer found {len(r['crashes'])} crash(es)" if r["crashes"]
+                      else "the fuzzer stopped without a crash file")
+
+
 def register(sub) -> None:
-    ap = sub.add_parser("verilog", help="write a design's Verilog and a Yosys resource report",
-                        description="Write a design's Verilog (and its parameters) and, unless --synth none, "
-                                    "a resource estimate from Yosys (LUT, FF, DSP, BRAM) as JSON and a table.")
-    add_options(ap, [
+    ap = command(sub, "verilog", cmd_verilog, "write a design's Verilog and a Yosys resource report", [
         ("design", "design to emit (" + ", ".join(designs()) + ") or all"),
         ("-o --output", "output folder (default build/verilog)", dict(default="build/verilog")),
         ("--synth", "comma-separated targets: xcup (UltraScale+), cyclone10gx (Arria 10 ALM fabric), or none "
-         "(default xcup)", dict(default="xcup"))])
+         "(default xcup)", dict(default="xcup"))],
+                 description="Write a design's Verilog (and its parameters) and, unless --synth none, a resource "
+                             "estimate from Yosys (LUT, FF, DSP, BRAM) as JSON and a table.")
     add_param_args(ap)
     ap.add_argument("--csb", metavar="PATH", help="BBS designs: take rows, cols, banks, k and the weight "
                     "format from CSB weights written by 'hwcosim prune --pattern bbs'")
-    ap.set_defaults(func=cmd_verilog)
 
-    ap = sub.add_parser("sim", help="run a design's RTL on random stimulus, compare every word with the golden model",
-                        description="Simulate a registered design's RTL (SIM=verilator|icarus) on random but "
-                                    "realistic stimulus from its simulation contract at the parameters given "
-                                    "(--param, --params) and compare every output word with the golden model; "
-                                    "or the BBS SpMxV on CSB weights (--csb) and vectors. Exit 0 when every word "
-                                    "matches, 1 on a mismatch, 2 on bad input.")
-    add_options(ap, [
+    ap = command(sub, "sim", cmd_sim,
+                 "run a design's RTL on random stimulus, compare every word with the golden model", [
         ("design", "registered design (" + ", ".join(designs()) + "); default bbs-spmxv with --csb",
          dict(nargs="?", default=None)),
         ("--vector", "float vectors, shape (cols,) or (n, cols); default: --n random vectors in [-1, 1)",
@@ -187,36 +213,46 @@ def register(sub) -> None:
         ("--stall", "probability the output refuses a cycle", dict(type=float, default=0.0)),
         ("--waves", "keep a waveform file and print its path", True),
         ("-o --output", "run folder (default: a new one under build/sim/runs)", dict(default=None)),
-        ("--check-simulator", "only check that the simulator chosen by SIM is installed", True)])
+        ("--check-simulator", "only check that the simulator chosen by SIM is installed", True)],
+                 description="Simulate a registered design's RTL (SIM=verilator|icarus) on random but realistic "
+                             "stimulus from its simulation contract at the parameters given (--param, --params) and "
+                             "compare every output word with the golden model; or the BBS SpMxV on CSB weights "
+                             "(--csb) and vectors. Exit 0 when every word matches, 1 on a mismatch, 2 on bad input.")
     _add_bbs_args(ap)
-    ap.set_defaults(func=cmd_sim)
 
-    ap = sub.add_parser("check", help="re-verify a saved run folder without simulating",
-                        description="Re-verify a run folder written by 'hwcosim sim': every file's sha256 against "
-                                    "run.json, then the golden model recomputed from the saved inputs against the "
-                                    "RTL's saved output words. Exit 0 agree, 1 differ, 2 damaged or not a run.")
-    ap.add_argument("run_dir", help="run folder (printed by hwcosim sim)")
-    ap.set_defaults(func=cmd_check)
-
-    ap = sub.add_parser("demo", help="the main job end to end, offline",
-                        description="Train a small model on real data (scikit-learn's digits), prune a trained "
-                                    "weight matrix bank-balanced, export CSB, run the RTL and compare every word "
-                                    "with the golden model, report cycles and errors, write Verilog and resources.")
-    add_options(ap, [
-        ("-o --output", None, dict(default="build/demo")),
-        ("--banks", None, dict(type=int, default=8)),
-        ("--sparsity", None, dict(type=float, default=0.75)),
-        ("--pes", None, dict(type=int, default=8)),
+    command(sub, "check", cmd_check, "re-verify a saved run folder without simulating",
+            [("run_dir", "run folder (printed by hwcosim sim)")],
+            description="Re-verify a run folder written by 'hwcosim sim': every file's sha256 against run.json, then "
+                        "the golden model recomputed from the saved inputs against the RTL's saved output words. "
+                        "Exit 0 agree, 1 differ, 2 damaged or not a run.")
+    command(sub, "demo", cmd_demo, "the main job end to end, offline", [
+        ("-o --output", None, dict(default="build/demo")), ("--banks", None, dict(type=int, default=8)),
+        ("--sparsity", None, dict(type=float, default=0.75)), ("--pes", None, dict(type=int, default=8)),
         ("--vectors", "test images run through the RTL", dict(type=int, default=32)),
-        ("--synth", "synthesis target(s) or none", dict(default="xcup"))])
-    ap.set_defaults(func=cmd_demo)
-
-    ap = sub.add_parser("bench", help="benchmarks: RTL cycles vs ideal over (P, B), written to JSON",
-                        description="Run the benchmarks: BBS SpMxV cycles vs the ideal over (P, B) in RTL "
-                                    "simulation, and the other packages' benchmarks; JSON into the output folder.")
-    add_options(ap, [
-        ("-o --output", None, dict(default="build/bench")),
-        ("--quick", "small configurations only", True),
+        ("--synth", "synthesis target(s) or none", dict(default="xcup"))],
+            description="Train a small model on real data (scikit-learn's digits), prune a trained weight matrix "
+                        "bank-balanced, export CSB, run the RTL and compare every word with the golden model, report "
+                        "cycles and errors, write Verilog and resources.")
+    command(sub, "bench", cmd_bench, "benchmarks: RTL cycles vs ideal over (P, B), written to JSON", [
+        ("-o --output", None, dict(default="build/bench")), ("--quick", "small configurations only", True),
         ("--only", "run only these benches (see cosim.flow.bench.BENCHES); index.json keeps the others",
-         dict(metavar="NAME[,NAME]"))])
-    ap.set_defaults(func=cmd_bench)
+         dict(metavar="NAME[,NAME]"))],
+            description="Run the benchmarks: BBS SpMxV cycles vs the ideal over (P, B) in RTL simulation, and the "
+                        "other packages' benchmarks; JSON into the output folder.")
+
+
+def register_checks(sub) -> None:
+    """``formal`` and ``fuzz``."""
+    command(sub, "formal", cmd_formal, "bounded model checking and k-induction of the designs' properties", [
+        ("--design", "only this design (repeatable); default: all", dict(action="append")),
+        ("--check", "only checks whose name contains this text", dict(action="append")),
+        ("--full", "larger parameter sets and deeper bounds", True), ("--list", "list the checks and exit", True),
+        ("-o --out", "work directory (default build/formal)", dict(default=None))],
+            description="Bounded model checking and k-induction of the RTL blocks' properties (SymbiYosys + "
+                        "boolector, from PyPI).")
+    command(sub, "fuzz", cmd_fuzz, "coverage-guided fuzzing (atheris) of the readers of user files", [
+        ("--seconds", "fuzzing time (default 60; start-up not counted)", dict(type=float, default=60)),
+        ("--target", "only this target (repeatable); default: all", dict(action="append")),
+        ("--list", "list the targets and exit", True),
+        ("-o --out", "work folder (default build/fuzz)", dict(default=None))],
+            description="Coverage-guided fuzzing (atheris) of the readers of user files.")

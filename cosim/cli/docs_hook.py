@@ -45,11 +45,12 @@ def _cmd_docs(args) -> int:
 
 
 def register(sub) -> None:
-    ap = sub.add_parser("docs", help="the generated documentation pages; the README's designs table",
-                        description="Write the generated pages (designs, boards, command-line reference) into "
-                                    "OUT; --readme rewrites the README's designs table from the registry and "
-                                    "docs/boards/results.json, --check exits 1 when that table is out of date.")
-    ap.add_argument("out", nargs="?", default=None, help="folder for the generated Markdown pages")
-    ap.add_argument("--readme", action="store_true", help="rewrite README.md's designs table")
-    ap.add_argument("--check", action="store_true", help="exit 1 if README.md's designs table is out of date")
-    ap.set_defaults(func=_cmd_docs)
+    from hwcosim.cosim.cli.util import command
+
+    command(sub, "docs", _cmd_docs, "the generated documentation pages; the README's designs table", [
+        ("out", "folder for the generated Markdown pages", dict(nargs="?", default=None)),
+        ("--readme", "rewrite README.md's designs table", True),
+        ("--check", "exit 1 if README.md's designs table is out of date", True)],
+            description="Write the generated pages (designs, boards, command-line reference) into OUT; --readme "
+                        "rewrites the README's designs table from the registry and docs/boards/results.json, --check "
+                        "exits 1 when that table is out of date.")

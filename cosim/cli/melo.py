@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hwcosim.cosim.cli.util import add_options, entry, out_dir, staged
+from hwcosim.cosim.cli.util import command, entry, out_dir, staged
 
 __all__ = ["register", "main"]
 
@@ -55,18 +55,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="melo_cmd", metavar="{study,run}")
     sub.required = True
 
-    s = sub.add_parser("study", help="go-back-N vs full-bitmap SR vs MELO: throughput, FCT, memory, pool size "
-                       "(JSON + PNG)", description="Run the MELO study and write melo_study.json and PNG plots.")
-    add_options(s, [
+    command(sub, "study", _cmd_study, "go-back-N vs full-bitmap SR vs MELO: throughput, FCT, memory, pool size "
+            "(JSON + PNG)", [
         ("--quick", "the < 60 s setting (default: the full study)", True),
         ("-o --output", "output folder (default build/melo)", dict(metavar="DIR")),
         ("--seed", "seed of every run (default 0)", dict(type=int, default=0)),
         ("--jobs", "worker processes (default: CPU count, at most 8)",
-         dict(type=int, default=min(8, os.cpu_count() or 1)))])
-    s.set_defaults(func=_cmd_study)
-
-    r = sub.add_parser("run", help="one simulation run", description="Run one packet-level simulation.")
-    add_options(r, [
+         dict(type=int, default=min(8, os.cpu_count() or 1)))],
+            description="Run the MELO study and write melo_study.json and PNG plots.")
+    command(sub, "run", _cmd_run, "one simulation run", [
         ("--scheme", "gbn, sr or melo (default melo)", dict(default="melo")),
         ("--conns", "connections (default 16)", dict(type=int, default=16)),
         ("--gbps", "link rate (default 100)", dict(type=float, default=100.0)),
@@ -82,8 +79,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         ("--pool-blocks", "MELO pool blocks (default 8 BDP bits)", dict(type=int, default=None)),
         ("--block-bits", "MELO bits per block (default 32)", dict(type=int, default=32)),
         ("--seed", None, dict(type=int, default=0)),
-        ("-o --output", "output folder (default build/melo)", dict(metavar="DIR"))])
-    r.set_defaults(func=_cmd_run)
+        ("-o --output", "output folder (default build/melo)", dict(metavar="DIR"))],
+            description="Run one packet-level simulation.")
     return p
 
 

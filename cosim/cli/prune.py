@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from hwcosim.cosim.cli.util import add_options
+from hwcosim.cosim.cli.util import add_options, command
 from hwcosim.pruning.api import PruneOptions, prune_file
 from hwcosim.pruning.base import pattern_names
 from hwcosim.pruning.oneshot import METHODS
@@ -39,8 +39,8 @@ examples:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``prune`` subcommand to an ``argparse`` subparsers object."""
-    p = subparsers.add_parser(
-        "prune", help="prune weights with a sparsity pattern and write CSB/FSS/N:M/CSR files",
+    p = command(
+        subparsers, "prune", run_prune, help_="prune weights with a sparsity pattern and write CSB/FSS/N:M/CSR files",
         description="Prune the 2-D weight tensors of a .npy/.npz/.safetensors/.pt file with a sparsity "
         "pattern, quantise the kept values and write them in the pattern's format.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,7 +82,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         ("--damp", "obs: Hessian damping, fraction of its mean diagonal (default 0.01)",
          dict(type=float, default=0.01)),
         ("--blocksize", "obs: columns per lazy-update block (default 128)", dict(type=int, default=128))])
-    p.set_defaults(func=run_prune)
     return p
 
 

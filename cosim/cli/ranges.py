@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["Range", "RANGES", "LISTS", "lookup", "apply_ranges", "numeric_actions", "list_actions"]
+__all__ = ["Range", "RANGES", "LISTS", "lookup", "apply_ranges"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,7 @@ RANGES: dict[str, Range] = {
     "alpha": Range(0.0, 1.0),
     "levels": Range(1, 64),
     "gpus": Range(1, 65_536),
+    "cluster speed gpus": Range(8, 65_536, note="a TP=8 job needs 8 GPUs"),
     "M": Range(1, 4096),
     "K": Range(1, 4096),
     "lanes": Range(0, 4096),
@@ -122,6 +123,7 @@ RANGES: dict[str, Range] = {
     "device_memory": Range(0.0, 1 << 20, lo_open=True, note="GiB"),
     "timeout": Range(0.0, 3600.0, lo_open=True),
     "steps": Range(1, 10**6),
+    "easyscale steps": Range(3, 10**6),
     "lossy_gpu": Range(0, 65_535),
     "requests": Range(1, 10**6),
     "slo_us": Range(0.0, 1e9, lo_open=True),
@@ -181,17 +183,6 @@ def _actions(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
             yield " ".join(path), a
 
 
-def numeric_actions(parser: argparse.ArgumentParser):
-    """``(command path, action, numeric type)`` of every numeric option of ``parser`` and its subcommands."""
-    return [(path, a, t) for path, a in _actions(parser) if (t := _numeric_type(a)) is not None]
-
-
-def list_actions(parser: argparse.ArgumentParser):
-    """``(command path, action, (item type, Range))`` of every option listed in :data:`LISTS`."""
-    return [(path, a, LISTS[f"{path} {a.dest}"]) for path, a in _actions(parser)
-            if isinstance(a, argparse._StoreAction) and f"{path} {a.dest}" in LISTS]
-
-
 def _checked_list(kind, rng: Range, option: str, orig=None):
     """Each comma-separated item (each end of an ``a-b`` span, each side of an ``RxC`` shape) checked like a
     single number; returns the text (or the option's own conversion of it)."""
@@ -244,15 +235,17 @@ def _checked(kind, rng: Range, option: str, orig=None):
 
 
 def apply_ranges(parser: argparse.ArgumentParser) -> None:
-    """Give every numeric option its checked type and its range in the help text."""
-    for path, action, kind in numeric_actions(parser):
-        rng = lookup(path, action.dest) or (DEFAULT_INT if kind is int else DEFAULT_FLOAT)
+    """Give every numeric option (and every list of numbers in :data:`LISTS`) its checked type and its range
+    in the help text."""
+    for path, action in _actions(parser):
         option = action.option_strings[-1] if action.option_strings else action.dest
-        action.type = _checked(kind, rng, option, action.type)
+        if (kind := _numeric_type(action)) is not None:
+            rng = lookup(path, action.dest) or (DEFAULT_INT if kind is int else DEFAULT_FLOAT)
+            action.type, note = _checked(kind, rng, option, action.type), f"[range {rng.text()}]"
+        elif isinstance(action, argparse._StoreAction) and f"{path} {action.dest}" in LISTS:
+            kind, rng = LISTS[f"{path} {action.dest}"]
+            action.type, note = _checked_list(kind, rng, option, action.type), f"[each in {rng.text()}]"
+        else:
+            continue
         if action.help is not argparse.SUPPRESS:
-            action.help = f"{action.help or ''} [range {rng.text()}]".strip()
-    for _path, action, (kind, rng) in list_actions(parser):
-        option = action.option_strings[-1] if action.option_strings else action.dest
-        action.type = _checked_list(kind, rng, option, action.type)
-        if action.help is not argparse.SUPPRESS:
-            action.help = f"{action.help or ''} [each in {rng.text()}]".strip()
+            action.help = f"{action.help or ''} {note}".strip()

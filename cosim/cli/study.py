@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwcosim.cosim.cli.util import add_options, fail
+from hwcosim.cosim.cli.util import command, fail
 from hwcosim.models.tables import show
+from rich.console import Console
 
 _OUT = ("-o --output", "output folder (default build/study)", dict(default="build/study"))
 _CACHE = ("--cache-dir", "trained-model cache (default build/cache)", dict(default="build/cache"))
@@ -17,41 +18,34 @@ def register(subparsers) -> None:
     study = subparsers.add_parser("study", help="accuracy studies on real data (pruning patterns, SeerNet)",
                                   description="Accuracy studies on real data.")
     sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet,oneshot}")
-    a = sub.add_parser("accuracy", help="LSTM on digits pruned with every pattern, with/without fine-tuning",
-                       description="Train an LSTM on scikit-learn digits (cached), prune its fused gate "
-                                   "matrix and readout with every registered pattern at several "
-                                   "sparsities, one-shot and with gradual fine-tuning; write "
-                                   "accuracy.json and accuracy.png.")
-    add_options(a, [_OUT, ("--quick", "3 sparsities and a short fine-tuning (< 90 s)", True),
-                    ("--sparsities", "comma-separated targets, e.g. 0.5,0.75,0.9"),
-                    ("--patterns", "comma-separated pattern names or labels (default: all registered)"),
-                    ("--hidden", "LSTM hidden size (default 64)", dict(type=int, default=64)), _SEED,
-                    ("--no-finetune", "one-shot pruning only", True), _CACHE, _VERBOSE])
-    a.set_defaults(func=_run_accuracy)
-    s = sub.add_parser("seernet", help="SeerNet output-sparsity prediction on a digits CNN, k = 1..8 bits",
-                       description="Train a CNN on digits (cached) and run every conv layer the SeerNet "
-                                   "way with a k-bit predictor; write seernet.json and seernet.png.")
-    add_options(s, [_OUT, ("--bits", "bit widths, a range 1-8 or a list 1,2,4,8 (default 1-8; 1,2,4,8 with --quick)"),
-                    ("--quick", "only k = 1, 2, 4, 8", True),
-                    ("--epochs", "CNN training epochs (default 15)", dict(type=int, default=None)), _SEED, _CACHE])
-    s.set_defaults(func=_run_seernet)
-    o = sub.add_parser("oneshot", help="MiniLM + digits models: magnitude vs Wanda vs OBS one-shot pruning "
-                       "under unstructured/BBS/N:M/FSS patterns",
-                       description="Prune all-MiniLM-L6-v2 (sentence-embedding cosine and Spearman of pairwise "
-                                   "similarities on held-out sentences) and the digits LSTM/CNN (accuracy) one-shot "
-                                   "with magnitude, Wanda and OBS under hardware patterns; write oneshot.json and "
-                                   "oneshot.png.")
-    add_options(o, [_OUT, ("--quick", "50%% only, unstructured and BBS-16, 64 of the 128 calibration sentences, "
-                           "LSTM only, no damping selection (< 1 min)", True),
-                    ("--sparsities", "comma-separated, e.g. 0.5,0.75,0.875"), _CACHE, _VERBOSE])
-    o.set_defaults(func=_run_oneshot)
+    command(sub, "accuracy", _run_accuracy, "LSTM on digits pruned with every pattern, with/without fine-tuning", [
+        _OUT, ("--quick", "3 sparsities and a short fine-tuning (< 90 s)", True),
+        ("--sparsities", "comma-separated targets, e.g. 0.5,0.75,0.9"),
+        ("--patterns", "comma-separated pattern names or labels (default: all registered)"),
+        ("--hidden", "LSTM hidden size (default 64)", dict(type=int, default=64)), _SEED,
+        ("--no-finetune", "one-shot pruning only", True), _CACHE, _VERBOSE],
+            description="Train an LSTM on scikit-learn digits (cached), prune its fused gate matrix and readout with "
+                        "every registered pattern at several sparsities, one-shot and with gradual fine-tuning; write "
+                        "accuracy.json and accuracy.png.")
+    command(sub, "seernet", _run_seernet, "SeerNet output-sparsity prediction on a digits CNN, k = 1..8 bits", [
+        _OUT, ("--bits", "bit widths, a range 1-8 or a list 1,2,4,8 (default 1-8; 1,2,4,8 with --quick)"),
+        ("--quick", "only k = 1, 2, 4, 8", True),
+        ("--epochs", "CNN training epochs (default 15)", dict(type=int, default=None)), _SEED, _CACHE],
+            description="Train a CNN on digits (cached) and run every conv layer the SeerNet way with a k-bit "
+                        "predictor; write seernet.json and seernet.png.")
+    command(sub, "oneshot", _run_oneshot, "MiniLM + digits models: magnitude vs Wanda vs OBS one-shot pruning under "
+            "unstructured/BBS/N:M/FSS patterns", [
+                _OUT, ("--quick", "50%% only, unstructured and BBS-16, 64 of the 128 calibration sentences, LSTM only, "
+                       "no damping selection (< 1 min)", True),
+                ("--sparsities", "comma-separated, e.g. 0.5,0.75,0.875"), _CACHE, _VERBOSE],
+            description="Prune all-MiniLM-L6-v2 (sentence-embedding cosine and Spearman of pairwise similarities on "
+                        "held-out sentences) and the digits LSTM/CNN (accuracy) one-shot with magnitude, Wanda and OBS "
+                        "under hardware patterns; write oneshot.json and oneshot.png.")
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        fail(f"cannot read sparsities {text!r}; write fractions separated by commas, e.g. 0.5,0.75,0.9")
+def _floats(text: str | None) -> list[float] | None:
+    """``--sparsities`` (each item checked by the parser: ranges.LISTS), or None."""
+    return [float(t) for t in text.split(",") if t.strip()] if text else None
 
 
 def _bits(text: str) -> list[int]:
@@ -65,17 +59,14 @@ def _bits(text: str) -> list[int]:
 
 
 def _progress(verbose: bool):
-    from rich.console import Console
-
     return Console(stderr=True).print if verbose else None
 
 
 def _run_accuracy(args) -> int:
     from hwcosim.pruning.study import accuracy_table, run_accuracy
-    from rich.console import Console
 
     pats = [p.strip() for p in args.patterns.split(",") if p.strip()] if args.patterns else None
-    res = run_accuracy(_floats(args.sparsities) if args.sparsities else None, pats, args.hidden, args.seed,
+    res = run_accuracy(_floats(args.sparsities), pats, args.hidden, args.seed,
                        quick=args.quick, finetune=not args.no_finetune, cache_dir=args.cache_dir,
                        output=args.output, progress=_progress(args.verbose))
     show(accuracy_table(res))
@@ -93,7 +84,6 @@ def _run_accuracy(args) -> int:
 
 def _run_seernet(args) -> int:
     from hwcosim.pruning.study import run_seernet, seernet_table
-    from rich.console import Console
 
     res = run_seernet(_bits(args.bits) if args.bits else None, args.seed, quick=args.quick, epochs=args.epochs,
                       cache_dir=args.cache_dir, output=args.output)
@@ -106,10 +96,9 @@ def _run_seernet(args) -> int:
 def _run_oneshot(args) -> int:
     from hwcosim.pruning import oneshot_study as st
     from hwcosim.pruning.study import run_oneshot
-    from rich.console import Console
 
-    res, j, p = run_oneshot(_floats(args.sparsities) if args.sparsities else None, quick=args.quick,
-                            cache_dir=args.cache_dir, output=args.output, progress=_progress(args.verbose))
+    res, j, p = run_oneshot(_floats(args.sparsities), quick=args.quick, cache_dir=args.cache_dir, output=args.output,
+                            progress=_progress(args.verbose))
     show(st.table(res))
     sp_ = res.get("speed")
     if sp_:

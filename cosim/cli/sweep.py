@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwcosim.cosim.cli.util import add_options, add_param_args
+from hwcosim.cosim.cli.util import add_options, add_param_args, command
 from hwcosim.models.tables import show
 
 
 def register(sub) -> None:
     from hwcosim.cosim.flow.sweep import ADAPTERS
 
-    ap = sub.add_parser(
-        "sweep", help="sweep design parameters on Dask: cycles, resources, model metrics, Pareto plots",
+    ap = command(
+        sub, "sweep", cmd_sweep,
+        help_="sweep design parameters on Dask: cycles, resources, model metrics, Pareto plots",
         description="Run a parameter sweep of an RTL design: every point is simulated on a seeded workload "
                     "and checked against the golden model (a mismatch fails the point), optionally synthesised, "
                     "and summarised in sweep.json and Pareto plots. Points are cached, so a rerun skips done "
@@ -39,7 +40,6 @@ def register(sub) -> None:
         ("--cache", "point cache folder (default <output>/cache)", dict(metavar="DIR")),
         ("--force", "ignore cached points (they are rewritten)", True),
         ("--no-progress", "plain lines instead of a progress bar", True)])
-    ap.set_defaults(func=cmd_sweep)
 
 
 def spec_from_args(args):

@@ -1,4 +1,4 @@
-"""Helpers shared by the models' command-line modules: one-line errors, output folders, JSON, tables.
+"""Helpers shared by the command modules: one-line errors, output folders, option tables, study commands.
 
 Tables: build with :func:`table` (or rich's Table) and print with :func:`show`, the one place that
 lays a table out so no number is cut and that records it for ``--json``; :func:`emit` adds a
@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-from hwcosim.models.benchio import numpy_plain, write_json
+from hwcosim.models.benchio import write_json
 from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import emit, json_active, show, table
 
-__all__ = ["fail", "out_dir", "staged", "lazy", "study_command", "entry", "check_output_args", "write_json",
-           "json_default", "table", "show", "emit", "json_active", "add_param_args",
-           "add_options"]
+__all__ = ["fail", "out_dir", "staged", "lazy", "study_command", "command", "add_study", "entry", "check_output_args",
+           "write_json", "json_default", "table", "show", "emit", "json_active", "add_param_args", "add_options"]
 
 
 def fail(msg: str):
@@ -54,32 +52,44 @@ def lazy(ref: str):
     return call
 
 
-def study_command(ref: str, default_out: str, bounds: dict | None = None):
-    """The command of a study ``"module:bench"`` (``bench(out, quick, seed=..., **options)``): checks
-    ``--seed`` and each option of ``bounds`` (dest -> (predicate, its range as text)), runs the bench
-    into ``-o`` (default ``default_out``), staged, with the options that were given, and prints where
-    the files went and how long it took."""
+def study_command(ref, default_out: str, options=(), say: bool = True):
+    """The command of a study ``"module:bench"`` (or a function) called ``bench(out, quick, seed=...,
+    **options)``: runs it into ``-o`` (default ``default_out``), staged, with the ``options`` (dests) that
+    were given, and (``say``) prints where the files went and how long it took. Every numeric option's
+    range is checked by the parser (:mod:`hwcosim.cosim.cli.ranges`)."""
     import time
 
-    fn = lazy(ref)
+    fn = lazy(ref) if isinstance(ref, str) else ref
 
     def run(args) -> int:
-        if args.seed < 0:
-            fail(f"--seed must be >= 0, not {args.seed}")
         out = out_dir(args.output, default_out)
-        extra = {}
-        for dest, (ok, text) in (bounds or {}).items():
-            v = getattr(args, dest, None)
-            if v is not None:
-                if not ok(v):
-                    fail(f"--{dest} must be {text}, not {v}")
-                extra[dest] = v
+        extra = {k: v for k in options if (v := getattr(args, k, None)) is not None}
         t0 = time.monotonic()
         staged(fn, out, args.quick, seed=args.seed, **extra)
-        print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
+        if say:
+            print(f"wrote JSON + PNG to {out}/ ({time.monotonic() - t0:.1f} s)")
         return 0
 
     return run
+
+
+def command(sub, name: str, func, help_: str | None = None, rows=(), **kw):
+    """A subcommand ``name`` that runs ``func(args)``, with the options of ``rows`` (:func:`add_options`);
+    ``kw`` go to ``add_parser`` (``description``, ``epilog``, ...)."""
+    ap = sub.add_parser(name, help=help_, **kw)
+    add_options(ap, rows)
+    ap.set_defaults(func=func)
+    return ap
+
+
+def add_study(sub, name: str, help_: str, ref, default_out: str, rows=(), *, description: str | None = None,
+              quick: str = "the < 1 minute setting", seed: str | None = "seed (default 0)", say: bool = True):
+    """A study subcommand: ``--quick``, ``-o/--output``, ``--seed`` (default 0), then the options of ``rows``
+    (:func:`add_options`; passed to the bench by dest), run by :func:`study_command`."""
+    dests = [flags.split()[-1].lstrip("-").replace("-", "_") for flags, *_ in rows]
+    return command(sub, name, study_command(ref, default_out, dests, say), help_, [
+        ("--quick", quick, True), ("-o --output", f"output folder (default {default_out})", dict(metavar="DIR")),
+        ("--seed", seed, dict(type=int, default=0)), *rows], description=description)
 
 
 def entry(*prefix: str):
@@ -100,17 +110,18 @@ def check_output_args(args) -> None:
     """Refuse an unusable output folder given on the command line (``-o``/``--output``/``--out`` of any
     command) before the command does any work: an existing file, a path inside a file, or a folder
     that cannot be written is bad input (one line, exit 2)."""
-    from hwcosim.models.atomic import check_out_dir
-
     for name in ("output", "out"):
         v = getattr(args, name, None)
         if isinstance(v, str) and v:
-            check_out_dir(v)
+            out_dir(v, v)
 
 
 def json_default(o):
     """``json.dumps`` default for a ``--json`` document: numpy values, paths, sets, dataclasses; else text."""
     import dataclasses
+
+    import numpy as np
+    from hwcosim.models.benchio import numpy_plain
 
     if isinstance(o, np.generic | np.ndarray):
         return numpy_plain(o)
@@ -127,8 +138,8 @@ def add_param_args(ap, param_help: str = "set a design parameter, e.g. --param p
                    "(repeatable; validated by the design's parameter class)",
                    params_help: str = "design parameters from a TOML file of FIELD = VALUE lines (--param wins)"):
     """Add ``--param FIELD=VALUE`` (repeatable) and ``--params FILE.toml`` to an argparse parser."""
-    ap.add_argument("--param", action="append", default=[], metavar="FIELD=VALUE", help=param_help)
-    ap.add_argument("--params", metavar="FILE.toml", default=None, help=params_help)
+    add_options(ap, [("--param", param_help, dict(action="append", default=[], metavar="FIELD=VALUE")),
+                     ("--params", params_help, dict(metavar="FILE.toml", default=None))])
 
 
 def add_options(ap, rows) -> None:
