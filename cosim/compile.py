@@ -1,6 +1,7 @@
-"""Compile a user's trained network onto the BBS engines: ``hwcosim.compile(model, target="bbs", ...)``.
+"""Compile a user's trained network onto the BBS or FSS engines: ``hwcosim.compile(model, target=..., ...)``.
 
-A first vertical slice of issue 41 (``docs/compile.md`` says exactly what it supports):
+Issue 41 (``docs/compile.md`` says exactly what it supports; :mod:`hwcosim.cosim.compile_run` is the
+library of ``hwcosim compile`` and ``hwcosim run``):
 
 - the network is read by :mod:`hwcosim.pruning.frontends` (ONNX, or ``.npz`` + TOML) into a chain
   of layers;
@@ -8,6 +9,9 @@ A first vertical slice of issue 41 (``docs/compile.md`` says exactly what it sup
   (:class:`hwcosim.models.bbs.spmxv.BBSParams`), pruned bank-balanced at ``sparsity`` (0: dense on
   the same engine, ``k`` = bank size); every LSTM to the BBS LSTM layer
   (:class:`hwcosim.models.bbs.lstm.LSTMParams`), pruned on the engine's interleaved banks;
+- with ``target="fss"``, every dense layer and every convolution (as an im2col GEMM) goes to the FSS
+  GEMM engine (:class:`hwcosim.models.fss.gemm.FSSParams`), ``n`` weights kept in every region;
+  max and average pooling run on the host on the fixed-point words;
 - bias adds, activations, reshapes and the final softmax run on the host: bias, ReLU and the
   requantisation between layers in the fixed point of the layers around them; sigmoid and tanh
   with the engine's PLAN approximations (:func:`hwcosim.models.bbs.lstm.plan_sigmoid`); the
@@ -24,6 +28,7 @@ every output word with ``predict``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -46,11 +51,17 @@ from hwcosim.models.bbs.lstm import (
 from hwcosim.models.bbs.spmxv import BBSParams, CycleModel, spmxv
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize, saturate
-from hwcosim.pruning.frontends import Layer, Network, read_model
+from hwcosim.models.fss.gemm import CycleModel as FSSCycleModel
+from hwcosim.models.fss.gemm import FSSParams, gemm, regions_to_dense
+from hwcosim.pruning.frontends import ENGINE_KINDS, Layer, Network, read_model
 
-__all__ = ["compile_model", "CompiledModel", "HEADROOM", "TARGETS"]
+__all__ = ["compile_model", "CompiledModel", "load_compiled", "HEADROOM", "TARGETS", "engine_config", "engine_stem"]
 
-TARGETS = ("bbs",)
+TARGETS = ("bbs", "fss")
+#: The sparsity pattern of each target's engines.
+PATTERNS = {"bbs": "bbs", "fss": "fss"}
+#: The layer kinds each target maps onto an engine.
+TARGET_KINDS = {"bbs": ("dense", "lstm"), "fss": ("dense", "conv")}
 #: Formats hold ``HEADROOM`` x the largest magnitude seen on the calibration data.
 HEADROOM = 1.25
 #: Bits of weights, of vectors between layers (engine inputs) and of engine results.
@@ -103,28 +114,29 @@ class Stage:
 
     index: int
     layer: Layer
-    engine: str                         # "bbs-spmxv" | "bbs-lstm"
-    params: BBSParams | LSTMParams
+    engine: str                         # "bbs-spmxv" | "bbs-lstm" | "fss-gemm"
+    params: BBSParams | LSTMParams | FSSParams
     w_pruned: np.ndarray                # logical float weights after pruning (out, in) / (4H, I+H)
     b: np.ndarray | None
-    values: np.ndarray | None = None    # spmxv CSB (rows_p, k, banks)
+    values: np.ndarray | None = None    # spmxv CSB (rows_p, k, banks); fss (rows_p / r_h, cols_p / r_w, n)
     indices: np.ndarray | None = None
-    bias_raw: np.ndarray | None = None  # spmxv: bias in out_fmt (out,)
+    bias_raw: np.ndarray | None = None  # spmxv, fss: bias in out_fmt (out,)
     lstm_w: LSTMWeights | None = None
     hidden_p: int = 0                   # LSTM: hidden units after padding
     info: dict = field(default_factory=dict)
 
     @property
     def in_fmt(self) -> Q:
-        return self.params.vec_fmt
+        return self.params.act_fmt if self.engine == "fss-gemm" else self.params.vec_fmt
 
     @property
     def out_fmt(self) -> Q:
-        return self.params.out_fmt if self.engine == "bbs-spmxv" else self.params.vec_fmt
+        return self.params.vec_fmt if self.engine == "bbs-lstm" else self.params.out_fmt
 
 
 class CompiledModel:
-    """A network compiled onto the BBS engines (build it with :func:`compile_model`).
+    """A network compiled onto the BBS or FSS engines (build it with :func:`compile_model`, read a saved
+    one with :meth:`load`).
 
     Attributes
     ----------
@@ -143,6 +155,11 @@ class CompiledModel:
         self.seq_len = seq_len
         self._by_layer = {id(s.layer): s for s in stages}
         self._report: dict | None = None
+        self.target = "bbs"
+        self.options: dict = {}
+        self.calibration: np.ndarray | None = None
+        self.folder: Path | None = None   # the folder it was loaded from
+        self.host_fmts: dict[int, Q] = {}  # residual adds: layer position -> the format of the sum
 
     @property
     def input_fmt(self) -> Q:
@@ -171,6 +188,12 @@ class CompiledModel:
                                  f"I = {first.attrs['input_size']}")
         elif first.kind == "dense" and x.shape[-1] != first.w.shape[1]:
             raise UsageError(f"inputs of shape {list(x.shape)}; this model takes (..., {first.w.shape[1]})")
+        elif first.kind == "conv":
+            c, (kh, kw), pads = first.attrs["channels"], first.attrs["kernel"], first.attrs["pads"]
+            if (x.ndim != 4 or x.shape[1] != c or x.shape[2] + pads[0] + pads[2] < kh
+                    or x.shape[3] + pads[1] + pads[3] < kw):
+                raise UsageError(f"inputs of shape {list(x.shape)}; this model takes (N, {c}, H, W) images of at "
+                                 f"least {kh} x {kw}")
         return x
 
     def _run(self, x, trace: bool = False):
@@ -182,9 +205,14 @@ class CompiledModel:
         sat_in = int((np.abs(x) > fmt.max_value + fmt.lsb / 2).sum())
         words, stats = [], []
         out_float = None
-        for lay in self.network.layers:
+        slots: dict[str, tuple[np.ndarray, Q]] = {}
+        for pos, lay in enumerate(self.network.layers):
             st = self._by_layer.get(id(lay))
-            if st is not None:
+            if lay.kind == "skip":
+                slots[lay.attrs["slot"]] = (a, fmt)
+            elif lay.kind == "add":
+                a, fmt = _add_raw(lay, a, fmt, *slots.pop(lay.attrs["slot"]), self.host_fmts[pos])
+            elif st is not None:
                 a, fmt, w, s = self._engine(st, a, fmt, trace)
                 if st.index == 0:
                     s["saturated"] += sat_in
@@ -200,6 +228,8 @@ class CompiledModel:
                 a, fmt = f(a, src.frac_bits, ACT_FRAC), Q(2, ACT_FRAC)
             elif lay.kind in ("flatten", "reshape"):
                 a = _reshape(a, lay)
+            elif lay.kind in ("maxpool", "avgpool"):
+                a = pool_raw(a, lay)
             elif lay.kind == "softmax":
                 out_float = _softmax(dequantize(a, fmt), lay)
         return (dequantize(a, fmt) if out_float is None else out_float), words, stats
@@ -207,6 +237,8 @@ class CompiledModel:
     def _engine(self, st: Stage, a: np.ndarray, fmt: Q, trace: bool):
         p = st.params
         a, n_sat = _requant(a, fmt.frac_bits, st.in_fmt)
+        if st.engine == "fss-gemm":
+            return self._fss(st, a, trace, n_sat)
         if st.engine == "bbs-spmxv":
             lead = a.shape[:-1]
             xb = a.reshape(-1, a.shape[-1])
@@ -234,16 +266,52 @@ class CompiledModel:
         last = h[:, -1, :H]
         return (last[None] if tni else last), p.vec_fmt, words, {"saturated": n_sat + s_lstm}
 
+    def _fss(self, st: Stage, a: np.ndarray, trace: bool, n_sat: int):
+        """A dense or conv layer on the FSS GEMM: Y = W @ X, X (cols, T) the inputs as columns (a conv:
+        its im2col patches), T padded to a multiple of ``pe_cols`` with zero columns."""
+        p = st.params
+        lay = st.layer
+        out_n, in_n = lay.w.shape
+        if lay.kind == "conv":
+            cols, shape = im2col(a, lay)
+        else:
+            shape = a.shape[:-1]
+            cols = a.reshape(-1, in_n).T
+        t = cols.shape[1]
+        xp = np.zeros((p.max_cols, -(-t // p.pe_cols) * p.pe_cols), dtype=np.int64)
+        xp[:in_n, :t] = cols
+        y = gemm(p, st.values, st.indices, xp)
+        words = (xp, y) if trace else None
+        s_eng = _requant(_fss_dense_raw(st) @ xp, p.acc_frac, p.out_fmt)[1] if trace else 0
+        z = y[:out_n, :t].T
+        if st.bias_raw is not None:
+            pre = z + st.bias_raw
+            z = saturate(pre, p.out_fmt)
+            s_eng += int((pre != z).sum())
+        if lay.kind == "conv":
+            n, oh, ow = shape
+            z = z.reshape(n, oh, ow, out_n).transpose(0, 3, 1, 2)
+        else:
+            z = z.reshape(*shape, out_n)
+        return z, p.out_fmt, words, {"saturated": n_sat + s_eng}
+
     # -- float references --------------------------------------------------------------------
     def predict_float(self, x, pruned: bool = True) -> np.ndarray:
         """Float64 reference of the network with exact activations: with the pruned weights (the
         quantisation error is ``predict - predict_float``) or, ``pruned=False``, the original ones."""
         a = self._check_input(x)
+        slots: dict[str, np.ndarray] = {}
         for lay in self.network.layers:
             st = self._by_layer.get(id(lay))
-            if lay.kind == "dense":
+            if lay.kind == "skip":
+                slots[lay.attrs["slot"]] = a
+            elif lay.kind == "add":
+                a = _add_float(lay, a, slots.pop(lay.attrs["slot"]))
+            elif lay.kind == "dense":
                 w = st.w_pruned if pruned else lay.w
                 a = a @ w.T + (0 if lay.b is None else lay.b)
+            elif lay.kind == "conv":
+                a = conv_float(a, st.w_pruned if pruned else lay.w, lay)
             elif lay.kind == "lstm":
                 w = st.w_pruned if pruned else lay.w
                 tni = lay.attrs["layout"] == "tni"
@@ -263,6 +331,7 @@ class CompiledModel:
         """
         from hwcosim.cosim.designs.bbs.lstm import run_lstm
         from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+        from hwcosim.cosim.designs.fss.gemm import run_gemm
         from hwcosim.cosim.flow.runner import SimFailure, build_root
 
         _, words, _ = self._run(x, trace=True)
@@ -278,8 +347,9 @@ class CompiledModel:
             tdir = out / f"{st.index:02d}-{_safe(st.layer.name)}"
             where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
             failure = None
-            if st.engine == "bbs-spmxv":
-                res = run_spmxv(st.params, st.values, st.indices, xin, test_dir=tdir, sim=sim, raise_on_fail=False)
+            if st.engine in ("bbs-spmxv", "fss-gemm"):
+                run = run_spmxv if st.engine == "bbs-spmxv" else run_gemm
+                res = run(st.params, st.values, st.indices, xin, test_dir=tdir, sim=sim, raise_on_fail=False)
                 f = tdir / "outputs.npz"
                 got = np.load(f)["rtl"] if f.exists() else None
                 if not res.passed:
@@ -312,29 +382,87 @@ class CompiledModel:
         return json.loads(json.dumps(self._report))
 
     def save(self, out: str | os.PathLike) -> Path:
-        """Write ``out/``: each engine layer's quantised weights (``layerNN-NAME.npz``: CSB values and
-        indices, bias, parameters), ``report.json`` and ``manifest.json`` (sha256 of each file),
-        all at once (:func:`hwcosim.models.atomic.staged_dir`)."""
+        """Write ``out/`` all at once (:func:`hwcosim.models.atomic.staged_dir`): each engine layer's
+        quantised weights (``layerNN-NAME.npz``: the engine's arrays, the pruned float weights and the
+        parameters), the engine Verilog of every engine configuration (``engine-DESIGN-CONFIG.v``, with
+        its parameters as ``engine-DESIGN-CONFIG.toml`` for ``hwcosim build DESIGN --ooc --params``),
+        the float network (``network.json`` + ``network.npz``), the calibration inputs
+        (``calibration.npy``), ``report.json`` and ``manifest.json`` (sha256 of every other file).
+        :meth:`load` reads it back and checks every checksum."""
         from hwcosim.models.atomic import staged_dir
 
         with staged_dir(out) as st_dir:
-            files = {}
             for st in self.stages:
-                name = f"layer{st.index:02d}-{_safe(st.layer.name)}.npz"
-                if st.engine == "bbs-spmxv":
-                    arrays = {"values": st.values, "indices": st.indices}
+                name = _layer_file(st)
+                arrays = {"w_pruned": st.w_pruned}
+                if st.engine == "bbs-lstm":
+                    arrays.update(values=st.lstm_w.values, indices=st.lstm_w.indices, bias=st.lstm_w.bias,
+                                  w_float=st.lstm_w.w_float, b_float=st.lstm_w.b_float)
+                else:
+                    arrays.update(values=st.values, indices=st.indices)
                     if st.bias_raw is not None:
                         arrays["bias"] = st.bias_raw
-                else:
-                    arrays = {"values": st.lstm_w.values, "indices": st.lstm_w.indices, "bias": st.lstm_w.bias}
                 arrays["params"] = np.frombuffer(json.dumps(st.params.to_dict()).encode(), dtype=np.uint8)
                 np.savez(st_dir / name, **arrays)
-                files[name] = _sha256(st_dir / name)
+            for st in self.stages:
+                stem = engine_stem(st.engine, st.params)
+                if not (st_dir / f"{stem}.v").exists():
+                    (st_dir / f"{stem}.v").write_text(engine_verilog(st.engine, st.params))
+                    (st_dir / f"{stem}.toml").write_text(params_toml(st.params))
+            meta, arrays = _network_to_files(self.network)
+            np.savez(st_dir / "network.npz", **arrays)
+            (st_dir / "network.json").write_text(json.dumps(meta, indent=1))
+            np.save(st_dir / "calibration.npy", self.calibration)
             (st_dir / "report.json").write_text(json.dumps(self._report, indent=1))
-            files["report.json"] = _sha256(st_dir / "report.json")
-            manifest = {"kind": "hwcosim-compiled-model", "target": "bbs", "files": files}
+            files = {f.name: _sha256(f) for f in sorted(st_dir.iterdir()) if f.name != "manifest.json"}
+            manifest = {"kind": MANIFEST_KIND, "version": 1, "target": self.target, "sparsity": self.sparsity,
+                        "seq_len": self.seq_len, "options": self.options, "files": files}
             (st_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
         return Path(out)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> CompiledModel:
+        """The compiled model of a folder :meth:`save` wrote; its :meth:`predict` equals the saved
+        model's bit for bit. Every file of the manifest is checked against its sha256 first: a missing
+        or changed file is a :class:`hwcosim.UsageError` naming it."""
+        folder = Path(folder)
+        mf = folder / "manifest.json"
+        if not mf.is_file():
+            raise UsageError(f"{folder}: no manifest.json; give a folder written by hwcosim compile (or "
+                             "CompiledModel.save)")
+        try:
+            man = json.loads(mf.read_text())
+        except (ValueError, UnicodeDecodeError):
+            raise UsageError(f"{mf}: not valid JSON; recompile the model") from None
+        if not isinstance(man, dict) or man.get("kind") != MANIFEST_KIND or not isinstance(man.get("files"), dict):
+            raise UsageError(f"{mf}: not a compiled-model manifest; give a folder written by hwcosim compile")
+        for name, digest in man["files"].items():
+            f = folder / name
+            if Path(name).name != name or not f.is_file():
+                raise UsageError(f"{folder}: {name} is missing; recompile the model or restore the file")
+            if _sha256(f) != digest:
+                raise UsageError(f"{folder}: {name} changed since it was compiled (its sha256 differs from "
+                                 "manifest.json); recompile the model or restore the file")
+        meta = json.loads((folder / "network.json").read_text())
+        with np.load(folder / "network.npz", allow_pickle=False) as z:
+            net = _network_from_files(meta, dict(z))
+        report = json.loads((folder / "report.json").read_text())
+        engine_layers = net.engine_layers
+        stages = []
+        for d in report["layers"]:
+            lay = engine_layers[d["index"]]
+            with np.load(folder / _layer_file_name(d["index"], d["name"]), allow_pickle=False) as z:
+                a = dict(z)
+            pd = json.loads(a.pop("params").tobytes())
+            stages.append(_stage_from_arrays(d["index"], lay, d["engine"], pd, a))
+        m = cls(net, stages, float(man["sparsity"]), man.get("seq_len"))
+        m.target = man["target"]
+        m.options = dict(man.get("options", {}))
+        m.calibration = np.load(folder / "calibration.npy", allow_pickle=False)
+        m.host_fmts = {int(k): Q.parse(v) for k, v in report.get("host_formats", {}).items()}
+        m._report = report
+        m.folder = folder
+        return m
 
 
 def _compare(where: str, got: np.ndarray, want: np.ndarray, engine: str) -> None:
@@ -346,6 +474,7 @@ def _compare(where: str, got: np.ndarray, want: np.ndarray, engine: str) -> None
     if len(bad):
         i = tuple(int(v) for v in bad[0])
         pos = (f"input {i[0]}, row {i[1]}" if engine == "bbs-spmxv"
+               else f"row {i[0]}, column {i[1]}" if engine == "fss-gemm"
                else f"sequence {i[0]}, step {i[1]}, unit {i[2]}")
         raise CheckFailed(f"{where}: {len(bad)} of {want.size} words differ from predict; first at {pos}: "
                           f"RTL {int(got[i])} != golden {int(want[i])}")
@@ -357,6 +486,176 @@ def _safe(name: str) -> str:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+MANIFEST_KIND = "hwcosim-compiled-model"
+
+
+def _layer_file_name(index: int, name: str) -> str:
+    return f"layer{index:02d}-{_safe(name)}.npz"
+
+
+def _layer_file(st: Stage) -> str:
+    return _layer_file_name(st.index, st.layer.name)
+
+
+def engine_config(params) -> str:
+    """A short, stable name of an engine parameter set (the first 8 hex digits of the sha256 of its
+    parameters as JSON): the same configuration gets the same name in every compiled model."""
+    text = json.dumps(params.to_dict(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def engine_stem(engine: str, params) -> str:
+    """``engine-DESIGN-CONFIG``: the file stem of an engine configuration's Verilog and parameters."""
+    return f"engine-{engine}-{engine_config(params)}"
+
+
+#: engine stem -> Verilog, generated once per process (elaboration is deterministic)
+_VERILOG: dict[str, str] = {}
+
+
+def engine_verilog(engine: str, params) -> str:
+    """The Verilog of a registered engine at ``params`` (:meth:`hwcosim.DesignHandle.verilog`)."""
+    stem = engine_stem(engine, params)
+    if stem not in _VERILOG:
+        from hwcosim.cosim.api import design
+
+        _VERILOG[stem] = design(engine, params).verilog()
+    return _VERILOG[stem]
+
+
+def params_toml(params) -> str:
+    """Every field of an engine parameter set as ``FIELD = VALUE`` TOML lines (formats as ``"Qm.n"``),
+    the ``--params FILE`` of ``hwcosim build DESIGN --ooc``."""
+    import dataclasses
+
+    lines = []
+    for f in dataclasses.fields(params):
+        v = getattr(params, f.name)
+        if isinstance(v, Q):
+            lines.append(f'{f.name} = "{v}"')
+        elif isinstance(v, bool):
+            lines.append(f"{f.name} = {'true' if v else 'false'}")
+        elif isinstance(v, int | float):
+            lines.append(f"{f.name} = {v}")
+        elif isinstance(v, tuple | list):
+            lines.append(f"{f.name} = [{', '.join(str(int(x)) for x in v)}]")
+        else:
+            raise ValueError(f"no TOML form for parameter {f.name}={v!r}")
+    return "\n".join(lines) + "\n"
+
+
+def _network_to_files(net: Network) -> tuple[dict, dict]:
+    meta = {"source": net.source, "input_name": net.input_name, "layers": []}
+    arrays = {}
+    for i, lay in enumerate(net.layers):
+        meta["layers"].append({"kind": lay.kind, "name": lay.name, "attrs": lay.attrs,
+                               "w": lay.w is not None, "b": lay.b is not None})
+        if lay.w is not None:
+            arrays[f"w{i}"] = lay.w
+        if lay.b is not None:
+            arrays[f"b{i}"] = lay.b
+    return meta, arrays
+
+
+def _network_from_files(meta: dict, arrays: dict) -> Network:
+    layers = [Layer(d["kind"], d["name"], arrays[f"w{i}"] if d["w"] else None, arrays[f"b{i}"] if d["b"] else None,
+                    dict(d["attrs"])) for i, d in enumerate(meta["layers"])]
+    return Network(layers, meta["source"], meta.get("input_name", "x"))
+
+
+def _stage_from_arrays(index: int, lay: Layer, engine: str, pd: dict, a: dict) -> Stage:
+    if engine == "bbs-lstm":
+        p = LSTMParams.from_dict(pd)
+        w = LSTMWeights(a["values"], a["indices"], a["bias"], a["w_float"], a["b_float"])
+        return Stage(index, lay, engine, p, a["w_pruned"], lay.b, lstm_w=w, hidden_p=p.hidden)
+    p = FSSParams.from_dict(pd) if engine == "fss-gemm" else BBSParams.from_dict(pd)
+    return Stage(index, lay, engine, p, a["w_pruned"], lay.b, values=a["values"], indices=a["indices"],
+                 bias_raw=a.get("bias"))
+
+
+# -- convolution and pooling (host side and float references) ----------------------------------
+
+def _out_hw(h: int, w: int, lay: Layer, pads=(0, 0, 0, 0)) -> tuple[int, int]:
+    (kh, kw), (sh, sw) = lay.attrs["kernel"], lay.attrs["strides"]
+    return (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+
+
+def _patches(a: np.ndarray, lay: Layer, pads) -> np.ndarray:
+    """(N, C, H, W) -> windows (N, C, OH, OW, kh, kw) (zero padding ``pads`` = top, left, bottom, right)."""
+    (kh, kw), (sh, sw) = lay.attrs["kernel"], lay.attrs["strides"]
+    if any(pads):
+        a = np.pad(a, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    win = np.lib.stride_tricks.sliding_window_view(a, (kh, kw), axis=(2, 3))
+    return win[:, :, ::sh, ::sw]
+
+
+def im2col(a: np.ndarray, lay: Layer) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """A conv layer's input (N, C, H, W) as the columns of the GEMM: (C*kh*kw, N*OH*OW), rows in the
+    kernel's (channel, row, column) order, columns in (image, output row, output column) order; and
+    (N, OH, OW)."""
+    if a.ndim != 4 or a.shape[1] != lay.attrs["channels"]:
+        raise UsageError(f"Conv {lay.name!r} takes (N, {lay.attrs['channels']}, H, W), not {list(a.shape)}")
+    win = _patches(a, lay, lay.attrs["pads"])
+    n, c, oh, ow, kh, kw = win.shape
+    if oh < 1 or ow < 1:
+        raise UsageError(f"Conv {lay.name!r}: a {a.shape[2]} x {a.shape[3]} input is smaller than its kernel")
+    return win.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow), (n, oh, ow)
+
+
+def conv_float(a: np.ndarray, w: np.ndarray, lay: Layer) -> np.ndarray:
+    """Float conv (ONNX semantics, cross-correlation) with the (M, C*kh*kw) weights ``w``."""
+    cols, (n, oh, ow) = im2col(np.asarray(a, dtype=np.float64), lay)
+    y = (w @ cols).reshape(-1, n, oh, ow).transpose(1, 0, 2, 3)
+    return y if lay.b is None else y + lay.b[None, :, None, None]
+
+
+def _pool_windows(a: np.ndarray, lay: Layer) -> np.ndarray:
+    if a.ndim != 4:
+        raise UsageError(f"{lay.kind} {lay.name!r} takes (N, C, H, W), not {list(a.shape)}")
+    kh, kw = lay.attrs["kernel"]
+    if a.shape[2] < kh or a.shape[3] < kw:
+        raise UsageError(f"{lay.kind} {lay.name!r}: a {a.shape[2]} x {a.shape[3]} input is smaller than its "
+                         f"{kh} x {kw} window")
+    win = _patches(a, lay, (0, 0, 0, 0))
+    return win.reshape(*win.shape[:4], -1)
+
+
+def pool_raw(a: np.ndarray, lay: Layer) -> np.ndarray:
+    """Max or average pooling on raw fixed-point words, in their own format: the max exactly, the
+    average rounded half up (``floor((2 sum + count) / (2 count))``)."""
+    win = _pool_windows(np.asarray(a, dtype=np.int64), lay)
+    if lay.kind == "maxpool":
+        return win.max(axis=-1)
+    cnt = win.shape[-1]
+    return (2 * win.sum(axis=-1) + cnt) // (2 * cnt)
+
+
+def pool_float(a: np.ndarray, lay: Layer) -> np.ndarray:
+    win = _pool_windows(np.asarray(a, dtype=np.float64), lay)
+    return win.max(axis=-1) if lay.kind == "maxpool" else win.mean(axis=-1)
+
+
+def _add_float(lay: Layer, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.shape != b.shape:
+        raise UsageError(f"residual Add {lay.name!r}: the branches have shapes {list(a.shape)} and {list(b.shape)}; "
+                         "a residual block must keep the shape")
+    return a + b
+
+
+def _add_raw(lay: Layer, a: np.ndarray, fa: Q, b: np.ndarray, fb: Q, fmt: Q) -> tuple[np.ndarray, Q]:
+    """A residual add on the host: both branches requantised to ``fmt`` (round half up, saturate), then
+    added with saturation in ``fmt``."""
+    _add_float(lay, a, b)
+    return saturate(_requant(a, fa.frac_bits, fmt)[0] + _requant(b, fb.frac_bits, fmt)[0], fmt), fmt
+
+
+def _fss_dense_raw(st: Stage) -> np.ndarray:
+    """The FSS weights of a stage as a dense raw matrix (rows_p, cols_p)."""
+    if "dense_raw" not in st.info:
+        st.info["dense_raw"] = regions_to_dense(st.values, st.indices, st.params.region)
+    return st.info["dense_raw"]
 
 
 def _dense_raw(st: Stage) -> np.ndarray:
@@ -440,8 +739,9 @@ def _pad_lstm(w: np.ndarray, b: np.ndarray, I: int, H: int, Ip: int, Hp: int) ->
 
 
 def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration=None, *,
-                  banks: int = 4, pes: int = 4, description=None) -> CompiledModel:
-    """Compile ``model`` onto the BBS engines.
+                  banks: int = 4, pes: int = 4, description=None, pattern: str | None = None,
+                  method: str = "magnitude", region=(2, 8), pe_rows: int = 2, pe_cols: int = 2) -> CompiledModel:
+    """Compile ``model`` onto the BBS or FSS engines.
 
     Parameters
     ----------
@@ -449,7 +749,8 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
         An ``.onnx`` file (or a loaded model), or an ``.npz`` weight bundle with its TOML layer
         description (``description``, default the ``.toml`` beside it).
     target : str
-        ``"bbs"`` (the only target of this slice).
+        ``"bbs"`` (dense layers on the BBS SpMxV, LSTMs on the BBS LSTM layer) or ``"fss"`` (dense
+        layers and convolutions on the FSS GEMM).
     sparsity : float
         Bank-balanced sparsity of every engine layer in [0, 1); 0 = dense on the same engine.
     calibration : array
@@ -457,32 +758,63 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
         not saturate (the report counts any that still do).
     banks, pes : int
         Engine banks (multipliers per PE) and PEs; LSTM layers need ``pes`` a multiple of 4.
+    pattern : str
+        The sparsity pattern: the target's own (``"bbs"``, ``"fss"``); given for symmetry with
+        ``hwcosim prune``.
+    region, pe_rows, pe_cols
+        FSS: the region ``(r_h, r_w)`` (or ``"2x8"``) and the PE array.
+    method : str
+        How weights are scored for pruning: ``"magnitude"`` (the only method of this version).
 
     Returns
     -------
     CompiledModel
     """
     if target not in TARGETS:
-        raise UsageError(f"target {target!r} is not supported yet; this compiler maps to: {', '.join(TARGETS)} "
-                         "(fss is planned)")
+        raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
     try:
         sparsity = float(sparsity)
     except (TypeError, ValueError):
         raise UsageError(f"sparsity must be a number in [0, 1), not {sparsity!r}") from None
     if not 0.0 <= sparsity < 1.0:
         raise UsageError(f"sparsity must lie in [0, 1), not {sparsity}")
-    for name, v in (("banks", banks), ("pes", pes)):
+    if pattern is not None and pattern != PATTERNS[target]:
+        raise UsageError(f"pattern {pattern!r} does not run on the {target} target; it takes --pattern "
+                         f"{PATTERNS[target]}")
+    if method != "magnitude":
+        raise UsageError(f"method {method!r} is not supported yet; this compiler prunes by magnitude")
+    if isinstance(region, str):
+        try:
+            region = tuple(int(v) for v in region.lower().split("x"))
+        except ValueError:
+            region = (region,)
+    if (not isinstance(region, tuple | list) or len(region) != 2
+            or not all(isinstance(v, int) and v >= 1 for v in region) or region[0] * region[1] < 2):
+        raise UsageError(f"region must be RxC with at least 2 weights, e.g. 2x8, not {region!r}")
+    region = (int(region[0]), int(region[1]))
+    for name, v in (("banks", banks), ("pes", pes), ("pe_rows", pe_rows), ("pe_cols", pe_cols)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise UsageError(f"{name} must be a positive integer, not {v!r}")
     net = read_model(model, description)
     if calibration is None:
         raise UsageError("compile needs calibration inputs (a few representative inputs in the model's input "
                          "shape) to choose the fixed-point formats; pass calibration=X")
+    for lay in net.engine_layers:
+        if lay.kind not in TARGET_KINDS[target]:
+            other = [t for t in TARGETS if lay.kind in TARGET_KINDS[t]]
+            raise UsageError(f"layer {lay.name!r} ({lay.kind}) cannot map to the {target} target; "
+                             f"compile it with --target {' or '.join(other)}")
     stages: list[Stage] = []
     for i, lay in enumerate(net.engine_layers):
-        stages.append(_prune_stage(i, lay, sparsity, banks, pes))
+        stages.append(_prune_fss(i, lay, sparsity, region, pe_rows, pe_cols) if target == "fss"
+                      else _prune_stage(i, lay, sparsity, banks, pes))
     m = CompiledModel(net, stages, sparsity, None)
+    m.target = target
+    m.options = ({"region": list(region), "pe_rows": pe_rows, "pe_cols": pe_cols} if target == "fss"
+                 else {"banks": banks, "pes": pes})
+    m.options.update(pattern=PATTERNS[target], method=method)
     xcal = m._check_input(calibration)
+    m.calibration = xcal
     if net.layers[0].kind == "lstm":
         m.seq_len = int(xcal.shape[0] if net.layers[0].attrs["layout"] == "tni" else xcal.shape[1])
     _choose_formats(m, xcal)
@@ -530,6 +862,27 @@ def _prune_stage(i: int, lay: Layer, sparsity: float, banks: int, pes: int) -> S
     return st
 
 
+def _prune_fss(i: int, lay: Layer, sparsity: float, region: tuple[int, int], pe_rows: int, pe_cols: int) -> Stage:
+    """A dense or conv layer (``w`` (out, in)) on the FSS GEMM, pruned with ``n`` of every region's
+    ``r_h * r_w`` weights kept (the fewest that are at least ``1 - sparsity`` of it)."""
+    from hwcosim.pruning.prune_api import prune
+
+    out_f, in_f = lay.w.shape
+    rh, rw = region
+    rows = -(-out_f // (rh * pe_rows)) * rh * pe_rows
+    cols = -(-in_f // rw) * rw
+    wpad = np.zeros((rows, cols))
+    wpad[:out_f, :in_f] = lay.w
+    n = _keep(rh * rw, sparsity)
+    pr = prune(wpad, pattern="fss", region=region, n=n)
+    wfmt = Q.fitting(max(float(np.abs(pr.weights).max(initial=0)), 2.0 ** -6), WEIGHT_BITS)
+    enc = pr.encode(wfmt)
+    p = FSSParams(region=region, n=n, pe_rows=pe_rows, pe_cols=pe_cols, max_rows=rows, max_cols=cols,
+                  weight_fmt=wfmt)
+    return Stage(i, lay, "fss-gemm", p, pr.weights[:out_f, :in_f], lay.b, values=enc.values, indices=enc.indices,
+                 info={"pad_rows": rows - out_f, "pad_cols": cols - in_f})
+
+
 def _unpad_lstm(wp: np.ndarray, I: int, H: int, Ip: int, Hp: int) -> np.ndarray:
     w = np.zeros((4 * H, I + H))
     for q in range(4):
@@ -541,9 +894,31 @@ def _unpad_lstm(wp: np.ndarray, I: int, H: int, Ip: int, Hp: int) -> np.ndarray:
 def _choose_formats(m: CompiledModel, xcal: np.ndarray) -> None:
     """A float pass of the pruned network on the calibration data; each stage's formats from it."""
     a = xcal
-    for lay in m.network.layers:
+    slots: dict[str, np.ndarray] = {}
+    for pos, lay in enumerate(m.network.layers):
         st = m._by_layer.get(id(lay))
-        if lay.kind == "dense":
+        if lay.kind == "skip":
+            slots[lay.attrs["slot"]] = a
+        elif lay.kind == "add":
+            b = slots.pop(lay.attrs["slot"])
+            a = _add_float(lay, a, b)
+            m.host_fmts[pos] = _fit(max(float(np.abs(a).max(initial=0)), float(np.abs(b).max(initial=0))), VEC_BITS)
+        elif st is not None and st.engine == "fss-gemm":
+            vmax = float(np.abs(a).max(initial=0))
+            if lay.kind == "conv":
+                pre = conv_float(a, st.w_pruned, Layer("conv", lay.name, attrs=lay.attrs))
+                post = pre + (0 if lay.b is None else lay.b[None, :, None, None])
+                st.info["t_per_inference"] = int(pre.shape[2] * pre.shape[3])
+            else:
+                pre = a @ st.w_pruned.T
+                post = pre + (0 if lay.b is None else lay.b)
+                st.info["t_per_inference"] = 1
+            omax = max(float(np.abs(pre).max(initial=0)), float(np.abs(post).max(initial=0)))
+            st.params = dataclasses.replace(st.params, act_fmt=_fit(vmax, VEC_BITS), out_fmt=_fit(omax, OUT_BITS))
+            if lay.b is not None:
+                st.bias_raw = quantize(lay.b, st.params.out_fmt)
+            a = post
+        elif lay.kind == "dense":
             vmax = float(np.abs(a).max(initial=0))
             pre = a @ st.w_pruned.T
             post = pre + (0 if lay.b is None else lay.b)
@@ -580,6 +955,8 @@ def _float_host_op(lay, a: np.ndarray) -> np.ndarray:
         return np.tanh(a)
     if lay.kind in ("flatten", "reshape"):
         return _reshape(a, lay)
+    if lay.kind in ("maxpool", "avgpool"):
+        return pool_float(a, lay)
     if lay.kind == "softmax":
         return _softmax(a, lay)
     raise ValueError(f"no float host op for layer kind {lay.kind!r}")  # the front end admits no other kind
@@ -596,8 +973,19 @@ def _make_report(m: CompiledModel, xcal: np.ndarray, target: str) -> dict:
     cycles = ideal = 0
     for st, s, e in zip(m.stages, stats, errs):
         p = st.params
-        d = {"index": st.index, "name": st.layer.name, "engine": st.engine, "params": p.to_dict()}
-        if st.engine == "bbs-spmxv":
+        d = {"index": st.index, "name": st.layer.name, "engine": st.engine, "params": p.to_dict(),
+             "engine_config": engine_config(p), "verilog": f"{engine_stem(st.engine, p)}.v"}
+        if st.engine == "fss-gemm":
+            cm = FSSCycleModel(p)
+            t = st.info.get("t_per_inference", 1)
+            tp = -(-t // p.pe_cols) * p.pe_cols
+            d.update(shape=list(st.layer.w.shape), padded_shape=[p.max_rows, p.max_cols],
+                     pad_rows=st.info.get("pad_rows", 0), pad_cols=st.info.get("pad_cols", 0),
+                     formats={"weight": str(p.weight_fmt), "input": str(p.act_fmt), "output": str(p.out_fmt)},
+                     cycles_expected=cm.expected(p.max_rows, p.max_cols, tp),
+                     cycles_ideal=cm.ideal(p.max_rows, p.max_cols, tp),
+                     cycles_per=("input vector" if st.layer.kind == "dense" else f"image ({t} output positions)"))
+        elif st.engine == "bbs-spmxv":
             cm = CycleModel(p)
             d.update(shape=list(st.layer.w.shape), padded_shape=[p.rows, p.cols],
                      pad_rows=st.info["pad_rows"], pad_cols=st.info["pad_cols"],
@@ -614,14 +1002,19 @@ def _make_report(m: CompiledModel, xcal: np.ndarray, target: str) -> dict:
                      cycles_per=f"sequence of {T} steps")
         cycles += d["cycles_expected"]
         ideal += d["cycles_ideal"]
-        d.update(pattern="bbs (bank-balanced)", banks=p.banks, k=p.k, bank_size=p.bank_size,
-                 sparsity=float(1 - p.k / p.bank_size),
-                 kept_weights_sparsity=float(1 - np.count_nonzero(st.w_pruned) / st.w_pruned.size),
+        if st.engine == "fss-gemm":
+            d.update(pattern=f"fss ({p.n} of every {p.r_h}x{p.r_w} region)", region=list(p.region), n=p.n,
+                     region_size=p.region_size, sparsity=float(1 - p.n / p.region_size))
+        else:
+            d.update(pattern="bbs (bank-balanced)", banks=p.banks, k=p.k, bank_size=p.bank_size,
+                     sparsity=float(1 - p.k / p.bank_size))
+        d.update(kept_weights_sparsity=float(1 - np.count_nonzero(st.w_pruned) / st.w_pruned.size),
                  saturated_words=s["saturated"], max_abs_err_vs_float=e)
         layers.append(d)
     return {"target": target, "source": m.network.source, "sparsity": m.sparsity,
             "calibration_inputs": list(xcal.shape), "input_format": str(m.input_fmt),
-            "host_ops": [lay.kind for lay in m.network.layers if lay.kind not in ("dense", "lstm")],
+            "host_ops": [lay.kind for lay in m.network.layers if lay.kind not in ENGINE_KINDS],
+            "host_formats": {str(k): str(v) for k, v in m.host_fmts.items()},
             "layers": layers, "cycles_expected": cycles, "cycles_ideal": ideal,
             "output_max_abs_err_vs_float_pruned": float(np.abs(out_q - out_f).max(initial=0)),
             "output_max_abs_err_vs_float_dense": float(np.abs(out_q - out_d).max(initial=0)),
@@ -637,6 +1030,15 @@ def _layer_errors(m: CompiledModel, xcal: np.ndarray, words) -> list[float]:
     errs = []
     for st, (xin, yout) in zip(m.stages, words):
         p = st.params
+        if st.engine == "fss-gemm":
+            o, i = st.layer.w.shape
+            yf = st.w_pruned @ dequantize(xin[:i], p.act_fmt)
+            yq = dequantize(yout[:o], p.out_fmt)
+            if st.layer.b is not None:
+                yf = yf + st.layer.b[:, None]
+                yq = dequantize(saturate(yout[:o] + st.bias_raw[:, None], p.out_fmt), p.out_fmt)
+            errs.append(float(np.abs(yq - yf).max(initial=0)))
+            continue
         if st.engine == "bbs-spmxv":
             xf = dequantize(xin, p.vec_fmt)[:, :st.layer.w.shape[1]]
             yf = xf @ st.w_pruned.T
@@ -651,3 +1053,9 @@ def _layer_errors(m: CompiledModel, xcal: np.ndarray, words) -> list[float]:
             yq = dequantize(saturate(yout[:, :st.layer.w.shape[0]] + st.bias_raw, p.out_fmt), p.out_fmt)
         errs.append(float(np.abs(yq - yf).max(initial=0)))
     return errs
+
+
+def load_compiled(folder: str | os.PathLike) -> CompiledModel:
+    """:meth:`CompiledModel.load`: the compiled model a folder written by ``save`` (or ``hwcosim compile``)
+    holds, every file checked against the manifest's sha256."""
+    return CompiledModel.load(folder)

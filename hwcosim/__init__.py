@@ -37,6 +37,8 @@ _LAZY = {
     "prune": ("hwcosim.pruning.prune_api", "prune"),
     "PruneResult": ("hwcosim.pruning.prune_api", "PruneResult"),
     "compile": ("hwcosim.cosim.compile", "compile_model"),
+    "load_compiled": ("hwcosim.cosim.compile", "load_compiled"),
+    "CompiledModel": ("hwcosim.cosim.compile", "CompiledModel"),
     "UsageError": ("hwcosim.models.errors", "UsageError"),
     "CheckFailed": ("hwcosim.models.errors", "CheckFailed"),
 }

@@ -5,6 +5,9 @@ Two readers, one IR (a chain of :class:`Layer` records, input to output):
 - :func:`read_onnx`: an ONNX model whose main graph is a single chain from its one input to its
   one output, built of ``Gemm`` (``transA=0``, ``alpha=beta=1``, ``B`` an initialiser),
   ``MatMul`` (``B`` an initialiser) with an optional following ``Add`` of a constant bias,
+  ``Conv`` (2-D, ``group=1``, no dilation; the kernel kept as an im2col matrix),
+  ``MaxPool``/``AveragePool`` (2-D, no padding, ``ceil_mode=0``; run on the host), residual blocks
+  (a tensor feeding the chain and an ``Add`` further along it: a ``skip`` and an ``add`` layer),
   ``Relu``, ``Sigmoid``, ``Tanh``, ``Flatten``, ``Reshape`` (a constant shape),
   ``Softmax`` (the last op, on the last axis) and ``LSTM`` (forward, default activations, no
   peepholes, no ``sequence_lens``/initial state, ``layout=0``; the chain goes on from ``Y_h``).
@@ -37,9 +40,11 @@ import numpy as np
 from hwcosim.models.errors import UsageError
 from hwcosim.models.safeparse import toml_loads
 
-__all__ = ["Layer", "Network", "read_onnx", "read_npz", "read_model", "ACTIVATIONS"]
+__all__ = ["Layer", "Network", "read_onnx", "read_npz", "read_model", "ACTIVATIONS", "ENGINE_KINDS"]
 
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "softmax")
+#: Layer kinds that run on an engine (the others run on the host).
+ENGINE_KINDS = ("dense", "lstm", "conv")
 
 
 @dataclass
@@ -50,7 +55,12 @@ class Layer:
     i, f, g, o; ``b`` (4H,); ``attrs["layout"]`` ``"tni"`` (ONNX: x is (T, N, I), output
     ``Y_h`` (1, N, H)) or ``"nti"`` (x (N, T, I), output (N, H))), ``relu``/``sigmoid``/``tanh``/
     ``softmax`` (host activations), ``flatten`` (``attrs["axis"]``), ``reshape``
-    (``attrs["shape"]``, ONNX semantics: 0 copies a dimension, -1 is inferred).
+    (``attrs["shape"]``, ONNX semantics: 0 copies a dimension, -1 is inferred), ``conv`` (``w``
+    (M, C*kh*kw) in (channel, kernel row, kernel column) order, ``b`` (M,) or None; ``attrs``
+    ``channels``, ``kernel`` [kh, kw], ``strides`` [sh, sw], ``pads`` [top, left, bottom, right]; x is
+    (N, C, H, W)), ``maxpool``/``avgpool`` (``attrs`` ``kernel``, ``strides``), ``skip`` (keep the
+    current tensor under ``attrs["slot"]``) and ``add`` (add the tensor kept under ``attrs["slot"]``:
+    a residual block).
     """
 
     kind: str
@@ -70,7 +80,7 @@ class Network:
 
     @property
     def engine_layers(self) -> list[Layer]:
-        return [lay for lay in self.layers if lay.kind in ("dense", "lstm")]
+        return [lay for lay in self.layers if lay.kind in ENGINE_KINDS]
 
 
 def _finite(name: str, a: np.ndarray, where: str) -> np.ndarray:
@@ -91,7 +101,8 @@ def _attrs(node) -> dict:
 
 def _refuse(node, what: str) -> UsageError:
     return UsageError(f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}): {what}; this compiler "
-                      "supports Gemm, MatMul(+Add), Relu, Sigmoid, Tanh, Flatten, Reshape, Softmax (last) and LSTM")
+                      "supports Gemm, MatMul(+Add), Conv, MaxPool, AveragePool, residual Add, Relu, Sigmoid, Tanh, "
+                      "Flatten, Reshape, Softmax (last) and LSTM")
 
 
 def _only(node, attrs: dict, allowed: dict) -> None:
@@ -149,16 +160,33 @@ def read_onnx(path: str | Path) -> Network:
     cur = inputs[0]
     out = g.output[0].name
     used: set[int] = set()
+    pending: dict[int, str] = {}   # residual Add node -> the tensor its skip connection holds
     while cur != out:
         nxt = consumers.get(cur, [])
+        adds = [n for n in nxt if n.op_type == "Add" and len(n.input) == 2 and cur in n.input]
+        if len(nxt) == 2 and len(adds) == 1 and id(adds[0]) not in pending:
+            # a residual block: keep the tensor (a skip), go on along the other branch to the Add
+            pending[id(adds[0])] = cur
+            layers.append(Layer("skip", f"{adds[0].name or 'Add'}.skip", attrs={"slot": cur}))
+            nxt = [n for n in nxt if n is not adds[0]]
         if len(nxt) != 1:
-            raise UsageError(f"{where}: tensor {cur!r} feeds {len(nxt)} nodes; this compiler takes a single "
-                             "chain (no branches, no residual adds)")
+            raise UsageError(f"{where}: tensor {cur!r} feeds {len(nxt)} nodes; this compiler takes a chain "
+                             "(residual blocks joined by an Add are supported; no other branches)")
         node = nxt[0]
         if id(node) in used:
             raise UsageError(f"{where}: node {node.name!r} is reached twice; the graph is not a chain")
         used.add(id(node))
         op, name, a = node.op_type, node.name or node.op_type, _attrs(node)
+        if op == "Add":
+            _only(node, a, {})
+            slot = pending.pop(id(node), None)
+            other = [i for i in node.input if i != cur]
+            if slot is None or other != [slot]:
+                raise _refuse(node, "only a residual Add (of a tensor the chain branched from) or a bias Add "
+                                    "right after a MatMul is supported")
+            layers.append(Layer("add", name, attrs={"slot": slot}))
+            cur = node.output[0]
+            continue
         if node.input[0] != cur:
             raise _refuse(node, f"the chain's tensor {cur!r} must be its first input")
         if op == "Gemm":
@@ -211,11 +239,20 @@ def read_onnx(path: str | Path) -> Network:
         elif op == "LSTM":
             lay = _lstm(node, a, const, consumers, out, where)
             cur = node.output[1]
+        elif op == "Conv":
+            lay = _conv(node, a, const, where)
+            cur = node.output[0]
+        elif op in ("MaxPool", "AveragePool"):
+            lay = _pool(node, a)
+            cur = node.output[0]
         else:
             raise _refuse(node, "this op is not supported")
         layers.append(lay)
-    if not any(lay.kind in ("dense", "lstm") for lay in layers):
-        raise UsageError(f"{where}: no Gemm, MatMul or LSTM layer to put on an engine")
+    if pending:
+        raise UsageError(f"{where}: a residual Add is never reached from the chain; the graph is not a chain of "
+                         "residual blocks")
+    if not any(lay.kind in ENGINE_KINDS for lay in layers):
+        raise UsageError(f"{where}: no Gemm, MatMul, Conv or LSTM layer to put on an engine")
     return Network(layers, where, inputs[0])
 
 
@@ -254,6 +291,51 @@ def _lstm(node, a: dict, const, consumers: dict, out: str, where: str) -> Layer:
     b = gates(B[:4 * H]) + gates(B[4 * H:])
     return Layer("lstm", node.name or "LSTM", _finite(f"{ins[1]}|{ins[2]}", w, where),
                  _finite(ins[3] or "B", b, where), attrs={"layout": "tni", "hidden": H, "input_size": W.shape[2]})
+
+
+def _pair(v, default, name: str, node) -> list[int]:
+    v = list(default if v is None else v)
+    if len(v) != len(default) or any(int(x) < 0 for x in v):
+        raise _refuse(node, f"attribute {name}={v!r}: give {len(default)} values for a 2-D (N, C, H, W) input")
+    return [int(x) for x in v]
+
+
+def _conv(node, a: dict, const, where: str) -> Layer:
+    """``Conv`` (2-D, ``group=1``, no dilation): the IR keeps the kernel as a (M, C*kh*kw) matrix, the
+    im2col layout (channel, kernel row, kernel column)."""
+    _only(node, a, {"kernel_shape": None, "strides": None, "pads": None, "dilations": lambda v: set(v) <= {1},
+                    "group": (1,), "auto_pad": ("NOTSET",)})
+    k = const(node.input[1], node)
+    if k.ndim != 4:
+        raise _refuse(node, f"kernel of {k.ndim} dimensions; only 2-D convolutions (M, C, kh, kw) are supported")
+    m, c, kh, kw = (int(d) for d in k.shape)
+    if "kernel_shape" in a and [int(v) for v in a["kernel_shape"]] != [kh, kw]:
+        raise _refuse(node, f"kernel_shape={a['kernel_shape']} does not match the kernel's {[kh, kw]}")
+    b = const(node.input[2], node) if len(node.input) > 2 and node.input[2] else None
+    if b is not None and b.size != m:
+        raise _refuse(node, f"bias of {b.size} values for {m} output channels")
+    strides = _pair(a.get("strides"), [1, 1], "strides", node)
+    if min(strides) < 1:
+        raise _refuse(node, f"strides={strides}: give strides >= 1")
+    return Layer("conv", node.name or "Conv", _finite(node.input[1], k.reshape(m, c * kh * kw), where),
+                 None if b is None else _finite(node.input[2], b.reshape(-1), where),
+                 attrs={"channels": c, "kernel": [kh, kw], "strides": strides,
+                        "pads": _pair(a.get("pads"), [0, 0, 0, 0], "pads", node)})
+
+
+def _pool(node, a: dict) -> Layer:
+    """``MaxPool`` / ``AveragePool`` (2-D, no padding, ``ceil_mode=0``): on the host."""
+    _only(node, a, {"kernel_shape": None, "strides": None, "pads": lambda v: not any(v), "ceil_mode": (0,),
+                    "dilations": lambda v: set(v) <= {1}, "storage_order": (0,), "auto_pad": ("NOTSET", "VALID"),
+                    "count_include_pad": (0, 1)})
+    if len(node.output) > 1 and node.output[1]:
+        raise _refuse(node, "the Indices output is not supported")
+    kernel = _pair(a.get("kernel_shape"), [1, 1], "kernel_shape", node)
+    strides = _pair(a.get("strides"), [1, 1], "strides", node)
+    if min(kernel) < 1 or min(strides) < 1:
+        raise _refuse(node, "kernel_shape and strides must be >= 1")
+    kind = "maxpool" if node.op_type == "MaxPool" else "avgpool"
+    return Layer(kind, node.name or node.op_type, attrs={"kernel": kernel, "strides": strides})
 
 
 # -- npz + TOML --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from hwcosim.cosim.compile import CompiledModel
+from hwcosim.cosim.compile import engine_config as hwcosim_config
 from onnx import TensorProto, helper, numpy_helper
 
 import hwcosim
@@ -72,10 +73,14 @@ def lstm_model(T=4, I=8, H=16, C=4, seed=0):
 
 
 def ort(model, x):
+    return ort_input(model, "x", x)
+
+
+def ort_input(model, name, x):
     import onnxruntime as rt
 
     s = rt.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return s.run(None, {"x": np.asarray(x, dtype=np.float32)})[0]
+    return s.run(None, {name: np.asarray(x, dtype=np.float32)})[0]
 
 
 X_MLP = np.random.default_rng(1).normal(size=(64, 16))
@@ -239,7 +244,9 @@ def test_save_writes_a_checked_folder(tmp_path):
     m = hwcosim.compile(mlp(), sparsity=0.5, calibration=X_MLP)
     out = m.save(tmp_path / "out")
     man = json.loads((out / "manifest.json").read_text())
-    assert set(man["files"]) == {"layer00-fc1.npz", "layer01-fc2.npz", "report.json"}
+    stems = {f"engine-{s.engine}-{hwcosim_config(s.params)}" for s in m.stages}
+    assert set(man["files"]) == ({"layer00-fc1.npz", "layer01-fc2.npz", "report.json", "network.json", "network.npz",
+                                  "calibration.npy"} | {f"{s}.v" for s in stems} | {f"{s}.toml" for s in stems})
     for name, digest in man["files"].items():
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(m.report()))
@@ -283,8 +290,8 @@ def test_nan_weights_calibration_and_targets_are_refused():
     bad[0, 0] = np.nan
     with pytest.raises(hwcosim.UsageError, match="NaN"):
         hwcosim.compile(mlp(), calibration=bad)
-    with pytest.raises(hwcosim.UsageError, match="target 'fss'"):
-        hwcosim.compile(mlp(), target="fss", calibration=X_MLP)
+    with pytest.raises(hwcosim.UsageError, match="target 'tpu'"):
+        hwcosim.compile(mlp(), target="tpu", calibration=X_MLP)
     with pytest.raises(hwcosim.UsageError, match="calibration"):
         hwcosim.compile(mlp())
     with pytest.raises(hwcosim.UsageError, match="takes"):
@@ -330,6 +337,22 @@ def _blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
 
 
+def _commands() -> list[str]:
+    """The ``hwcosim`` command lines of the page's ``sh`` blocks, in order."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    return [line.strip() for b in blocks for line in b.splitlines() if line.strip().startswith("hwcosim ")]
+
+
+def _run_commands(commands) -> None:
+    import shlex
+
+    from hwcosim.cosim.cli import main
+
+    for line in commands:
+        rc = main(shlex.split(line)[1:])
+        assert rc == 0, f"{DOC.name}: `{line}` exited with {rc}"
+
+
 def _run_blocks(blocks, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns: dict = {"__name__": "__docs__"}
@@ -343,11 +366,18 @@ def _run_blocks(blocks, tmp_path, monkeypatch):
 
 def test_docs_example_runs_as_written(tmp_path, monkeypatch):
     blocks = _blocks()
-    assert len(blocks) == 2 and "m.simulate(" in blocks[1]
-    ns = _run_blocks(blocks[:1], tmp_path, monkeypatch)
+    assert len(blocks) == 4 and "m.simulate(" in blocks[1]
+    ns = _run_blocks([b for b in blocks if ".simulate(" not in b], tmp_path, monkeypatch)
     assert (tmp_path / "mlp-bbs" / "manifest.json").is_file()
     ref = ort(onnx.load(tmp_path / "mlp.onnx"), ns["x"])
     assert np.abs(ns["m"].predict_float(ns["x"], pruned=False) - ref).max() < 1e-5
+    images = ns["images"]
+    assert np.abs(ns["cnn"].predict_float(images, pruned=False) - ort_input(onnx.load(tmp_path / "cnn.onnx"),
+                                                                             "img", images)).max() < 1e-5
+    commands = _commands()
+    assert len(commands) == 3 and sum("--rtl" in c for c in commands) == 1
+    _run_commands([c for c in commands if "--rtl" not in c])
+    assert json.loads((tmp_path / "mlp-run" / "run.json").read_text())["n"] == len(ns["x"])
 
 
 @pytest.mark.sim
@@ -356,3 +386,4 @@ def test_docs_page_runs_as_written_with_rtl(tmp_path, monkeypatch):
 
     monkeypatch.setenv("HWCOSIM_BUILD", str(build_root()))  # the shared Verilator builds, from any folder
     _run_blocks(_blocks(), tmp_path, monkeypatch)
+    _run_commands(_commands())

@@ -1,0 +1,132 @@
+"""``hwcosim compile`` and ``hwcosim run``: parse, call :mod:`hwcosim.cosim.compile_run`, print.
+Exit status: 0 success, 2 bad input (one ``error: ...`` line, nothing written), 1 the RTL differs
+from the golden model (the first differing layer, row and word)."""
+
+from __future__ import annotations
+
+import argparse
+
+from hwcosim.cosim.cli.util import add_options
+from hwcosim.models.errors import UsageError
+from hwcosim.models.tables import emit, show, table
+
+__all__ = ["register", "cmd_compile", "cmd_run"]
+
+COMPILE_EPILOG = """\
+examples:
+  hwcosim compile mlp.onnx --target bbs --sparsity 0.5 --calibration x.npy -o mlp-bbs/
+  hwcosim compile net.npz --description net.toml --calibration x.npy -o net-bbs/
+  hwcosim compile cnn.onnx --target fss --region 2x8 --sparsity 0.5 --calibration images.npy -o cnn-fss/
+  hwcosim run mlp-bbs/ --inputs x.npy --labels y.npy --rtl -o mlp-run/
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``compile`` and ``run`` to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "compile", help="compile a trained network (ONNX, .npz + TOML) onto the accelerator engines",
+        description="Map every layer of a trained network onto an engine, prune it, choose its fixed-point "
+        "formats from calibration inputs and write OUT/: the quantised weights, the engine Verilog, a "
+        "per-layer report and a manifest of checksums (docs/compile.md).",
+        epilog=COMPILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(p, [
+        ("model", "the network: .onnx, or .npz with a TOML layer description (--description)"),
+        ("--target", "engines to map onto: bbs (dense layers and LSTMs; default) or fss (dense layers and "
+         "convolutions)", dict(default="bbs")),
+        ("--pattern", "sparsity pattern (default: the target's own: bbs or fss)"),
+        ("--sparsity", "fraction of weights pruned in every engine layer, in [0, 1) (default 0: dense on the "
+         "same engine)", dict(type=float, default=0.0)),
+        ("--method", "how weights are scored for pruning: magnitude (default)", dict(default="magnitude")),
+        ("--calibration", "representative inputs in the model's input shape (.npy): the formats are chosen "
+         "so that they do not saturate", dict(metavar="X.npy")),
+        ("--description", ".npz models: the TOML layer description (default: the .toml beside the .npz)"),
+        ("--banks", "bbs: engine banks per PE (default 4)", dict(type=int, default=4)),
+        ("--pes", "bbs: engine PEs (default 4; LSTM layers: a multiple of 4)", dict(type=int, default=4)),
+        ("--region", "fss: region RxC (default 2x8)", dict(default="2x8")),
+        ("--pe-array", "fss: PE array PRxPC, region rows by activation columns in parallel (default 2x2)",
+         dict(default="2x2")),
+        ("-o --output", "output folder (default build/compiled)", dict(default=None))])
+    p.set_defaults(func=cmd_compile)
+
+    r = subparsers.add_parser(
+        "run", help="run a compiled network on your inputs: accuracy, RTL = golden, cycles, latency",
+        description="On your inputs (and labels): accuracy (or output error vs the float network) of the float, "
+        "quantised dense, pruned and compiled networks; with --rtl the RTL of every engine layer compared "
+        "word for word with the golden model; cycles per inference vs the ideal; latency and throughput "
+        "only at an Fmax measured by hwcosim build --ooc (docs/compile.md).",
+        epilog=COMPILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(r, [
+        ("folder", "a folder written by hwcosim compile"),
+        ("--inputs", "inputs in the model's input shape (.npy)", dict(required=True, metavar="X.npy")),
+        ("--labels", "class index per input (.npy): accuracy instead of output error", dict(metavar="y.npy")),
+        ("--rtl", "also run every engine layer's RTL (cocotb + Verilator) and compare every word", True),
+        ("--build", "measure a missing engine Fmax with hwcosim build --ooc (minutes per configuration)", True),
+        ("--builds", "folder searched for cached build.json files (default build/pnr)", dict(default=None)),
+        ("-o --output", "keep the inputs, every layer's words, the RTL runs and run.json here", dict(default=None))])
+    r.set_defaults(func=cmd_run)
+
+
+def cmd_compile(args) -> int:
+    from hwcosim.cosim.cli.util import out_dir
+    from hwcosim.cosim.compile_run import compile_to_folder
+
+    out = out_dir(args.output, "build/compiled")
+    try:
+        pe_rows, pe_cols = (int(v) for v in args.pe_array.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--pe-array {args.pe_array!r}: write PRxPC, e.g. 2x2") from None
+    m = compile_to_folder(args.model, out, target=args.target, sparsity=args.sparsity, calibration=args.calibration,
+                          pattern=args.pattern, method=args.method, banks=args.banks, pes=args.pes,
+                          description=args.description, region=args.region, pe_rows=pe_rows, pe_cols=pe_cols)
+    rep = m.report()
+    rows = [[f"{d['index']} {d['name']}", d["engine"], "x".join(map(str, d["shape"])), f"{d['sparsity']:.3f}",
+             " ".join(f"{k}={v}" for k, v in d["formats"].items()), d["saturated_words"],
+             f"{d['max_abs_err_vs_float']:.3g}", d["cycles_expected"], d["cycles_ideal"]] for d in rep["layers"]]
+    show(table(f"hwcosim compile {args.model} -> {out}/ (target {rep['target']})",
+               ["layer", "engine", "shape", "sparsity (fraction)", "formats", "saturated (words)",
+                "max err vs float (abs)", "expected (cycles)", "ideal (cycles)"], rows))
+    print(f"wrote {out}/ (manifest.json, weights, engine Verilog, report.json); host ops: "
+          f"{', '.join(rep['host_ops']) or 'none'}")
+    emit("report", rep)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from hwcosim.cosim.compile import CompiledModel
+    from hwcosim.cosim.compile_run import load_array, run_compiled
+
+    m = CompiledModel.load(args.folder)
+    x = load_array(args.inputs, "--inputs")
+    y = None if args.labels is None else load_array(args.labels, "--labels")
+    res = run_compiled(m, x, y, rtl=args.rtl, out=args.output, build=args.build,
+                       builds=[args.builds] if args.builds else None)
+    if res["labels"]:
+        cols = ["network", "accuracy (%)", "max abs err vs float (abs)"]
+        rows = [[v["variant"], f"{100 * v['accuracy']:.2f}", f"{v['max_abs_err_vs_float']:.3g}"]
+                for v in res["variants"]]
+    else:
+        cols = ["network", "max abs err vs float (abs)", "rms err vs float (abs)"]
+        rows = [[v["variant"], f"{v['max_abs_err_vs_float']:.3g}", f"{v['rms_err_vs_float']:.3g}"]
+                for v in res["variants"]]
+    show(table(f"hwcosim run {args.folder} on {res['n']} inputs", cols, rows))
+    rows = [[f"{d['index']} {d['name']}", d["engine"], d["cycles_expected"], d["cycles_ideal"],
+             "none" if d["fmax_mhz"] is None else f"{d['fmax_mhz']:.1f}",
+             "-" if d["fmax_mhz"] is None else f"{d['latency_us']:.3f}"] for d in res["layers"]]
+    show(table("cycles per inference (batch 1) and latency at the measured Fmax",
+               ["layer", "engine", "expected (cycles)", "ideal (cycles)", "Fmax (MHz)", "latency (us)"], rows))
+    if res["latency_us"] is not None:
+        print(f"latency {res['latency_us']:.3f} us per inference, {res['inferences_per_s']:.4g} inferences/s "
+              f"(engine layers at their measured Fmax; host ops not counted)")
+    else:
+        for d in res["layers"]:
+            if d["fmax_mhz"] is None:
+                print(f"layer {d['index']} ({d['name']}): no measured clock: run `{d['build']}` "
+                      "(or hwcosim run --build); no latency without it")
+    if "rtl" in res:
+        r = res["rtl"]
+        print(f"RTL = golden in 100% of {r['words']} words over {len(r['layers'])} engine layers; cycles "
+              + ", ".join(f"{d['name']} {d['cycles']} (expected {d['expected']})" for d in r["layers"]))
+    if args.output:
+        print(f"wrote {args.output}/ (inputs, every layer's words, run.json)")
+    emit("run", res)
+    return 0
