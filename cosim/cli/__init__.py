@@ -43,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``error: PROG: what; see PROG --help``), exit status 2."""
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message}; see {self.prog} --help\n")
+        _say(f"error: {self.prog}: {message}; see {self.prog} --help")
+        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +110,26 @@ def _tables_keep_numbers() -> None:
         os.environ.setdefault("COLUMNS", "200")
 
 
+#: the error lines said during this run (``--json`` puts the last one in its document)
+_SAID: list[str] = []
+
+
+def _say(line: str) -> None:
+    """Print one error line on stderr and remember it for the ``--json`` document."""
+    _SAID.append(line)
+    print(line, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``hwcosim ARGV``; with ``--json`` anywhere before ``--``, stdout is exactly one JSON document
+    (``command``, ``exit``, ``error``: the error line or null, ``tables``, ``result``) whatever the outcome:
+    argument errors, bad input, failed checks and bugs included (a bug's traceback stays on stderr)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    return _main_json(argv) if "--json" in head else _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         _tables_keep_numbers()
         parser = build_parser()
@@ -118,17 +138,54 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # --help (0) or a refused argument (2, its one line already printed)
             return int(e.code or 0) if not isinstance(e.code, str) else 2
         with _data_dir(args.data):
-            if not getattr(args, "json", False):
-                return _run(args)
-            return _run_json(args, list(sys.argv[1:] if argv is None else argv))
-    except UsageError as e:  # refused while parsing (an option's own check)
-        print(f"error: {_first_line(e)}", file=sys.stderr)
+            return _run(args)
+    except UsageError as e:  # refused while parsing (an option's own check) or a bad --data
+        _say(f"error: {_first_line(e)}")
         return USAGE_EXIT
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say("interrupted")
         return 130
-    except Exception:  # noqa: BLE001 - outside the command (parser, --json output): still a bug
+    except Exception:  # noqa: BLE001 - outside the command (the parser): still a bug
         return _bug()
+
+
+def _main_json(argv: list[str]) -> int:
+    """``--json``: anything the command prints goes to stderr (the Python streams and, for the tools it
+    starts, file descriptor 1); one JSON document goes to stdout at the end, for every outcome."""
+    import json
+
+    from hwcosim.cosim.cli.util import json_default
+    from hwcosim.models.tables import json_session
+
+    out = sys.stdout
+    out.flush()
+    del _SAID[:]
+    doc = {"tables": [], "result": None}
+    try:
+        saved_fd = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no real descriptor 1 (an embedding host): the Python-level redirect still holds
+        saved_fd = None
+    try:
+        with json_session() as doc, contextlib.redirect_stdout(sys.stderr):
+            rc = _main(argv)
+    except Exception:  # noqa: BLE001 - the JSON session itself failed: a bug, still one document
+        rc = _bug()
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+    command = [a for a in argv if a != "--json"]
+    try:
+        text = json.dumps({"command": command, "exit": rc, "error": _SAID[-1] if _SAID else None,
+                           "tables": doc["tables"], "result": doc["result"]}, default=json_default)
+    except (TypeError, ValueError):  # a result that is not JSON: a bug; the document still says so
+        rc = _bug()
+        text = json.dumps({"command": command, "exit": rc, "error": _SAID[-1], "tables": [], "result": None})
+    out.write(text + "\n")
+    out.flush()
+    return rc
 
 
 @contextlib.contextmanager
@@ -159,43 +216,13 @@ def _bug() -> int:
 
     sys.stdout.flush()
     traceback.print_exc(file=sys.stderr)
-    print(BUG_LINE, file=sys.stderr)
+    _say(BUG_LINE)
     sys.stderr.flush()
     return BUG_EXIT
 
 
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-def _run_json(args, argv: list[str]) -> int:
-    """Run with ``--json``: anything the command prints goes to stderr (the Python streams and, for
-    the tools it starts, file descriptor 1); one JSON document goes to stdout at the end."""
-    import json
-
-    from hwcosim.cosim.cli.util import json_default
-    from hwcosim.models.tables import json_session
-
-    out = sys.stdout
-    out.flush()
-    try:
-        saved_fd = os.dup(1)
-        os.dup2(2, 1)
-    except OSError:  # no real descriptor 1 (an embedding host): the Python-level redirect still holds
-        saved_fd = None
-    try:
-        with json_session() as doc, contextlib.redirect_stdout(sys.stderr):
-            rc = _run(args)
-    finally:
-        sys.stderr.flush()
-        if saved_fd is not None:
-            os.dup2(saved_fd, 1)
-            os.close(saved_fd)
-    command = [a for a in argv if a != "--json"]
-    out.write(json.dumps({"command": command, "exit": rc, "tables": doc["tables"], "result": doc["result"]},
-                         default=json_default) + "\n")
-    out.flush()
-    return rc
 
 
 def _run(args) -> int:
@@ -213,22 +240,22 @@ def _run(args) -> int:
         check_output_args(args)  # an unusable -o DIR is refused before any work
         rc = args.func(args)
     except (SimFailure, SynthError) as e:  # checks whose message carries the tool's log tail: all of it
-        print(f"FAILED: {str(e).strip() or type(e).__name__}", file=sys.stderr)
+        _say(f"FAILED: {str(e).strip() or type(e).__name__}")
         return CHECK_EXIT
     except CheckFailed as e:
-        print(f"FAILED: {_first_line(e)}", file=sys.stderr)
+        _say(f"FAILED: {_first_line(e)}")
         return CHECK_EXIT
     except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
         # parameter validation, every reader's own error class, a missing simulator, a path the user gave
-        print(f"error: {_first_line(e)}", file=sys.stderr)
+        _say(f"error: {_first_line(e)}")
         return USAGE_EXIT
     except OSError as e:
         # a file-system refusal the command did not foresee (disk full, permissions, a path that is a file)
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        print(f"error: {e.strerror or _first_line(e)}{where}; check the paths and free space", file=sys.stderr)
+        _say(f"error: {e.strerror or _first_line(e)}{where}; check the paths and free space")
         return USAGE_EXIT
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say("interrupted")
         return 130
     except ImportError as e:  # a command of an optional extra run without it: name the extra (exit 2)
         from hwcosim.models.extras import missing_extra
@@ -236,7 +263,7 @@ def _run(args) -> int:
         err = missing_extra(e)
         if err is None:
             return _bug()
-        print(f"error: {_first_line(err)}", file=sys.stderr)
+        _say(f"error: {_first_line(err)}")
         return USAGE_EXIT
     except Exception:  # noqa: BLE001 - neither bad input nor a failed check: a bug, never passed off as one
         return _bug()

@@ -239,3 +239,45 @@ def test_allow_list_is_current():
     classes = _project_classes()
     stale = [n for n in ALLOWED if n not in classes]
     assert not stale, f"ALLOWED names classes that no longer exist: {stale}"
+
+
+def _one_doc(out: str) -> dict:
+    """stdout holds exactly one JSON document (and nothing else)."""
+    import json
+
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1, out
+    return json.loads(lines[0])
+
+
+@pytest.mark.parametrize("argv, rc, says", [
+    (["sim", "--no-such-option", "--json"], 2, "unrecognized arguments: --no-such-option"),
+    (["sim", "melo-engine", "--param", "nope=1", "--json"], 2, "parameter nope"),
+    (["--json"], 2, "arguments are required"),
+    (["sim", "--help", "--json"], 0, None),
+])
+def test_json_is_one_document_for_every_outcome(argv, rc, says, capsys):
+    """``--json``: argument errors, bad input and --help each leave exactly one document on stdout,
+    carrying the exit status and the error line (also said on stderr)."""
+    assert cli.main(argv) == rc
+    out, err = capsys.readouterr()
+    doc = _one_doc(out)
+    assert doc["exit"] == rc
+    if says is None:
+        assert doc["error"] is None
+    else:
+        assert says in doc["error"] and doc["error"] in err.splitlines()
+
+
+@pytest.mark.parametrize("exc, rc, prefix", [
+    (UsageError("--rows 0: give a positive row count"), 2, "error: --rows 0"),
+    (CheckFailed("word 3 differs"), 1, "FAILED: word 3 differs"),
+    (ValueError("planted"), 70, cli.BUG_LINE),
+])
+def test_json_document_carries_the_error_line(monkeypatch, tmp_path, capsys, exc, rc, prefix):
+    _plant(monkeypatch, _raiser(exc))
+    assert cli.main([COMMAND, str(tmp_path), "--json"]) == rc
+    out, err = capsys.readouterr()
+    doc = _one_doc(out)
+    assert doc["exit"] == rc and doc["error"].startswith(prefix)
+    assert ("Traceback (most recent call last)" in err) == (rc == 70)
