@@ -8,6 +8,11 @@ key must get the same paths in every iteration unless the router re-plans.
 equal-cost choices (bond port, aggregation switch, core, parallel lane), oblivious to load. When a
 link fails, flows whose path uses it are re-hashed among the surviving paths (the next hop is
 removed from the ECMP group), flows on healthy paths stay.
+
+:class:`NCCLPortECMPRouter` is the fairer baseline of the C4P study: NCCL binds every channel's
+connection (QP) to one NIC port deterministically, channel ``c`` on port ``c mod P`` at both ends
+(round-robin over the GPU's ports, as NCCL assigns channels to NICs), so the bond ports of a NIC
+never collide; only the switch hops are hashed.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy as np
 
 from .topology import Topology, hash_choices
 
-__all__ = ["Router", "ECMPRouter"]
+__all__ = ["Router", "ECMPRouter", "NCCLPortECMPRouter"]
 
 
 class Router:
@@ -89,3 +94,26 @@ class ECMPRouter(Router):
             if not self.usable(p).all():
                 out[sid] = self.route(info.job_id, info.route_key, info.src, info.dst)
         return out
+
+
+class NCCLPortECMPRouter(ECMPRouter):
+    """ECMP on the switch hops, NCCL's deterministic channel-to-port binding on the NIC hops.
+
+    The channel is the last element of the route key (the stream key of
+    :mod:`hwcosim.models.systems.cluster.collectives`); its connection leaves the source GPU on
+    port ``channel mod P`` and enters the destination GPU on the same port index. Re-hashing after
+    a failure (salt > 0) re-draws every hop, as a bond fails over to its surviving port.
+    """
+
+    def _hashed(self, job_id, route_key, src, dst, salt: int) -> np.ndarray:
+        if salt:
+            return super()._hashed(job_id, route_key, src, dst, salt)
+        n = src.size
+        kh = abs(hash(route_key)) % (1 << 61)
+        keys = np.column_stack([np.full(n, job_id), src, dst, np.full(n, kh), np.full(n, salt)])
+        ch = hash_choices(keys, self.seed)
+        last = route_key[-1] if isinstance(route_key, tuple) and route_key else 0
+        port = int(last) % self.topo.nic_ports if isinstance(last, (int, np.integer)) else 0
+        ch[:, 0] = port
+        ch[:, 1] = port
+        return self.topo.paths(src, dst, ch)
