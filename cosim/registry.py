@@ -24,7 +24,6 @@ import importlib
 import importlib.util
 import os
 import pkgutil
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,10 +312,9 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
         raise UsageError(f"--params {str(p)!r}: cannot read it ({e.strerror or e})") from None
     if len(raw) > 1 << 20:
         raise UsageError(f"--params {str(p)!r}: larger than 1 MiB; a parameter file holds a few FIELD = VALUE lines")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"--params {str(p)!r}: not valid TOML ({str(e).splitlines()[0]})") from None
+    from hwcosim.models.safeparse import toml_loads
+
+    data = toml_loads(raw, f"--params {str(p)!r}", UsageError, "parameter file")  # deep nesting: one line too
     nested = [k for k, v in data.items() if isinstance(v, dict)]
     if nested:
         raise UsageError(f"--params {str(p)!r}: table [{nested[0]}] not allowed; write FIELD = VALUE lines")

@@ -11,6 +11,7 @@ class with a message that names the file, the problem and the fix, on one line.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 
 __all__ = ["decode_utf8", "toml_loads", "json_loads", "one_line"]
@@ -30,6 +31,16 @@ def decode_utf8(data: bytes, where: str, error: type[Exception], what: str = "fi
         raise error(f"{where}: not UTF-8 text (bad byte at offset {e.start}); save the {what} as UTF-8") from None
 
 
+def _huge_int_key(text: str) -> str | None:
+    """The key (JSON ``"key":`` or TOML ``key =``) just before the first run of over 4300 digits."""
+    m = re.search(r"\d{4301}", text)
+    if not m:
+        return None
+    before = text[max(0, m.start() - 300):m.start()]
+    keys = re.findall(r"""["']?([A-Za-z0-9_.\-]{1,100})["']?\s*[:=]\s*[-+]?$""", before)
+    return keys[-1] if keys else None
+
+
 def _parse(loads, text: str, where: str, error: type[Exception], what: str, lang: str):
     try:
         return loads(text)
@@ -38,7 +49,10 @@ def _parse(loads, text: str, where: str, error: type[Exception], what: str, lang
     except ValueError as e:  # TOMLDecodeError / JSONDecodeError, and the 4300-digit integer limit
         msg = str(e)
         if "integer string conversion" in msg:
-            raise error(f"{where}: holds an integer of more than 4300 digits; write a sensible number") from None
+            key = _huge_int_key(text)
+            field = f"field {key!r} " if key else ""
+            raise error(f"{where}: {field}holds an integer of more than 4300 digits; write a sensible number") \
+                from None
         raise error(f"{where}: not valid {lang} ({one_line(msg)}); fix the syntax there") from None
 
 

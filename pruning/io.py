@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.budget import check_npy, check_npz
 from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 from hwcosim.models.safeparse import decode_utf8, one_line, toml_loads
@@ -73,6 +74,13 @@ def _np_load(path: Path, kind: str, read):
     except OSError as e:
         raise WeightIOError(f"{path}: cannot read it ({e.strerror or e})") from None
     with f:
+        magic = f.read(6)
+        f.seek(0)
+        if magic != b"\x93NUMPY" and not magic.startswith(b"PK\x03\x04") and not magic.startswith(b"PK\x05\x06"):
+            if magic[:1] == b"\x80":  # a pickle (protocol 2+): numpy would offer to unpickle it
+                raise WeightIOError(f"{path}: holds Python objects (pickled); only numeric arrays are read")
+            raise WeightIOError(f"{path}: not a {kind} file (it does not start with the NumPy header "
+                                f"\\x93NUMPY{' or a zip' if kind == '.npz' else ''}); write it with numpy.save")
         try:
             return read(np.load(f, allow_pickle=False))
         except WeightIOError:
@@ -88,6 +96,7 @@ def _np_load(path: Path, kind: str, read):
 def read_npy(path: str | Path) -> np.ndarray:
     """One array from a ``.npy`` file, never unpickling; any damage -> :class:`WeightIOError`."""
     path = Path(path)
+    check_npy(path, WeightIOError)  # the header's shape against the budget and the file size, before loading
 
     def one(a):
         if not isinstance(a, np.ndarray):  # np.load opens a zip as an NpzFile
@@ -100,17 +109,6 @@ def read_npy(path: str | Path) -> np.ndarray:
 
 def _load_npy(path: Path) -> dict[str, np.ndarray]:
     return {path.stem: read_npy(path)}
-
-
-def _memory_budget() -> int:
-    """Half the memory available now (``MemAvailable``), or 4 GiB where it cannot be read."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024 // 2
-    except (OSError, ValueError, IndexError):
-        pass
-    return 4 << 30
 
 
 def npz_members(path: str | Path) -> dict[str, int]:
@@ -130,11 +128,8 @@ def npz_members(path: str | Path) -> dict[str, int]:
 def _load_npz(path: Path, keep=None) -> dict[str, np.ndarray]:
     members = npz_members(path)
     chosen = [k for k in members if keep is None or keep(k)]
-    total = sum(members[k] for k in chosen)
-    budget = _memory_budget()
-    if total > budget:  # checked from the zip directory, before anything is unpacked
-        raise WeightIOError(f"{path}: the selected arrays unpack to {total / 2**30:.1f} GiB, more than the "
-                            f"{budget / 2**30:.1f} GiB this machine can hold now; select fewer (--tensors)")
+    # checked from the zip directory and each member's .npy header, before anything is unpacked
+    check_npz(path, WeightIOError, names=set(chosen), fix="select fewer tensors (--tensors)")
 
     def some(z):
         if isinstance(z, np.ndarray):

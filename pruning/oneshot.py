@@ -49,10 +49,13 @@ is unchanged; the OBS arithmetic runs on the ``(out, in)`` view.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+from hwcosim.models.budget import budget_bytes
 from hwcosim.models.errors import UsageError
 from hwcosim.pruning.base import Pattern, PatternError
 
@@ -306,40 +309,130 @@ def prune_bert(model, ids: list[list[int]], plan: dict, method: str, heldout: li
             records[name] = {"seconds": r.seconds, "sparsity": float(1.0 - r.mask.mean()), "tokens": 0,
                              "_mask": r.mask}
         return pruned, records
-    x, mask = model.batch(ids)
-    h = model.embed(x)
-    if heldout:
-        xh, maskh = model.batch(heldout)
-        hh = model.embed(xh)
+    batches = _token_batches(ids)
+    hbatches = _token_batches(heldout) if heldout else []
     records = {}
     stages = _STAGES if sequential == "sublayer" else (sum(_STAGES, ()),)
-    for i in range(model.cfg.layers):
-        pre = f"{model.prefix}encoder.layer.{i}."
-        for stage in stages:
-            names = [pre + n + ".weight" for n in stage if pre + n + ".weight" in plan]
-            if not names:
-                continue
-            cap: dict = {}
-            pruned.block(i, h, mask, capture=cap)
-            caph: dict = {}
-            if heldout:
-                pruned.block(i, hh, maskh, capture=caph)
-            for name in names:
-                if progress:
-                    progress(name)
-                calib = Calib.from_inputs(cap[name], name) if method != "magnitude" else None
-                w = model.p[name]
-                r = prune_layer(w, plan[name], method, calib, damp=damp, blocksize=blocksize, name=name)
-                pruned.set_weight(name, r.weights)
-                rec = {"seconds": r.seconds, "sparsity": float(1.0 - r.mask.mean()),
-                       "tokens": int(cap[name].shape[0]), **r.info, "_mask": r.mask}
-                if heldout:
-                    rec["rel_output_error"] = output_error(w, r.weights, caph[name])
-                records[name] = rec
-        h = pruned.block(i, h, mask)
-        if heldout:
-            hh = pruned.block(i, hh, maskh)
+    with tempfile.TemporaryDirectory(prefix="hwcosim-calib-") as tmp:
+        share = budget_bytes() // 8  # hidden states kept in memory; the rest wait in files in tmp
+        cal, held = _States(Path(tmp) / "c", share), _States(Path(tmp) / "h", share)
+        for store, seqs, bs in ((cal, ids, batches), (held, heldout, hbatches)):
+            for b in bs:
+                x, m = model.batch([seqs[j] for j in b])
+                store.append(model.embed(x), m)
+        for i in range(model.cfg.layers):
+            pre = f"{model.prefix}encoder.layer.{i}."
+            for stage in stages:
+                names = [pre + n + ".weight" for n in stage if pre + n + ".weight" in plan]
+                if not names:
+                    continue
+                # statistics of this stage's inputs (earlier stages pruned), one batch at a time
+                calibs, tokens = _gram(pruned, i, cal, names)
+                grams = _gram(pruned, i, held, names)[0] if heldout else {}
+                for name in names:
+                    if progress:
+                        progress(name)
+                    w = model.p[name]
+                    calib = calibs[name] if method != "magnitude" else None
+                    r = prune_layer(w, plan[name], method, calib, damp=damp, blocksize=blocksize, name=name)
+                    pruned.set_weight(name, r.weights)
+                    rec = {"seconds": r.seconds, "sparsity": float(1.0 - r.mask.mean()), "tokens": tokens[name],
+                           **r.info, "_mask": r.mask}
+                    if heldout:
+                        rec["rel_output_error"] = _gram_error(w, r.weights, grams[name].H)
+                    records[name] = rec
+            for store in (cal, held):
+                for k in range(len(store)):
+                    h, m = store.get(k)
+                    store.set(k, pruned.block(i, h, m))
     return pruned, records
+
+
+#: Calibration sentences are run through the encoder in batches of at most this many (padded)
+#: tokens, so the activations held at once do not grow with the number of sentences.
+CALIB_BATCH_TOKENS = 4096
+
+
+def _token_batches(ids: list[list[int]], max_tokens: int | None = None) -> list[list[int]]:
+    """Consecutive runs of sentence indices whose padded size (count x longest) stays within
+    ``max_tokens`` (default :data:`CALIB_BATCH_TOKENS`; a single longer sentence is a batch of its own)."""
+    max_tokens = CALIB_BATCH_TOKENS if max_tokens is None else max_tokens
+    out: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
+    for k, s in enumerate(ids):
+        grown = max(longest, len(s))
+        if cur and grown * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur, grown = [], len(s)
+        cur.append(k)
+        longest = grown
+    if cur:
+        out.append(cur)
+    return out
+
+
+class _States:
+    """The hidden states of the calibration batches between encoder blocks: held in memory up to
+    ``limit`` bytes, the rest saved as ``.npy`` files in ``folder`` (removed with it), so memory
+    stays bounded whatever the number of sentences."""
+
+    def __init__(self, folder: Path, limit: int):
+        self.folder, self.limit, self.held = folder, limit, 0
+        self.items: list = []
+        self.masks: list = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def append(self, h: np.ndarray, mask: np.ndarray) -> None:
+        self.items.append(None)
+        self.masks.append(mask)
+        self.set(len(self.items) - 1, h)
+
+    def set(self, k: int, h: np.ndarray) -> None:
+        old = self.items[k]
+        if isinstance(old, np.ndarray):
+            self.held -= old.nbytes
+        if self.held + h.nbytes <= self.limit:
+            self.items[k] = h
+            self.held += h.nbytes
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self.folder / f"h{k}.npy"
+            np.save(path, h)
+            self.items[k] = path
+
+    def get(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        item = self.items[k]
+        return (item if isinstance(item, np.ndarray) else np.load(item)), self.masks[k]
+
+
+def _gram(model, i: int, store: _States, names: list[str]) -> tuple[dict, dict]:
+    """``({name: Calib}, {name: tokens})`` of the inputs of block ``i``'s layers ``names``, summed
+    over the batches of ``store`` (the activations of one batch at a time)."""
+    calibs: dict = {}
+    tokens = dict.fromkeys(names, 0)
+    for k in range(len(store)):
+        h, m = store.get(k)
+        cap: dict = {}
+        model.block(i, h, m, capture=cap)
+        for n in names:
+            if n in calibs:
+                calibs[n].add(cap[n], n)
+            else:
+                calibs[n] = Calib.from_inputs(cap[n], n)
+            tokens[n] += int(cap[n].shape[0])
+    return calibs, tokens
+
+
+def _gram_error(w_dense: np.ndarray, w_pruned: np.ndarray, G: np.ndarray) -> float:
+    """:func:`output_error` from the Gram matrix ``G = X^T X`` of the inputs instead of ``X``:
+    ``||X D^T||_F^2 = sum((D G) * D)``, so held-out rows need not be kept."""
+    Wd = np.asarray(w_dense, dtype=np.float64)
+    D = Wd - np.asarray(w_pruned, dtype=np.float64)
+    ref = float(np.sum((Wd @ G) * Wd))
+    return float(np.sqrt(max(float(np.sum((D @ G) * D)), 0.0) / ref)) if ref > 0 else 0.0
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -573,6 +666,11 @@ class CalibratedModel:
 
         self.kind = "bert"
         self.model, self.tok = load_bert(self.tensors, self.path)
+        from hwcosim.models.budget import check_alloc
+
+        # token-id lists take about 16 bytes per character of text; the activations are batched (prune_bert)
+        check_alloc(16 * cal.stat().st_size, f"--calibration {cal}: tokenising {cal.stat().st_size} bytes of text",
+                    "use fewer sentences (a few hundred calibrate well)")
         try:
             lines = [s.strip() for s in cal.read_text(encoding="utf-8").splitlines()]
         except (OSError, UnicodeDecodeError) as e:

@@ -82,6 +82,23 @@ def _layernorm(x, g, b, eps):
     return (x - mu) / np.sqrt(var + eps) * g + b
 
 
+def _shown(v: object) -> str:
+    """``repr(v)``, cut to 40 characters (a config value quoted in a message)."""
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _int_field(config: dict, key: str, default: int, where: str, lo: int, hi: int) -> int:
+    """``config[key]`` as an integer in ``[lo, hi]`` (``default`` when absent); UsageError naming the
+    file and the field otherwise (a string, a float, a bool, zero or a negative count)."""
+    v = config.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise UsageError(f"{where}: {key} = {_shown(v)} is not an integer; write a whole number in [{lo}, {hi}]")
+    if not lo <= v <= hi:
+        raise UsageError(f"{where}: {key} = {_shown(v)} is out of range; write a whole number in [{lo}, {hi}]")
+    return v
+
+
 class Bert:
     """A BERT encoder over a dict of named numpy tensors (Hugging Face names, any prefix).
 
@@ -101,7 +118,7 @@ class Bert:
         A tensor a BERT encoder needs is missing or has the wrong shape (named in the message).
     """
 
-    def __init__(self, tensors: dict, config: dict | None = None, dtype=np.float64):
+    def __init__(self, tensors: dict, config: dict | None = None, dtype=np.float64, config_where: str = "config.json"):
         prefix = bert_prefix(tensors)
         if prefix is None:
             raise UsageError("the checkpoint has no tensor named '*embeddings.word_embeddings.weight': not a "
@@ -122,14 +139,19 @@ class Bert:
         config = config or {}
         hidden = int(tensors[prefix + _EMB[0]].shape[1])
         inter = int(tensors[f"{prefix}encoder.layer.0.intermediate.dense.weight"].shape[0])
-        heads = int(config.get("num_attention_heads", max(1, hidden // 64)))
+        where = config_where
+        heads = _int_field(config, "num_attention_heads", max(1, hidden // 64), where, 1, hidden)
         if hidden % heads:
-            raise UsageError(f"hidden size {hidden} does not split into {heads} attention heads; fix config.json")
+            raise UsageError(f"{where}: num_attention_heads = {heads} does not divide the hidden size {hidden} of "
+                             "the checkpoint; give a divisor of it")
         act = config.get("hidden_act", "gelu")
         if act != "gelu":
-            raise UsageError(f"config.json hidden_act={act!r}: only the erf GELU ('gelu') of BERT is implemented")
-        self.cfg = BertConfig(hidden, layers, heads, inter, float(config.get("layer_norm_eps", 1e-12)),
-                              int(tensors[prefix + _EMB[1]].shape[0]))
+            raise UsageError(f"{where}: hidden_act = {_shown(act)}: only the erf GELU ('gelu') of BERT is implemented")
+        eps = config.get("layer_norm_eps", 1e-12)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+            raise UsageError(f"{where}: layer_norm_eps = {_shown(eps)} is not a number in (0, 1); "
+                             "write e.g. 1e-12")
+        self.cfg = BertConfig(hidden, layers, heads, inter, float(eps), int(tensors[prefix + _EMB[1]].shape[0]))
         self.dtype = dtype
         self.p = {n: np.asarray(tensors[n], dtype=dtype) for n in need}
         for i in range(layers):  # shapes of the linear layers
@@ -268,16 +290,23 @@ def load_bert(tensors: dict, source: str | Path | None) -> tuple[Bert, WordPiece
     folder = None if source is None else (Path(source) if Path(source).is_dir() else Path(source).parent)
     config = None
     if folder is not None and (folder / "config.json").is_file():
+        from hwcosim.models.safeparse import json_loads
+
         try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{folder / 'config.json'}: not readable JSON ({e})") from None
+            raw = (folder / "config.json").read_bytes()
+        except OSError as e:
+            raise UsageError(f"{folder / 'config.json'}: cannot read it ({e.strerror or e})") from None
+        if len(raw) > 1 << 20:
+            raise UsageError(f"{folder / 'config.json'}: larger than 1 MiB; a model config is a few fields")
+        config = json_loads(raw, str(folder / "config.json"), UsageError, "config.json")
         if not isinstance(config, dict):
             raise UsageError(f"{folder / 'config.json'}: not a JSON object")
-    model = Bert(tensors, config)
+    model = Bert(tensors, config, config_where=str(folder / "config.json") if config is not None else "config.json")
     vocab = _vocab_beside(folder) if folder is not None else None
     if vocab is None:
         raise UsageError(f"no vocab.txt or tokenizer.json beside {source}: text calibration needs the "
                          "checkpoint's WordPiece vocabulary")
-    lower = True if config is None else bool(config.get("do_lower_case", True))
+    lower = True if config is None else config.get("do_lower_case", True)
+    if not isinstance(lower, bool):
+        raise UsageError(f"{folder / 'config.json'}: do_lower_case = {_shown(lower)} is not true or false")
     return model, WordPiece(vocab, lowercase=lower)

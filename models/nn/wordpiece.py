@@ -18,7 +18,6 @@ tokenizer):
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from pathlib import Path
 
@@ -35,13 +34,21 @@ def load_vocab(path: str | Path) -> dict[str, int]:
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read the vocabulary ({e}); give the checkpoint's vocab.txt") from None
     if path.suffix == ".json":
+        from hwcosim.models.safeparse import json_loads
+
+        doc = json_loads(text, str(path), UsageError, "tokenizer.json")  # deep nesting, huge integers: one line
         try:
-            vocab = json.loads(text)["model"]["vocab"]
-        except (ValueError, KeyError, TypeError):
+            vocab = doc["model"]["vocab"]
+        except (KeyError, TypeError, IndexError):
             raise UsageError(f"{path}: not a Hugging Face tokenizer.json with a WordPiece vocabulary") from None
         if not isinstance(vocab, dict):
             raise UsageError(f"{path}: its model.vocab is not a token -> id map (not WordPiece)")
-        return {str(k): int(v) for k, v in vocab.items()}
+        for k, v in vocab.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+                raise UsageError(f"{path}: model.vocab[{str(k)[:40]!r}] = {shown} is not a token id "
+                                 "(a non-negative integer)")
+        return {str(k): v for k, v in vocab.items()}
     vocab = {}
     for i, line in enumerate(text.split("\n")):
         tok = line.rstrip("\r")

@@ -285,6 +285,9 @@ def load(path: str | Path) -> CSBMatrix:
         raise FormatError(f"{path}: manifest has no valid 'hex' entry (the $readmemh image)")
     check_file(path.parent / hx["file"], hx.get("sha256"), "$readmemh image")
     npz = path.with_suffix(".npz")
+    from hwcosim.models.budget import check_npz
+
+    check_npz(npz, FormatError, names={"values", "indices"})  # declared sizes vs the budget, before unpacking
     try:
         with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:  # (numpy leaks a handle it opens)
             values, indices = z["values"], z["indices"]

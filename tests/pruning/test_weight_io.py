@@ -180,8 +180,8 @@ def test_npz_bomb_refused_from_the_zip_directory(tmp_path, monkeypatch):
 
     np.savez_compressed(tmp_path / "bomb.npz", big=np.zeros((4096, 4096), np.float32), w=np.ones((4, 8), np.float32))
     assert (tmp_path / "bomb.npz").stat().st_size < 200_000
-    monkeypatch.setattr(wio, "_memory_budget", lambda: 1 << 20)   # as if 1 MiB were free
-    with pytest.raises(wio.WeightIOError, match="unpack to 0.1 GiB"):
+    monkeypatch.setenv("HWCOSIM_MEM_BUDGET", "1M")   # the fixed budget (hwcosim.models.budget), set to 1 MiB
+    with pytest.raises(wio.WeightIOError, match="the largest, .big., 64.0 MiB.* would need 64.0 MiB"):
         wio.load_tensors(tmp_path / "bomb.npz")
     got = wio.load_tensors(tmp_path / "bomb.npz", keep={"w"}.__contains__)   # the small one alone is fine
     assert list(got) == ["w"]

@@ -80,7 +80,7 @@ from .topology import LinkKind, Topology, clos, fat_tree, lingjun_2023, rail_clo
 
 __all__ = ["ScenarioError", "TopologyConf", "JobConf", "RoutingConf", "FailureConf", "Scenario", "load_scenario",
            "parse_scenario", "prepare", "run_scenario", "PLACEMENTS", "SCHEMES", "GENERATORS", "MAX_GPUS",
-           "MAX_LINKS", "EFFECTS", "COSIM_KEYS", "MAX_LOSS"]
+           "MAX_LINKS", "MAX_JOBS", "EFFECTS", "COSIM_KEYS", "MAX_LOSS"]
 
 PLACEMENTS = ("packed", "spread", "random")
 SCHEMES = ("ecmp", "c4p", "crux")
@@ -112,6 +112,8 @@ MAX_LINKS = 1 << 23
 MAX_CHANNELS = 64        # rings per collective (NCCL uses up to 32)
 MAX_LEVELS = 64          # Crux hardware priority levels (switches offer 8)
 MAX_SEED = 2**63 - 1
+MAX_JOBS = 10_000        # [[jobs]] (and [[failures]]) tables per scenario: the simulator's cost grows with them
+MAX_FILE_BYTES = 2 << 20  # a scenario file: 10,000 jobs of a few lines each fit; TOML parsing is ~0.5 MB/s
 MAX_ITERATIONS = 100_000  # per job: a simulated training run of more steps than this is a typo (minutes each)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
 _LINGJUN_SIZE = (847, 119, 3)  # hosts, ToRs, pods of lingjun-2023/topo.csv (the data directory)
@@ -413,14 +415,20 @@ def parse_scenario(doc: dict, name: str = "scenario") -> Scenario:
     jobs = doc.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         _err("jobs", "missing; add at least one [[jobs]] table with dp = <integer>")
+    if len(jobs) > MAX_JOBS:
+        _err("jobs", f"{len(jobs)} [[jobs]] tables, more than {MAX_JOBS}; a scenario models a few jobs sharing "
+                     "a network: split it into several scenarios")
     jc = tuple(_parse_job(j, i, iters) for i, j in enumerate(jobs))
-    names = [j.spec.name for j in jc]
-    for i, n in enumerate(names):
-        if n in names[:i]:
-            _err(f"jobs[{i}].name", f"{n!r} is used by an earlier job; give every job its own name")
+    seen: set[str] = set()
+    for i, j in enumerate(jc):
+        if j.spec.name in seen:
+            _err(f"jobs[{i}].name", f"{j.spec.name!r} is used by an earlier job; give every job its own name")
+        seen.add(j.spec.name)
     fl = doc.get("failures", [])
     if not isinstance(fl, list):
         _err("failures", "must be an array of tables ([[failures]])")
+    if len(fl) > MAX_JOBS:
+        _err("failures", f"{len(fl)} [[failures]] tables, more than {MAX_JOBS}; split the scenario")
     fc = tuple(_parse_failure(f, i) for i, f in enumerate(fl))
     return Scenario(nm, seed, topo, jc, routing, fc, _parse_cosim(doc, jc, fc))
 
@@ -437,6 +445,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: is a directory; pass a scenario .toml file") from None
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read it ({e.strerror or e}); check the path and its permissions") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: {len(raw) / 2**20:.1f} MiB, larger than the {MAX_FILE_BYTES >> 20} MiB a "
+                            f"scenario file may be (at most {MAX_JOBS} jobs); split it into several scenarios")
     doc = toml_loads(raw, str(path), ScenarioError, "scenario")
     try:
         return parse_scenario(doc, path.stem)

@@ -35,9 +35,10 @@ _table = functools.partial(print_table, cell=g4)
 
 def load_graph(name: str, scale: int, edge_factor: int, seed: int):
     """``rmat`` (R-MAT of ``scale``), a bundled real graph, or a user's graph file; else UsageError."""
-    from hwcosim.models.systems.graph.graph import REAL_GRAPHS, RMATParams, load_real, rmat
+    from hwcosim.models.systems.graph.graph import REAL_GRAPHS, RMATParams, check_rmat_budget, load_real, rmat
 
     if name == "rmat":
+        check_rmat_budget(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
         return rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
     if name in REAL_GRAPHS:
         return load_real(name)

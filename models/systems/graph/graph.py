@@ -27,7 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 from hwcosim.models.errors import UsageError
 
-__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS"]
+__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS", "graph_bytes",
+           "check_rmat_budget", "BYTES_PER_EDGE", "BYTES_PER_VERTEX"]
 
 _DATA = Path(__file__).with_name("data")
 REAL_GRAPHS = ("karate", "lesmis", "florentine", "davis")
@@ -247,6 +248,28 @@ class RMATParams:
             raise UsageError(f"edge_factor must be >= 1, not {self.edge_factor}")
         if min(self.a, self.b, self.c) < 0 or self.a + self.b + self.c > 1 + 1e-12:
             raise UsageError(f"a, b, c must be >= 0 with a+b+c <= 1, not {self.a}, {self.b}, {self.c}")
+
+
+#: Bytes the engine holds per edge (ids, CSR both ways, partition copies) and per vertex (ids, ranks,
+#: degrees, scratch): the estimate checked against the memory budget before a graph is built or read.
+BYTES_PER_EDGE = 64
+BYTES_PER_VERTEX = 64
+
+
+def graph_bytes(n: int, m: int) -> int:
+    """The memory estimate of a graph of ``n`` vertices and ``m`` edges (checked against the budget)."""
+    return int(n) * BYTES_PER_VERTEX + int(m) * BYTES_PER_EDGE
+
+
+def check_rmat_budget(params: RMATParams) -> None:
+    """Refuse (UsageError, exit 2) an R-MAT graph whose estimated memory is over the budget of
+    :mod:`hwcosim.models.budget`, before generating it (the command line's ``graph run --scale``)."""
+    from hwcosim.models.budget import check_alloc
+
+    n = 1 << params.scale
+    check_alloc(graph_bytes(n, params.edge_factor * n),
+                f"an R-MAT graph of scale {params.scale} and edge factor {params.edge_factor} "
+                f"({n} vertices, {params.edge_factor * n} edges)", "lower --scale or --edge-factor")
 
 
 def rmat(params: RMATParams, *, weights: bool = True, permute: bool = True, chunk: int = 1 << 22) -> Graph:

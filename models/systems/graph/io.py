@@ -32,8 +32,9 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from hwcosim.models.budget import budget_bytes, check_alloc, check_npz
 from hwcosim.models.errors import UsageError
-from hwcosim.models.systems.graph.graph import Graph
+from hwcosim.models.systems.graph.graph import Graph, graph_bytes
 
 __all__ = ["read_graph", "GraphFormatError", "EDGE_SUFFIXES"]
 
@@ -46,9 +47,54 @@ class GraphFormatError(UsageError):
     """A graph file that cannot be read; the message names the file and the line."""
 
 
+#: Fewest bytes one Matrix Market entry line takes ("1 1\n"; "1 1 1\n" with a value).
+_MIN_ENTRY_BYTES = {"pattern": 4, "integer": 6, "real": 6}
+#: A gzip stream inflating more than this many times its compressed bytes (past 1 MiB) is refused:
+#: real edge lists compress 3-10x; a 1 MB file of 300 M identical edges inflates about 1000x.
+MAX_GZIP_RATIO = 100
+
+
+class _CappedGzip(io.RawIOBase):
+    """A gzip file's decompressed bytes, refused (GraphFormatError) past the memory budget or past
+    :data:`MAX_GZIP_RATIO` times the compressed bytes read: a small file cannot stream forever."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.raw = open(path, "rb")
+        self.gz = gzip.GzipFile(fileobj=self.raw, mode="rb")
+        self.out = 0
+        self.cap = budget_bytes()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.gz.read(len(b))
+        n = len(data)
+        b[:n] = data
+        self.out += n
+        if self.out > 1 << 20 and self.out > MAX_GZIP_RATIO * max(self.raw.tell(), 1):
+            raise GraphFormatError(f"{self.path}: inflates more than {MAX_GZIP_RATIO}x its compressed size "
+                                   f"({self.out >> 20} MiB from {self.raw.tell() >> 10} KiB so far); a decompression "
+                                   "bomb or a degenerate file: decompress it yourself (gunzip) and pass the text file")
+        if self.out > self.cap:
+            check_alloc(self.out, f"{self.path}: the decompressed text", "use a smaller graph", GraphFormatError)
+        return n
+
+    def tell(self) -> int:
+        return self.out
+
+    def close(self) -> None:
+        try:
+            self.gz.close()
+        finally:
+            self.raw.close()
+            super().close()
+
+
 def _open_text(path: Path):
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
+        return io.TextIOWrapper(io.BufferedReader(_CappedGzip(path)), encoding="utf-8", errors="strict")
     return open(path, encoding="utf-8", errors="strict")
 
 
@@ -152,6 +198,8 @@ def _read_edges(path: Path, progress: bool) -> Graph:
                 block = []
                 if total > MAX_EDGES:
                     raise GraphFormatError(f"{path}: more than {MAX_EDGES} edges; split the graph")
+                check_alloc(graph_bytes(0, total), f"{path}: {total} edges read so far", "use a smaller graph",
+                            GraphFormatError)
                 if progress and size > 50 << 20:
                     pos = raw.tell() if raw is not None and hasattr(raw, "tell") else 0
                     print(f"\rreading {path.name}: {total / 1e6:.0f} M edges"
@@ -196,6 +244,12 @@ def _read_mtx(path: Path) -> Graph:
                 from None
         if nr < 1 or nc < 1 or nnz < 0 or nnz > MAX_EDGES:
             raise GraphFormatError(f"{path}:{lineno}: sizes {nr} x {nc} with {nnz} entries are out of range")
+        if path.suffix != ".gz" and nnz * _MIN_ENTRY_BYTES[field] > path.stat().st_size + 1:
+            raise GraphFormatError(f"{path}:{lineno}: the header promises {nnz} entries, more than the file's "
+                                   f"{path.stat().st_size} bytes can hold; it is truncated or the size line is wrong")
+        check_alloc(graph_bytes(max(nr, nc), nnz * (2 if symmetry == "symmetric" else 1)),
+                    f"{path}:{lineno}: a graph of {max(nr, nc)} vertices and {nnz} entries", "use a smaller graph",
+                    GraphFormatError)
         src = np.empty(nnz, np.int64)
         dst = np.empty(nnz, np.int64)
         w = np.empty(nnz) if field != "pattern" else None
@@ -238,12 +292,15 @@ def _read_mtx(path: Path) -> Graph:
 def _read_npz(path: Path) -> Graph:
     import scipy.sparse as sp
 
+    check_npz(path, GraphFormatError, fix="use a smaller graph")  # the arrays' declared sizes, before unpacking
     try:
         a = sp.load_npz(path)
     except (OSError, ValueError, KeyError) as e:
         raise GraphFormatError(f"{path}: not a scipy sparse .npz ({str(e).splitlines()[0]})") from None
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise GraphFormatError(f"{path}: adjacency must be square, not {a.shape}")
+    check_alloc(graph_bytes(a.shape[0], a.nnz), f"{path}: a graph of {a.shape[0]} vertices and {a.nnz} edges",
+                "use a smaller graph", GraphFormatError)
     c = a.tocoo()
     if not np.all(np.isfinite(c.data)):
         raise GraphFormatError(f"{path}: non-finite weights")

@@ -372,8 +372,16 @@ class ScriptError(UsageError):
     """The script file cannot be read at all (permissions, a folder, an I/O error): bad input."""
 
 
+#: Largest script the checker reads (parsing holds its syntax tree, tens of times the file's size, in memory).
+MAX_SCRIPT_BYTES = 4 << 20
+
+
 def _read(script: Path) -> bytes:
     try:
+        size = script.stat().st_size
+        if size > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"{script}: {size / 2**20:.1f} MiB, larger than the {MAX_SCRIPT_BYTES >> 20} MiB a "
+                              "training script is checked up to; check the script that is run, not generated data")
         return script.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"no such script: {script}") from None
