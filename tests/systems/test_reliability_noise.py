@@ -89,10 +89,9 @@ def test_noise_reaches_the_telemetry_and_the_relative_rules_ignore_it(st):
 
 
 def test_noise_study_reports_every_detector():
-    from hwcosim.models.systems.reliability import noise
+    from hwcosim.models.systems.reliability.noise_study import run_noise_study
 
-    r = noise.run_noise_study(quick=True, scales=(0.0, 8.0), n_trials=1, healthy_runs=1, horizon_s=12.0,
-                              loop_trials=1)
+    r = run_noise_study(quick=True, scales=(0.0, 8.0), n_trials=1, healthy_runs=1, horizon_s=12.0, loop_trials=1)
     clean, noisy = r["rows"]
     for row in (clean, noisy):
         for det in ("c4d", "mycroft", "byterobust"):

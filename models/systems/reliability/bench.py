@@ -305,7 +305,7 @@ def bench_byterobust_loop(out_dir: Path, quick: bool, seed: int = 0) -> dict:
 
 # ---- noise ----------------------------------------------------------------------------------------
 def bench_noise(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    from hwcosim.models.systems.reliability.noise import run_noise_study
+    from hwcosim.models.systems.reliability.noise_study import run_noise_study
 
     res = run_noise_study(quick=quick, seed=seed)
     _write_json(out_dir / "noise.json", res)

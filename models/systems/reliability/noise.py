@@ -7,7 +7,8 @@ process, thermal throttling). :class:`NoiseParams` draws such events as a Poisso
 or per GPU over the run and :func:`add_noise` writes them into the transport's
 :class:`~models.systems.cluster.transport.Effects` beside the faults, so they reach the telemetry
 exactly as a fault's effects do (drop counters, link down/up events, late ranks). Nothing here is
-a fault: scoring counts a detector's verdict on noise as a false alarm.
+a fault: scoring counts a detector's verdict on noise as a false alarm (the study that does so is
+:mod:`.noise_study`).
 
 The default rates are ours (order of magnitude, not measured; the C4, Mycroft and ByteRobust
 papers give none in /work/shared/SPECS.md); the noise study reports every detector with the noise
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from hwcosim.models.errors import UsageError
 
-__all__ = ["NoiseParams", "add_noise", "drop_suspects", "link_suspects", "run_noise_study"]
+__all__ = ["NoiseParams", "add_noise", "drop_suspects", "link_suspects"]
 
 
 @dataclass(frozen=True)
@@ -187,82 +188,3 @@ def link_suspects(tel, t: float, hold_s: float, flaps: int = 3, window_s: float 
         if np.isfinite(when):
             out.append((when, lk))
     return sorted(out)
-
-
-# ---- the study: every detector with and without noise --------------------------------------------
-def run_noise_study(quick: bool = False, seed: int = 0, scales=(0.0, 1.0, 4.0), n_trials: int | None = None,
-                    healthy_runs: int | None = None, horizon_s: float = 50.0, loop_trials: int | None = None) -> dict:
-    """C4D, Mycroft and ByteRobust's monitors at noise ``scales`` x the default rates (0: none).
-
-    For each scale: C4D's and Mycroft's injected-fault studies with the noise in every trial
-    (precision: verdicts that name the fault / verdicts; recall: faults named / faults),
-    ``loop_trials`` faults (kinds in turn) through ByteRobust's closed loop (precision: right
-    evictions or isolations / actions; recall: right actions / faults), and
-    ``healthy_runs`` fault-free runs of ``horizon_s`` on which any verdict is a false alarm
-    (counted once per run, so the rate per day is a lower bound). The noise events of every run
-    are listed by kind.
-    """
-    from . import c4d, closedloop, mycroft
-    from .faults import KINDS, Fault, FaultKind
-    from .study import run_trial, setup
-
-    _TRANSIENT = (FaultKind.GPU_SLOW, FaultKind.CPU_OVERLOAD, FaultKind.NIC_FLAP, FaultKind.LINK_LOSSY,
-                  FaultKind.SWITCH_FAIL)
-    _SEVERITY = {FaultKind.GPU_SLOW: 2.5, FaultKind.CPU_OVERLOAD: 2.5, FaultKind.LINK_LOSSY: 0.3,
-                 FaultKind.NIC_FLAP: 2.0}
-    if not (horizon_s > 0):
-        raise UsageError(f"horizon_s must be > 0, not {horizon_s!r}")
-    n_trials = n_trials or (10 if quick else 30)
-    healthy_runs = healthy_runs or (4 if quick else 16)
-    loop_trials = (5 if quick else 27) if loop_trials is None else int(loop_trials)
-    rng = np.random.default_rng((seed, 9))
-    st = setup(seed, iterations=60)
-    sampled = mycroft.sample_ranks(st.place, mycroft.MycroftParams().max_sampled, seed)
-    out = []
-    for sc in scales:
-        nz = NoiseParams(scale=float(sc)) if sc else None
-        rc = c4d.run_study(seed=seed, noise=nz, n_trials=n_trials)
-        rm = mycroft.run_study(seed=seed, noise=nz, n_trials=n_trials)
-        alarms = {"c4d": [], "mycroft": [], "byterobust": []}
-        events = {"drops": 0, "flap": 0, "slow": 0}
-        for i in range(healthy_runs):
-            sim = run_trial(st, None, horizon_s, seed, noise=nz, noise_seed=seed * 7919 + 17 * i + 1)
-            for e in sim.noise_events:
-                events[e["kind"]] += 1
-            d = c4d.diagnose(sim.tel, c4d.C4DParams(), horizon_s)
-            if d is not None:
-                alarms["c4d"].append(d.cls)
-            t = mycroft.trigger(sim.tel, mycroft.MycroftParams(), sampled, horizon_s)
-            if t is not None:
-                alarms["mycroft"].append(t[1])
-            m = closedloop.monitor(sim.tel, horizon_s, closedloop.LoopParams(), st.it_s)
-            if m:
-                alarms["byterobust"].append(min(m.items(), key=lambda kv: kv[1][0])[0])
-        # ByteRobust's loop on injected faults (hang and timeout windows shortened to keep runs short)
-        lp = closedloop.LoopParams(hang_s=20 * st.it_s, mfu_window_s=10 * st.it_s)
-        acted = right = 0
-        for i in range(loop_trials):
-            k = KINDS[i % len(KINDS)]
-            f = Fault(i, k, 0.0, int(rng.integers(st.spec.n_gpus)), 3600.0 if k in _TRANSIENT else np.inf,
-                      _SEVERITY.get(k, 1.0), k not in (FaultKind.HANG, FaultKind.NAN))
-            pl = closedloop.play_fault(f, st, lp, seed * 1009 + i, noise=nz)
-            loc = pl.get("localise", {"action": "none"})
-            if loc["action"] in ("evict", "isolate"):
-                acted += 1
-                sf = pl["slice_fault"]
-                right += bool(pl.get("right")) or (loc["action"] == "isolate" and sf.kind == FaultKind.LINK_LOSSY
-                                                    and loc["target"] == sf.target)
-        loop_pr = (right / acted if acted else float("nan"), right / loop_trials if loop_trials else float("nan"))
-        days = healthy_runs * horizon_s / 86400.0
-        row = {"scale": float(sc), "healthy_s": healthy_runs * horizon_s, "noise_events": events,
-               "c4d": {"precision": rc["precision"], "recall": rc["recall"],
-                       "recall_symptomatic": rc["recall_symptomatic"]},
-               "mycroft": {"precision": rm["precision"], "recall": rm["rank_accuracy"],
-                           "detect_median_s": rm["detect_median_s"]},
-               "byterobust": {"precision": loop_pr[0], "recall": loop_pr[1], "trials": loop_trials}}
-        for k, v in alarms.items():
-            row[k].update(false_alarm_runs=len(v), false_alarms_per_day=len(v) / days,
-                          alarms={a: v.count(a) for a in sorted(set(v))})
-        out.append(row)
-    return {"params": NoiseParams().__dict__, "n_trials": n_trials, "healthy_runs": healthy_runs,
-            "horizon_s": horizon_s, "iter_s": st.it_s, "rows": out}
