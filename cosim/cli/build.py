@@ -17,7 +17,7 @@ def _seeds(text: str) -> list[int]:
     """The seeds of ``--seeds`` (each checked by the parser: ranges.LISTS), at most 16."""
     seeds = [int(s) for s in text.split(",") if s.strip()]
     if len(seeds) > 16:
-        raise UsageError(f"--seeds {text!r}: give 1 to 16 seeds in [0, 2**31)")
+        raise UsageError(f"--seeds: {len(seeds)} seeds given; give 1 to 16 seeds in [0, 2**31)")
     return seeds
 
 

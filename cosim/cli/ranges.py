@@ -191,7 +191,7 @@ def _checked_list(kind, rng: Range, option: str, orig=None):
     def convert(text: str):
         items = [x.strip() for x in str(text).split(",")]
         if not any(items):
-            raise argparse.ArgumentTypeError(f"{option} {text!r}: give comma-separated numbers in {rng.text()}")
+            raise argparse.ArgumentTypeError(f"{option} {_shown(text)!r}: give comma-separated numbers in {rng.text()}")
         for item in items:
             ends = re.split(r"(?<=\d)[-x]", item) if kind is int else [item]
             for e in ends:
@@ -202,9 +202,16 @@ def _checked_list(kind, rng: Range, option: str, orig=None):
     return convert
 
 
+def _shown(text) -> str:
+    """``text`` as echoed in a refusal: whole when short, else its start and its length (a refused value
+    of thousands of characters must not become a line of thousands)."""
+    text = str(text)
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text):,} characters)"
+
+
 def _in_range(v, rng: Range, option: str, text: str):
     if not rng.holds(v):
-        raise argparse.ArgumentTypeError(f"{option} {text}: out of range; allowed {rng.text()}"
+        raise argparse.ArgumentTypeError(f"{option} {_shown(text)}: out of range; allowed {rng.text()}"
                                          + (f" ({rng.note})" if rng.note else ""))
     return v
 
@@ -222,12 +229,13 @@ def _checked(kind, rng: Range, option: str, orig=None):
             try:
                 fv = float(text)
             except (TypeError, ValueError):
-                raise argparse.ArgumentTypeError(f"{option} {text!r}: not a number; give a {kind.__name__} in "
+                raise argparse.ArgumentTypeError(f"{option} {_shown(text)!r}: not a number; give a {kind.__name__} in "
                                                  f"{rng.text()}") from None
             if kind is int and math.isfinite(fv) and fv.is_integer():
                 v = int(fv)
             else:
-                raise argparse.ArgumentTypeError(f"{option} {text!r}: give a whole number in {rng.text()}") from None
+                raise argparse.ArgumentTypeError(
+                    f"{option} {_shown(text)!r}: give a whole number in {rng.text()}") from None
         return _in_range(v, rng, option, text)
 
     convert.__name__ = kind.__name__  # argparse names the type in its own messages

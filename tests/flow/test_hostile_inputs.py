@@ -159,3 +159,13 @@ def test_plain_text_vector_is_not_called_pickled(tmp_path, capsys):
     (tmp_path / "obj.npy").write_bytes(b"\x80\x04\x95" + bytes(20))   # a real pickle is still called one
     refused(capsys, ["sim", "--csb", str(tmp_path / "w"), "--vector", str(tmp_path / "obj.npy"),
                      "-o", str(tmp_path / "out2")], "obj.npy", "pickled")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["build", "melo-engine", "--ooc", "--seeds", ",".join(str(i) for i in range(1, 5001))], "5000 seeds given"),
+    (["build", "melo-engine", "--ooc", "--seeds", "1," + "9" * 5000], "(5,000 characters)"),
+    (["build", "melo-engine", "--ooc", "--clock", "9" * 5000], "(5,000 characters)"),
+])
+def test_a_huge_value_is_not_echoed_whole(capsys, argv, needle):
+    err = refused(capsys, argv, needle)
+    assert len(err) < 300, len(err)
