@@ -50,8 +50,9 @@ test: setup ## the full test suite (unit + RTL simulation); what CI runs
 	@# bytecode once for the hundreds of Python processes the suite starts (simulators, CLI runs),
 	@# which compile every module they import again when PYTHONDONTWRITEBYTECODE is set
 	@$(PY) -m compileall -q -j 0 cosim models pruning >/dev/null
-	@# each YoWASP tool once, serially: parallel first runs race on its compiled-module cache (SIGBUS)
-	@$(PY) -c 'from hwcosim.cosim.flow.toolcache import warm; warm()'
+	@# each YoWASP tool's module compiled once, under a lock the test workers wait on (parallel first runs
+	@# raced on its cache: SIGBUS); in the background, so the minute yosys takes overlaps the workers' start
+	@$(PY) -c 'from hwcosim.cosim.flow.toolcache import warm; warm(quiet=True)' &
 	$(BIN)/pytest -q -n $(JOBS) --dist worksteal --durations=20
 
 verilog: setup ## write every design's Verilog (default parameters) + Yosys resource reports (UltraScale+ and Arria 10) to build/verilog/

