@@ -7,6 +7,11 @@
   stimulus, every sample compared with the golden model; prints cycles vs the model, the
   fixed-point sum-rate fraction and the clock a 20 MHz LTE-like carrier needs; JSON out.
 
+- ``hwcosim beamraster realtime [--build JSON ...] [--attempt DIR ...] [-o DIR]``: is the precoder real
+  time? The LTE 20 MHz requirement of a 64-antenna cell, each built configuration's throughput at
+  its measured Fmax (nextpnr, from the build JSON), the multipliers and clock real time needs and
+  how a Stratix V meets it (:mod:`hwcosim.models.beamraster.realtime`); JSON + PNG.
+
 Exit status: 0 success, 1 an RTL sample differs from the golden model, 2 bad input.
 """
 
@@ -73,13 +78,75 @@ def _cmd_sim(args) -> int:
     return 0
 
 
+def _results_json(arg: str | None) -> str:
+    """``arg``, or docs/boards/results.json (from the working folder, else from the checkout)."""
+    if arg:
+        return arg
+    here = Path("docs/boards/results.json")
+    return str(here if here.is_file() else Path(__file__).resolve().parents[2] / here)
+
+
+def _shipped(pattern: str) -> list[str]:
+    """The other lane configurations' builds shipped in docs/boards/beamraster/ (the 8-lane build, the
+    32-lane 4-user build with router2) and the attempts that did not fit or route (their stdout/stderr)."""
+    folder = Path(_results_json(None)).parent / "beamraster"
+    return [str(p) for p in sorted(folder.glob(pattern))]
+
+
+def _cmd_realtime(args) -> int:
+    from hwcosim.models.beamraster.realtime import (
+        REALTIME_COLUMNS,
+        load_attempts,
+        realtime_report,
+        realtime_rows,
+        write_realtime,
+    )
+    from hwcosim.models.benchio import print_table
+
+    out = _out_dir(args.output)
+    builds = args.build or [_results_json(None), *_shipped("*.json")]
+    for b in builds:
+        if not Path(b).is_file():
+            _fail(f"--build {b}: no such file; pass docs/boards/results.json or the build.json of an "
+                  "hwcosim build beamraster-precoder --ooc run")
+    attempts = args.attempt if args.attempt is not None else ([] if args.build else _shipped("attempts/*"))
+    res = realtime_report(builds, attempts=load_attempts(attempts))
+    js, png = write_realtime(res, out)
+    req = res["requirement"]
+    c = res["cell"]
+    print(f"real time: {c['antennas']} antennas, {c['users']} users, {c['subcarriers']} subcarriers x "
+          f"{c['symbols_per_s'] / 1e3:g} k symbols/s = "
+          f"{req['subcarrier_symbols_per_s'] / 1e6:.1f} M subcarrier-symbols/s, "
+          f"{req['cmac_per_s'] / 1e9:.2f} G complex MAC/s ({req['real_mults_per_s'] / 1e9:.1f} G 18x18 products/s)")
+    print_table("BeamRaster precoder at its measured Fmax (nextpnr, LFE5U-85F) vs real time", REALTIME_COLUMNS,
+                realtime_rows(res))
+    for a in res["attempts"]:
+        if a["error"]:
+            print(f"  {', '.join(f'{k}={v}' for k, v in a['params'].items())}: {a['error']}")
+    n, eb, sv = res["needs_at_measured_fmax"], res["ecp5_bound"], res["stratix_v"]
+    print(f"at {n['clock_mhz']:.1f} MHz real time needs {n['copies']} x L={n['lanes']} lanes = {n['real_multipliers']} "
+          f"multipliers ({n['ideal_real_multipliers']} if every one were busy every cycle); the LFE5U-85F has "
+          f"{eb['mults']}: at most {eb['realtime_fraction_max']:.0%} of real time at that clock, or "
+          f"{eb['clock_needed_mhz']:.0f} MHz with all of them busy")
+    full = n["clock_at_lanes"][-1]
+    print(f"Stratix V: the full L={full['lanes']} datapath needs {full['clock_mhz']:.1f} MHz and "
+          f"{sv['real_multipliers']} 18x18 = {sv['dsp_blocks']} variable-precision DSP blocks, "
+          f"{sv['fraction_of_smallest']:.0%} of the smallest Stratix V ({sv['dsp_blocks_min']} blocks), "
+          f"{sv['fraction_of_largest']:.0%} of the largest ({sv['dsp_blocks_max']}) [{sv['source']}]")
+    band = {r["K"]: r["realtime_fraction"] for r in res["users_band"]}
+    print(f"most sensitive to the users K (not confirmed for the paper): best build's fraction of real time "
+          f"{band[16]:.0%} (K=16) .. {band[8]:.0%} (K=8) .. {band[4]:.0%} (K=4)")
+    print(f"wrote {js} and {png}")
+    return 0
+
+
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``beamraster`` (with ``study`` and ``sim``) to an argparse subparsers object."""
+    """Add ``beamraster`` (with ``study``, ``sim`` and ``realtime``) to an argparse subparsers object."""
     p = subparsers.add_parser(
         "beamraster", help="BeamRaster massive MU-MIMO precoding (IEEE TMC 2019): study and RTL",
         description="BeamRaster: pre-computed DFT-beam precoders with side-lobe pre-distortion "
                     "(Meng et al., IEEE TMC 18(5), 2019).")
-    sub = p.add_subparsers(dest="beamraster_cmd", metavar="{study,sim}")
+    sub = p.add_subparsers(dest="beamraster_cmd", metavar="{study,sim,realtime}")
     sub.required = True
     s = sub.add_parser("study", help="sum rate vs SNR/K/M for ZF, MMSE, MRT, codebook, BeamRaster (JSON + PNG)",
                        description="Run the BeamRaster capacity study; write beamraster_study.json and .png.")
@@ -101,6 +168,19 @@ def register(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/beamraster)")
     r.set_defaults(func=_cmd_sim)
+    t = sub.add_parser("realtime",
+                       help="is the precoder real time? ours at the measured Fmax vs LTE 20 MHz, 64 antennas",
+                       description="Derive the real-time requirement of a 64-antenna LTE 20 MHz cell, set each built "
+                                   "configuration's throughput at its nextpnr Fmax beside it, and give the multipliers "
+                                   "and clock a part needs (and how a Stratix V meets it).")
+    t.add_argument("--build", action="append", metavar="JSON",
+                   help="an hwcosim build JSON (repeatable; default docs/boards/results.json and the other lane "
+                        "configurations' builds in docs/boards/beamraster/)")
+    t.add_argument("--attempt", action="append", metavar="DIR",
+                   help="a folder with stdout.json (hwcosim build --json) and stderr.txt of a build that may have "
+                        "failed, to list why (repeatable; default, without --build: docs/boards/beamraster/attempts/)")
+    t.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/beamraster)")
+    t.set_defaults(func=_cmd_realtime)
     return p
 
 
