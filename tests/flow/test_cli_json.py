@@ -95,6 +95,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "study seernet": (["--quick"], False),
     "study oneshot": (["--quick"], False),
     "kvdirect study": (["--ops", "1000"], False),
+    "kvdirect mops": (["--ops", "1000"], False),
     "melo study": (["--quick"], False),
     "melo run": (["--conns", "2", "--duration-us", "100"], True),
     "cluster arnold": (["--quick"], False),
@@ -104,6 +105,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "cluster speed": (["--gpus", "64", "--jobs", "4", "--iterations", "1"], True),
     "beamraster study": (["--quick"], False),
     "beamraster sim": (["--M", "4", "--K", "2", "--frames", "1"], False),
+    "beamraster realtime": ([], False),
     "sweep": (["cosim/flow/sweeps/kvdirect_rs.toml"], False),
     "formal": (["--list"], True),
     "fuzz": (["--list"], True),
@@ -111,6 +113,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "reliability mycroft": (["--quick"], False),
     "reliability byterobust": (["--quick"], False),
     "reliability byterobust-loop": (["--quick"], False),
+    "reliability noise": (["--quick"], False),
     "reliability pai": (["--quick"], False),
     "docs": (["--check"], True),
     "cluster trace": (["--quick"], False),
@@ -132,6 +135,8 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "cosim serve": (["--model-only", "--requests", "8", "--device", "bbs"], False),
     "cosim kv": (["--model-only", "--iterations", "1", "--workers", "2"], False),
     "build": (["--list-boards"], True),
+    "compile": (["{onnx}", "--sparsity", "0.5", "--calibration", "{x}"], True),
+    "run": (["{compiled}", "--inputs", "{x}"], True),
     "board run": (["bbs-spmxv", "--sim", "--param", "rows=16", "--param", "cols=32", "--param", "banks=4",
                    "--param", "pes=4", "-n", "1"], False),
 }
@@ -169,6 +174,16 @@ def _inputs(tmp_path, argv: list[str]) -> list[str]:
     if any("{run}" in a for a in argv):
         assert main(["sim", "--csb", "csb", "--pes", "2", "--n", "1", "-o", "run"]) == 0  # -o: the run folder
         sub["{run}"] = "run"
+    if any("{onnx}" in a or "{compiled}" in a for a in argv):   # a 16-32-4 ONNX MLP (tests/flow/test_compile.py)
+        import onnx
+        from test_compile import X_MLP, mlp
+
+        onnx.save(mlp(), tmp_path / "mlp.onnx")
+        np.save(tmp_path / "x.npy", X_MLP)
+        sub.update({"{onnx}": "mlp.onnx", "{x}": "x.npy"})
+    if any("{compiled}" in a for a in argv):
+        assert main(["compile", "mlp.onnx", "--calibration", "x.npy", "-o", "compiled"]) == 0
+        sub["{compiled}"] = "compiled"
     if any("{train}" in a for a in argv):
         (tmp_path / "train.py").write_text("import numpy as np\nprint('loss', float(np.ones(3).sum()))\n")
         sub["{train}"] = "train.py"
