@@ -71,9 +71,12 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim bench -o build/bench
 	$(BIN)/hwcosim study accuracy -o build/bench/study
 	$(BIN)/hwcosim study seernet -o build/bench/study
+	$(BIN)/hwcosim study seernet-timing -o build/bench/study/seernet_timing
 	$(BIN)/hwcosim melo study -o build/bench/melo
 	$(BIN)/hwcosim kvdirect study -o build/bench/kvdirect
+	$(BIN)/hwcosim kvdirect mops -o build/bench/kvdirect
 	$(BIN)/hwcosim beamraster study -o build/bench/beamraster
+	$(BIN)/hwcosim beamraster realtime -o build/bench/beamraster
 	$(BIN)/hwcosim easyscale -o build/bench/elastic
 	$(BIN)/hwcosim elasticbatch -o build/bench/elastic
 	$(BIN)/hwcosim goldminer -o build/bench/elastic

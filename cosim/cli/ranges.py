@@ -136,6 +136,7 @@ RANGES: dict[str, Range] = {
     "graph tux2 batches": Range(1, 10**6, note="and at most the rows of the data"),
     "threads": Range(1, 1024, note="the command also caps it at 4 x the cores"),
     "graph compiled-bench repeats": Range(1, 100),
+    "study seernet-timing repeats": Range(1, 100),
     "graph tux2-procs repeats": Range(1, 1000),
 }
 

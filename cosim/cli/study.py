@@ -1,10 +1,10 @@
-"""``hwcosim study accuracy|seernet|oneshot``: the studies on real data (:mod:`hwcosim.pruning.study`)."""
+"""``hwcosim study accuracy|seernet|seernet-timing|oneshot``: the studies on real data (:mod:`hwcosim.pruning`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hwcosim.cosim.cli.util import command, fail
+from hwcosim.cosim.cli.util import add_study, command, fail
 from hwcosim.models.tables import show
 from rich.console import Console
 
@@ -17,7 +17,7 @@ _VERBOSE = ("-v --verbose", "print each point as it finishes", True)
 def register(subparsers) -> None:
     study = subparsers.add_parser("study", help="accuracy studies on real data (pruning patterns, SeerNet)",
                                   description="Accuracy studies on real data.")
-    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet,oneshot}")
+    sub = study.add_subparsers(dest="study", required=True, metavar="{accuracy,seernet,seernet-timing,oneshot}")
     command(sub, "accuracy", _run_accuracy, "LSTM on digits pruned with every pattern, with/without fine-tuning", [
         _OUT, ("--quick", "3 sparsities and a short fine-tuning (< 90 s)", True),
         ("--sparsities", "comma-separated targets, e.g. 0.5,0.75,0.9"),
@@ -33,6 +33,11 @@ def register(subparsers) -> None:
         ("--epochs", "CNN training epochs (default 15)", dict(type=int, default=None)), _SEED, _CACHE],
             description="Train a CNN on digits (cached) and run every conv layer the SeerNet way with a k-bit "
                         "predictor; write seernet.json and seernet.png.")
+    add_study(sub, "seernet-timing", "SeerNet as wall-clock time: compiled k-bit predictor + sparse conv vs the "
+              "same kernel on every output and BLAS im2col, on ResNet-18-sized layers",
+              "hwcosim.pruning.seernet_bench:run_seernet_timing", "build/study/seernet_timing",
+              [("--repeats", "timed rounds per layer and bit width (default 7, quick 2)", dict(type=int))],
+              quick="tiny layers, k = 1 and 4, two rounds: a smoke run whose times mean nothing")
     command(sub, "oneshot", _run_oneshot, "MiniLM + digits models: magnitude vs Wanda vs OBS one-shot pruning under "
             "unstructured/BBS/N:M/FSS patterns", [
                 _OUT, ("--quick", "50%% only, unstructured and BBS-16, 64 of the 128 calibration sentences, LSTM only, "

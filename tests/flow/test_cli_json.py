@@ -93,6 +93,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "prune": (["--pattern", "bbs", "--banks", "4", "--sparsity", "0.5", "{w}", "-o", "p"], True),
     "study accuracy": (["--quick"], False),
     "study seernet": (["--quick"], False),
+    "study seernet-timing": (["--quick"], False),
     "study oneshot": (["--quick"], False),
     "kvdirect study": (["--ops", "1000"], False),
     "kvdirect mops": (["--ops", "1000"], False),
