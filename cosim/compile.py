@@ -54,8 +54,10 @@ from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize, satur
 from hwcosim.models.fss.gemm import CycleModel as FSSCycleModel
 from hwcosim.models.fss.gemm import FSSParams, gemm, regions_to_dense
 from hwcosim.pruning.frontends import ENGINE_KINDS, Layer, Network, read_model
+from hwcosim.pruning.oneshot import METHODS
 
-__all__ = ["compile_model", "CompiledModel", "load_compiled", "HEADROOM", "TARGETS", "engine_config", "engine_stem"]
+__all__ = ["compile_model", "CompiledModel", "load_compiled", "compile_bert", "CompiledBert",
+           "HEADROOM", "TARGETS", "engine_config", "engine_stem"]
 
 TARGETS = ("bbs", "fss")
 #: The sparsity pattern of each target's engines.
@@ -234,11 +236,14 @@ class CompiledModel:
                 out_float = _softmax(dequantize(a, fmt), lay)
         return (dequantize(a, fmt) if out_float is None else out_float), words, stats
 
-    def _engine(self, st: Stage, a: np.ndarray, fmt: Q, trace: bool):
+    @staticmethod
+    def _engine(st: Stage, a: np.ndarray, fmt: Q, trace: bool):
+        """One engine layer's golden model on raw words ``a`` in ``fmt``: (out words, out format,
+        (in, out) engine words with ``trace``, {"saturated": n})."""
         p = st.params
         a, n_sat = _requant(a, fmt.frac_bits, st.in_fmt)
         if st.engine == "fss-gemm":
-            return self._fss(st, a, trace, n_sat)
+            return CompiledModel._fss(st, a, trace, n_sat)
         if st.engine == "bbs-spmxv":
             lead = a.shape[:-1]
             xb = a.reshape(-1, a.shape[-1])
@@ -266,7 +271,8 @@ class CompiledModel:
         last = h[:, -1, :H]
         return (last[None] if tni else last), p.vec_fmt, words, {"saturated": n_sat + s_lstm}
 
-    def _fss(self, st: Stage, a: np.ndarray, trace: bool, n_sat: int):
+    @staticmethod
+    def _fss(st: Stage, a: np.ndarray, trace: bool, n_sat: int):
         """A dense or conv layer on the FSS GEMM: Y = W @ X, X (cols, T) the inputs as columns (a conv:
         its im2col patches), T padded to a multiple of ``pe_cols`` with zero columns."""
         p = st.params
@@ -434,6 +440,9 @@ class CompiledModel:
             man = json.loads(mf.read_text())
         except (ValueError, UnicodeDecodeError):
             raise UsageError(f"{mf}: not valid JSON; recompile the model") from None
+        if isinstance(man, dict) and man.get("kind") == BERT_MANIFEST_KIND:
+            raise UsageError(f"{folder}: a compiled BERT encoder; hwcosim run takes ONNX/npz compilations only "
+                             "(its report.json holds the sentence-embedding cosine to the float model)")
         if not isinstance(man, dict) or man.get("kind") != MANIFEST_KIND or not isinstance(man.get("files"), dict):
             raise UsageError(f"{mf}: not a compiled-model manifest; give a folder written by hwcosim compile")
         for name, digest in man["files"].items():
@@ -764,12 +773,19 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
     region, pe_rows, pe_cols
         FSS: the region ``(r_h, r_w)`` (or ``"2x8"``) and the PE array.
     method : str
-        How weights are scored for pruning: ``"magnitude"`` (the only method of this version).
+        How weights are pruned: ``"magnitude"`` (the pattern's rule on ``|W|``), ``"wanda"`` or
+        ``"obs"`` (:mod:`hwcosim.pruning.oneshot`, activation-aware: each engine layer is pruned from
+        the float activations entering it on ``calibration``, the earlier layers already pruned; the
+        BBS LSTM layer is always pruned by magnitude). The report names the method of each layer.
 
     Returns
     -------
     CompiledModel
+        (:class:`CompiledBert` for a BERT-family checkpoint folder or ``.safetensors`` file, with
+        ``calibration`` sentences: :func:`compile_bert`.)
     """
+    from hwcosim.pruning.frontends_bert import is_bert_checkpoint
+
     if target not in TARGETS:
         raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
     try:
@@ -781,8 +797,13 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
     if pattern is not None and pattern != PATTERNS[target]:
         raise UsageError(f"pattern {pattern!r} does not run on the {target} target; it takes --pattern "
                          f"{PATTERNS[target]}")
-    if method != "magnitude":
-        raise UsageError(f"method {method!r} is not supported yet; this compiler prunes by magnitude")
+    if is_bert_checkpoint(model):
+        if description is not None:
+            raise UsageError("a BERT checkpoint takes no --description (its config.json describes it)")
+        return compile_bert(model, target, sparsity, calibration, method=method, banks=banks, pes=pes,
+                            region=region, pe_rows=pe_rows, pe_cols=pe_cols)
+    if method not in METHODS:
+        raise UsageError(f"unknown pruning method {method!r}; choose one of: {', '.join(METHODS)}")
     if isinstance(region, str):
         try:
             region = tuple(int(v) for v in region.lower().split("x"))
@@ -804,16 +825,22 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
             other = [t for t in TARGETS if lay.kind in TARGET_KINDS[t]]
             raise UsageError(f"layer {lay.name!r} ({lay.kind}) cannot map to the {target} target; "
                              f"compile it with --target {' or '.join(other)}")
-    stages: list[Stage] = []
-    for i, lay in enumerate(net.engine_layers):
-        stages.append(_prune_fss(i, lay, sparsity, region, pe_rows, pe_cols) if target == "fss"
-                      else _prune_stage(i, lay, sparsity, banks, pes))
+    xcal = CompiledModel(net, [], sparsity, None)._check_input(calibration)
+
+    def prune_one(i: int, lay: Layer, X: np.ndarray | None) -> Stage:
+        if target == "fss":
+            return _prune_fss(i, lay, sparsity, region, pe_rows, pe_cols, method, X)
+        return _prune_stage(i, lay, sparsity, banks, pes, method, X)
+
+    if method == "magnitude":
+        stages = [prune_one(i, lay, None) for i, lay in enumerate(net.engine_layers)]
+    else:
+        stages = _prune_sequential(net, xcal, prune_one)
     m = CompiledModel(net, stages, sparsity, None)
     m.target = target
     m.options = ({"region": list(region), "pe_rows": pe_rows, "pe_cols": pe_cols} if target == "fss"
                  else {"banks": banks, "pes": pes})
     m.options.update(pattern=PATTERNS[target], method=method)
-    xcal = m._check_input(calibration)
     m.calibration = xcal
     if net.layers[0].kind == "lstm":
         m.seq_len = int(xcal.shape[0] if net.layers[0].attrs["layout"] == "tni" else xcal.shape[1])
@@ -822,7 +849,50 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
     return m
 
 
-def _prune_stage(i: int, lay: Layer, sparsity: float, banks: int, pes: int) -> Stage:
+def _prune_sequential(net: Network, xcal: np.ndarray, prune_one) -> list[Stage]:
+    """Activation-aware pruning, layer by layer in network order (as SparseGPT prunes a model): each
+    engine layer is pruned from the float activations entering it (a dense layer: its input rows; a
+    conv: its im2col patches), computed on the calibration inputs with the earlier layers already
+    pruned (OBS: and updated)."""
+    stages: list[Stage] = []
+    a = xcal
+    slots: dict[str, np.ndarray] = {}
+    for lay in net.layers:
+        if lay.kind == "skip":
+            slots[lay.attrs["slot"]] = a
+        elif lay.kind == "add":
+            a = _add_float(lay, a, slots.pop(lay.attrs["slot"]))
+        elif lay.kind == "dense":
+            st = prune_one(len(stages), lay, a.reshape(-1, a.shape[-1]))
+            stages.append(st)
+            a = a @ st.w_pruned.T + (0 if lay.b is None else lay.b)
+        elif lay.kind == "conv":
+            st = prune_one(len(stages), lay, im2col(a, lay)[0].T)
+            stages.append(st)
+            a = conv_float(a, st.w_pruned, lay)
+        elif lay.kind == "lstm":
+            st = prune_one(len(stages), lay, None)
+            stages.append(st)
+            tni = lay.attrs["layout"] == "tni"
+            last = _lstm_float_stats(st.w_pruned, lay.b, a.transpose(1, 0, 2) if tni else a)[0][:, -1]
+            a = last[None] if tni else last
+        else:
+            a = _float_host_op(lay, a)
+    return stages
+
+
+def _pad_calib(X: np.ndarray | None, cols: int) -> np.ndarray | None:
+    """Calibration rows (tokens, in) padded with zero columns to the engine's padded width (zero
+    inputs: OBS treats them as dead channels, Wanda scores their weights 0)."""
+    if X is None:
+        return None
+    Xp = np.zeros((X.shape[0], cols))
+    Xp[:, :X.shape[1]] = X
+    return Xp
+
+
+def _prune_stage(i: int, lay: Layer, sparsity: float, banks: int, pes: int, method: str = "magnitude",
+                 X: np.ndarray | None = None) -> Stage:
     from hwcosim.pruning.prune_api import prune
 
     if lay.kind == "dense":
@@ -835,12 +905,13 @@ def _prune_stage(i: int, lay: Layer, sparsity: float, banks: int, pes: int) -> S
         wpad = np.zeros((rows, cols))
         wpad[:out_f, :in_f] = lay.w
         k = _keep(cols // banks, sparsity)
-        pr = prune(wpad, pattern="bbs", banks=banks, sparsity=1 - k / (cols // banks))
+        pr = prune(wpad, pattern="bbs", banks=banks, sparsity=1 - k / (cols // banks), method=method,
+                   calibration=_pad_calib(X, cols))
         wfmt = Q.fitting(max(float(np.abs(pr.weights).max(initial=0)), 2.0 ** -6), WEIGHT_BITS)
         csb = pr.encode(wfmt)
         p = BBSParams(rows=rows, cols=cols, banks=banks, k=csb.values.shape[1], pes=pes, weight_fmt=wfmt)
         return Stage(i, lay, "bbs-spmxv", p, pr.weights[:out_f, :in_f], lay.b, values=csb.values,
-                     indices=csb.indices, info={"pad_rows": rows - out_f, "pad_cols": cols - in_f})
+                     indices=csb.indices, info={"pad_rows": rows - out_f, "pad_cols": cols - in_f, "method": method})
     I, H = lay.attrs["input_size"], lay.attrs["hidden"]
     if pes % 4:
         raise UsageError(f"layer {lay.name!r}: the LSTM engine needs pes a multiple of 4, not {pes}")
@@ -857,12 +928,16 @@ def _prune_stage(i: int, lay: Layer, sparsity: float, banks: int, pes: int) -> S
     wm = np.where(mask, w, 0.0)
     wfmt = Q.fitting(max(float(np.abs(wm).max(initial=0)), 2.0 ** -6), WEIGHT_BITS)
     p0 = LSTMParams(input_size=Ip, hidden=Hp, banks=banks, k=k, pes=pes, weight_fmt=wfmt)
+    # the LSTM engine's interleaved banks are pruned by magnitude whatever the method (the report says so)
     st = Stage(i, lay, "bbs-lstm", p0, _unpad_lstm(wm, I, H, Ip, Hp), lay.b, hidden_p=Hp,
-               info={"pad_hidden": Hp - H, "pad_input": Ip - I, "mask": mask, "w_padded": w, "b_padded": b})
+               info={"pad_hidden": Hp - H, "pad_input": Ip - I, "mask": mask, "w_padded": w, "b_padded": b,
+                     "method": "magnitude" if method == "magnitude" else
+                     f"magnitude (method {method} is not implemented for the BBS LSTM layer)"})
     return st
 
 
-def _prune_fss(i: int, lay: Layer, sparsity: float, region: tuple[int, int], pe_rows: int, pe_cols: int) -> Stage:
+def _prune_fss(i: int, lay: Layer, sparsity: float, region: tuple[int, int], pe_rows: int, pe_cols: int,
+               method: str = "magnitude", X: np.ndarray | None = None) -> Stage:
     """A dense or conv layer (``w`` (out, in)) on the FSS GEMM, pruned with ``n`` of every region's
     ``r_h * r_w`` weights kept (the fewest that are at least ``1 - sparsity`` of it)."""
     from hwcosim.pruning.prune_api import prune
@@ -874,13 +949,13 @@ def _prune_fss(i: int, lay: Layer, sparsity: float, region: tuple[int, int], pe_
     wpad = np.zeros((rows, cols))
     wpad[:out_f, :in_f] = lay.w
     n = _keep(rh * rw, sparsity)
-    pr = prune(wpad, pattern="fss", region=region, n=n)
+    pr = prune(wpad, pattern="fss", region=region, n=n, method=method, calibration=_pad_calib(X, cols))
     wfmt = Q.fitting(max(float(np.abs(pr.weights).max(initial=0)), 2.0 ** -6), WEIGHT_BITS)
     enc = pr.encode(wfmt)
     p = FSSParams(region=region, n=n, pe_rows=pe_rows, pe_cols=pe_cols, max_rows=rows, max_cols=cols,
                   weight_fmt=wfmt)
     return Stage(i, lay, "fss-gemm", p, pr.weights[:out_f, :in_f], lay.b, values=enc.values, indices=enc.indices,
-                 info={"pad_rows": rows - out_f, "pad_cols": cols - in_f})
+                 info={"pad_rows": rows - out_f, "pad_cols": cols - in_f, "method": method})
 
 
 def _unpad_lstm(wp: np.ndarray, I: int, H: int, Ip: int, Hp: int) -> np.ndarray:
@@ -1008,6 +1083,7 @@ def _make_report(m: CompiledModel, xcal: np.ndarray, target: str) -> dict:
         else:
             d.update(pattern="bbs (bank-balanced)", banks=p.banks, k=p.k, bank_size=p.bank_size,
                      sparsity=float(1 - p.k / p.bank_size))
+        d["method"] = st.info.get("method", m.options.get("method", "magnitude"))
         d.update(kept_weights_sparsity=float(1 - np.count_nonzero(st.w_pruned) / st.w_pruned.size),
                  saturated_words=s["saturated"], max_abs_err_vs_float=e)
         layers.append(d)
@@ -1059,3 +1135,211 @@ def load_compiled(folder: str | os.PathLike) -> CompiledModel:
     """:meth:`CompiledModel.load`: the compiled model a folder written by ``save`` (or ``hwcosim compile``)
     holds, every file checked against the manifest's sha256."""
     return CompiledModel.load(folder)
+
+
+# -- BERT-family checkpoints ----------------------------------------------------------------------
+
+BERT_MANIFEST_KIND = "hwcosim-compiled-bert"
+#: What runs on the host (float64) when a BERT encoder is compiled: everything but its linear layers.
+BERT_HOST_OPS = ("token, position and type embeddings", "embedding layer norm",
+                 "attention scores QK^T / sqrt(d) and their softmax", "attention-weighted sum of V",
+                 "residual adds", "layer norm", "GELU", "mean pooling and L2 normalisation")
+
+
+def _set_linear_formats(st: Stage, vmax: float, omax: float) -> None:
+    """A dense stage's input and output formats for inputs up to ``vmax`` and outputs up to ``omax``."""
+    p = st.params
+    if st.engine == "fss-gemm":
+        st.params = dataclasses.replace(p, act_fmt=_fit(vmax, VEC_BITS), out_fmt=_fit(omax, OUT_BITS))
+    else:
+        st.params = BBSParams(rows=p.rows, cols=p.cols, banks=p.banks, k=p.k, pes=p.pes, weight_fmt=p.weight_fmt,
+                              vec_fmt=_fit(vmax, VEC_BITS), out_fmt=_fit(omax, OUT_BITS))
+    if st.layer.b is not None:
+        st.bias_raw = quantize(st.layer.b, st.params.out_fmt)
+
+
+class CompiledBert:
+    """A BERT-family encoder whose linear layers (query, key, value, attention output, FFN in and out of
+    every block) run on the BBS SpMxV or FSS GEMM golden models; the rest (:data:`BERT_HOST_OPS`) runs on
+    the host in float64. Build it with :func:`compile_bert`."""
+
+    def __init__(self, model, tok, stages: list[Stage], target: str, sparsity: float, options: dict):
+        self.model, self.tok = model, tok
+        self.stages = stages
+        self._by_name = {st.layer.name: st for st in stages}
+        self.target, self.sparsity, self.options = target, sparsity, options
+        self._report: dict | None = None
+        self._sat: dict[str, int] | None = None
+
+    def ids(self, sentences) -> list[list[int]]:
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        return [self.tok.encode(s, min(256, self.model.cfg.max_positions)) for s in sentences]
+
+    def _golden(self, name: str, x: np.ndarray) -> np.ndarray:
+        st = self._by_name[name]
+        fmt = st.in_fmt
+        trace = self._sat is not None
+        z, ofmt, _, s = CompiledModel._engine(st, quantize(x, fmt), fmt, trace)
+        if trace:
+            self._sat[name] += s["saturated"] + int((np.abs(x) > fmt.max_value + fmt.lsb / 2).sum())
+        return dequantize(z, ofmt)
+
+    def predict(self, sentences) -> np.ndarray:
+        """Sentence embeddings (N, H), every encoder linear layer on its engine's bit-exact golden model."""
+        from hwcosim.pruning.frontends_bert import encoder_embeddings
+
+        return encoder_embeddings(self.model, self.ids(sentences), self._golden)
+
+    def predict_float(self, sentences, pruned: bool = True) -> np.ndarray:
+        """Float64 sentence embeddings with the pruned weights or, ``pruned=False``, the checkpoint's."""
+        from hwcosim.pruning.frontends_bert import encoder_embeddings
+
+        def lin(name, x):
+            st = self._by_name[name]
+            w = st.w_pruned if pruned else st.layer.w
+            return x @ w.T + (0 if st.layer.b is None else st.layer.b)
+
+        return encoder_embeddings(self.model, self.ids(sentences), lin)
+
+    def report(self) -> dict:
+        """Per linear layer: engine, pattern, method, formats, saturations on the calibration sentences,
+        expected and ideal cycles; the sentence-embedding cosine to the float model on held-out sentences."""
+        return json.loads(json.dumps(self._report))
+
+    def save(self, out: str | os.PathLike) -> Path:
+        """Write ``out/`` at once: each linear layer's engine arrays (``layerNN-NAME.npz``), the engine
+        Verilog and parameters of every engine configuration, ``report.json`` and ``manifest.json``."""
+        from hwcosim.models.atomic import staged_dir
+
+        with staged_dir(out) as st_dir:
+            for st in self.stages:
+                arrays = {"w_pruned": st.w_pruned, "values": st.values, "indices": st.indices,
+                          "params": np.frombuffer(json.dumps(st.params.to_dict()).encode(), dtype=np.uint8)}
+                if st.bias_raw is not None:
+                    arrays["bias"] = st.bias_raw
+                np.savez(st_dir / _layer_file(st), **arrays)
+                stem = engine_stem(st.engine, st.params)
+                if not (st_dir / f"{stem}.v").exists():
+                    (st_dir / f"{stem}.v").write_text(engine_verilog(st.engine, st.params))
+                    (st_dir / f"{stem}.toml").write_text(params_toml(st.params))
+            (st_dir / "report.json").write_text(json.dumps(self._report, indent=1))
+            files = {f.name: _sha256(f) for f in sorted(st_dir.iterdir()) if f.name != "manifest.json"}
+            manifest = {"kind": BERT_MANIFEST_KIND, "version": 1, "target": self.target, "sparsity": self.sparsity,
+                        "options": self.options, "files": files}
+            (st_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        return Path(out)
+
+
+def compile_bert(checkpoint, target: str = "fss", sparsity: float = 0.0, calibration=None, *,
+                 method: str = "magnitude", banks: int = 4, pes: int = 4, region=(2, 8), pe_rows: int = 2,
+                 pe_cols: int = 2, heldout: float = 0.25) -> CompiledBert:
+    """Compile the encoder linear layers of a BERT-family checkpoint onto the BBS or FSS engines.
+
+    Parameters
+    ----------
+    checkpoint : path
+        A folder with ``model.safetensors``, ``config.json`` and ``vocab.txt``/``tokenizer.json``
+        (or the ``.safetensors`` file in one).
+    calibration : path or list of str
+        Sentences (a ``.txt`` file, one per line, or a list): the last ``heldout`` fraction (at least
+        one) is held out for the embedding cosine of the report; the others calibrate the formats and,
+        with ``method="wanda"|"obs"``, the pruning (each linear layer from the float activations entering
+        it, the earlier layers already pruned).
+    target, sparsity, method, banks, pes, region, pe_rows, pe_cols
+        As :func:`compile_model`.
+    """
+    from hwcosim.pruning.frontends_bert import encoder_embeddings, read_bert, read_sentences
+
+    if target not in TARGETS:
+        raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
+    if method not in METHODS:
+        raise UsageError(f"unknown pruning method {method!r}; choose one of: {', '.join(METHODS)}")
+    try:
+        sparsity = float(sparsity)
+    except (TypeError, ValueError):
+        raise UsageError(f"sparsity must be a number in [0, 1), not {sparsity!r}") from None
+    if not 0.0 <= sparsity < 1.0:
+        raise UsageError(f"sparsity must lie in [0, 1), not {sparsity}")
+    if isinstance(region, str):
+        try:
+            region = tuple(int(v) for v in region.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"region must be RxC, e.g. 2x8, not {region!r}") from None
+    region = tuple(region)
+    if calibration is None:
+        raise UsageError("compiling a BERT checkpoint needs calibration sentences: --calibration sentences.txt "
+                         "(one per line)")
+    sents = read_sentences(calibration) if isinstance(calibration, str | os.PathLike) else list(calibration)
+    if len(sents) < 2:
+        raise UsageError("give at least 2 calibration sentences: some calibrate, the rest are held out")
+    model, tok = read_bert(checkpoint)
+    n_hold = max(1, int(round(len(sents) * heldout)))
+    cal, held = sents[:-n_hold], sents[-n_hold:]
+    stages: list[Stage] = []
+
+    def prune_lin(name: str, x: np.ndarray) -> np.ndarray:
+        """First use of each linear layer (a float pass, earlier layers pruned): prune it from its
+        inputs ``x``, choose its formats, then compute it with the pruned weights."""
+        w, b = model.p[name], model.p[name[:-len("weight")] + "bias"]
+        lay = Layer("dense", name, w=np.asarray(w, np.float64), b=np.asarray(b, np.float64))
+        X = x if method != "magnitude" else None
+        st = (_prune_fss(len(stages), lay, sparsity, region, pe_rows, pe_cols, method, X) if target == "fss"
+              else _prune_stage(len(stages), lay, sparsity, banks, pes, method, X))
+        pre = x @ st.w_pruned.T
+        post = pre + b
+        _set_linear_formats(st, float(np.abs(x).max(initial=0)),
+                            max(float(np.abs(pre).max(initial=0)), float(np.abs(post).max(initial=0))))
+        st.info["t_per_inference"] = 1
+        stages.append(st)
+        return post
+
+    ids_cal = [tok.encode(s, min(256, model.cfg.max_positions)) for s in cal]
+    # one batch: every linear layer is met once, in forward order, with all calibration tokens
+    encoder_embeddings(model, ids_cal, prune_lin, batch=max(1, len(ids_cal)))
+    options = ({"region": list(region), "pe_rows": pe_rows, "pe_cols": pe_cols} if target == "fss"
+               else {"banks": banks, "pes": pes})
+    options.update(pattern=PATTERNS[target], method=method)
+    m = CompiledBert(model, tok, stages, target, sparsity, options)
+    m._sat = {st.layer.name: 0 for st in stages}
+    m.predict(cal)
+    sat, m._sat = m._sat, None
+    e_float = m.predict_float(held, pruned=False)
+    cos_q = np.sum(m.predict(held) * e_float, axis=1)
+    cos_p = np.sum(m.predict_float(held) * e_float, axis=1)
+    layers = []
+    for st in stages:
+        p = st.params
+        d = {"index": st.index, "name": st.layer.name, "engine": st.engine, "shape": list(st.layer.w.shape),
+             "method": st.info["method"], "params": p.to_dict(), "engine_config": engine_config(p),
+             "verilog": f"{engine_stem(st.engine, p)}.v", "saturated_words": sat[st.layer.name],
+             "kept_weights_sparsity": float(1 - np.count_nonzero(st.w_pruned) / st.w_pruned.size)}
+        if st.engine == "fss-gemm":
+            cm = FSSCycleModel(p)
+            d.update(pattern=f"fss ({p.n} of every {p.r_h}x{p.r_w} region)", sparsity=float(1 - p.n / p.region_size),
+                     formats={"weight": str(p.weight_fmt), "input": str(p.act_fmt), "output": str(p.out_fmt)},
+                     cycles_expected=cm.expected(p.max_rows, p.max_cols, p.pe_cols),
+                     cycles_ideal=cm.ideal(p.max_rows, p.max_cols, p.pe_cols), cycles_per=f"{p.pe_cols} tokens")
+        else:
+            cm = CycleModel(p)
+            d.update(pattern="bbs (bank-balanced)", sparsity=float(1 - p.k / p.bank_size),
+                     formats={"weight": str(p.weight_fmt), "input": str(p.vec_fmt), "output": str(p.out_fmt)},
+                     cycles_expected=cm.expected(1), cycles_ideal=cm.ideal(1), cycles_per="token")
+        layers.append(d)
+    m._report = {
+        "target": target, "source": str(checkpoint), "kind": "bert", "sparsity": sparsity, "method": method,
+        "encoder": {"layers": model.cfg.layers, "hidden": model.cfg.hidden, "heads": model.cfg.heads,
+                    "intermediate": model.cfg.intermediate},
+        "calibration_sentences": len(cal), "heldout_sentences": len(held),
+        "host_ops": list(BERT_HOST_OPS), "host_arithmetic": "float64",
+        "layers": layers,
+        "embedding_cosine_vs_float": {"compiled_mean": float(cos_q.mean()), "compiled_min": float(cos_q.min()),
+                                      "pruned_float_mean": float(cos_p.mean()),
+                                      "pruned_float_min": float(cos_p.min())},
+        "notes": ["only the encoder's linear layers run on the engines (golden models); the host ops run in "
+                  "float64 and each linear layer's input is quantised to its engine's input format",
+                  "embedding_cosine_vs_float: cosine of the mean-pooled, L2-normalised sentence embeddings to "
+                  "the float checkpoint's, on the held-out sentences (compiled: engine golden models; "
+                  "pruned_float: the pruned weights in float64)",
+                  "saturated_words: words that saturated on the calibration sentences"]}
+    return m

@@ -50,14 +50,16 @@ def compile_to_folder(model, out: str | os.PathLike, *, target: str = "bbs", spa
                       banks: int = 4, pes: int = 4, description=None, region=(2, 8), pe_rows: int = 2,
                       pe_cols: int = 2) -> CompiledModel:
     """Compile ``model`` and save it into ``out`` (written at once at the end; nothing on bad input).
-    ``calibration``: an array or the path of a ``.npy``."""
+    ``calibration``: an array or the path of a ``.npy`` (a BERT checkpoint: of a ``.txt`` of sentences)."""
     from hwcosim.models.atomic import check_out_dir
 
     check_out_dir(out)
     if calibration is None:
         raise UsageError("compile needs calibration inputs to choose the fixed-point formats: "
                          "--calibration X.npy (a few representative inputs in the model's input shape)")
-    if isinstance(calibration, str | os.PathLike):
+    from hwcosim.pruning.frontends_bert import is_bert_checkpoint
+
+    if isinstance(calibration, str | os.PathLike) and not is_bert_checkpoint(model):
         calibration = load_array(calibration, "--calibration")
     m = compile_model(model, target=target, sparsity=sparsity, calibration=calibration, banks=banks, pes=pes,
                       description=description, pattern=pattern, method=method, region=region, pe_rows=pe_rows,

@@ -15,8 +15,9 @@ The Python API (the command line calls the same functions; ``docs/python-api.md`
   with ``verilog()``, ``stimulus()``, ``golden()``, ``simulate()`` (a :class:`SimResult`),
   ``build()`` and ``formal()``;
 - :func:`prune` -> a :class:`PruneResult` (mask, pruned weights, hardware encoding, ``save``);
-- :func:`compile` -> a compiled network on the BBS engines (``predict``, ``simulate``, ``report``,
-  ``save``; ``docs/compile.md``);
+- :func:`compile` -> a compiled network on the BBS or FSS engines (``predict``, ``simulate``, ``report``,
+  ``save``; an ONNX/``.npz`` network, or a BERT-family checkpoint's encoder linears; ``docs/compile.md``),
+  :func:`load_compiled` to read a saved one back;
 - :class:`UsageError` (bad input) and :class:`CheckFailed` (a check that ran and failed).
 
 Importing :mod:`hwcosim` is light: each name is imported when first used.

@@ -17,6 +17,8 @@ examples:
   hwcosim compile mlp.onnx --target bbs --sparsity 0.5 --calibration x.npy -o mlp-bbs/
   hwcosim compile net.npz --description net.toml --calibration x.npy -o net-bbs/
   hwcosim compile cnn.onnx --target fss --region 2x8 --sparsity 0.5 --calibration images.npy -o cnn-fss/
+  hwcosim compile mlp.onnx --sparsity 0.5 --method obs --calibration x.npy -o mlp-obs/
+  hwcosim compile bert-folder/ --target fss --sparsity 0.5 --method wanda --calibration sentences.txt -o bert-fss/
   hwcosim run mlp-bbs/ --inputs x.npy --labels y.npy --rtl -o mlp-run/
 """
 
@@ -24,21 +26,25 @@ examples:
 def register(subparsers) -> None:
     """Add ``compile`` and ``run`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser(
-        "compile", help="compile a trained network (ONNX, .npz + TOML) onto the accelerator engines",
+        "compile", help="compile a trained network (ONNX, .npz + TOML, a BERT checkpoint's encoder linears) "
+        "onto the accelerator engines",
         description="Map every layer of a trained network onto an engine, prune it, choose its fixed-point "
         "formats from calibration inputs and write OUT/: the quantised weights, the engine Verilog, a "
         "per-layer report and a manifest of checksums (docs/compile.md).",
         epilog=COMPILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_options(p, [
-        ("model", "the network: .onnx, or .npz with a TOML layer description (--description)"),
+        ("model", "the network: .onnx, .npz with a TOML layer description (--description), or a BERT-family "
+         "checkpoint folder (model.safetensors, config.json, vocab.txt/tokenizer.json)"),
         ("--target", "engines to map onto: bbs (dense layers and LSTMs; default) or fss (dense layers and "
          "convolutions)", dict(default="bbs")),
         ("--pattern", "sparsity pattern (default: the target's own: bbs or fss)"),
         ("--sparsity", "fraction of weights pruned in every engine layer, in [0, 1) (default 0: dense on the "
          "same engine)", dict(type=float, default=0.0)),
-        ("--method", "how weights are scored for pruning: magnitude (default)", dict(default="magnitude")),
+        ("--method", "how weights are pruned: magnitude (default), wanda or obs (activation-aware, from each "
+         "layer's inputs on the calibration data)", dict(default="magnitude")),
         ("--calibration", "representative inputs in the model's input shape (.npy): the formats are chosen "
-         "so that they do not saturate", dict(metavar="X.npy")),
+         "so that they do not saturate; a BERT checkpoint: sentences.txt, one per line (the last quarter "
+         "held out for the embedding cosine)", dict(metavar="X.npy|sentences.txt")),
         ("--description", ".npz models: the TOML layer description (default: the .toml beside the .npz)"),
         ("--banks", "bbs: engine banks per PE (default 4)", dict(type=int, default=4)),
         ("--pes", "bbs: engine PEs (default 4; LSTM layers: a multiple of 4)", dict(type=int, default=4)),
@@ -79,6 +85,8 @@ def cmd_compile(args) -> int:
                           pattern=args.pattern, method=args.method, banks=args.banks, pes=args.pes,
                           description=args.description, region=args.region, pe_rows=pe_rows, pe_cols=pe_cols)
     rep = m.report()
+    if rep.get("kind") == "bert":
+        return _show_bert(args, out, rep)
     rows = [[f"{d['index']} {d['name']}", d["engine"], "x".join(map(str, d["shape"])), f"{d['sparsity']:.3f}",
              " ".join(f"{k}={v}" for k, v in d["formats"].items()), d["saturated_words"],
              f"{d['max_abs_err_vs_float']:.3g}", d["cycles_expected"], d["cycles_ideal"]] for d in rep["layers"]]
@@ -87,6 +95,23 @@ def cmd_compile(args) -> int:
                 "max err vs float (abs)", "expected (cycles)", "ideal (cycles)"], rows))
     print(f"wrote {out}/ (manifest.json, weights, engine Verilog, report.json); host ops: "
           f"{', '.join(rep['host_ops']) or 'none'}")
+    emit("report", rep)
+    return 0
+
+
+def _show_bert(args, out, rep: dict) -> int:
+    rows = [[f"{d['index']} {d['name']}", d["engine"], "x".join(map(str, d["shape"])), d["method"],
+             f"{d['sparsity']:.3f}", " ".join(f"{k}={v}" for k, v in d["formats"].items()), d["saturated_words"],
+             d["cycles_expected"], d["cycles_per"]] for d in rep["layers"]]
+    show(table(f"hwcosim compile {args.model} -> {out}/ (BERT encoder linears, target {rep['target']})",
+               ["layer", "engine", "shape", "method", "sparsity (fraction)", "formats", "saturated (words)",
+                "expected (cycles)", "cycles per"], rows))
+    cos = rep["embedding_cosine_vs_float"]
+    print(f"sentence-embedding cosine to the float model on {rep['heldout_sentences']} held-out sentences: "
+          f"compiled mean {cos['compiled_mean']:.4f} (min {cos['compiled_min']:.4f}); pruned float mean "
+          f"{cos['pruned_float_mean']:.4f}")
+    print(f"host ops (float64): {', '.join(rep['host_ops'])}")
+    print(f"wrote {out}/ (manifest.json, weights, engine Verilog, report.json)")
     emit("report", rep)
     return 0
 

@@ -366,11 +366,13 @@ def _run_blocks(blocks, tmp_path, monkeypatch):
 
 def test_docs_example_runs_as_written(tmp_path, monkeypatch):
     blocks = _blocks()
-    assert len(blocks) == 4 and "m.simulate(" in blocks[1]
+    assert len(blocks) == 6 and "m.simulate(" in blocks[1]
     ns = _run_blocks([b for b in blocks if ".simulate(" not in b], tmp_path, monkeypatch)
     assert (tmp_path / "mlp-bbs" / "manifest.json").is_file()
     ref = ort(onnx.load(tmp_path / "mlp.onnx"), ns["x"])
     assert np.abs(ns["m"].predict_float(ns["x"], pruned=False) - ref).max() < 1e-5
+    assert [d["method"] for d in ns["mm"].report()["layers"]] == ["obs", "obs"]
+    assert ns["rep"]["kind"] == "bert" and ns["emb"].shape == (1, 32)
     images = ns["images"]
     assert np.abs(ns["cnn"].predict_float(images, pruned=False) - ort_input(onnx.load(tmp_path / "cnn.onnx"),
                                                                              "img", images)).max() < 1e-5

