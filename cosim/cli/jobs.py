@@ -70,10 +70,13 @@ def register(subparsers) -> None:
                           "against tracemalloc, and grouping policies vs sequential and naive co-location; writes "
                           "JSON + PNG.")
     add_study(subparsers, "cpualloc", "CPU allocation for DL jobs: adaptive (CODA-like) vs static rules",
-              f"{bench}:bench_cpualloc", "build/jobs", seed=None,
-              description="Profiles a real CPU-bound data-loading job, fits throughput-vs-cores curves, and compares "
-                          "even-split, Kubeflow-style static and adaptive CPU allocation on a heterogeneous GPU "
-                          "cluster; writes JSON + PNG.")
+              f"{bench}:bench_cpualloc", "build/jobs",
+              [("--workload", "trace (Alibaba GPU trace 2023), synthetic, or both (default)",
+                dict(default="both", choices=("both", "trace", "synthetic")))], seed=None,
+              description="Compares even-split, static and adaptive (learned) CPU allocation: on the Alibaba GPU "
+                          "trace 2023 (real node types, requested cores, arrivals; static = the requested cores) "
+                          "and on a synthetic heterogeneous cluster fed by a profiled real data-loading job; writes "
+                          "JSON + PNG.")
 
 
 main = entry()

@@ -154,3 +154,41 @@ def test_validation_machinery_on_a_closed_form_device():
 
     r = validate(Exact(), test_batches=(1, 5, 64), test_sizes=(24, 64))
     assert r["held_out_points"] == 5 and r["abs_rel_err"]["max"] < 1e-6
+
+
+def test_predictor_on_published_tables_is_checked_on_held_out_batches():
+    from hwcosim.models.systems.elastic.elasticbatch import PUBLISHED_BATCHES, validate_published
+
+    v = validate_published()
+    assert set(v["devices"]) == {"A100-40GB", "A30", "T4"}
+    for d in v["devices"].values():
+        # every batch of the table but the 3 fitted ones, at both sequence lengths
+        assert d["held_out_points"] == 2 * (len(PUBLISHED_BATCHES) - 3)
+        assert 0 < d["mean_abs_rel_err"] <= d["max_abs_rel_err"]
+    # the published data is not of the predictor's own form: its error is well above the in-model ~0
+    assert max(d["mean_abs_rel_err"] for d in v["devices"].values()) > 0.01
+
+
+def test_mig_oracle_is_exact_and_elasticbatch_never_beats_it():
+    from hwcosim.models.systems.elastic.elasticbatch import oracle_gpus, plan_trace_snapshot, profile_for_share
+
+    assert profile_for_share(A100_40GB, 0.46).name == "4g.20gb"
+    assert profile_for_share(A100_40GB, 0.22).name == "2g.10gb"
+    assert profile_for_share(A100_40GB, 0.9).name == "7g.40gb"
+    assert oracle_gpus(A100_40GB, ["1g.5gb"] * 7) == 1
+    assert oracle_gpus(A100_40GB, ["4g.20gb", "3g.20gb"] * 2) == 2
+    assert oracle_gpus(A100_40GB, ["3g.20gb"] * 3) == 2
+    r = plan_trace_snapshot(A100_40GB, np.array([460, 460, 220, 220, 810, 120]))
+    assert r["nomig"] == 6 and r["timeshare_bound"] <= r["oracle"] <= r["elasticbatch"] <= r["nomig"]
+
+
+def test_trace_study_quick(shared_data):
+    from hwcosim.models.systems.elastic.elasticbatch import run_trace_study
+
+    r = run_trace_study(quick=True)
+    assert r["tasks"] == 400 and r["tasks_in_trace"] > 3000 and set(r["qos"]) <= {"LS", "BE"}
+    for by in r["by_scale"].values():
+        for v in by.values():
+            assert v["timeshare_bound"] <= v["oracle"] <= v["elasticbatch"] <= v["nomig"] == v["tasks"]
+    lo, hi = r["sensitive_to"]["band"]
+    assert lo <= r["saving_vs_nomig"] <= hi and r["paper"]["gpu_saving_vs_nomig"] == 0.5

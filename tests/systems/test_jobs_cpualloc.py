@@ -184,7 +184,8 @@ def test_profile_loader_real():
 def test_cli_cpualloc(tmp_path):
     import json
 
-    assert cli_main(["cpualloc", "--quick", "-o", str(tmp_path)]) == 0
+    # the synthetic study here; the trace study (also in the default "both") in test_trace_study_quick
+    assert cli_main(["cpualloc", "--quick", "--workload", "synthetic", "-o", str(tmp_path)]) == 0
     for f in ("cpualloc.json", "cpualloc.png", "cpualloc_jct.png", "cpualloc_loader.png"):
         assert (tmp_path / f).stat().st_size > 0, f
     res = json.loads((tmp_path / "cpualloc.json").read_text())
@@ -192,3 +193,43 @@ def test_cli_cpualloc(tmp_path):
     assert any("20.8%" in n for n in res["notes"]) and set(res["oracle_gain_over"]) == {"even", "static"}
     code = cli_main(["cpualloc", "--quick", "--seed", "-1", "-o", str(tmp_path)])
     assert code == 2
+
+
+def test_amdahl_truth_is_not_the_learner_family():
+    from hwcosim.models.systems.jobs.cpualloc import AmdahlCurve
+
+    m = AmdahlCurve(100.0, 0.05, 800.0)
+    n = m.cores_to_saturate()
+    assert m(n) == pytest.approx(800.0) and m(n / 2) < 800.0
+    # its log-log slope falls with cores: a power law cannot match it at three points
+    c = np.array([1.0, 2.0, 4.0])
+    slope = np.diff(np.log(m(c))) / np.diff(np.log(c))
+    assert slope[1] < slope[0] < 1
+    fit = ThroughputModel.fit(c, m(c), 800.0)
+    assert abs(fit.cores_to_saturate() / n - 1) > 0.05
+
+
+def test_static_trace_request_is_a_reservation():
+    from hwcosim.models.systems.jobs.cpualloc import CPUJob as Job
+
+    nodes = [NodeType("n", 2, 16, 1)]
+    # two 1-GPU jobs requesting 10 cores each: the second must wait for the first under static
+    jobs = [Job(k, "trace", 1, "n", float(k), 100.0, 1.0, 1000.0, 1000.0 * 3600, serial=0.0, request_cores=10.0)
+            for k in range(2)]
+    st = simulate(jobs, nodes, "static")
+    ev = simulate(jobs, nodes, "even")
+    assert st["mean_wait_h"] > 0.4 and ev["mean_wait_h"] == 0.0
+
+
+def test_trace_study_quick(shared_data, tmp_path):
+    import json
+
+    assert cli_main(["cpualloc", "--quick", "--workload", "trace", "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "cpualloc_trace.png").stat().st_size > 0
+    r = json.loads((tmp_path / "cpualloc_trace.json").read_text())
+    assert r["jobs"] == 120 and len(r["nodes"]) >= 10
+    assert 5 < r["request_cores_per_gpu_percentiles"]["50"] < 20
+    res = r["results"]
+    assert res["oracle"]["gpu_utilisation"] >= max(res[p]["gpu_utilisation"] for p in ("even", "static")) - 1e-9
+    lo, hi = r["sensitive_to"]["band"]
+    assert lo <= r["adaptive_gain_over"]["static"] <= hi and r["paper"]["gpu_utilisation_gain"] == 0.208
