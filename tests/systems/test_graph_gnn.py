@@ -132,3 +132,42 @@ def test_recompute_trades_flops_for_peak():
 def test_wrong_gat_heads():
     with pytest.raises(ValueError, match="multiple of heads"):
         gat(np.ones((3, 4)), 6, heads=4)
+
+
+@pytest.mark.parametrize("dims", [(32, 8), (8, 32)])  # both orders a library picks: W first / aggregate first
+def test_fused_baseline_equals_unfused_and_rewrite(graphs, dims):
+    from hwcosim.models.systems.graph.gnn import FUSED_RTOL, fused_baseline
+
+    for g in graphs:
+        ctx = GraphContext(g)
+        x = np.random.default_rng(3).standard_normal((g.n, dims[0]))
+        for model in ("gcn", "sage", "gin"):
+            og = MODELS[model](x, dims[1])
+            y0 = evaluate(og, ctx)[0]
+            yf, st = fused_baseline(og, ctx)
+            assert st["seconds"] >= 0
+            tol = dict(rtol=FUSED_RTOL, atol=FUSED_RTOL * np.abs(y0).max())
+            np.testing.assert_allclose(yf, y0, **tol)
+            np.testing.assert_allclose(evaluate(rewrite(og, ctx), ctx)[0], y0, **tol)
+    with pytest.raises(ValueError, match="no fused baseline"):
+        fused_baseline(gat(x, 8, heads=2), ctx)
+
+
+def test_gnn_bench_quick_writes_fused_fields(tmp_path, monkeypatch):
+    import json
+
+    from hwcosim.models.systems.graph import bench, gnn
+
+    monkeypatch.setattr(gnn, "study", lambda quick, seed: {"rows": [], "note": "skipped here"})  # tested above
+    bench.bench_gnn_rewrite(tmp_path, quick=True)
+    res = json.loads((tmp_path / "gnn_rewrite.json").read_text())
+    assert (tmp_path / "gnn_fused.png").stat().st_size > 0
+    fz = res["fused"]
+    assert {r["model"].split()[0] for r in fz["rows"]} == {"GCN", "SAGE", "GIN"}
+    assert {r["threads"] for r in fz["rows"]} == {"1", "all"}
+    for r in fz["rows"]:
+        assert r["allclose_fused"] and r["allclose_rewrite"] and not r["edges_ok"]
+        assert r["fused_ms"] > 0 and r["speedup_vs_fused"] == pytest.approx(r["fused_ms"] / r["rewrite_ms"])
+        assert len(r["samples_ms"]["fused"]) == r["repeats"] and len(r["loadavg_1min"]) == 2
+    assert set(fz["sensitivity"]["GCN"]) >= {"threads_1", "threads_all", "width", "density"}
+    assert "loadavg_start" in fz["host"] and "loadavg_end" in fz["host"]

@@ -530,10 +530,13 @@ def _graph_sharing_report(path: Path, gs: dict) -> None:
 
 
 def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
-    """GNN rewriter study: see :func:`hwcosim.models.systems.graph.gnn.study`."""
-    from hwcosim.models.systems.graph.gnn import study
+    """GNN rewriter study (:func:`hwcosim.models.systems.graph.gnn.study`) and the rewrites against the
+    unfused graphs and a fused SpMM baseline (:func:`~hwcosim.models.systems.graph.gnn.fused_study`,
+    JSON key ``fused``, ``gnn_fused.png``)."""
+    from hwcosim.models.systems.graph.gnn import fused_study, study
 
     res = study(quick=quick, seed=seed)
+    res["fused"] = fused_study(quick=quick, seed=seed)
     out = Path(out_dir)
     _write_json(out / "gnn_rewrite.json", res)
     labels = [f"{r['model']}\n{r['graph']}" for r in res["rows"]]
@@ -545,7 +548,32 @@ def bench_gnn_rewrite(out_dir: Path, quick: bool, seed: int = 0) -> dict:
                             "max |diff|", "reorder gain"],
            [[r["model"], r["graph"], r["orig_ms"], r["new_ms"], r["speedup"], r["orig_peak_mb"], r["new_peak_mb"],
              r["max_abs_diff"], r["reorder_gain"]] for r in res["rows"]])
+    _gnn_fused_report(out, res["fused"])
     return res
+
+
+def _gnn_fused_report(out: Path, fz: dict) -> None:
+    rows = fz["rows"]
+    from hwcosim.models.benchio import bar_png
+
+    labels = ["\n".join([*r["model"].split(), r["graph"].replace("rmat-", ""), f"{r['threads']} thr"]) for r in rows]
+    bar_png(out / "gnn_fused.png", labels,
+            {"rewrite vs unfused": [r["speedup_vs_unfused"] for r in rows],
+             "rewrite vs fused SpMM": [r["speedup_vs_fused"] for r in rows]},
+            "speedup (x)", "GNN rewrites vs the unfused graph and a fused SpMM baseline", log=True,
+            figsize=(max(7.5, 0.42 * len(rows)), 4.5), fontsize=6)
+    small = "" if all(r["edges_ok"] for r in rows) else " -- below 1 M edges: timing noise, not a figure"
+    _table(f"GNN rewrites vs unfused and fused SpMM (median ms of {rows[0]['repeats']}, interleaved){small}",
+           ["model", "graph", "edges", "BLAS threads", "unfused ms", "rewrite ms", "fused ms", "vs unfused x",
+            "vs fused x", "max rel diff", "load 1 min"],
+           [[r["model"], r["graph"], r["edges"], r["blas_threads"], r["unfused_ms"], r["rewrite_ms"], r["fused_ms"],
+             r["speedup_vs_unfused"], r["speedup_vs_fused"], max(r["max_rel_diff_fused"], r["max_rel_diff_rewrite"]),
+             r["loadavg_1min"][1]] for r in rows])
+    bands = "; ".join(f"{m} " + ", ".join(f"{k} {v[0]:.2f}-{v[1]:.2f}" for k, v in b.items() if v and k != "all")
+                      for m, b in fz["sensitivity"].items())
+    print(f"rewrite / fused-SpMM ratio is sensitive to BLAS threads, feature width and graph density: {bands} "
+          f"(all results allclose at rtol {fz['rtol']:g}: "
+          f"{all(r['allclose_fused'] and r['allclose_rewrite'] for r in rows)})")
 
 
 def run_report(out: Path, algorithm: str, g, r, k: int) -> Path:

@@ -35,6 +35,7 @@ from hwcosim.models.errors import UsageError
 from .graph import Graph
 
 __all__ = ["Op", "OpGraph", "GraphContext", "gcn", "gat", "gin", "sage", "evaluate", "rewrite", "op_cost",
+           "fused_baseline", "fused_study",
            "recompute_pass", "study", "MODELS"]
 
 PEAK_FLOPS = 20e9  # one core, numpy/BLAS float64, order of magnitude
@@ -579,3 +580,155 @@ def study(quick: bool = True, seed: int = 0) -> dict:
                          "max_abs_diff": float(np.abs(y0 - y1).max()), "rewrites": new.log})
     return {"rows": rows, "note": "float64, one core; times are the best of the repeats; peak counts live "
                                   "tensors incl. inputs/parameters, not the CSR constants"}
+
+
+# ---- fused-kernel baseline -----------------------------------------------------------------------
+def _gin_eps(graph: OpGraph) -> float:
+    return next(o.attrs["alpha"] for o in graph.ops if o.op == "scale") - 1.0
+
+
+def fused_baseline(graph: OpGraph, ctx: GraphContext) -> tuple[np.ndarray, dict]:
+    """Run a GCN, SAGE or GIN layer as a fused-kernel GNN library does; return ``(y, {"seconds"})``.
+
+    One sparse-dense product (scipy CSR SpMM) per aggregation and no ``E x F`` edge tensor, with
+    the order a library picks from the shapes (DGL ``GraphConv`` and ``SAGEConv``: multiply by
+    ``W`` before aggregating when ``f_in > f_out``): GCN ``Â (X W)`` or ``(Â X) W`` with Â the
+    cached normalised adjacency (PyG ``GCNConv(cached=True)``); SAGE-mean ``X W_self +
+    mean_N(X W_neigh)``; GIN-sum ``MLP((1+eps) X + A X)`` (DGL ``GINConv``: the self term stays a
+    separate add). The graph's CSR matrices are cached constants, as in a library.
+    """
+    t = graph.tensors
+    x = t["X"]
+    t0 = time.perf_counter()
+    if graph.name == "GCN":
+        a, w = ctx.matrix("gcn_norm"), t["W"]
+        z = a @ (x @ w) if x.shape[1] > w.shape[1] else (a @ x) @ w
+        y = np.maximum(z, 0)
+    elif graph.name == "SAGE":
+        a, w, f = ctx.matrix("A_mean"), t["W"], x.shape[1]
+        w_self, w_neigh = w[:f], w[f:]
+        neigh = a @ (x @ w_neigh) if f > w.shape[1] else (a @ x) @ w_neigh
+        y = np.maximum(x @ w_self + neigh, 0)
+    elif graph.name == "GIN":
+        s = (1.0 + _gin_eps(graph)) * x + ctx.matrix("A_raw") @ x
+        y = np.maximum(s @ t["W1"], 0) @ t["W2"]
+    else:
+        raise UsageError(f"no fused baseline for {graph.name!r}; use one of GCN, SAGE, GIN")
+    return y, {"seconds": time.perf_counter() - t0}
+
+
+FUSED_RTOL = 1e-9  # float64; the three implementations sum neighbours in different orders
+
+
+def _close(y, ref) -> tuple[bool, float]:
+    """``allclose`` at :data:`FUSED_RTOL` (absolute floor ``FUSED_RTOL * max|ref|``) and the max relative diff."""
+    scale = float(np.abs(ref).max()) or 1.0
+    return (bool(np.allclose(y, ref, rtol=FUSED_RTOL, atol=FUSED_RTOL * scale)),
+            float(np.abs(y - ref).max() / scale))
+
+
+def _blas_limit(threads: int | None):
+    """A context limiting BLAS threads (``None``: leave every pool at its default)."""
+    import contextlib
+
+    if threads is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max((p.get("num_threads", 1) for p in threadpool_info() if p.get("user_api") == "blas"), default=1)
+
+
+def fused_study(quick: bool = True, seed: int = 0, repeats: int | None = None) -> dict:
+    """The rewrites against a fused SpMM baseline and against the unfused operator graphs.
+
+    For GCN, SAGE and GIN: the unfused graph (:func:`gcn` etc.), :func:`rewrite` and
+    :func:`fused_baseline`, timed interleaved (one run of each per repeat, order rotated; the
+    median of ``repeats`` >= 5 in full), with one BLAS thread and with the default (all) BLAS
+    threads (threadpoolctl; scipy's SpMM and numpy's gathers are single-threaded either way).
+    Results are checked equal at :data:`FUSED_RTOL`. Full: R-MAT scale 16 and 17 (edge factor 16,
+    ~1 M and ~2 M edges) at features 64 -> 16, a width band 16 / 256 on scale 16, and a density
+    band at ~1 M edges (scale 17 edge factor 8, scale 15 edge factor 32). Quick: R-MAT scale 12
+    at 64 -> 16, 3 repeats -- below the 1 M-edge floor (``edges_ok`` false), a smoke run only.
+    """
+    import os
+
+    from .graph import RMATParams, rmat
+
+    repeats = repeats or (3 if quick else 5)
+    if quick:
+        configs = [(12, 8, 64, 16, "main")]
+    else:
+        configs = [(16, 16, 64, 16, "main"), (17, 16, 64, 16, "main"), (16, 16, 16, 4, "width"),
+                   (16, 16, 256, 64, "width"), (17, 8, 64, 16, "density"), (15, 32, 64, 16, "density")]
+    host = {"cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg()), "blas_threads_default": _blas_threads()}
+    rows, graphs = [], {}
+    for scale, ef, fi, fo, band in configs:
+        if (scale, ef) not in graphs:
+            graphs.clear()
+            graphs[(scale, ef)] = rmat(RMATParams(scale=scale, edge_factor=ef, seed=seed), weights=False)
+        gr = graphs[(scale, ef)]
+        ctx = GraphContext(gr)
+        x = np.random.default_rng(seed).standard_normal((gr.n, fi))
+        for model in ("gcn", "sage", "gin"):
+            orig = MODELS[model](x, fo, seed=seed)
+            new = rewrite(orig, ctx)
+            impls = {"unfused": lambda g=orig, c=ctx: evaluate(g, c), "rewrite": lambda g=new, c=ctx: evaluate(g, c),
+                     "fused": lambda g=orig, c=ctx: fused_baseline(g, c)}
+            ys = {k: f()[0] for k, f in impls.items()}  # warm-up (CSR cache) and the equality check
+            ok_f, d_f = _close(ys["fused"], ys["unfused"])
+            ok_r, d_r = _close(ys["rewrite"], ys["unfused"])
+            del ys
+            for threads in (1, None):
+                with _blas_limit(threads):
+                    nthr = _blas_threads()
+                    la0 = os.getloadavg()[0]
+                    samples = {k: [] for k in impls}
+                    names = list(impls)
+                    for r in range(repeats):
+                        for k in names[r % 3:] + names[:r % 3]:
+                            samples[k].append(impls[k]()[1]["seconds"])
+                    la1 = os.getloadavg()[0]
+                med = {k: float(np.median(v)) for k, v in samples.items()}
+                rows.append({"model": f"{model.upper()} {fi}->{fo}", "graph": gr.name, "band": band, "n": gr.n,
+                             "edges": ctx.e, "edge_factor": ef, "f_in": fi, "f_out": fo,
+                             "threads": "1" if threads == 1 else "all", "blas_threads": nthr,
+                             "unfused_ms": med["unfused"] * 1e3, "rewrite_ms": med["rewrite"] * 1e3,
+                             "fused_ms": med["fused"] * 1e3,
+                             "samples_ms": {k: [s * 1e3 for s in v] for k, v in samples.items()},
+                             "speedup_vs_unfused": med["unfused"] / med["rewrite"],
+                             "speedup_vs_fused": med["fused"] / med["rewrite"],
+                             "fused_vs_unfused": med["unfused"] / med["fused"],
+                             "allclose_fused": ok_f, "allclose_rewrite": ok_r,
+                             "max_rel_diff_fused": d_f, "max_rel_diff_rewrite": d_r,
+                             "edges_ok": ctx.e >= 1_000_000, "loadavg_1min": [la0, la1], "repeats": repeats,
+                             "rewrites": new.log})
+    host["loadavg_end"] = list(os.getloadavg())
+    return {"rows": rows, "host": host, "sensitivity": _fused_bands(rows), "rtol": FUSED_RTOL,
+            "note": "float64; medians of interleaved repeats; speedup_vs_fused = fused ms / rewrite ms; "
+                    "equality: allclose at rtol with an absolute floor rtol * max|unfused|"}
+
+
+def _fused_bands(rows: list) -> dict:
+    """min/max of ``speedup_vs_fused`` per model: over the main graphs with 1 / all BLAS threads, over
+    feature width (scale-16 graph), over density (the ~1 M-edge graphs), and over every row."""
+    out = {}
+    for model in sorted({r["model"].split()[0] for r in rows}):
+        rs = [r for r in rows if r["model"].startswith(model)]
+        g0 = rs[0]["graph"]
+
+        def band(sel, rs=rs):
+            v = [r["speedup_vs_fused"] for r in rs if sel(r)]
+            return [min(v), max(v)] if v else None
+
+        out[model] = {"threads_1": band(lambda r: r["band"] == "main" and r["threads"] == "1"),
+                      "threads_all": band(lambda r: r["band"] == "main" and r["threads"] == "all"),
+                      "width": band(lambda r, g0=g0: r["graph"] == g0 and r["band"] in ("main", "width")),
+                      "density": band(lambda r: r["edges"] < 1.5e6 and r["band"] in ("main", "density")),
+                      "all": band(lambda r: True)}
+    return out
