@@ -15,7 +15,7 @@ from hwcosim.models.errors import UsageError
 
 
 def _commands_with_output() -> list[list[str]]:
-    """Every (sub)command of the parser that takes -o, with its required positionals filled in."""
+    """Every (sub)command of the parser that takes -o, with its required positionals and options filled in."""
     found = []
 
     def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
@@ -30,6 +30,8 @@ def _commands_with_output() -> list[list[str]]:
         for a in parser._actions:
             if not a.option_strings and a.nargs not in ("?", "*", argparse.REMAINDER):
                 argv.append("x")  # a positional (a design, a scenario, a spec): not read before the -o check
+            elif a.option_strings and a.required:
+                argv += [a.option_strings[-1], "x"]  # a required option (run --inputs): not read before it either
         found.append(argv)
 
     walk(PARSER, [])
