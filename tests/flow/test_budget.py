@@ -13,6 +13,7 @@ import zipfile
 
 import numpy as np
 import pytest
+import tinybert
 from hwcosim.models.budget import DEFAULT_BYTES, ENV, budget_bytes, check_alloc, check_npz
 from hwcosim.models.errors import UsageError
 
@@ -247,20 +248,7 @@ def test_duplicate_job_names_found_in_linear_time():
 
 
 def _tiny_bert(rng, H=16, inter=32, L=2, vocab=24):
-    t = {"embeddings.word_embeddings.weight": rng.standard_normal((vocab, H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((64, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
-    for i in range(L):
-        p = f"encoder.layer.{i}."
-        for n, shape in (("attention.self.query", (H, H)), ("attention.self.key", (H, H)),
-                         ("attention.self.value", (H, H)), ("attention.output.dense", (H, H)),
-                         ("intermediate.dense", (inter, H)), ("output.dense", (H, inter))):
-            t[p + n + ".weight"] = rng.standard_normal(shape) / np.sqrt(shape[1])
-            t[p + n + ".bias"] = rng.standard_normal(shape[0]) * 0.01
-        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-            t[p + n + ".weight"], t[p + n + ".bias"] = np.ones(H), np.zeros(H)
-    return t
+    return tinybert.tensors(rng, vocab, H, inter, L)
 
 
 def test_calibration_batched_and_spilled_gives_the_same_pruning(monkeypatch):

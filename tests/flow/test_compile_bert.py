@@ -10,12 +10,11 @@ import json
 
 import numpy as np
 import pytest
+import tinybert
 from hwcosim.models.nn.bert import LINEARS
 from hwcosim.pruning.frontends_bert import encoder_embeddings, read_bert
 
 import hwcosim
-
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "ball", "##s", ".", ","]
 
 
 @pytest.fixture
@@ -26,30 +25,8 @@ def tiny_bert(tmp_path):
 def _make_bert(tmp_path, blocks: int):
     """A random BERT-family checkpoint folder (Hugging Face names, config.json, vocab.txt) of ``blocks``
     encoder blocks, hidden 32, and a sentence file beside it."""
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(5)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]
-    H, inter = 32, 64
-    t = {"embeddings.word_embeddings.weight": rng.standard_normal((len(vocab), H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((64, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
-    for i in range(blocks):
-        for n in LINEARS:
-            shape = (inter, H) if n == "intermediate.dense" else (H, inter) if n == "output.dense" else (H, H)
-            t[f"encoder.layer.{i}.{n}.weight"] = rng.standard_normal(shape) / np.sqrt(shape[1])
-            t[f"encoder.layer.{i}.{n}.bias"] = rng.standard_normal(shape[0]) * 0.01
-        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-            t[f"encoder.layer.{i}.{n}.weight"], t[f"encoder.layer.{i}.{n}.bias"] = np.ones(H), np.zeros(H)
-    d = tmp_path / "ckpt"
-    d.mkdir()
-    save_file({k: v.astype(np.float32) for k, v in t.items()}, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"num_attention_heads": 4, "hidden_act": "gelu"}))
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    rng2 = np.random.default_rng(6)
-    lines = [" ".join(rng2.choice(WORDS[:13], size=rng2.integers(4, 12))) for _ in range(24)]
-    (tmp_path / "sentences.txt").write_text("\n".join(lines) + "\n")
+    d = tinybert.write(tmp_path / "ckpt", blocks=blocks)
+    tinybert.sentences(tmp_path / "sentences.txt", 24)
     return d
 
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import tinybert
 from hwcosim.cosim.cli import main
 
 DEEP_TOML = "pes = " + "[" * 3000 + "]" * 3000 + "\n"
@@ -44,27 +45,9 @@ def test_deep_params_toml(tmp_path, capsys, argv):
 
 @pytest.fixture(scope="module")
 def bert_dir(tmp_path_factory):
-    """A tiny BERT-family checkpoint folder (HF names, config.json, vocab.txt) and sentences."""
-    from safetensors.numpy import save_file
-
-    d = tmp_path_factory.mktemp("bert")
-    rng = np.random.default_rng(5)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "."]
-    H, inter = 8, 16
-    t = {"embeddings.word_embeddings.weight": rng.standard_normal((len(vocab), H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((32, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
-    p = "encoder.layer.0."
-    for n, shape in (("attention.self.query", (H, H)), ("attention.self.key", (H, H)),
-                     ("attention.self.value", (H, H)), ("attention.output.dense", (H, H)),
-                     ("intermediate.dense", (inter, H)), ("output.dense", (H, inter))):
-        t[p + n + ".weight"] = rng.standard_normal(shape)
-        t[p + n + ".bias"] = np.zeros(shape[0])
-    for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-        t[p + n + ".weight"], t[p + n + ".bias"] = np.ones(H), np.zeros(H)
-    save_file({k: v.astype(np.float32) for k, v in t.items()}, str(d / "model.safetensors"))
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    """A tiny BERT-family checkpoint folder (HF names, vocab.txt; no config.json) and sentences."""
+    d = tinybert.write(tmp_path_factory.mktemp("bert"), H=8, inter=16, positions=32, scaled=False, config={},
+                       vocab=[*tinybert.SPECIAL, "the", "cat", "sat", "on", "mat", "."])
     (d / "cal.txt").write_text("the cat sat on the mat .\nthe mat sat .\n" * 4)
     return d
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import itertools
-import json
 import os
 import re
 import resource
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tinybert
 from hwcosim.cosim.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,34 +127,6 @@ def _params():
         yield pytest.param(doc, argv, env, marks=marks, id=f"{doc}: {' '.join(argv)[:70]}")
 
 
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "ball", "##s", ".", ","]
-
-
-def _bert(d: Path) -> None:
-    """A tiny random BERT-family checkpoint folder (HF names, config.json, vocab.txt), hidden 32."""
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(5)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]
-    H, inter = 32, 64
-    t = {"embeddings.word_embeddings.weight": rng.standard_normal((len(vocab), H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((64, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
-    p = "encoder.layer.0."
-    for n, shape in (("attention.self.query", (H, H)), ("attention.self.key", (H, H)),
-                     ("attention.self.value", (H, H)), ("attention.output.dense", (H, H)),
-                     ("intermediate.dense", (inter, H)), ("output.dense", (H, inter))):
-        t[p + n + ".weight"] = rng.standard_normal(shape) / np.sqrt(shape[1])
-        t[p + n + ".bias"] = rng.standard_normal(shape[0]) * 0.01
-    for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-        t[p + n + ".weight"], t[p + n + ".bias"] = np.ones(H), np.zeros(H)
-    d.mkdir()
-    save_file({k: v.astype(np.float32) for k, v in t.items()}, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"num_attention_heads": 4, "hidden_act": "gelu"}))
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-
-
 def _workspace(tmp: Path, argv: list[str]) -> None:
     """The inputs the documented lines name, made small, in ``tmp``."""
     rng = np.random.default_rng(0)
@@ -177,10 +149,8 @@ def _workspace(tmp: Path, argv: list[str]) -> None:
         torch = pytest.importorskip("torch", reason="the line prunes a PyTorch state dict")
         torch.save({"fc1.weight": torch.randn(32, 64), "fc1.bias": torch.zeros(32)}, tmp / "model.pt")
     if "bert/" in argv:
-        _bert(tmp / "bert")
-        words = np.random.default_rng(6)
-        (tmp / "sentences.txt").write_text("\n".join(" ".join(words.choice(WORDS[:13], size=words.integers(4, 12)))
-                                                     for _ in range(40)) + "\n")
+        tinybert.write(tmp / "bert")  # hidden 32, one block
+        tinybert.sentences(tmp / "sentences.txt", 40)
 
 
 def _hwcosim(argv: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:

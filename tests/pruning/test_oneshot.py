@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import tinybert
 from hwcosim.pruning.base import get_pattern
 from hwcosim.pruning.oneshot import METHODS, Calib, obs_prune, output_error, prune_layer
 
@@ -185,38 +186,11 @@ def exit2(argv, capsys, out):
     return err[0]
 
 
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "ball", "##s", ".", ","]
-
-
 @pytest.fixture
 def bert_dir(tmp_path):
     """A tiny random BERT-family checkpoint folder (HF names, config.json, vocab.txt)."""
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(5)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]
-    H, inter, L = 32, 64, 2
-    t = {"embeddings.word_embeddings.weight": rng.standard_normal((len(vocab), H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((64, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H)}
-    for i in range(L):
-        p = f"encoder.layer.{i}."
-        for n, shape in (("attention.self.query", (H, H)), ("attention.self.key", (H, H)),
-                         ("attention.self.value", (H, H)), ("attention.output.dense", (H, H)),
-                         ("intermediate.dense", (inter, H)), ("output.dense", (H, inter))):
-            t[p + n + ".weight"] = rng.standard_normal(shape) / np.sqrt(shape[1])
-            t[p + n + ".bias"] = rng.standard_normal(shape[0]) * 0.01
-        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-            t[p + n + ".weight"], t[p + n + ".bias"] = np.ones(H), np.zeros(H)
-    d = tmp_path / "ckpt"
-    d.mkdir()
-    save_file({k: v.astype(np.float32) for k, v in t.items()}, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"num_attention_heads": 4, "hidden_act": "gelu"}))
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    rng2 = np.random.default_rng(6)
-    lines = [" ".join(rng2.choice(WORDS[:13], size=rng2.integers(4, 12))) for _ in range(40)]
-    (tmp_path / "cal.txt").write_text("\n".join(lines) + "\n")
+    d = tinybert.write(tmp_path / "ckpt", blocks=2)
+    tinybert.sentences(tmp_path / "cal.txt", 40)
     return d
 
 
