@@ -747,6 +747,19 @@ def _pad_lstm(w: np.ndarray, b: np.ndarray, I: int, H: int, Ip: int, Hp: int) ->
     return wp, bp
 
 
+def _target_and_sparsity(target: str, sparsity) -> float:
+    """``target`` checked against :data:`TARGETS` and ``sparsity`` as a float in [0, 1) (else UsageError)."""
+    if target not in TARGETS:
+        raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
+    try:
+        sparsity = float(sparsity)
+    except (TypeError, ValueError):
+        raise UsageError(f"sparsity must be a number in [0, 1), not {sparsity!r}") from None
+    if not 0.0 <= sparsity < 1.0:
+        raise UsageError(f"sparsity must lie in [0, 1), not {sparsity}")
+    return sparsity
+
+
 def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration=None, *,
                   banks: int = 4, pes: int = 4, description=None, pattern: str | None = None,
                   method: str = "magnitude", region=(2, 8), pe_rows: int = 2, pe_cols: int = 2) -> CompiledModel:
@@ -786,14 +799,7 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
     """
     from hwcosim.pruning.frontends_bert import is_bert_checkpoint
 
-    if target not in TARGETS:
-        raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
-    try:
-        sparsity = float(sparsity)
-    except (TypeError, ValueError):
-        raise UsageError(f"sparsity must be a number in [0, 1), not {sparsity!r}") from None
-    if not 0.0 <= sparsity < 1.0:
-        raise UsageError(f"sparsity must lie in [0, 1), not {sparsity}")
+    sparsity = _target_and_sparsity(target, sparsity)
     if pattern is not None and pattern != PATTERNS[target]:
         raise UsageError(f"pattern {pattern!r} does not run on the {target} target; it takes --pattern "
                          f"{PATTERNS[target]}")
@@ -1251,16 +1257,9 @@ def compile_bert(checkpoint, target: str = "fss", sparsity: float = 0.0, calibra
     """
     from hwcosim.pruning.frontends_bert import encoder_embeddings, read_bert, read_sentences
 
-    if target not in TARGETS:
-        raise UsageError(f"target {target!r} is not supported; this compiler maps to: {', '.join(TARGETS)}")
+    sparsity = _target_and_sparsity(target, sparsity)
     if method not in METHODS:
         raise UsageError(f"unknown pruning method {method!r}; choose one of: {', '.join(METHODS)}")
-    try:
-        sparsity = float(sparsity)
-    except (TypeError, ValueError):
-        raise UsageError(f"sparsity must be a number in [0, 1), not {sparsity!r}") from None
-    if not 0.0 <= sparsity < 1.0:
-        raise UsageError(f"sparsity must lie in [0, 1), not {sparsity}")
     if isinstance(region, str):
         try:
             region = tuple(int(v) for v in region.lower().split("x"))

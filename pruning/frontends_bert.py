@@ -17,6 +17,7 @@ import numpy as np
 from hwcosim.models.errors import UsageError
 from hwcosim.models.nn.bert import LINEARS, Bert, _gelu, _layernorm, load_bert
 from hwcosim.models.nn.wordpiece import WordPiece
+from hwcosim.pruning.oneshot import sentence_lines
 
 __all__ = ["read_bert", "read_sentences", "encoder_embeddings", "is_bert_checkpoint"]
 
@@ -54,11 +55,7 @@ def read_sentences(path) -> list[str]:
     if p.suffix.lower() != ".txt":
         raise UsageError(f"--calibration {p}: a BERT checkpoint is calibrated with a text file of sentences "
                          "(.txt, one per line)")
-    try:
-        lines = [s.strip() for s in p.read_text(encoding="utf-8").splitlines()]
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--calibration {p}: cannot read it as UTF-8 text ({e})") from None
-    sents = [s for s in lines if s]
+    sents = sentence_lines(p)
     if len(sents) < 2:
         raise UsageError(f"--calibration {p}: {len(sents)} sentence(s); give at least 2 (one per line): some "
                          "calibrate, the rest are held out for the embedding cosine")

@@ -60,7 +60,7 @@ from hwcosim.models.errors import UsageError
 from hwcosim.pruning.base import Pattern, PatternError
 
 __all__ = ["METHODS", "Calib", "LayerResult", "prune_layer", "obs_prune", "wanda_scores", "output_error",
-           "fixed_mask_patterns"]
+           "fixed_mask_patterns", "sentence_lines"]
 
 METHODS = ("magnitude", "wanda", "obs")
 
@@ -666,16 +666,7 @@ class CalibratedModel:
 
         self.kind = "bert"
         self.model, self.tok = load_bert(self.tensors, self.path)
-        from hwcosim.models.budget import check_alloc
-
-        # token-id lists take about 16 bytes per character of text; the activations are batched (prune_bert)
-        check_alloc(16 * cal.stat().st_size, f"--calibration {cal}: tokenising {cal.stat().st_size} bytes of text",
-                    "use fewer sentences (a few hundred calibrate well)")
-        try:
-            lines = [s.strip() for s in cal.read_text(encoding="utf-8").splitlines()]
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--calibration {cal}: cannot read it as UTF-8 text ({e})") from None
-        sents = [s for s in lines if s]
+        sents = sentence_lines(cal)
         if not sents:
             raise UsageError(f"--calibration {cal}: no sentences (write one per line)")
         ids = [self.tok.encode(s, min(256, self.model.cfg.max_positions)) for s in sents]
@@ -780,3 +771,19 @@ class CalibratedModel:
                             "note": "layer inputs are the dense model's activations (no sequential propagation)"},
                   "method": method, "seconds": seconds, "layers": recs}
         return {"weights": weights, "masks": masks, "report": report}
+
+
+def sentence_lines(cal) -> list[str]:
+    """The non-empty lines of the calibration text ``cal`` (UTF-8, one sentence per line), its size
+    checked against the memory budget before it is read (:mod:`hwcosim.models.budget`)."""
+    from hwcosim.models.budget import check_alloc
+
+    cal = Path(cal)
+    # token-id lists take about 16 bytes per character of text; the activations are batched (prune_bert)
+    check_alloc(16 * cal.stat().st_size, f"--calibration {cal}: tokenising {cal.stat().st_size} bytes of text",
+                "use fewer sentences (a few hundred calibrate well)")
+    try:
+        lines = [s.strip() for s in cal.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--calibration {cal}: cannot read it as UTF-8 text ({e})") from None
+    return [s for s in lines if s]
