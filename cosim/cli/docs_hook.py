@@ -14,6 +14,17 @@ from hwcosim.cosim.flow import docs
 __all__ = ["on_config", "on_files", "register"]
 
 
+def _first(fn):
+    """Run this hook before every plugin's: mkdocstrings keeps only source paths that exist when its
+    handler starts, and ``build/api-src`` (made here) does not exist yet in a fresh clone."""
+    try:
+        from mkdocs.plugins import event_priority
+    except ImportError:  # the docs extra is not installed: nothing calls the hooks
+        return fn
+    return event_priority(100)(fn)
+
+
+@_first
 def on_config(config, **kwargs):
     """mkdocs hook: :func:`hwcosim.cosim.flow.docs.on_config` (the designs' navigation, the API source tree)."""
     return docs.on_config(config, **kwargs)

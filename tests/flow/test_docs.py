@@ -134,3 +134,12 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     r = subprocess.run([*mk, "build", "--strict", "-d", str(tmp_path / "site")], capture_output=True,
                        text=True, cwd=tmp_path, env=_env(), timeout=300)
     assert r.returncode != 0 and "missing.md" in r.stderr
+
+
+def test_the_api_source_tree_is_made_before_mkdocstrings_starts():
+    """In a fresh clone ``build/api-src`` does not exist until the hook makes it, and mkdocstrings drops a
+    source path that does not exist when its handler starts: the hook's on_config must run before every
+    plugin's (the first ``mkdocs build`` of a fresh clone failed: 'hwcosim.cosim.api could not be found')."""
+    from hwcosim.cosim.cli import docs_hook
+
+    assert getattr(docs_hook.on_config, "mkdocs_priority", 0) > 50  # mkdocs' default is 0; mkdocstrings' top 50
