@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -59,6 +60,7 @@ def _marker_dir() -> Path:
     return Path(base) / "hwcosim-ready"
 
 
+@functools.cache
 def _package_version(name: str) -> str:
     from importlib import metadata
 
@@ -99,13 +101,14 @@ def ready(name: str, *, quiet: bool = True) -> bool:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             if not marker.exists():
                 t0 = time.monotonic()
-                subprocess.run([exe, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, cwd=os.path.expanduser("~"), check=False)
+                r = subprocess.run([exe, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, cwd=os.path.expanduser("~"), check=False)
                 dt = time.monotonic() - t0
                 if not quiet and dt > 5:
                     print(f"prepared {base} ({dt:.0f} s, once per machine)", file=sys.stderr)
-                with contextlib.suppress(OSError):
-                    marker.touch()
+                if r.returncode >= 0:  # killed by a signal: the module may be half written; the next call compiles
+                    with contextlib.suppress(OSError):
+                        marker.touch()
     _READY.add(marker)
     return True
 
