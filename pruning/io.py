@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from hwcosim.models.budget import check_npy, check_npz
+from hwcosim.models.budget import check_alloc, check_npy, check_npz
 from hwcosim.models.errors import UsageError
 from hwcosim.models.fixedpoint import Q
 from hwcosim.models.safeparse import decode_utf8, one_line, toml_loads
@@ -140,7 +140,43 @@ def _load_npz(path: Path, keep=None) -> dict[str, np.ndarray]:
     return _np_load(path, ".npz", some)
 
 
+_WIDENED = {"BF16": 2, "F16": 2}  # read as float32: twice the bytes they take in the file
+
+
+def _check_safetensors_budget(path: Path) -> None:
+    """The float32 arrays a safetensors file's header declares, against the memory budget, before
+    the data is read (its header is JSON at the start of the file; a damaged one is left to the reader)."""
+    from hwcosim.pruning.roundtrip import RoundTripError, safetensors_header
+
+    try:
+        header, _start = safetensors_header(path)
+    except RoundTripError:
+        return
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__" or not isinstance(info, dict):
+            continue
+        offs = info.get("data_offsets")
+        if isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs):
+            total += max(offs[1] - offs[0], 0) * _WIDENED.get(info.get("dtype"), 1)
+    check_alloc(total, f"{path}: its tensors", "select fewer tensors or a smaller model", WeightIOError)
+
+
+def _check_torch_budget(path: Path) -> None:
+    """A PyTorch file's tensor storage against the memory budget before ``torch.load``: the unpacked
+    sizes of the zip archive's ``data/`` members (the format since torch 1.6), else the file size."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            total = sum(i.file_size for i in zf.infolist() if "/data/" in i.filename)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        total = path.stat().st_size
+    check_alloc(total, f"{path}: its tensor storage", "export fewer tensors", WeightIOError)
+
+
 def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
+    _check_safetensors_budget(path)
     try:
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
@@ -182,6 +218,7 @@ def _flatten(obj, prefix: str, out: dict, torch) -> None:
 
 
 def _load_torch(path: Path) -> dict[str, np.ndarray]:
+    _check_torch_budget(path)
     try:
         import torch
     except ImportError:

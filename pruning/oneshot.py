@@ -680,11 +680,14 @@ class CalibratedModel:
 
     # -- ONNX --------------------------------------------------------------------------------
     def _open_onnx(self, cal) -> None:
-        import onnx
         from hwcosim.pruning.io import WeightIOError, load_tensors
+        from hwcosim.pruning.onnx_io import OnnxIOError, _load_model
 
         self.kind = "onnx"
-        self.onnx = onnx.load(str(self.path))
+        try:
+            self.onnx = _load_model(self.path)  # the budget and external-data checks of every ONNX read
+        except OnnxIOError as e:
+            raise UsageError(str(e)) from None
         try:
             feeds = load_tensors(cal)
         except WeightIOError as e:

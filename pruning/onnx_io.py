@@ -44,12 +44,64 @@ def _onnx():
     return onnx, numpy_helper
 
 
+def _tensors(graph):
+    """Every TensorProto of ``graph``: initialisers and node attributes, subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for g in attr.graphs:
+                yield from _tensors(g)
+
+
+def _external_bytes(onnx, model, path: Path) -> int:
+    """Bytes the model's external-data tensors would load, each location checked to stay beside the
+    model (a relative path inside its folder) before anything is read."""
+    folder = path.resolve().parent
+    total = 0
+    for t in _tensors(model.graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        target = (folder / loc).resolve()
+        if not loc or Path(loc).is_absolute() or not target.is_relative_to(folder):
+            raise OnnxIOError(f"{path}: tensor {t.name!r} keeps its data at {loc[:80]!r}, outside the model's "
+                              "folder; external data must sit beside the .onnx file")
+        if info.get("length", "").isdigit():
+            total += int(info["length"])
+        elif target.is_file():
+            total += target.stat().st_size
+    return total
+
+
 def _load_model(path: Path):
+    """The ONNX model at ``path``, its size (and that of any external data) checked against the
+    memory budget first: parsing holds the file once and the arrays read from it once more."""
+    from hwcosim.models.budget import check_alloc
+
     onnx, _ = _onnx()
-    if not Path(path).is_file():
+    path = Path(path)
+    if not path.is_file():
         raise OnnxIOError(f"{path}: no such ONNX file")
+    fix = "export a smaller model"
+    check_alloc(2 * path.stat().st_size, f"{path}: parsing the model and reading its weights", fix, OnnxIOError)
     try:
-        return onnx.load(str(path))  # external data is loaded from beside the file
+        model = onnx.load(str(path), load_external_data=False)
+        external = _external_bytes(onnx, model, path)
+        if external:
+            check_alloc(2 * (path.stat().st_size + external),
+                        f"{path}: the model with its external data", fix, OnnxIOError)
+            from onnx.external_data_helper import load_external_data_for_model
+
+            load_external_data_for_model(model, str(path.resolve().parent))
+        return model
+    except OnnxIOError:
+        raise
     except Exception as e:  # noqa: BLE001 - protobuf DecodeError, OSError for missing external data...
         first = one_line(e, 200) or type(e).__name__
         raise OnnxIOError(f"{path}: not a readable ONNX model ({first}); re-export it (onnx.save)") from None

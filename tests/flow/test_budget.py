@@ -327,3 +327,78 @@ def test_limits_in_the_docs_are_the_constants():
                    f"at most {MAX_SCRIPT_BYTES >> 20} MiB", f"at most {MAX_JOBS:,} jobs",
                    f"at most {MAX_FILE_BYTES >> 20} MiB"):
         assert stated in limits, stated
+
+
+# -- weight files read by prune / compile: safetensors, PyTorch, ONNX -----------------------------
+
+def test_safetensors_checked_before_reading(tmp_path, monkeypatch):
+    """F16 tensors are widened to float32: 3 MiB in the file is 6 MiB read, over a 4 MiB budget."""
+    from hwcosim.pruning.io import WeightIOError, load_tensors
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((3 << 19,), np.float16)}, str(tmp_path / "w.safetensors"))
+    assert load_tensors(tmp_path / "w.safetensors")["w"].dtype == np.float16  # under the default budget
+    monkeypatch.setenv(ENV, "4M")
+    with pytest.raises(WeightIOError, match=r"w.safetensors: its tensors would need 6.0 MiB, over the 4.0 MiB"):
+        load_tensors(tmp_path / "w.safetensors")
+
+
+def test_pytorch_zip_storage_checked_before_torch(tmp_path, monkeypatch):
+    """A PyTorch archive whose deflated storage unpacks to 8 MiB: refused from the zip directory,
+    before torch is imported (so also where torch is not installed)."""
+    from hwcosim.pruning.io import WeightIOError, load_tensors
+
+    with zipfile.ZipFile(tmp_path / "w.pt", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        z.writestr("archive/data/0", bytes(8 << 20))
+    assert (tmp_path / "w.pt").stat().st_size < 100_000
+    monkeypatch.setenv(ENV, "4M")
+    with address_cap(), pytest.raises(WeightIOError, match=r"w.pt: its tensor storage would need 8.0 MiB"):
+        load_tensors(tmp_path / "w.pt")
+
+
+def _onnx_with(tmp_path, n: int, external: str | None = None):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    init = numpy_helper.from_array(np.zeros((n,), np.float32), "w")
+    if external is not None:
+        init.ClearField("raw_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        for k, v in (("location", external), ("length", str(4 * n))):
+            init.external_data.add(key=k, value=v)
+    node = helper.make_node("Identity", ["w"], ["y"])
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [n])],
+                              [init])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    return path
+
+
+def test_onnx_checked_before_parsing(tmp_path, monkeypatch):
+    """Parsing holds the file and the arrays read from it: a 3 MiB model needs 6 MiB, over 4 MiB."""
+    from hwcosim.pruning.io import WeightIOError, load_tensors
+
+    path = _onnx_with(tmp_path, 3 << 18)
+    assert load_tensors(path)["w"].shape == (3 << 18,)
+    monkeypatch.setenv(ENV, "4M")
+    with pytest.raises(WeightIOError, match=r"m.onnx: parsing the model and reading its weights would need 6.0 MiB"):
+        load_tensors(path)
+
+
+def test_onnx_external_data_checked_and_kept_beside_the_model(tmp_path, monkeypatch):
+    """External data counts against the budget by its declared length, before it is read; a location
+    outside the model's folder is refused without opening it."""
+    from hwcosim.pruning.io import WeightIOError, load_tensors
+
+    n = 3 << 18
+    (tmp_path / "w.bin").write_bytes(bytes(4 * n))
+    path = _onnx_with(tmp_path, n, external="w.bin")
+    assert load_tensors(path)["w"].shape == (n,)
+    monkeypatch.setenv(ENV, "4M")
+    with pytest.raises(WeightIOError, match=r"m.onnx: the model with its external data would need"):
+        load_tensors(path)
+    monkeypatch.delenv(ENV)
+    path = _onnx_with(tmp_path, 4, external="../secret.bin")
+    with pytest.raises(WeightIOError, match=r"tensor 'w' keeps its data at '../secret.bin', outside the model"):
+        load_tensors(path)
