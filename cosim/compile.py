@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hwcosim.cosim.compile_board import keep_count
 from hwcosim.models.bbs.lstm import (
     LSTMCycleModel,
     LSTMParams,
@@ -380,6 +381,49 @@ class CompiledModel:
                            "cycles": metrics.get("cycles"), "expected": metrics.get("expected"),
                            "ideal": metrics.get("ideal"), "run_dir": str(tdir)})
         return {"ok": True, "layers": layers, "words": sum(d["words"] for d in layers)}
+
+    # -- on a board ----------------------------------------------------------------------------
+    def build(self, board: str = "ulx3s-85f", ooc: bool = True, out=None, **kw) -> list[dict]:
+        """Build every engine configuration of this model (:func:`hwcosim.cosim.compile_board.build_compiled`):
+        ``ooc=True``, nextpnr out of context on the board's part (the measured Fmax ``hwcosim run``
+        reads from ``build/pnr/<engine stem>/build.json``); ``ooc=False``, each configuration's board
+        top (UART bridge + engine) into a bitstream. ``dry_run=True`` returns the plan only."""
+        from hwcosim.cosim.compile_board import build_compiled
+
+        return build_compiled(self.stages, engine_stem, board, ooc, out, **kw)
+
+    def run_on_board(self, port: str | None, x, *, baud: int = 115200, out: str | os.PathLike | None = None,
+                     sim: str | None = None) -> dict:
+        """Load every engine layer's weights over the UART bridge protocol and run ``x`` through it, layer by
+        layer, on the words :meth:`predict` feeds that layer; compare every output word with ``predict``'s.
+        ``port=None``: the same host session against each layer's board top RTL (cocotb, a bit-level UART
+        model; run folders under ``out``). Raises :class:`hwcosim.CheckFailed` naming the first differing
+        layer, row and word (:func:`hwcosim.cosim.compile_board.board_session` runs one layer)."""
+        from hwcosim.cosim.compile_board import board_session
+
+        _, words, _ = self._run(x, trace=True)
+        if out is None and port is None:
+            import tempfile
+
+            from hwcosim.cosim.flow.runner import build_root
+
+            root = build_root() / "compile-board"
+            root.mkdir(parents=True, exist_ok=True)
+            out = tempfile.mkdtemp(prefix="run-", dir=root)
+        layers = []
+        for st, (xin, want) in zip(self.stages, words):
+            where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
+            run_dir = None if port else Path(out) / f"{st.index:02d}-{_safe(st.layer.name)}"
+            got, cycles, failure = board_session(st, xin, port, baud=baud, run_dir=run_dir, sim=sim)
+            if got is None:
+                raise CheckFailed(f"{where}: the board session produced no output words; {failure}")
+            _compare(where, np.asarray(got, dtype=np.int64).reshape(want.shape), want, st.engine)
+            if failure:
+                raise CheckFailed(f"{where}: every word equals predict but {failure}")
+            layers.append({"layer": st.index, "name": st.layer.name, "engine": st.engine, "words": int(want.size),
+                           "run_cycles": cycles, "run_dir": None if run_dir is None else str(run_dir)})
+        return {"ok": True, "layers": layers, "words": sum(d["words"] for d in layers),
+                "where": f"{port} at {baud} baud" if port else "RTL through a UART model"}
 
     # -- report and output ---------------------------------------------------------------------
     def report(self) -> dict:
@@ -729,9 +773,8 @@ def _lstm_float_stats(w: np.ndarray, b: np.ndarray, xs: np.ndarray):
 
 # -- the compiler ------------------------------------------------------------------------------
 
-def _keep(bank_size: int, sparsity: float) -> int:
-    """Weights kept per bank: the fewest that keep at least ``1 - sparsity`` of it (and at least one)."""
-    return max(1, int(np.ceil(bank_size * (1 - sparsity) - 1e-9)))
+#: weights kept per bank: the fewest that keep at least ``1 - sparsity`` of it (and at least one)
+_keep = keep_count
 
 
 def _pad_lstm(w: np.ndarray, b: np.ndarray, I: int, H: int, Ip: int, Hp: int) -> tuple[np.ndarray, np.ndarray]:
@@ -762,7 +805,8 @@ def _target_and_sparsity(target: str, sparsity) -> float:
 
 def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration=None, *,
                   banks: int = 4, pes: int = 4, description=None, pattern: str | None = None,
-                  method: str = "magnitude", region=(2, 8), pe_rows: int = 2, pe_cols: int = 2) -> CompiledModel:
+                  method: str = "magnitude", region=(2, 8), pe_rows: int = 2, pe_cols: int = 2,
+                  board: str | None = None) -> CompiledModel:
     """Compile ``model`` onto the BBS or FSS engines.
 
     Parameters
@@ -790,6 +834,12 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
         ``"obs"`` (:mod:`hwcosim.pruning.oneshot`, activation-aware: each engine layer is pruned from
         the float activations entering it on ``calibration``, the earlier layers already pruned; the
         BBS LSTM layer is always pruned by magnitude). The report names the method of each layer.
+    board : str
+        Size the engines to a board's part (``"ulx3s-85f"``; :mod:`hwcosim.cosim.compile_board`): each
+        layer's banks and PEs (FSS: PE array) are chosen there instead of ``banks``/``pes``
+        (``pe_rows``/``pe_cols``), the weights that do not fit the block RAM are reloaded per layer,
+        and the report gains ``board`` (per layer: options, resource estimate vs the part, on chip or
+        reloaded, cycles with the reloads). A model that cannot fit is a UsageError.
 
     Returns
     -------
@@ -804,6 +854,9 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
         raise UsageError(f"pattern {pattern!r} does not run on the {target} target; it takes --pattern "
                          f"{PATTERNS[target]}")
     if is_bert_checkpoint(model):
+        if board is not None:
+            raise UsageError("--board sizes ONNX and .npz models; a BERT checkpoint's encoder linears are compiled "
+                             "without it")
         if description is not None:
             raise UsageError("a BERT checkpoint takes no --description (its config.json describes it)")
         return compile_bert(model, target, sparsity, calibration, method=method, banks=banks, pes=pes,
@@ -832,11 +885,20 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
             raise UsageError(f"layer {lay.name!r} ({lay.kind}) cannot map to the {target} target; "
                              f"compile it with --target {' or '.join(other)}")
     xcal = CompiledModel(net, [], sparsity, None)._check_input(calibration)
+    plan = None
+    per_layer: dict[int, dict] = {}
+    if board is not None:
+        from hwcosim.cosim.compile_board import PNR_ROOT, plan_board
+
+        plan = plan_board(net, target, sparsity, board, region, roots=[PNR_ROOT])
+        per_layer = {d["index"]: d["options"] for d in plan["layers"]}
 
     def prune_one(i: int, lay: Layer, X: np.ndarray | None) -> Stage:
+        o = per_layer.get(i, {})
         if target == "fss":
-            return _prune_fss(i, lay, sparsity, region, pe_rows, pe_cols, method, X)
-        return _prune_stage(i, lay, sparsity, banks, pes, method, X)
+            return _prune_fss(i, lay, sparsity, region, o.get("pe_rows", pe_rows), o.get("pe_cols", pe_cols),
+                              method, X)
+        return _prune_stage(i, lay, sparsity, o.get("banks", banks), o.get("pes", pes), method, X)
 
     if method == "magnitude":
         stages = [prune_one(i, lay, None) for i, lay in enumerate(net.engine_layers)]
@@ -852,6 +914,11 @@ def compile_model(model, target: str = "bbs", sparsity: float = 0.0, calibration
         m.seq_len = int(xcal.shape[0] if net.layers[0].attrs["layout"] == "tni" else xcal.shape[1])
     _choose_formats(m, xcal)
     m._report = _make_report(m, xcal, target)
+    if plan is not None:
+        from hwcosim.cosim.compile_board import board_report
+
+        m.options["board"] = plan["board"]
+        board_report(m, plan)
     return m
 
 

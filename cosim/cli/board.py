@@ -35,10 +35,17 @@ def _workload_options(design, host, args) -> dict:
 
 
 def cmd_board_run(args) -> int:
+    from hwcosim.cosim.cli.compile import board_run_folder
+    from hwcosim.cosim.compile_board import is_compiled_folder
     from hwcosim.cosim.flow.board_build import board_top_ref
     from hwcosim.cosim.flow.board_run import run_board
     from hwcosim.cosim.flow.build import get_board
 
+    if is_compiled_folder(args.design):   # a compiled model: every layer's weights and the user's inputs
+        return board_run_folder(args, [_WORKLOAD[k] for k in _WORKLOAD if getattr(args, k, None) is not None])
+    if args.inputs:
+        raise UsageError("--inputs takes a compiled model's folder (hwcosim compile -o OUT/); a design takes "
+                         "--vector or -n")
     design = get_design(args.design)
     host = importlib.import_module(board_top_ref(design)[2])
     family = get_board(args.board).family  # the configuration the bitstream was built with
@@ -68,7 +75,8 @@ def register(sub) -> None:
                     "a mismatch or a board error, 2 on bad input (a missing port, inputs that do not fit the build).")
     with_top = ", ".join(n for n, d in designs().items() if d.board_tops)
     add_options(r, [
-        ("design", f"a design with a board top ({with_top})"),
+        ("design", f"a design with a board top ({with_top}), or a folder hwcosim compile wrote (every engine layer "
+         "in turn, on the inputs of --inputs)"),
         ("--port", "serial port of the board, e.g. /dev/ttyUSB0", dict(default=None)),
         ("--sim", "no board: run against the RTL through a UART model", True),
         ("--board", "the board the bitstream was built for (its family's registered configuration is the default "
@@ -83,5 +91,7 @@ def register(sub) -> None:
         ("--steps", "bbs-lstm-axi: time steps per sequence; fss-axi: column tiles per run; melo-engine: packets per "
          "connection; bbs-csr: vectors (default 3; the other designs refuse it)", dict(type=int, default=None)),
         ("--seed", "seed of the random weights and vectors (default 1)", dict(type=int, default=None)),
+        ("--inputs", "a compiled model's folder: inputs in the model's input shape (.npy); every output word is "
+         "compared with the model's predict", dict(metavar="X.npy", default=None)),
         ("-o --output", "--sim: the run folder (default a new one under build/)", dict(default=None))])
     add_param_args(r)

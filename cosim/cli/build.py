@@ -29,6 +29,12 @@ def cmd_build(args) -> int:
         return list_boards()
     if not args.design:
         raise UsageError("give a design (or all), e.g. hwcosim build melo-engine --ooc; see --list-boards")
+    from hwcosim.cosim.compile_board import is_compiled_folder
+
+    if is_compiled_folder(args.design):   # a folder hwcosim compile wrote: its engine configurations
+        from hwcosim.cosim.cli.compile import build_folder
+
+        return build_folder(args)
     chosen = list(designs().values()) if args.design == "all" else [get_design(args.design)]
     board = get_board(args.board or "lfe5u-85f-6")
     skipped = []
@@ -88,7 +94,8 @@ def register(sub) -> None:
                     "nextpnr reports. Exit 0 when timing is met (or --timing-allow-fail), 1 when it is not "
                     "or the design does not fit (the overflowing utilisation line is printed), 2 on bad input.")
     add_options(ap, [
-        ("design", "a registered design or all (" + ", ".join(designs()) + ")", dict(nargs="?")),
+        ("design", "a registered design or all (" + ", ".join(designs()) + "), or a folder hwcosim compile wrote "
+         "(every engine configuration of the compiled model)", dict(nargs="?")),
         ("--board", "board or part (default lfe5u-85f-6); see --list-boards", dict(default=None)),
         ("--ooc", "out of context: the core alone (Fmax and area); without it, a --board builds the design's board "
          "top (UART host bridge + design) into a bitstream", True),

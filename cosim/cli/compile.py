@@ -5,12 +5,13 @@ from the golden model (the first differing layer, row and word)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from hwcosim.cosim.cli.util import add_options
 from hwcosim.models.errors import UsageError
 from hwcosim.models.tables import emit, show, table
 
-__all__ = ["register", "cmd_compile", "cmd_run"]
+__all__ = ["register", "cmd_compile", "cmd_run", "compile_board_to_folder", "build_folder", "board_run_folder"]
 
 COMPILE_EPILOG = """\
 examples:
@@ -19,7 +20,10 @@ examples:
   hwcosim compile cnn.onnx --target fss --region 2x8 --sparsity 0.5 --calibration images.npy -o cnn-fss/
   hwcosim compile mlp.onnx --sparsity 0.5 --method obs --calibration x.npy -o mlp-obs/
   hwcosim compile bert-folder/ --target fss --sparsity 0.5 --method wanda --calibration sentences.txt -o bert-fss/
+  hwcosim compile mlp.onnx --sparsity 0.5 --calibration x.npy --board ulx3s-85f -o mlp-ulx3s/
   hwcosim run mlp-bbs/ --inputs x.npy --labels y.npy --rtl -o mlp-run/
+  hwcosim build mlp-ulx3s/ --board ulx3s-85f --ooc
+  hwcosim board run mlp-ulx3s/ --sim --inputs x.npy
 """
 
 
@@ -46,6 +50,9 @@ def register(subparsers) -> None:
          "so that they do not saturate; a BERT checkpoint: sentences.txt, one per line (the last quarter "
          "held out for the embedding cosine)", dict(metavar="X.npy|sentences.txt")),
         ("--description", ".npz models: the TOML layer description (default: the .toml beside the .npz)"),
+        ("--board", "size the engines to this board's part (ulx3s-85f): banks and PEs (fss: the PE array) per layer "
+         "from measured resources, weights that do not fit the block RAM reloaded per layer; a model that "
+         "cannot fit is refused (exit 2)", dict(default=None, metavar="BOARD")),
         ("--banks", "bbs: engine banks per PE (default 4)", dict(type=int, default=4)),
         ("--pes", "bbs: engine PEs (default 4; LSTM layers: a multiple of 4)", dict(type=int, default=4)),
         ("--region", "fss: region RxC (default 2x8)", dict(default="2x8")),
@@ -81,9 +88,13 @@ def cmd_compile(args) -> int:
         pe_rows, pe_cols = (int(v) for v in args.pe_array.lower().split("x"))
     except ValueError:
         raise UsageError(f"--pe-array {args.pe_array!r}: write PRxPC, e.g. 2x2") from None
-    m = compile_to_folder(args.model, out, target=args.target, sparsity=args.sparsity, calibration=args.calibration,
-                          pattern=args.pattern, method=args.method, banks=args.banks, pes=args.pes,
-                          description=args.description, region=args.region, pe_rows=pe_rows, pe_cols=pe_cols)
+    kw = dict(target=args.target, sparsity=args.sparsity, calibration=args.calibration, pattern=args.pattern,
+              method=args.method, banks=args.banks, pes=args.pes, description=args.description, region=args.region,
+              pe_rows=pe_rows, pe_cols=pe_cols)
+    if args.board:
+        m = compile_board_to_folder(args.model, out, board=args.board, **kw)
+    else:
+        m = compile_to_folder(args.model, out, **kw)
     rep = m.report()
     if rep.get("kind") == "bert":
         return _show_bert(args, out, rep)
@@ -93,10 +104,27 @@ def cmd_compile(args) -> int:
     show(table(f"hwcosim compile {args.model} -> {out}/ (target {rep['target']})",
                ["layer", "engine", "shape", "sparsity (fraction)", "formats", "saturated (words)",
                 "max err vs float (abs)", "expected (cycles)", "ideal (cycles)"], rows))
+    if "board" in rep:
+        _show_board(rep["board"])
     print(f"wrote {out}/ (manifest.json, weights, engine Verilog, report.json); host ops: "
           f"{', '.join(rep['host_ops']) or 'none'}")
     emit("report", rep)
     return 0
+
+
+def _show_board(b: dict) -> None:
+    """The board plan: per layer its options, resource estimate and where its weights live."""
+    av = b["available"]
+    rows = [[f"{d['index']} {d['name']}", d["engine"], " ".join(f"{k}={v}" for k, v in d["options"].items()),
+             d["estimate"]["LUT4"], d["estimate"]["DSP"], d["estimate"]["BRAM_buffers"] + d["estimate"]["BRAM_weights"],
+             d["weights"], d["reload_cycles"], d["cycles_expected_on_board"]] for d in b["layers"]]
+    t = b["estimate_total"]
+    rows.append(["total", "", "", t["LUT4"], t["DSP"], t["BRAM"], "", "", b["cycles_expected_on_board"]])
+    rows.append([f"{b['board']} has", "", "", av["LUT4"], av["DSP"], av["BRAM"], "", "", ""])
+    show(table(f"sized to {b['board']} ({b['part']}): estimates (LUT4, DSP fitted on measured nextpnr points; "
+               "BRAM from the memories)",
+               ["layer", "engine", "options", "LUT4 (cells)", "DSP (MULT18X18D)", "BRAM (DP16KD)", "weights",
+                "reload (cycles)", "expected on board (cycles)"], rows))
 
 
 def _show_bert(args, out, rep: dict) -> int:
@@ -118,8 +146,10 @@ def _show_bert(args, out, rep: dict) -> int:
 
 def cmd_run(args) -> int:
     from hwcosim.cosim.compile import CompiledModel
-    from hwcosim.cosim.compile_run import load_array, run_compiled
+    from hwcosim.cosim.compile_run import is_bert_folder, load_array, print_bert_run, run_compiled
 
+    if is_bert_folder(args.folder):   # a compiled BERT encoder: sentences in, embeddings out
+        return print_bert_run(args)
     m = CompiledModel.load(args.folder)
     x = load_array(args.inputs, "--inputs")
     y = None if args.labels is None else load_array(args.labels, "--labels")
@@ -154,4 +184,59 @@ def cmd_run(args) -> int:
     if args.output:
         print(f"wrote {args.output}/ (inputs, every layer's words, run.json)")
     emit("run", res)
+    return 0
+
+
+# -- a compiled model on a board ------------------------------------------------------------------
+
+def compile_board_to_folder(model, out, *, board: str, calibration=None, **kw):
+    """``hwcosim compile MODEL --board BOARD -o OUT/``: ``compile_model`` with ``board``, saved to
+    ``out`` (nothing is written when it refuses)."""
+    from hwcosim.cosim.compile import compile_model
+    from hwcosim.cosim.compile_run import load_array
+    from hwcosim.pruning.frontends_bert import is_bert_checkpoint
+
+    if isinstance(calibration, str | os.PathLike) and not is_bert_checkpoint(model):
+        calibration = load_array(calibration, "--calibration")
+    m = compile_model(model, calibration=calibration, board=board, **kw)
+    m.save(out)
+    return m
+
+
+def build_folder(args) -> int:
+    """``hwcosim build OUT/ --board BOARD [--ooc]`` on a folder hwcosim compile wrote."""
+    from hwcosim.cosim.compile import CompiledModel
+
+    if getattr(args, "param", None) or getattr(args, "params", None):
+        raise UsageError("a compiled model fixes its engines' parameters; drop --param/--params")
+    m = CompiledModel.load(args.design)
+    board = args.board or m.options.get("board") or "ulx3s-85f"
+    plans = m.build(board, ooc=args.ooc, out=args.output, clock=args.clock or 100.0, seed=args.seed,
+                    max_minutes=args.max_minutes)
+    rows = [[", ".join(str(i) for i in p["layers"]), p["design"], p["mode"], p["board"], p["out"]] for p in plans]
+    show(table(f"hwcosim build {args.design} ({len(plans)} engine configurations)",
+               ["layers", "design", "mode", "board", "build folder"], rows))
+    emit("builds", [{k: (v.to_dict() if k == "params" else v) for k, v in p.items()} for p in plans])
+    return 0
+
+
+def board_run_folder(args, workload: list[str]) -> int:
+    """``hwcosim board run OUT/ --sim|--port P --inputs X.npy`` on a folder hwcosim compile wrote."""
+    from hwcosim.cosim.compile import CompiledModel
+    from hwcosim.cosim.compile_run import load_array
+
+    if workload:
+        raise UsageError(f"{workload[0]} does not apply to a compiled model; give its inputs with --inputs X.npy")
+    if not args.inputs:
+        raise UsageError("a compiled model runs on your inputs: --inputs X.npy (in the model's input shape)")
+    if bool(args.port) == bool(args.sim):
+        raise UsageError("give either --port PORT (a board on a serial port) or --sim (the RTL through a UART model)")
+    m = CompiledModel.load(args.design)
+    res = m.run_on_board(args.port, load_array(args.inputs, "--inputs"), baud=args.baud, out=args.output)
+    rows = [[f"{d['layer']} {d['name']}", d["engine"], d["words"],
+             "-" if not d["run_cycles"] else d["run_cycles"][0], d["run_dir"] or "-"] for d in res["layers"]]
+    show(table(f"hwcosim board run {args.design}: {res['where']}",
+               ["layer", "engine", "words compared (words)", "run cycles, first (cycles)", "run folder"], rows))
+    print(f"board = predict in 100% of {res['words']} words over {len(res['layers'])} engine layers")
+    emit("board_run", res)
     return 0
