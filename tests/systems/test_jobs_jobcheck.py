@@ -331,3 +331,21 @@ def test_healthy_corpus_raises_nothing(script):
              if not (f.category == "module" and any(importlib.util.find_spec(m) is None and repr(m) in f.message
                                                     for m in ("torch",)))]
     assert found == [], [(f.category, f.message, f.line) for f in found]
+
+
+def test_static_target_python(tmp_path):
+    """With the job's interpreter given, a construct its grammar lacks is a syntax error (the job would not
+    start there); without it, or on a version that has it, nothing is reported."""
+    from hwcosim.models.errors import UsageError
+
+    p = _script(tmp_path, "lr = 0.1\nname = f'LR_{lr}'\nif (n := len(name)) > 3:\n    print(name, n)\n")
+    assert static_check(p, cwd=tmp_path)[0] == []
+    f, _ = static_check(p, cwd=tmp_path, target_python="3.5")
+    assert [(x.category, x.line) for x in f] == [("syntax", 2)] and "Python 3.5" in f[0].message
+    f, _ = static_check(p, cwd=tmp_path, target_python="3.7")
+    assert [(x.category, x.line) for x in f] == [("syntax", 3)]
+    assert static_check(p, cwd=tmp_path, target_python="3.8")[0] == []
+    with pytest.raises(UsageError, match="target Python"):
+        CheckConfig(target_python="2.7")
+    rep = check(p, [], CheckConfig(dry_run=False, target_python="3.5"))
+    assert rep.categories == {"syntax"}

@@ -13,6 +13,10 @@ the list at the depth a few seconds allow.
 :func:`check` runs two passes.
 
 Static pass (AST of the script, nothing executed)
+    ``syntax``: what Python refuses; with the job's interpreter given (``CheckConfig.target_python``,
+    ``--python 3.5``) the script is also parsed with that version's grammar (``ast.parse(...,
+    feature_version=...)``: f-strings before 3.6, ``:=`` before 3.8, ``match`` before 3.10 ...), since a
+    job runs on the cluster's interpreter, not the checker's.
     ``module``: every ``import`` not guarded by ``try/except ImportError`` must resolve
     (``importlib.util.find_spec``, or a file beside the script).
     ``path``: string literals read by ``open``/``np.load``/``np.loadtxt``/``torch.load``/
@@ -72,6 +76,7 @@ from hwcosim.models.systems.jobs import sandbox
 from hwcosim.models.systems.jobs.sandbox import SandboxLimits
 
 __all__ = ["Finding", "Report", "CheckConfig", "ScriptError", "check", "static_check", "dry_run", "CATEGORIES",
+           "TARGET_PYTHONS",
            "corpus_dir", "corpus_scripts", "evaluate_corpus"]
 
 #: Finding categories, each with the ICSE 2020 class it stands for.
@@ -116,6 +121,8 @@ _STEP_OPT = ("--steps", "--iters", "--iterations", "--max-steps", "--max_steps",
 _SHAPE_RE = re.compile(r"shape|broadcast|size mismatch|mat1 and mat2|dimension|not aligned|must match the size|"
                        r"cannot reshape|expected input|sizes of tensors", re.I)
 _NAN_RE = re.compile(r"loss\W[^\n]*\b(nan|-?inf)\b", re.I)
+#: versions ``ast.parse(feature_version=...)`` of this interpreter accepts (3.4 up to the running one)
+TARGET_PYTHONS = tuple(f"3.{m}" for m in range(4, sys.version_info.minor + 1))
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,8 @@ class CheckConfig:
         Run the dry run at all.
     sandbox : SandboxLimits
         Scratch space, file size and task limits of the dry run's sandbox.
+    target_python : str, optional
+        The job's Python version (``"3.5"``): the script is also parsed with that version's grammar.
     """
 
     device_memory_bytes: float = 16 * 2**30
@@ -175,8 +184,12 @@ class CheckConfig:
     address_space_bytes: int = 8 * 2**30
     dry_run: bool = True
     sandbox: SandboxLimits = SandboxLimits()
+    target_python: str | None = None
 
     def __post_init__(self):
+        if self.target_python is not None and self.target_python not in TARGET_PYTHONS:
+            raise UsageError(f"target Python must be one of {', '.join(TARGET_PYTHONS)} (the grammars this checker "
+                             f"knows), not {self.target_python!r}")
         if not self.device_memory_bytes > 0:
             raise UsageError(f"device memory must be > 0, not {self.device_memory_bytes}")
         if len(self.batches) != 2 or not 1 <= self.batches[0] < self.batches[1]:
@@ -417,8 +430,23 @@ def _parse(script: Path) -> tuple[ast.Module | None, str, Finding | None]:
     return tree, src, None
 
 
+def _target_syntax(src: str, script: Path, target_python: str) -> Finding | None:
+    """A ``syntax`` finding when the job's interpreter ``target_python`` would refuse ``src``, else None."""
+    if target_python not in TARGET_PYTHONS:
+        raise UsageError(f"target Python must be one of {', '.join(TARGET_PYTHONS)}, not {target_python!r}")
+    major, minor = (int(x) for x in target_python.split("."))
+    try:
+        ast.parse(src, filename=str(script), feature_version=(major, minor))
+    except SyntaxError as e:
+        msg = " ".join(str(e.msg).split())
+        return Finding("syntax", "error", f"syntax error on Python {target_python} (the job's interpreter): {msg}",
+                       e.lineno if isinstance(e.lineno, int) and e.lineno > 0 else None)
+    return None
+
+
 def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: str | os.PathLike | None = None,
-                 cuda_available: bool | None = None) -> tuple[list[Finding], int | None]:
+                 cuda_available: bool | None = None,
+                 target_python: str | None = None) -> tuple[list[Finding], int | None]:
     """Static pass over ``script``: returns (findings, full batch size or None).
 
     Parameters
@@ -430,11 +458,16 @@ def static_check(script: str | os.PathLike, args: list[str] | None = None, cwd: 
         Working directory of the job (default: the current one).
     cuda_available : bool, optional
         Whether the target has CUDA; default: ask torch if installed, else False.
+    target_python : str, optional
+        The job's Python version (one of :data:`TARGET_PYTHONS`): a construct its grammar lacks is a
+        ``syntax`` error.
     """
     script = Path(script)
     args = list(args or [])
     cwd = Path(cwd) if cwd is not None else Path.cwd()
     tree, src, problem = _parse(script)
+    if problem is None and target_python is not None:
+        problem = _target_syntax(src, script, target_python)
     if problem is not None:
         return [problem], None
     out: list[Finding] = []
@@ -724,7 +757,7 @@ def check(script: str | os.PathLike, args: list[str] | None = None, cfg: CheckCo
         raise ScriptError(f"{script} is a folder; pass the training script (.py) itself")
     if cfg.dry_run:  # refused before anything runs when the sandbox cannot be guaranteed here
         sandbox.require("hwcosim jobcheck --run", hint="the static checks run without --run")
-    findings, full_batch = static_check(script, args, cwd)
+    findings, full_batch = static_check(script, args, cwd, target_python=cfg.target_python)
     rep = Report(str(script), findings, full_batch=full_batch)
     if cfg.dry_run and "syntax" not in rep.categories:
         res = dry_run(script, args, cfg, cwd)
