@@ -40,6 +40,7 @@ _LAZY = {
     "compile": ("hwcosim.cosim.compile", "compile_model"),
     "load_compiled": ("hwcosim.cosim.compile", "load_compiled"),
     "CompiledModel": ("hwcosim.cosim.compile", "CompiledModel"),
+    "papers": ("hwcosim.cosim.papers", "papers"),
     "UsageError": ("hwcosim.models.errors", "UsageError"),
     "CheckFailed": ("hwcosim.models.errors", "CheckFailed"),
 }

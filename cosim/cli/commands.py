@@ -1,4 +1,5 @@
-"""The cosim package's subcommands: ``verilog``, ``sim``, ``check``, ``demo``, ``bench``, ``formal``, ``fuzz``."""
+"""The cosim package's subcommands: ``verilog``, ``sim``, ``check``, ``demo``, ``bench``, ``formal``, ``fuzz``,
+``papers``."""
 
 from __future__ import annotations
 
@@ -118,8 +119,17 @@ def _sim_design(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from hwcosim.cosim.compile_run import check_compiled_run, is_compiled_run
     from hwcosim.cosim.flow.runs import check_run
 
+    if is_compiled_run(args.run_dir):   # a folder of hwcosim run -o (a compiled model on the user's inputs)
+        res = check_compiled_run(args.run_dir)
+        print_table(f"re-check of {args.run_dir} ({res['kind']}): every layer's words recomputed from the kept inputs",
+                    ("engine layers (layers)", "golden (words)", "RTL (words)", "mismatches (words)",
+                     "checked (files)"),
+                    [(res["layers"], res["words"], res["rtl_words"], res["mismatches"], res["files"])])
+        emit("check", res)
+        return 0
     res = check_run(args.run_dir)
     print_table(f"re-check of {args.run_dir} ({res['design']}): golden model recomputed from the saved inputs",
                 ("result words", "RTL words", "mismatches", "saved golden words agree"),
@@ -189,6 +199,22 @@ def cmd_fuzz(args) -> int:
                       else "the fuzzer stopped without a crash file")
 
 
+def cmd_papers(args) -> int:
+    from hwcosim.cosim import papers
+
+    keys = args.system or None
+    if args.refresh:
+        _, errors = papers.refresh(keys, progress=lambda line: print(line, flush=True))
+        if errors:
+            raise CheckFailed(f"{len(errors)} system(s) failed, their old JSON kept: " + "; ".join(
+                f"{k}: {e}" for k, e in errors.items()))
+    show(papers.papers_table(keys))
+    emit("papers", papers.rows(keys))
+    for key, files in papers.stale_systems(keys).items():
+        print(f"stale: {key} ({', '.join(files)} changed since); run hwcosim papers --refresh {key}", file=sys.stderr)
+    return 0
+
+
 def register(sub) -> None:
     ap = command(sub, "verilog", cmd_verilog, "write a design's Verilog and a Yosys resource report", [
         ("design", "design to emit (" + ", ".join(designs()) + ") or all"),
@@ -222,8 +248,9 @@ def register(sub) -> None:
 
     command(sub, "check", cmd_check, "re-verify a saved run folder without simulating",
             [("run_dir", "run folder (printed by hwcosim sim)")],
-            description="Re-verify a run folder written by 'hwcosim sim': every file's sha256 against run.json, then "
-                        "the golden model recomputed from the saved inputs against the RTL's saved output words. "
+            description="Re-verify a run folder written by 'hwcosim sim' or 'hwcosim run -o': every file's sha256 "
+                        "against run.json, then the golden model recomputed from the saved inputs against the RTL's "
+                        "(and the saved golden) output words. "
                         "Exit 0 agree, 1 differ, 2 damaged or not a run.")
     command(sub, "demo", cmd_demo, "the main job end to end, offline", [
         ("-o --output", None, dict(default="build/demo")), ("--banks", None, dict(type=int, default=8)),
@@ -256,3 +283,10 @@ def register_checks(sub) -> None:
         ("--list", "list the targets and exit", True),
         ("-o --out", "work folder (default build/fuzz)", dict(default=None))],
             description="Coverage-guided fuzzing (atheris) of the readers of user files.")
+    command(sub, "papers", cmd_papers, "ours beside the paper, one row per seed system (docs/papers.md)", [
+        ("system", "only these systems (default: all 21)", dict(nargs="*", metavar="SYSTEM")),
+        ("--refresh", "run each system's study (reduced sizes, minutes in all) and rewrite docs/papers/*.json and "
+         "docs/papers.md", True)],
+            description="Print ours beside the paper for every seed system from docs/papers/*.json (marks: c = assumed "
+                        "clock, s = synthetic workload); --refresh runs the studies and rewrites the JSON and "
+                        "docs/papers.md (a system that fails keeps its old JSON; exit 1 at the end).")
