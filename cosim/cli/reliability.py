@@ -9,7 +9,9 @@
 - ``hwcosim reliability mycroft [--quick] [-o DIR] [--seed N]``: Mycroft time to detect and to
   root cause.
 - ``hwcosim reliability byterobust-loop [--quick] [-o DIR] [--seed N]``: ByteRobust's monitors,
-  localisation and recovery as a closed loop on telemetry vs requeue-everything over a month.
+  localisation and recovery as a closed loop on telemetry vs requeue-everything over a month, and
+  the ETTR curve over the fault rate from the faults played on the slice (real rates marked),
+  ours beside the paper's 97% with the band.
 - ``hwcosim reliability noise [--quick] [-o DIR] [--seed N]``: C4D, Mycroft and ByteRobust's
   monitors with background noise (drop bursts, link flaps that heal, slow-but-healthy ranks) at 0,
   1 and 4 x the default rates: precision, recall and false alarms per day.

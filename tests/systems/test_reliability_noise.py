@@ -91,7 +91,8 @@ def test_noise_reaches_the_telemetry_and_the_relative_rules_ignore_it(st):
 def test_noise_study_reports_every_detector():
     from hwcosim.models.systems.reliability.noise_study import run_noise_study
 
-    r = run_noise_study(quick=True, scales=(0.0, 8.0), n_trials=1, healthy_runs=1, horizon_s=12.0, loop_trials=1)
+    r = run_noise_study(quick=True, scales=(0.0, 8.0), n_trials=1, healthy_runs=1, horizon_s=12.0, loop_trials=1,
+                        slow_trials=1)
     clean, noisy = r["rows"]
     for row in (clean, noisy):
         for det in ("c4d", "mycroft", "byterobust"):
@@ -122,3 +123,54 @@ def test_c4d_overhead_curves_and_real_rates(shared_data):
     # the slow fault C4D missed costs both the same: the reduction comes from the hangs only
     one = c4d.simulate_overhead(trials, replace(base, rate_per_gpu_day=0.0), "c4d", 0)
     assert one["overhead_s"] == 0.0 and one["counts"]["faults"] == 0
+
+
+def test_c4d_slow_rule_does_not_page_on_healthy_slow_episodes(st):
+    """Slow-but-healthy episodes (the noise model's 1.05-1.3x for 1-10 s) clear the spread rule
+    (6 x the 2% floor: the simulated job's own spread is ~0) for a few iterations in a row; the
+    cost test keeps them from paging, and a slow fault at the low end of the mix (1.5x) in the same
+    noise is still named, once it has cost the job two healthy iterations."""
+    from hwcosim.models.systems.reliability import c4d
+
+    n = NoiseParams(drop_bursts_per_link_hour=0.0, flaps_per_port_day=0.0, slow_per_gpu_hour=60.0)
+    horizon = 30 * st.it_s
+    sim = run_job(st.topo, st.spec, st.place, [], horizon, seed=0, noise=n, noise_seed=1)
+    eps = [e for e in sim.noise_events if e["kind"] == "slow"]
+    assert len(eps) >= 3
+    loose = c4d.slow_rank_events(sim.tel, c4d.C4DParams(slow_cost=0.0), horizon)
+    assert loose and {e["rank"] for e in loose} <= {e["member"] for e in eps}  # what paged 432 times a day
+    assert c4d.diagnose(sim.tel, c4d.C4DParams(), horizon) is None
+    f = Fault(0, FaultKind.GPU_SLOW, 3.3 * st.it_s, 9, np.inf, 1.5)
+    sim2 = run_job(st.topo, st.spec, st.place, [f], horizon, seed=0, noise=n, noise_seed=1)
+    d = c4d.diagnose(sim2.tel, c4d.C4DParams(), horizon)
+    assert d is not None and d.cls == c4d.NONCOMM_SLOW and d.ranks == (9,)
+    ev = [e for e in c4d.slow_rank_events(sim2.tel, c4d.C4DParams(), horizon) if e["rank"] == 9][0]
+    # 1.5x of a 0.5 s compute phase costs 0.25 s an iteration: two healthy iterations after >= 7 of them
+    assert ev["cost_iters"] >= 2.0 and ev["it"] - ev["start_it"] + 1 >= 2 * st.it_s / 0.25 - 1
+    assert ev["start_it"] <= 4 and d.t - f.t < 15 * st.it_s
+    # the healthy iteration time is the median gap between the iterations' last posts
+    assert c4d.healthy_period(np.array([0.0, 1.0, 2.0, 4.0, 5.0]), 50).tolist() == [1.0, 1.0, 1.0, 1.0, 1.0]
+    with pytest.raises(UsageError, match="slow_cost"):
+        c4d.C4DParams(slow_cost=-1.0)
+
+
+def test_closed_loop_ettr_curve_from_played_faults(st):
+    """The closed loop's ETTR curve: each fault of every stream takes the outcome of a fault of its
+    kind played on the slice (detection delays measured on its telemetry); a kind never played is
+    left out and counted; more faults, lower ETTR; ByteRobust above requeue-everything."""
+    from hwcosim.models.systems.reliability.faults import FaultMix
+
+    p = cl.LoopParams(days=30.0, mix=FaultMix(weights={FaultKind.GPU_FAIL: 3.0, FaultKind.NIC_DOWN: 1.0,
+                                                      FaultKind.NAN: 0.2}))
+    pool = [cl.play_fault(Fault(0, FaultKind.GPU_FAIL, 0.0, 37, explicit=True), st, p, 3),
+            cl.play_fault(Fault(1, FaultKind.NIC_DOWN, 0.0, 5, explicit=True), st, p, 4)]
+    c = cl.ettr_curve(pool, p, [1e-4, 3e-3, 3e-2], {"Llama 3": 4.7e-4}, [0, 1], sweeps={"standbys": [0, 4]})
+    assert c["pool"] == {FaultKind.GPU_FAIL: 1, FaultKind.NIC_DOWN: 1} and 0 < c["left_out"] < 0.2
+    assert c["detect_s_by_kind"] == {pl["kind"]: pl["detect_s"] for pl in pool}
+    for s in ("byterobust", "requeue"):
+        assert c[s][0] > c[s][1] > c[s][2] >= 0.0 and c["points"]["Llama 3"][s] > c[s][1]
+    assert all(b > r for b, r in zip(c["byterobust"], c["requeue"]))
+    lo, hi = c["band"]["byterobust"]
+    assert lo <= c["points"]["Llama 3"]["byterobust"] <= hi
+    r97 = c["rate_at_97"]["byterobust"]
+    assert r97 is None or 1e-4 <= r97 <= 3e-2

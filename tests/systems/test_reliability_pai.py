@@ -113,3 +113,10 @@ def test_study_quick(study):
     assert r["transport_replay"]["1"]["same_first_flags"]
     assert all(r["jobs"]["1"]["same_flags_at_scale"].values())
     assert r["jobs"]["1"]["flags"]["c4d"].keys() <= {"6"} and r["jobs"]["1"]["flags"]["mycroft"].keys() <= {"6"}
+    # job 3's four stragglers depart together: each stands out from the job's history (several
+    # healthy spreads) but not from its peers (the cross-worker spread grows with them)
+    w3 = r["jobs"]["3"]["why_missed"]
+    assert set(w3) == {"6", "7", "8", "9"}
+    for x in w3.values():
+        assert x["shift"] > 3 * x["healthy_spread"] and x["cross_spread_in_segment"] > 2 * x["healthy_spread"]
+        assert x["shift"] < x["threshold"] and x["max_score"] < 6 and x["departing_together"] == 0.4

@@ -15,8 +15,13 @@ and classifies:
   median over the trailing ``slow_window`` iterations by more than ``slow_m`` times the job's
   own spread (1.4826 x MAD of every rank's phase over that window, and of the ranks' deviations
   in that iteration, at least ``slow_floor`` of the median) for ``slow_iters`` iterations in a
-  row (:func:`slow_rank_events`): relative to what the telemetry shows, never a fixed ratio or
-  wall-clock window;
+  row, and that run has cost the job ``slow_cost`` healthy iteration times (per iteration the
+  rank's compute beyond its own usual or the iteration's time beyond the median iteration gap,
+  whichever is larger, summed over the run) (:func:`slow_rank_events`):
+  relative to what the telemetry shows, never a fixed ratio or wall-clock window. The cost test is
+  what keeps healthy slow episodes (a few percent to tens of percent for a few iterations) from
+  paging: a job whose healthy spread is near zero puts the spread rule's threshold at
+  ``slow_m x slow_floor`` (12%) and such episodes clear it for a few iterations in a row;
 - **communication slow**: a collective takes ``slow_ratio`` times its healthy duration for
   ``slow_iters`` iterations in a row; the slowest connection of the latency matrix and its
   bottleneck hop localise it.
@@ -42,7 +47,8 @@ from hwcosim.models.errors import UsageError
 from .faults import FaultKind
 
 __all__ = ["C4DParams", "Diagnosis", "diagnose", "expected_class", "run_study", "OverheadParams",
-           "simulate_overhead", "stream_length", "overhead_curves", "compute_phases", "slow_rank_events"]
+           "simulate_overhead", "stream_length", "overhead_curves", "compute_phases", "slow_rank_events",
+           "healthy_period"]
 
 NONCOMM_HANG, COMM_HANG, NONCOMM_SLOW, COMM_SLOW = ("non-comm hang", "comm hang", "non-comm slow", "comm slow")
 CLASSES = (NONCOMM_HANG, COMM_HANG, NONCOMM_SLOW, COMM_SLOW)
@@ -68,6 +74,11 @@ class C4DParams:
         has MAD 0.
     slow_iters : int
         Consecutive slow iterations before a slow diagnosis.
+    slow_cost : float
+        ... and the run of slow iterations must have cost the job this many healthy iteration times
+        (per iteration the rank's compute beyond its own usual, or the iteration's time beyond the
+        median gap between iterations if larger, summed over the run): a short or mild healthy
+        episode never pays for a restart.
     warmup : int
         Iterations of history before any slow verdict (they set the first baselines).
     poll_s : float
@@ -80,6 +91,7 @@ class C4DParams:
     slow_window: int = 50
     slow_floor: float = 0.02
     slow_iters: int = 2
+    slow_cost: float = 2.0
     warmup: int = 2
     poll_s: float = 1.0
 
@@ -90,6 +102,8 @@ class C4DParams:
             raise UsageError(f"slow_ratio must be > 1, not {self.slow_ratio!r}")
         if not self.slow_m > 0 or not self.slow_floor > 0:
             raise UsageError(f"slow_m and slow_floor must be > 0, not {self.slow_m!r}, {self.slow_floor!r}")
+        if not self.slow_cost >= 0:
+            raise UsageError(f"slow_cost must be >= 0, not {self.slow_cost!r}")
         for n in ("slow_iters", "warmup", "slow_window"):
             if not (isinstance(getattr(self, n), int) and getattr(self, n) >= 1):
                 raise UsageError(f"{n} must be an integer >= 1, not {getattr(self, n)!r}")
@@ -181,20 +195,63 @@ def compute_phases(tel, now: float, recs=None):
 
 def slow_rank_events(tel, p: C4DParams, now: float, recs=None, phases=None) -> list[dict]:
     """Every non-communication-slow verdict of the relative rule (module docstring) up to ``now``:
-    one per run of ``slow_iters`` slow iterations of a rank, ``{"rank", "it", "start_it", "t",
-    "score"}`` in time order (``it``: the iteration that completed the run, ``t``: its last post)."""
-    from .mycroft import robust_score, runs
+    at most one per run of slow iterations of a rank (the run lasts while the rank stays slow or
+    above the threshold of its history before the run), ``{"rank", "it", "start_it", "t", "score",
+    "cost_iters"}`` in time order (``it``: the iteration at which the run had lasted ``slow_iters``
+    and cost ``slow_cost`` healthy iterations, ``t``: its last post, ``score``: the run's highest
+    score so far, ``cost_iters``: the cost then)."""
+    from .mycroft import robust_score
 
     its, ranks, comp, t_post = phases if phases is not None else compute_phases(tel, now, recs)
     if len(its) <= p.warmup:
         return []
     med = np.median(comp, axis=1, keepdims=True)
     rel = comp / np.where(med > 0, med, 1.0)
-    score = robust_score(rel, p.slow_window, p.warmup, p.slow_floor, cross=True)
+    score, centre, spread = robust_score(rel, p.slow_window, p.warmup, p.slow_floor, cross=True, with_centre=True)
     with np.errstate(invalid="ignore"):
         slow = score > p.slow_m
-    return [{"rank": int(ranks[c]), "it": int(its[i]), "start_it": int(its[s0]), "t": float(t_post[i]),
-             "score": float(score[i, c])} for c, s0, i in runs(slow, p.slow_iters)]
+    it_s = healthy_period(t_post, p.slow_window)
+    gap = np.concatenate([[0.0], np.diff(t_post)])
+    out = []
+    n = slow.shape[0]
+    for c in range(slow.shape[1]):
+        e = 0
+        for s0 in np.flatnonzero(slow[:, c]):
+            if s0 < e:
+                continue  # inside a run already followed
+            # the run: from the first slow iteration on, while the rank stays slow or above the
+            # threshold of its own history before the run (a departure that lasts does not become
+            # its own baseline)
+            base, lim = centre[s0, c], centre[s0, c] + p.slow_m * spread[s0]
+            it0 = it_s[s0]  # the healthy iteration time before the run (the run does not set it)
+            persists = bool(slow[s0:s0 + p.slow_iters, c].all())  # slow_iters slow iterations in a row
+            acc, top, fired, e = 0.0, 0.0, False, int(s0)
+            while e < n and (slow[e, c] or rel[e, c] > lim):
+                top = max(top, float(score[e, c]))
+                # what the iteration cost the job: the rank's compute beyond its own usual (seconds;
+                # every rank waits for it at the collective), or the iteration's time beyond the
+                # healthy one if larger (a rank slow in its proxy too, e.g. an overloaded host,
+                # delays the collectives as well)
+                acc += max(float((rel[e, c] - base) * med[e, 0]), float(gap[e] - it0))
+                if not fired and persists and e - s0 + 1 >= p.slow_iters and acc >= p.slow_cost * it0:
+                    out.append({"rank": int(ranks[c]), "it": int(its[e]), "start_it": int(its[s0]),
+                                "t": float(t_post[e]), "score": top, "cost_iters": float(acc / it0)})
+                    fired = True
+                e += 1
+    return sorted(out, key=lambda x: (x["it"], x["rank"]))
+
+
+def healthy_period(t_post: np.ndarray, window: int) -> np.ndarray:
+    """The job's healthy iteration time as the telemetry shows it at every iteration: the median of
+    the trailing ``window`` gaps between the iterations' last posts (the first gap before any)."""
+    g = np.diff(np.asarray(t_post, dtype=float))
+    out = np.full(len(t_post), np.nan)
+    if g.size == 0:
+        return np.full(len(t_post), np.inf)
+    for i in range(len(t_post)):
+        h = g[max(0, i - 1 - window):max(i - 1, 1)]
+        out[i] = float(np.median(h))
+    return out
 
 
 def _comm_hang(tel, r, t: float, now: float) -> Diagnosis:

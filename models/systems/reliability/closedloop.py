@@ -49,7 +49,7 @@ from hwcosim.models.errors import UsageError
 
 from .faults import Fault, FaultKind, FaultMix, sample_faults
 
-__all__ = ["LoopParams", "monitor", "localise", "play_fault", "run_loop", "run_study"]
+__all__ = ["LoopParams", "monitor", "localise", "play_fault", "run_loop", "run_study", "ettr_curve"]
 
 
 @dataclass(frozen=True)
@@ -414,7 +414,8 @@ def run_loop(p: LoopParams, system: str, faults: list[Fault], played: dict, seed
     loss["checkpoint"] = (horizon - down) * ckpt_frac
     productive = horizon - sum(loss.values())
     det = [r["detect_s"] for r in rows if r.get("detect_s") is not None]
-    return {"system": system, "ettr": productive / horizon, "loss_s": loss, "faults": len(rows),
+    # faults faster than the recoveries: the losses overlap past the horizon; the job made no progress
+    return {"system": system, "ettr": max(productive, 0.0) / horizon, "loss_s": loss, "faults": len(rows),
             "wrong_evictions": wrong, "rows": rows,
             "detect_s": {"median": float(np.median(det)) if det else None,
                          "p90": float(np.percentile(det, 90)) if det else None},
@@ -422,17 +423,106 @@ def run_loop(p: LoopParams, system: str, faults: list[Fault], played: dict, seed
             "evictions": sum(1 for r in rows if r.get("action") == "evict")}
 
 
+def ettr_curve(pool: list[dict], p: LoopParams, rates, named: dict, seeds, max_faults: float = 3000.0,
+               st=None, play_per_kind: int = 0, sweeps: dict | None = None) -> dict:
+    """ETTR of ByteRobust's closed loop and of requeue-everything over the fault rate, from faults
+    played on the slice (their detection delays, localisation verdicts and slow-downs are what the
+    monitors measured on the transport's telemetry, never inputs).
+
+    ``pool``: outcomes of :func:`play_fault` (each with its ``kind``). At every rate in ``rates``
+    and every named real rate of ``named`` (per GPU-day), a fault stream of ``p``'s mix is drawn
+    (shortened to at most ``max_faults`` expected faults, at least a quarter of a day) and each
+    fault takes the outcome of a played fault of its kind drawn from the pool; :func:`run_loop`
+    then accounts both systems. A kind with no played fault is played ``play_per_kind`` times on
+    ``st``'s slice first; with 0 its faults are left out of the streams (``left_out``: their share
+    of the faults). ``sweeps``: ``{LoopParams field: values}`` the loop's own constants are swept
+    over at the first named rate (the band). Returns ``{"x", "byterobust", "requeue", "points",
+    "band", "pool", "detect_s_by_kind", "left_out", "rate_at_97"}`` (``rate_at_97``: the highest
+    rate at which each system still reaches the paper's 97%, log-linear between the curve's
+    points and the named rates)."""
+    from .faults import KINDS
+
+    by: dict = {}
+    for pl in pool:
+        by.setdefault(pl["kind"], []).append(pl)
+    if play_per_kind and st is not None:
+        for j, k in enumerate(KINDS):
+            if p.mix.weights.get(k, 0.0) > 0 and k not in by:
+                one = replace(p.mix, weights={k: 1.0})
+                for f in sample_faults(one, p.n_gpus, p.horizon_s, int(seeds[0]) * 131 + j, p.gpus_per_host,
+                                       n=play_per_kind):
+                    by.setdefault(k, []).append(play_fault(f, st, p, int(seeds[0]) * 100003 + 5000 + 10 * j + f.fid))
+    left = {"faults": 0, "left_out": 0}
+
+    def ettr(q: LoopParams, rate: float) -> dict:
+        q = replace(q, mix=replace(q.mix, rate_per_gpu_day=float(rate)))
+        per_day = max(rate * q.n_gpus, 1e-12)
+        q = replace(q, days=float(min(q.days, max(0.25, max_faults / per_day))))
+        out = {"byterobust": [], "requeue": []}
+        for sd in seeds:
+            rng = np.random.default_rng((int(sd), 4243))
+            faults = sample_faults(q.mix, q.n_gpus, q.horizon_s, int(sd), q.gpus_per_host)
+            kept = [f for f in faults if f.kind in by]
+            left["faults"] += len(faults)
+            left["left_out"] += len(faults) - len(kept)
+            played = {f.fid: by[f.kind][int(rng.integers(len(by[f.kind])))] for f in kept}
+            for sys_ in out:
+                out[sys_].append(run_loop(q, sys_, kept, played, int(sd))["ettr"])
+        return {k: float(np.mean(v)) for k, v in out.items()}
+
+    ys = [ettr(p, r) for r in rates]
+    pts = {k: ettr(p, v) for k, v in named.items()}
+    band_at = next(iter(named.values())) if named else p.mix.rate_per_gpu_day
+    sw = {}
+    for name, xs in (sweeps or {}).items():
+        sw[name] = {"x": list(xs), **{s_: [] for s_ in ("byterobust", "requeue")}}
+        for x in xs:
+            e = ettr(replace(p, **{name: x}), band_at)
+            for s_ in ("byterobust", "requeue"):
+                sw[name][s_].append(e[s_])
+    allv = {s_: [y for v in sw.values() for y in v[s_]] for s_ in ("byterobust", "requeue")}
+    band = {s_: [float(min(v)), float(max(v))] if v else None for s_, v in allv.items()}
+    det = {k: [pl["detect_s"] for pl in v if pl.get("detect_s") is not None] for k, v in by.items()}
+    # highest rate still at the paper's 97%: log-linear between the points of the curve and the named rates
+    xs = np.array([*map(float, rates), *map(float, named.values())])
+    order = np.argsort(xs)
+    lx = np.log(xs[order])
+    cross = {}
+    for s_ in ("byterobust", "requeue"):
+        y = np.array([e[s_] for e in ys] + [e[s_] for e in pts.values()])[order]
+        ok = np.flatnonzero(y >= 0.97)
+        if ok.size == 0 or ok[-1] == y.size - 1:
+            cross[s_] = None if ok.size == 0 else float(xs[order][-1])
+        else:
+            i = int(ok[-1])
+            f = (y[i] - 0.97) / (y[i] - y[i + 1])
+            cross[s_] = float(np.exp(lx[i] + f * (lx[i + 1] - lx[i])))
+    return {"x": [float(r) for r in rates], "byterobust": [y["byterobust"] for y in ys],
+            "requeue": [y["requeue"] for y in ys], "points": pts, "rates": dict(named), "sweeps": sw, "band": band,
+            "band_rate": float(band_at), "pool": {k: len(v) for k, v in by.items()},
+            "detect_s_by_kind": {k: float(np.median(v)) if v else None for k, v in det.items()},
+            "left_out": left["left_out"] / max(left["faults"], 1), "seeds": [int(x) for x in seeds],
+            "rate_at_97": cross,
+            "base_params": {"n_gpus": p.n_gpus, "days": p.days, "base_ckpt_every_s": p.base_ckpt_every_s,
+                            "timeout_s": p.timeout_s, "standbys": p.standbys}}
+
+
 def run_study(quick: bool = False, seed: int = 0) -> dict:
-    """A month (quick: a week) of a 9,600-GPU job, ByteRobust's closed loop vs requeue-everything."""
+    """A month (quick: a week) of a 9,600-GPU job, ByteRobust's closed loop vs requeue-everything,
+    and the ETTR curve over the fault rate from the faults played on the slice (:func:`ettr_curve`;
+    the real Acme rates and Llama 3's marked)."""
+    from .rates import real_rates
     from .study import setup
 
     p = LoopParams(days=7.0 if quick else 30.0)
     st = setup(seed, iterations=60)
     seeds = [seed] if quick else [seed + i for i in range(3)]
     runs = []
+    pool = []
     for s in seeds:
         faults = sample_faults(p.mix, p.n_gpus, p.horizon_s, s, p.gpus_per_host)
         played = {f.fid: play_fault(f, st, p, s * 100003 + f.fid) for f in faults}
+        pool += list(played.values())
         runs.append({sys_: run_loop(p, sys_, faults, played, s) for sys_ in ("byterobust", "requeue")})
     per_kind: dict = {}
     for r in runs:
@@ -467,5 +557,11 @@ def run_study(quick: bool = False, seed: int = 0) -> dict:
                        "slice_gpus": st.spec.n_gpus, "slice_iter_s": st.it_s},
             "seeds": seeds, "summary": summary, "per_kind": per_kind, "detect_s": det, "runs": slim,
             "rows": [r["byterobust"]["rows"] for r in runs],
+            "curve": ettr_curve(pool, p, np.geomspace(1e-4, 2.0, 4 if quick else 9), real_rates(), seeds, st=st,
+                                play_per_kind=0 if quick else 2,
+                                sweeps={"base_ckpt_every_s": [900.0, 3600.0, 7200.0] if quick
+                                        else [900.0, 1800.0, 3600.0, 7200.0],
+                                        "standbys": [0, 4, 16] if quick else [0, 1, 4, 16],
+                                        "nan_s": [600.0, 3600.0] if quick else [600.0, 3600.0, 14400.0]}),
             "paper": {"ettr": 0.97, "gpu_lost_detect_s": 10.0, "nic_crash_detect_s": 30.0, "hang_detect_s": 600.0,
                       "hot_update_s": [46, 65], "requeue_s": [454, 768]}}

@@ -17,7 +17,8 @@ completions exceeds the median gap of the trailing ``straggler_window`` iteratio
 for ``straggler_persist`` iterations in a row (:func:`straggler_events`, :func:`robust_score`).
 
 **Root cause** (:func:`root_cause`), on the logs at the first state-log tick after the trigger at
-which they name a culprit (:func:`root_cause_at`; the verdict is out ``collect_s`` later),
+which they name a culprit (:func:`root_cause_at`; the verdict is out when the logs have been
+gathered over the network and analysed, :func:`collect_time`),
 following the dependencies to the earliest culprit:
 
 1. intra-node: a rank that entered the open collective and whose state log went silent while
@@ -33,8 +34,9 @@ following the dependencies to the earliest culprit:
    its peak -> ``network``; else the flows blocked with ``G > T`` are walked downstream to the
    one whose receiver is not blocked itself: its own proxy lags -> ``host``.
 
-Window multiple, sampling and collection delay are ours: ``window_m = 10`` healthy durations,
-``collect_s = 2`` (gather state logs from the ring buffers and analyse); the detection and
+Window multiple, sampling and analysis cost are ours: ``window_m = 10`` healthy durations,
+``analyse_us_per_row = 1`` (the collection time itself is the state logs' bytes over the rate
+the job's own collectives show, :func:`collect_time`); the detection and
 root-cause times therefore follow the job's own collective time and the evidence in the logs, and
 the study reports their distributions and how they move with ``window_m``. The straggler rule's defaults (``m = 6``,
 persistence 2, window 50 iterations, floor 2% of the median gap) are ours too; the PAI replay
@@ -52,7 +54,8 @@ from hwcosim.models.errors import UsageError
 from .faults import FaultKind
 
 __all__ = ["MycroftParams", "trigger", "root_cause", "root_cause_at", "failure_window", "sample_ranks", "run_study",
-           "COMPONENT", "robust_score", "runs", "straggler_events", "completion_times", "late_ranks", "WINDOW_M_SWEEP"]
+           "COMPONENT", "collect_time", "robust_score", "runs", "straggler_events", "completion_times", "late_ranks",
+           "WINDOW_M_SWEEP"]
 
 #: Window multiples the study re-evaluates the trigger at (sensitivity of the detection time).
 WINDOW_M_SWEEP = (3.0, 5.0, 10.0, 20.0, 40.0)
@@ -84,8 +87,8 @@ class MycroftParams:
     lag_frac : float
         Root cause of a straggler on a replayed trace (:func:`late_ranks`): of the ranks standing
         out, those whose excess is at least this fraction of the largest.
-    collect_s : float
-        Time to collect the logs and run the analysis after a trigger.
+    analyse_us_per_row : float
+        CPU time of the root-cause analysis per state-log row read (:func:`collect_time`).
     state_log_s : float
         State-log period (100 ms, paper).
     max_sampled : int
@@ -98,12 +101,12 @@ class MycroftParams:
     straggler_window: int = 50
     straggler_floor: float = 0.02
     lag_frac: float = 0.5
-    collect_s: float = 2.0
+    analyse_us_per_row: float = 1.0
     state_log_s: float = 0.1
     max_sampled: int = 10
 
     def __post_init__(self):
-        for n in ("window_m", "collect_s", "state_log_s"):
+        for n in ("window_m", "analyse_us_per_row", "state_log_s"):
             if not getattr(self, n) > 0:
                 raise UsageError(f"{n} must be > 0, not {getattr(self, n)!r}")
         for n in ("straggler_m", "straggler_floor"):
@@ -184,21 +187,63 @@ def root_cause_at(tel, t_trig: float, kind: str, p: MycroftParams) -> tuple[floa
     """Root cause as soon as the logs hold the evidence: :func:`root_cause` on the logs at every
     state-log tick from the trigger on, until it names a culprit or one failure window has passed
     (:func:`failure_window` of the last collective); returns ``(time the verdict is out, verdict)``
-    with the time = that tick + ``collect_s`` (gather the logs and analyse)."""
+    with the time = that tick + :func:`collect_time` of the logs analysed (one failure window
+    back from the trigger to that tick; the verdict's ``collect`` entry)."""
     recs = sorted(tel.records(t_trig), key=lambda r: (r.it, r.seq))
     w = failure_window(recs, recs[-1].label, p) if recs else None
     n = int(np.ceil((w or p.state_log_s) / p.state_log_s)) if w else 1
     rc = {"ranks": [], "component": None, "rule": "no data", "flow": None}
+    t = t_trig
     for k in range(n + 1):
         t = t_trig + k * p.state_log_s
         rc = root_cause(tel, t, kind, p.lag_frac)
         if rc["ranks"]:
-            return t + p.collect_s, rc
-    return t_trig + n * p.state_log_s + p.collect_s, rc
+            break
+    col = collect_time(tel, t_trig - (w or 0.0), t, p)
+    return t + col["total_s"], dict(rc, collect=col)
+
+
+def collect_time(tel, t0: float, t1: float, p: MycroftParams) -> dict:
+    """Time to gather the state logs of ``[t0, t1]`` from every host that wrote some and analyse
+    them, from what the telemetry shows (nothing here is a fixed delay):
+
+    - **bytes**: every state-log row in the window, ``COSTS["flow_state_log"]["bytes"]`` each, per
+      host of the flow's sender;
+    - **transfer**: all hosts send to one analyser, whose link serialises them (incast): total
+      bytes over the per-connection rate the job's own completed collectives show (chunk bytes /
+      the median chunk service time of the proxy trace, :meth:`conn_latency`), plus one chunk
+      service time per host (each host's request and first bytes);
+    - **analysis**: ``analyse_us_per_row`` per row read.
+
+    Returns ``{"rows", "hosts", "bytes", "rate_Bps", "transfer_s", "analysis_s", "total_s"}``."""
+    from .telemetry import COSTS
+
+    rows = tel.state_log(t0, t1)
+    hosts = np.unique(rows.src // max(tel.gpus_per_host, 1)) if rows.size else np.zeros(0, dtype=np.int64)
+    nbytes = float(rows.size * COSTS["flow_state_log"]["bytes"])
+    svc, chunk = [], []
+    for r in tel.records(t0):
+        if r.T is None or not np.isfinite(r.exit).all():
+            continue
+        lat = tel.conn_latency(r, t0)
+        lat = lat[np.isfinite(lat) & (lat > 0)]
+        if lat.size:
+            svc.append(float(np.median(lat)))
+            chunk.append(float(tel.conns[r.label][4]))
+    if svc:
+        s_chunk = float(np.median(svc))
+        rate = float(np.median(chunk)) / s_chunk
+        transfer = nbytes / rate + hosts.size * s_chunk
+    else:  # no healthy collective to measure the network by (nothing logged either, or a job with no trace)
+        rate, transfer = float("nan"), 0.0
+    analysis = rows.size * p.analyse_us_per_row * 1e-6
+    return {"rows": int(rows.size), "hosts": int(hosts.size), "bytes": nbytes, "rate_Bps": rate,
+            "transfer_s": float(transfer), "analysis_s": float(analysis), "total_s": float(transfer + analysis)}
 
 
 # ---- relative straggler rule (shared with C4D's slow-rank rule) -----------------------------------
-def robust_score(x: np.ndarray, window: int, min_hist: int, floor: float, cross: bool = False) -> np.ndarray:
+def robust_score(x: np.ndarray, window: int, min_hist: int, floor: float, cross: bool = False,
+                 with_centre: bool = False):
     """How far every row of ``x`` (shape (n,) or (n, k)) lies above its trailing history, in spreads.
 
     Row ``i`` is compared with rows ``[i - window, i)``: centre = their median (per column), spread
@@ -207,7 +252,8 @@ def robust_score(x: np.ndarray, window: int, min_hist: int, floor: float, cross:
     columns = ranks) also at least 1.4826 x the MAD of row ``i``'s own deviations across the
     columns (a rank must stand out from its peers in that iteration too: a job-wide burst of
     variation is not one slow rank). Returns ``(x[i] - centre) / spread`` of the same shape; NaN
-    while fewer than ``min_hist`` rows precede.
+    while fewer than ``min_hist`` rows precede (with ``with_centre``: ``(score, centre, spread)``,
+    ``spread`` one per row).
     """
     from numpy.lib.stride_tricks import sliding_window_view
 
@@ -243,6 +289,9 @@ def robust_score(x: np.ndarray, window: int, min_hist: int, floor: float, cross:
     hist = np.arange(n) >= min_hist
     good = hist & ok & (np.nan_to_num(spread) > 0)
     score = np.where(good[:, None], (a2 - np.nan_to_num(centre)) / np.where(good, spread, 1.0)[:, None], np.nan)
+    if with_centre:
+        sp = np.where(good, spread, np.nan)
+        return (score[:, 0], centre[:, 0], sp) if one else (score, centre, sp)
     return score[:, 0] if one else score
 
 
@@ -496,9 +545,10 @@ def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None =
               n_trials: int | None = None) -> dict:
     """Inject one fault per trial on the study job (:mod:`~models.systems.reliability.study`); Mycroft's
     trigger and root-cause analysis read only the telemetry. Kinds cycle over the eight Mycroft can
-    see (NaN excluded), onset in iteration 3; root cause runs on the logs ``collect_s`` after the
-    trigger. ``noise``: background events (:class:`~models.systems.reliability.noise.NoiseParams`)
-    in every trial."""
+    see (NaN excluded), onset in iteration 3; root cause runs on the logs from the trigger on, and
+    its verdict is out when they have been gathered and analysed (:func:`collect_time`).
+    ``noise``: background events (:class:`~models.systems.reliability.noise.NoiseParams`) in every
+    trial."""
     from .faults import KINDS
     from .study import confusion, draw_fault, run_trial, setup, symptom
 
@@ -565,6 +615,8 @@ def run_study(quick: bool = False, seed: int = 0, params: MycroftParams | None =
             if any(t.get("rca_s") is not None for t in trials) else float("nan"),
             "detect_s": _quantiles([t["detect_s"] for t in det]),
             "rca_s": _quantiles([t["rca_s"] for t in trials if t.get("rca_s") is not None]),
+            "collect_s": _quantiles([t["rc"]["collect"]["total_s"] for t in det if "collect" in t["rc"]]),
+            "collect_rows": _quantiles([t["rc"]["collect"]["rows"] for t in det if "collect" in t["rc"]]),
             "sensitivity_window_m": {str(wm): sum(1 for t in trials if (t["detect_s_by_window_m"][str(wm)] is not None
                                                                        and t["detect_s_by_window_m"][str(wm)] <= 15.0))
                                      / n for wm in WINDOW_M_SWEEP},
