@@ -80,6 +80,7 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim easyscale -o build/bench/elastic
 	$(BIN)/hwcosim elasticbatch -o build/bench/elastic
 	$(BIN)/hwcosim goldminer -o build/bench/elastic
+	$(BIN)/hwcosim cognn -o build/bench/jobs
 	$(BIN)/hwcosim reliability pai -o build/bench/reliability
 	$(BIN)/hwcosim cluster trace -o build/bench/cluster
 	$(BIN)/pytest -q -m slow -n $(JOBS)

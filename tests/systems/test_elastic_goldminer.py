@@ -177,3 +177,47 @@ def test_dask_backend_exactly_once_and_resize():
     assert out == [i * i + 1 for i in range(80)] and seen == out
     with pytest.raises(ValueError):
         data_workers(pipe, backend="spark")
+
+
+# -- the Alibaba GPU trace 2023 study ------------------------------------------------------------------
+def test_trace_sim_static_reproduces_durations_elastic_feeds_starved():
+    from hwcosim.models.systems.elastic.goldminer import simulate_trace
+
+    arr = np.array([0.0, 0.0])
+    gpus = np.array([1, 1])
+    need = np.array([8.0, 2.0])
+    req = np.array([4.0, 4.0])  # job 0 starved (half its need), job 1 over-provisioned
+    dur = np.array([1000.0, 1000.0])
+    work = dur * np.minimum(1, req / need)
+    st = simulate_trace(arr, gpus, need, work, req, 2, 64.0, "static")
+    el = simulate_trace(arr, gpus, need, work, req, 2, 64.0, "elastic")
+    assert st["mean_jct_s"] == pytest.approx(1000.0)  # the trace's durations, as run
+    assert el["mean_jct_s"] == pytest.approx(750.0)  # job 0 fed: 500 s
+    assert el["gpu_util_allocated"] == pytest.approx(1.0) and st["gpu_util_allocated"] < 1
+    assert el["cpu_held"] < st["cpu_held"]  # the over-request is returned to the pool
+    small = simulate_trace(arr, gpus, need, work, req, 2, 5.0, "elastic")  # pool binds: water-filled
+    assert small["mean_jct_s"] > el["mean_jct_s"]
+    with pytest.raises(ValueError):
+        simulate_trace(arr, gpus, need, work, req, 2, 64.0, "greedy")
+
+
+def test_measured_pipelines_and_jpeg_transform():
+    from hwcosim.models.systems.elastic.goldminer import _jpeg_samples, jpeg_train_transform, measure_pipelines
+
+    item = _jpeg_samples(1)[0]
+    i, a = jpeg_train_transform(item)
+    assert a.shape == (3, 224, 224) and a.dtype == np.float32
+    assert np.array_equal(a, jpeg_train_transform(item)[1])  # deterministic: stateless
+    m = measure_pipelines(n=2, reps=1)
+    c = m["cpu_s_per_sample"]
+    assert set(c) == {"digits-augment", "jpeg-imagenet", "text-tokenise"} and all(v > 0 for v in c.values())
+    assert len(m["load_average"]) == 3
+
+
+def test_trace_jobs(shared_data):
+    from hwcosim.models.systems.elastic.goldminer import trace_jobs
+
+    tr = trace_jobs(fraction=0.01, n=50)
+    assert tr["tasks_in_trace"] == 3986 and len(tr["gpus"]) == 50
+    assert tr["cluster_gpus"] > 0 and tr["cluster_cores"] > tr["cluster_gpus"]
+    assert np.all(tr["req_cores"] > 0)

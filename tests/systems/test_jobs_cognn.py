@@ -199,6 +199,9 @@ def test_cli_cognn(tmp_path):
     assert res["margin"] > 0 and res["stream_estimate_error"]["measured_configurations"] > 0
     assert {"sequential", "sequential_sjf", "naive", *POLICIES} == set(res["schedule"])
     assert all(res["schedule"][p]["oom_events"] == 0 for p in POLICIES)  # margin covers the estimator
+    tr = res["trace"]  # measured co-location on the trace's arrivals (skipped without a data directory)
+    assert "skipped" in tr or ({"timeslice", "naive", *POLICIES} <= set(tr["schedule"])
+                               and tr["colocation"]["by_k"]["2"]["efficiency"] > 0)
     code = cli_main(["cognn", "--quick", "--workers", "0", "-o", str(tmp_path)])
     assert code == 2
 
@@ -213,3 +216,36 @@ def test_colocation_needs_a_queue_and_memory_room():
     # more memory room -> larger groups -> a larger makespan gain for smallest-first grouping
     assert row[(12.0, "ascending_small")]["mean_group"] > row[(1.5, "ascending_small")]["mean_group"]
     assert row[(12.0, "ascending_small")]["makespan_gain"] > row[(1.5, "ascending_small")]["makespan_gain"] > 0
+
+
+# -- measured co-location, MPS-like and time-slicing baselines, trace arrivals -------------------------
+def test_simulate_measured_baselines():
+    from hwcosim.models.systems.jobs.cognn import simulate_measured
+
+    ts = [_t(i, 10, solo=10.0) for i in range(4)]
+    eff = {2: 1.5}
+    tsl = simulate_measured(ts, "timeslice", 100, eff, workers=2)
+    mps = simulate_measured(ts, "naive", 100, eff, workers=2)
+    co = simulate_measured(ts, "in_order", 100, eff, workers=2)
+    assert tsl["makespan_s"] == pytest.approx(40.0)  # plain time-slicing: no overlap
+    assert mps["makespan_s"] == pytest.approx(2 * 20 / 1.5) == pytest.approx(co["makespan_s"])
+    oom = simulate_measured(ts, "naive", 15, eff, workers=2)  # memory-blind spatial sharing
+    assert oom["oom_events"] > 0 and simulate_measured(ts, "in_order", 15, eff, workers=2)["oom_events"] == 0
+    assert simulate(ts, "naive", 100, 2)["makespan_s"] != mps["makespan_s"]  # the utilisation model is restored
+
+
+def test_measure_colocation_tiny(graphs):
+    from hwcosim.models.systems.jobs.cognn import measure_colocation
+
+    m = measure_colocation(ks=(2,), reps=1, epochs=1, kinds=("gcn", "sage"), graphs=graphs)
+    e = m["by_k"]["2"]
+    assert e["efficiency"] > 0 and e["slowdown_median"] > 0 and len(m["load_average"]) == 3
+
+
+def test_trace_arrivals(shared_data):
+    from hwcosim.models.systems.jobs.cognn import trace_arrivals
+
+    a = trace_arrivals(20, seed=1)
+    assert len(a) == 20 and a[0] == 0 and np.all(np.diff(a) >= 0)
+    with pytest.raises(ValueError):
+        trace_arrivals(10**6)

@@ -69,7 +69,41 @@ def run_easyscale(out: Path, quick: bool, seed: int, steps: int) -> dict:
     print(f"utilisation gain {100 * study['utilisation_gain']:+.1f}% over the makespan, "
           f"{100 * study['utilisation_gain_window']:+.1f}% over the arrival window (paper: +62.1%); "
           f"JCT speedup {study['jct_speedup']:.2f}x")
+    res["trace"] = _easyscale_trace(out, quick, seed)
+    _write_json(out / "easyscale.json", res)
     return res
+
+
+def _easyscale_trace(out: Path, quick: bool, seed: int) -> dict:
+    """EasyScale's utilisation study on the Alibaba GPU trace 2023
+    (:func:`~hwcosim.models.systems.elastic.easyscale.run_trace_study`), or ``{"skipped": reason}``."""
+    from hwcosim.models.data import DatasetMissing
+    from hwcosim.models.systems.elastic.easyscale import run_trace_study
+
+    try:
+        tr = run_trace_study(quick=quick, seed=seed)
+    except DatasetMissing as e:
+        print(f"trace study skipped: {e}")
+        return {"skipped": str(e)}
+    b, t = tr["base"], tr["trace"]
+    _table(f"EasyScale on the Alibaba GPU trace 2023: {t['jobs']} of {t['tasks_in_trace']} whole-GPU tasks "
+           f"({100 * t['multi_gpu_share']:.0f}% multi-GPU) on {t['nodes']} nodes "
+           f"({', '.join(f'{v} {k}' for k, v in t['gpus_by_model'].items())}), offered load {b['load_reached']:.2f}",
+           ["scheduler", "util. arrival window (fraction)", "utilisation (fraction)", "allocation (fraction)",
+            "mean JCT s", "mean queueing s", "makespan s"],
+           [[p, f"{v['utilisation_window']:.3f}", f"{v['utilisation']:.3f}", f"{v['allocation']:.3f}",
+             f"{v['mean_jct_s']:.0f}", f"{v['mean_queue_s']:.0f}", f"{v['makespan_s']:.0f}"]
+            for p, v in b["results"].items()])
+    g, band = tr["utilisation_gain"], tr["sensitive_to"]["band"]
+    print(f"EasyScale on the trace: utilisation over the arrival window {100 * g['fixed']:+.1f}% vs FIFO gangs, "
+          f"{100 * g['fixed_backfill']:+.1f}% vs gangs with backfill (paper: +62.1%, idle GPUs of a serving cluster)")
+    print(f"sensitive to: {tr['sensitive_to']['parameter']}: vs FIFO gangs {100 * band['fixed'][0]:+.1f}% .. "
+          f"{100 * band['fixed'][1]:+.1f}%, vs backfill {100 * band['fixed_backfill'][0]:+.1f}% .. "
+          f"{100 * band['fixed_backfill'][1]:+.1f}%")
+    _bar_png(out / "easyscale_trace.png", ["util. arrival window", "allocation"],
+             {p: [v["utilisation_window"], v["allocation"]] for p, v in b["results"].items()}, "fraction",
+             "EasyScale on the Alibaba GPU trace 2023 vs gang scheduling")
+    return tr
 
 
 # -- ElasticBatch ----------------------------------------------------------------------------------
@@ -157,7 +191,47 @@ def run_goldminer(out: Path, quick: bool, seed: int) -> dict:
              f"{v['gpu_util_cluster']:.3f}", f"{v['job_speed_mean']:.2f}"] for p, v in m.items()])
     for line in res["print"]:
         print(line)
+    res["trace"] = _goldminer_trace(out, quick, seed)
+    _write_json(out / "goldminer.json", res)
     return res
+
+
+def _goldminer_trace(out: Path, quick: bool, seed: int) -> dict:
+    """GoldMiner on the Alibaba GPU trace 2023 (:func:`~hwcosim.models.systems.elastic.goldminer.run_trace_study`),
+    or ``{"skipped": reason}`` without a data directory."""
+    from hwcosim.models.data import DatasetMissing
+    from hwcosim.models.systems.elastic.goldminer import run_trace_study
+
+    try:
+        tr = run_trace_study(quick=quick, seed=seed)
+    except DatasetMissing as e:
+        print(f"trace study skipped: {e}")
+        return {"skipped": str(e)}
+    pm = tr["pipelines"]
+    _table(f"GoldMiner: measured preprocessing CPU per sample (median of {pm['reps']}, load average "
+           f"{pm['load_average'][0]:.1f} on {pm['cpus']} CPUs)",
+           ["pipeline", "CPU ms/sample", "GPU samples/s (assumed)", "cores/GPU needed"],
+           [[k, f"{1e3 * v:.2f}", f"{tr['gpu_samples_per_s'][k]:.0f}", f"{v * tr['gpu_samples_per_s'][k]:.1f}"]
+            for k, v in pm["cpu_s_per_sample"].items()])
+    b, t = tr["base"], tr["trace"]
+    _table(f"GoldMiner on the Alibaba GPU trace 2023: {t['jobs']} of {t['tasks_in_trace']} whole-GPU tasks, "
+           f"{t['nodes']} nodes ({t['cluster_gpus']} GPUs, {t['cluster_cores']:.0f} cores), offered load "
+           f"{b['load_reached']:.2f}; "
+           f"{100 * b['starved_jobs']:.0f}% of jobs need more cores than they requested",
+           ["data workers", "mean JCT s", "makespan s", "GPU util (held GPUs)", "GPU util (cluster)",
+            "CPU util (fraction)", "CPU held (fraction)"],
+           [[p, f"{v['mean_jct_s']:.0f}", f"{v['makespan_s']:.0f}", f"{v['gpu_util_allocated']:.3f}",
+             f"{v['gpu_util']:.3f}", f"{v['cpu_util']:.3f}", f"{v['cpu_held']:.3f}"]
+            for p, v in b["results"].items()])
+    st = tr["sensitive_to"]
+    print(f"GoldMiner on the trace: JCT static/elastic {tr['jct_ratio']:.2f}x (paper: up to 2.5x), GPU utilisation "
+          f"of held GPUs {tr['gpu_util_ratio']:.2f}x (paper: up to 2.1x), throughput {b['throughput_ratio']:.2f}x")
+    print(f"sensitive to: {st['parameter']}: JCT band {st['band'][0]:.2f}x .. {st['band'][1]:.2f}x, GPU utilisation "
+          f"band {st['gpu_util_band'][0]:.2f}x .. {st['gpu_util_band'][1]:.2f}x")
+    _bar_png(out / "goldminer_trace.png", ["GPU util (held)", "CPU util", "CPU held"],
+             {p: [v["gpu_util_allocated"], v["cpu_util"], v["cpu_held"]] for p, v in b["results"].items()},
+             "fraction", "GoldMiner on the Alibaba GPU trace 2023: static (requested cores) vs elastic data workers")
+    return tr
 
 
 def bench_predictor(out_dir, quick: bool) -> dict:

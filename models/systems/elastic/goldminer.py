@@ -27,7 +27,9 @@ Implemented here, for real:
 Not implemented: graph extraction from a TensorFlow/PyTorch program (the pipeline is declared in
 Python), and remote Dask clusters were not exercised (only ``LocalCluster``). :func:`simulate_cluster` is the
 cluster-level study: JCT and GPU utilisation with static per-GPU CPU allocation vs an elastic
-shared pool of data workers.
+shared pool of data workers. :func:`run_trace_study` runs it on the Alibaba GPU trace 2023 (whole-GPU
+tasks, requested cores, node list), each job's CPU demand from preprocessing pipelines timed here
+(:func:`measure_pipelines`) against the static allocation the trace requested.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from hwcosim.models.errors import UsageError
 
 __all__ = ["stateless", "stateful", "is_stateless", "Pipeline", "DataWorkerPool", "DaskDataWorkers", "data_workers",
            "Autoscaler",
-           "augment_digit", "ClusterConfig", "simulate_cluster", "measure_speedup", "run_study"]
+           "augment_digit", "ClusterConfig", "simulate_cluster", "measure_speedup", "run_study",
+           "jpeg_train_transform", "measure_pipelines", "trace_jobs", "simulate_trace", "run_trace_study",
+           "GPU_SAMPLES_PER_S"]
 
 _MUTABLE = (list, dict, set, bytearray, np.ndarray, collections.deque, np.random.Generator,
             np.random.RandomState, types.GeneratorType)
@@ -577,3 +581,310 @@ def run_study(quick: bool = True, seed: int = 0) -> dict:
              f"({util:.2f}x; paper 2.1x)"]
     return {"speedup": sp, "sims": sims, "mean": m, "jct_ratio": jct, "gpu_util_ratio": util, "print": lines,
             "paper": {"job_speed_max": 12.1, "jct": 2.5, "gpu_util": 2.1}}
+
+
+# -- the Alibaba GPU trace 2023 with measured preprocessing costs -------------------------------------
+
+def _cpu_timed(fn, items, reps: int) -> float:
+    """Median over ``reps`` passes of the CPU time per item of ``fn`` (BLAS on one thread, one warm-up
+    item): process CPU time, not wall time, since this shared machine's other tenants take time slices."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        fn(items[0])
+        per = []
+        for _ in range(reps):
+            t0 = time.process_time()
+            for x in items:
+                fn(x)
+            per.append((time.process_time() - t0) / len(items))
+    return float(np.median(per))
+
+
+@stateless
+def jpeg_train_transform(item):
+    """The ImageNet training transform on a JPEG: decode, random-resized crop (from the index), resize
+    to 224x224, horizontal flip on odd indices, normalise, HWC -> CHW float32."""
+    import io
+
+    from PIL import Image
+
+    i, data = item
+    im = Image.open(io.BytesIO(data)).convert("RGB")
+    w, h = im.size
+    s = 0.35 + 0.6 * ((i * 7919) % 101) / 100
+    cw, ch = max(8, int(w * s ** 0.5)), max(8, int(h * s ** 0.5))
+    x0, y0 = (i * 31) % (w - cw + 1), (i * 17) % (h - ch + 1)
+    im = im.resize((224, 224), Image.BILINEAR, box=(x0, y0, x0 + cw, y0 + ch))
+    a = np.asarray(im, dtype=np.float32) / 255.0
+    if i % 2:
+        a = a[:, ::-1]
+    a = (a - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225], np.float32)
+    return i, np.ascontiguousarray(a.transpose(2, 0, 1))
+
+
+def _jpeg_samples(n: int, side: int = 384) -> list:
+    """``n`` JPEG files (quality 90, ``side`` x ``side``, RGB) made from sklearn digits: each digit
+    upsampled (bicubic) and tinted per channel; made once, outside the timed region."""
+    import io
+
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    imgs = load_digits().images
+    out = []
+    for i in range(n):
+        g = (imgs[i % len(imgs)] * (255 / 16)).astype(np.uint8)
+        big = np.asarray(Image.fromarray(g).resize((side, side), Image.BICUBIC), np.float32)
+        rgb = np.stack([big * (0.6 + 0.4 * ((i + k) % 3) / 2) for k in range(3)], -1).clip(0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(rgb).save(buf, "JPEG", quality=90)
+        out.append((i, buf.getvalue()))
+    return out
+
+
+def _text_samples(n: int, chars: int = 2500) -> tuple[list, dict]:
+    """``n`` windows of real English text (Python's own reference documentation, ``pydoc_data``) and a
+    vocabulary of its 30,000 most frequent words (built outside the timed region)."""
+    import re
+    from pydoc_data.topics import topics
+
+    text = "\n".join(topics[k] for k in sorted(topics))
+    words = collections.Counter(re.findall(r"[a-z]+|[0-9]+|[^\sa-z0-9]", text.lower()))
+    vocab = {w: k + 4 for k, (w, _) in enumerate(words.most_common(30000))}
+    step = max(1, (len(text) - chars) // max(n, 1))
+    return [(i, text[i * step:i * step + chars]) for i in range(n)], vocab
+
+
+def _tokenise(vocab: dict, max_len: int = 512):
+    import re
+
+    pat = re.compile(r"[a-z]+|[0-9]+|[^\sa-z0-9]")
+
+    @stateless
+    def tokenise(item):
+        """Lower-case, split into words/digits/punctuation, map to ids (unknown = 1, pieces of 4
+        characters for unknown words), add [CLS]/[SEP], truncate/pad to ``max_len``, attention mask."""
+        i, s = item
+        ids = [2]
+        for w in pat.findall(s.lower()):
+            k = vocab.get(w)
+            if k is None:
+                ids.extend(vocab.get(w[j:j + 4], 1) for j in range(0, len(w), 4))
+            else:
+                ids.append(k)
+        ids = ids[:max_len - 1] + [3]
+        a = np.zeros(max_len, np.int32)
+        a[:len(ids)] = ids
+        return i, a, (a > 0).astype(np.int8)
+
+    return tokenise
+
+
+#: Per-GPU training throughput (samples/s) each measured pipeline has to feed: a small CNN on 32x32
+#: images (digits), a ResNet-50-class model on 224x224 images (JPEG), a BERT-base-class model on
+#: 512-token sequences (text). Assumed, V100-class, mixed precision; the study sweeps x0.5 .. x2.
+GPU_SAMPLES_PER_S = {"digits-augment": 2000.0, "jpeg-imagenet": 800.0, "text-tokenise": 200.0}
+
+
+def measure_pipelines(n: int = 24, reps: int = 3) -> dict:
+    """CPU seconds per sample of three real preprocessing pipelines, timed here (median of ``reps``).
+
+    ``digits-augment``: :func:`augment_digit` on sklearn digits; ``jpeg-imagenet``:
+    :func:`jpeg_train_transform` on 384x384 JPEGs; ``text-tokenise``: word/piece tokenisation to 512
+    ids of Python's reference documentation. Records the load average (shared machine)."""
+    from sklearn.datasets import load_digits
+
+    digits = [(i, im) for i, im in enumerate(load_digits().images[:n])]
+    texts, vocab = _text_samples(4 * n)
+    out = {"digits-augment": _cpu_timed(augment_digit, digits, reps),
+           "jpeg-imagenet": _cpu_timed(jpeg_train_transform, _jpeg_samples(n), reps),
+           "text-tokenise": _cpu_timed(_tokenise(vocab), texts, reps)}
+    return {"cpu_s_per_sample": out, "samples": n, "reps": reps, "load_average": list(os.getloadavg()),
+            "cpus": os.cpu_count()}
+
+
+def trace_jobs(path_pods=None, path_nodes=None, fraction: float = 0.05, n: int | None = None, seed: int = 0,
+               max_hours: float = 24.0, skip_quantile: float = 0.05) -> dict:
+    """The trace's whole-GPU tasks (``num_gpu >= 1``, ``gpu_milli`` 1000): arrival (creation time),
+    duration (deletion - creation, 60 s .. ``max_hours``), GPUs and requested cores (``cpu_milli``);
+    and the GPU node list scaled by ``fraction`` (GPUs and cores of the nodes kept: every
+    ``1/fraction``-th node in name order). ``n`` samples that many tasks (seeded), in time order. Tasks
+    created before the ``skip_quantile`` creation time are left out (the trace is a snapshot: its first
+    ~78% of time holds 5% of the tasks, long-running survivors)."""
+    import csv
+
+    from hwcosim.models.data import dataset
+
+    if not 0 < fraction <= 1:
+        raise UsageError(f"GoldMiner trace: fraction must be in (0, 1], not {fraction}")
+    pods = path_pods or dataset("alibaba-gpu-2023", "openb_pod_list_default.csv")
+    nodes = path_nodes or dataset("alibaba-gpu-2023", "openb_node_list_gpu_node.csv")
+    rows = [r for r in csv.DictReader(open(pods, newline=""))
+            if int(r["num_gpu"] or 0) >= 1 and int(r["gpu_milli"] or 0) in (0, 1000)]
+    total = len(rows)
+    t0 = float(np.quantile([float(r["creation_time"]) for r in rows], skip_quantile))
+    rows = [r for r in rows if float(r["creation_time"]) >= t0]
+    if n is not None and n < len(rows):
+        rng = np.random.default_rng(seed)
+        rows = [rows[i] for i in np.sort(rng.choice(len(rows), n, replace=False))]
+    rows.sort(key=lambda r: float(r["creation_time"]))
+    nl = sorted(csv.DictReader(open(nodes, newline="")), key=lambda r: r["sn"])
+    step = max(1, round(1 / fraction))
+    kept = nl[::step]
+    arr = np.array([float(r["creation_time"]) for r in rows])
+    return {"arrival_s": arr - arr[0], "gpus": np.array([int(r["num_gpu"]) for r in rows]),
+            "req_cores": np.array([int(r["cpu_milli"]) / 1000 for r in rows]),
+            "duration_s": np.array([min(max(float(r["deletion_time"]) - float(r["creation_time"]), 60.0),
+                                        max_hours * 3600) for r in rows]),
+            "cluster_gpus": int(sum(int(r["gpu"]) for r in kept)),
+            "cluster_cores": float(sum(int(r["cpu_milli"]) for r in kept) / 1000),
+            "nodes": len(kept), "tasks_in_trace": total}
+
+
+def simulate_trace(arr, gpus, need, work, req, G: int, C: float, policy: str) -> dict:
+    """Trace jobs FIFO on ``G`` GPUs and ``C`` cores (arrays per job: arrival s, GPUs, cores ``need`` to
+    feed its GPUs at full speed, GPU-bound ``work`` s, requested cores ``req``).
+
+    ``static``: a job starts when its GPUs and its requested cores are free and keeps ``req`` cores;
+    its speed is ``min(1, req / need)``. ``elastic`` (GoldMiner's data workers): a job starts when its
+    GPUs are free; at every event the cores of the whole cluster are water-filled over running jobs
+    (max-min fair in speed: ``cores_j = s * need_j``, capped at speed 1). Returns mean JCT, makespan,
+    GPU utilisation (GPU-busy / cluster GPU time; and / GPU time held by jobs), CPU utilisation
+    (cores doing preprocessing / cluster cores) and the cores allocated (held) fraction, all over the
+    makespan.
+    """
+    if policy not in ("static", "elastic"):
+        raise UsageError(f"GoldMiner sim: policy must be static|elastic, not {policy!r}")
+    n = len(arr)
+    req = np.minimum(req, C)
+    rem = np.asarray(work, float).copy()
+    speed = np.zeros(n)
+    cores = np.zeros(n)
+    finish = np.full(n, np.nan)
+    running: list[int] = []
+    queue: collections.deque = collections.deque()
+    free_g, free_c = G, C
+    t, k = 0.0, 0
+    gpu_busy = gpu_held = cpu_busy = cpu_held = 0.0
+
+    def allocate():
+        if not running:
+            return
+        idx = np.array(running)
+        if policy == "static":
+            speed[idx] = np.minimum(1.0, req[idx] / need[idx])
+            cores[idx] = speed[idx] * need[idx]
+            return
+        nd = need[idx]
+        if nd.sum() <= C:
+            s = np.ones(len(idx))
+        else:  # water level s: sum(min(s, 1) * need) = C
+            s = np.full(len(idx), C / nd.sum())
+        speed[idx] = s
+        cores[idx] = s * nd
+
+    while k < n or running or queue:
+        if running:
+            r = np.array(running)
+            dts = rem[r] / speed[r]
+            j = int(np.argmin(dts))
+            t_done = t + float(dts[j])
+        else:
+            t_done = np.inf
+        t_arr = float(arr[k]) if k < n else np.inf
+        tnew = min(t_done, t_arr)
+        if running:
+            r = np.array(running)
+            dt = tnew - t
+            rem[r] -= speed[r] * dt
+            gpu_busy += float((gpus[r] * speed[r]).sum()) * dt
+            gpu_held += float(gpus[r].sum()) * dt
+            cpu_busy += float(cores[r].sum()) * dt
+            cpu_held += float(req[r].sum() if policy == "static" else cores[r].sum()) * dt
+        t = tnew
+        if t_arr <= t_done:
+            queue.append(k)
+            k += 1
+        else:
+            jj = running.pop(j)
+            finish[jj] = t
+            free_g += gpus[jj]
+            if policy == "static":
+                free_c += req[jj]
+        while queue and gpus[queue[0]] <= free_g and (policy == "elastic" or req[queue[0]] <= free_c + 1e-9):
+            jj = queue.popleft()
+            free_g -= gpus[jj]
+            if policy == "static":
+                free_c -= req[jj]
+            running.append(jj)
+        allocate()
+    mk = float(np.nanmax(finish) - arr[0])
+    return {"policy": policy, "mean_jct_s": float(np.mean(finish - arr)), "makespan_s": mk,
+            "gpu_util": gpu_busy / (G * mk), "gpu_util_allocated": gpu_busy / max(gpu_held, 1e-12),
+            "cpu_util": cpu_busy / (C * mk), "cpu_held": cpu_held / (C * mk),
+            "jobs_per_h": 3600 * n / mk,
+            "job_speed_mean": float(np.mean(work / np.maximum(finish - arr, 1e-9)))}
+
+
+def _trace_case(tr: dict, cost: dict, rates: dict, load: float, seed: int, mix=None) -> dict:
+    """One trace configuration: each job draws a pipeline (``mix`` shares, default equal); its cores
+    needed = GPUs x measured CPU s/sample x GPU samples/s; the trace's duration is read as the run
+    with its requested cores, so GPU-bound work = duration x min(1, req / need); arrivals compressed
+    so that the offered GPU load over the arrival window (of the trace's durations) is ``load``
+    (:func:`~hwcosim.models.systems.elastic.easyscale.compress_to_load`)."""
+    from .easyscale import compress_to_load
+
+    names = list(cost)
+    p = np.full(len(names), 1 / len(names)) if mix is None else np.asarray(mix, float) / np.sum(mix)
+    rng = np.random.default_rng(seed)
+    kind = rng.choice(len(names), len(tr["gpus"]), p=p)
+    per_gpu = np.array([cost[names[i]] * rates[names[i]] for i in kind])
+    need = np.maximum(tr["gpus"] * per_gpu, 1e-3)
+    req = tr["req_cores"]
+    work = tr["duration_s"] * np.minimum(1.0, req / need)
+    kc, reached = compress_to_load(tr["arrival_s"], tr["gpus"], tr["duration_s"], tr["cluster_gpus"], load)
+    arr = tr["arrival_s"] * kc
+    res = {p_: simulate_trace(arr, tr["gpus"], need, work, req, tr["cluster_gpus"], tr["cluster_cores"], p_)
+           for p_ in ("static", "elastic")}
+    st, el = res["static"], res["elastic"]
+    return {"load": load, "load_reached": reached, "results": res, "jct_ratio": st["mean_jct_s"] / el["mean_jct_s"],
+            "gpu_util_ratio": el["gpu_util_allocated"] / st["gpu_util_allocated"],
+            "cluster_gpu_util_ratio": el["gpu_util"] / st["gpu_util"],
+            "throughput_ratio": el["jobs_per_h"] / st["jobs_per_h"],
+            "starved_jobs": float(np.mean(req < need)),
+            "need_per_gpu_percentiles": {str(q): float(np.percentile(need / tr["gpus"], q)) for q in (5, 50, 95)}}
+
+
+def run_trace_study(quick: bool = True, seed: int = 0, path_pods=None, path_nodes=None) -> dict:
+    """GoldMiner on the Alibaba GPU trace 2023: data-worker CPU demand from measured pipelines, elastic
+    data workers vs the static allocation each task requested; the JCT / GPU / CPU figures beside the
+    paper's, and their sensitivity to the assumed GPU throughput (x0.5 .. x2) and the offered load."""
+    meas = measure_pipelines(n=12 if quick else 48, reps=3 if quick else 7)
+    cost = meas["cpu_s_per_sample"]
+    tr = trace_jobs(path_pods, path_nodes, fraction=0.01 if quick else 0.05, n=300 if quick else None, seed=seed)
+    base = _trace_case(tr, cost, GPU_SAMPLES_PER_S, 0.8, seed)
+    sens = []
+    for scale, load in ((0.5, 0.8), (2.0, 0.8), (1.0, 0.5), (1.0, 0.95)) + (() if quick else ((0.5, 0.5), (2.0, 0.95))):
+        c = _trace_case(tr, cost, {k: v * scale for k, v in GPU_SAMPLES_PER_S.items()}, load, seed)
+        sens.append({"gpu_rate_scale": scale, "load": load, "load_reached": c["load_reached"],
+                     "jct_ratio": c["jct_ratio"], "gpu_util_ratio": c["gpu_util_ratio"],
+                     "starved_jobs": c["starved_jobs"]})
+    band = [base["jct_ratio"]] + [s["jct_ratio"] for s in sens]
+    ub = [base["gpu_util_ratio"]] + [s["gpu_util_ratio"] for s in sens]
+    return {"pipelines": meas, "gpu_samples_per_s": GPU_SAMPLES_PER_S,
+            "trace": {k: (int(v) if isinstance(v, (int, np.integer)) else v) for k, v in tr.items()
+                      if not isinstance(v, np.ndarray)} | {"jobs": int(len(tr["gpus"]))},
+            "base": base, "sensitivity": sens, "jct_ratio": base["jct_ratio"], "gpu_util_ratio": base["gpu_util_ratio"],
+            "sensitive_to": {"parameter": "GPU samples/s each pipeline feeds (x0.5 .. x2) and offered GPU load "
+                                          "(0.5 .. 0.95)", "band": [float(min(band)), float(max(band))],
+                             "gpu_util_band": [float(min(ub)), float(max(ub))]},
+            "paper": {"jct": 2.5, "gpu_util": 2.1, "job_speed_max": 12.1,
+                      "source": "GoldMiner, SIGMOD 2023 (doi 10.1145/3589773), abstract: average JCT up to 2.5x, "
+                                "GPU utilisation up to 2.1x on a 64-GPU cluster, jobs up to 12.1x faster"},
+            "notes": ["static = the cores each task requested in the trace (cpu_milli), the production allocation; "
+                      "elastic = GoldMiner's data workers on any core of the (scaled) GPU nodes",
+                      "the trace's duration is read as the run at its requested cores: static reproduces it and "
+                      "elastic can only speed up starved jobs (CPU need above the request)",
+                      "GPU samples/s per pipeline are assumed (V100-class), the CPU cost per sample is measured "
+                      "here (CPU time; this machine's cores stand for the cluster's)"]}
