@@ -1,11 +1,13 @@
 """``hwcosim graph`` subcommands and the graph benchmarks.
 
 - ``hwcosim graph run ALGO [--graph NAME|rmat] [--scale S] [-k K] [--method M]
-  [--executor compiled|serial|processes|dask|dask-compiled] [--threads T] [--scheduler ADDRESS]``:
+  [--executor compiled|serial|processes|dask|dask-compiled|gram] [--threads T] [--scheduler ADDRESS]``:
   one algorithm, a table, JSON.
 - ``hwcosim graph partition [--graph ...] [-k K]``: replication factor and balance of the three
   partitioners, JSON + PNG.
-- ``hwcosim graph bench [--quick]``: edges/s/core of the engine vs scipy SpMV and igraph, JSON + PNG.
+- ``hwcosim graph bench [--quick] [--gram-only]``: edges/s/core of the engine vs scipy SpMV and igraph, and
+  the GraM scale-out on 1, 2, 4 Dask worker processes (strong and weak scaling, bytes per superstep
+  vs the cut), JSON + PNG.
 - ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
   compiled executor vs scipy, GraphBLAS and igraph, strong scaling
   (:mod:`hwcosim.models.systems.graph.bench_compiled`).
@@ -15,6 +17,8 @@
   and the plain form, simulated and (default) on W worker processes, JSON + PNG.
 - ``hwcosim graph tux2-bench [--quick]``: SSP s = 1, 2, 4 vs BSP for MF, LR, LDA, measured on worker
   processes (loss vs wall s) beside the simulated worker model; code lines.
+- ``hwcosim graph tux2-gas [--quick]``: TuX2 MEGA under SSP vs MF and LR as gather-apply-scatter
+  programs (the PowerGraph baseline), stragglers from the PAI per-worker mini-batch traces.
 - ``hwcosim graph tux2-procs [--quick]``: SSP s = 0, 1, 2, 4 on 2 worker processes, loss vs wall s,
   repeated; and the workers' start-up and memory with the graph pickled vs in shared memory.
 
@@ -55,7 +59,7 @@ def _cmd_run(args) -> int:
     g = load_graph(args.graph, args.scale, args.edge_factor, args.seed)
     if args.executor not in _EXECUTORS:
         _fail(f"unknown executor {args.executor!r}; choose one of {', '.join(_EXECUTORS)}")
-    kind = "dask" if args.scheduler and not args.executor.startswith("dask") else args.executor
+    kind = "dask" if args.scheduler and args.executor not in ("dask", "dask-compiled", "gram") else args.executor
     params = {}
     if args.algorithm in ("bfs", "sssp"):  # a vertex id as the graph file numbers it; default the least
         params["source"] = int(g.vertex_ids.min()) if args.source is None else args.source
@@ -77,7 +81,7 @@ def _cmd_partition(args) -> int:
     return 0
 
 
-_EXECUTORS = ("compiled", "serial", "processes", "dask", "dask-compiled")
+_EXECUTORS = ("compiled", "serial", "processes", "dask", "dask-compiled", "gram")
 
 
 def _threads(n: int | None) -> int | None:
@@ -140,12 +144,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     _graph_args(s)
     add_options(s, [
         ("--method", "edge-cut, vertex-cut or hybrid (default hybrid)", dict(default="hybrid")),
-        ("--executor", "compiled (numba kernels on nogil threads, default), serial, processes, dask, or "
-         "dask-compiled (Dask tasks running the compiled partition kernel)", dict(default="compiled")),
+        ("--executor", "compiled (numba kernels on nogil threads, default), serial, processes, dask, "
+         "dask-compiled (Dask tasks running the compiled partition kernel), or gram (GraM scale-out: partitions "
+         "resident on Dask worker processes, only boundary messages move; needs -k >= --workers)",
+         dict(default="compiled")),
         ("--threads", "threads of the compiled executor, 1 .. 4 x cores (default every core, at most one per "
          "524,288 edges)", dict(type=int, default=None)),
         ("--workers", "processes or Dask workers (default 2)", dict(type=int, default=2)),
-        ("--scheduler", "Dask scheduler address (implies --executor dask)", dict(metavar="ADDRESS")),
+        ("--scheduler", "Dask scheduler address (implies --executor dask unless gram or dask-compiled)",
+         dict(metavar="ADDRESS")),
         ("--source", "BFS/SSSP source: a vertex id as the graph file numbers it (default the least id)",
          dict(type=int, default=None))])
     s.set_defaults(func=_cmd_run)
@@ -181,10 +188,15 @@ def register(subparsers) -> argparse.ArgumentParser:
                     ("--threads", "largest thread count (default every core)", dict(type=int, default=None)),
                     ("--repeats", "runs per point, the best kept (default 3)", dict(type=int, default=None)), _OUT])
     s.set_defaults(func=_cmd_compiled_bench)
-    for name, fn, hlp in (("bench", "bench_graph_engine", "edges/s/core: engine vs scipy SpMV vs igraph"),
-                          ("gnn", "bench_gnn_rewrite", "GNN rewriter: speedup and peak memory vs untransformed"),
+    hlp = "edges/s/core: engine vs scipy SpMV vs igraph; GraM scale-out on 1, 2, 4 Dask worker processes"
+    s = sub.add_parser("bench", help=hlp, description=hlp + "; writes JSON + PNG.")
+    add_options(s, [_QUICK, ("--gram-only", "only the GraM scale-out study (graph_gram_dask.json)", True), _OUT])
+    s.set_defaults(func=_cmd_bench)
+    for name, fn, hlp in (("gnn", "bench_gnn_rewrite", "GNN rewriter: speedup and peak memory vs untransformed"),
                           ("tux2-bench", "bench_tux2", "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
-                           "(measured) and the worker model (simulated); code lines")):
+                           "(measured) and the worker model (simulated); code lines"),
+                          ("tux2-gas", "bench_tux2_gas", "TuX2 MEGA under SSP s=0,1,2,4 vs MF and LR as GAS programs "
+                           "(PowerGraph model, BSP), PAI stragglers: time to a common loss; code lines")):
         s = sub.add_parser(name, help=hlp, description=hlp + "; writes JSON + PNG.")
         add_options(s, [_QUICK, _OUT])
         s.set_defaults(func=_study(lazy(f"{_BENCH}:{fn}")))
@@ -196,6 +208,16 @@ def register(subparsers) -> argparse.ArgumentParser:
                     _OUT])
     s.set_defaults(func=_cmd_tux2_procs)
     return p
+
+
+def _cmd_bench(args) -> int:
+    def both(out, quick):
+        if not args.gram_only:
+            lazy(f"{_BENCH}:bench_graph_engine")(out, quick)
+        lazy(f"{_BENCH}:bench_gram_dask")(out, quick)
+
+    staged(both, _out_dir(args.output), args.quick)
+    return 0
 
 
 def _cmd_tux2_procs(args) -> int:

@@ -52,14 +52,18 @@ TOOL_BENCHES: dict[str, Callable[[Path, bool], dict]] = {
     "reliability_noise": _lazy("hwcosim.models.systems.reliability.bench", "bench_noise"),
     "graph_engine": _lazy("hwcosim.models.systems.graph.bench", "bench_graph_engine"),
     "graph_compiled": _lazy("hwcosim.models.systems.graph.bench_compiled", "bench_graph_compiled"),
+    "graph_gram_dask": _lazy("hwcosim.models.systems.graph.bench", "bench_gram_dask"),
     "gnn_rewrite": _lazy("hwcosim.models.systems.graph.bench", "bench_gnn_rewrite"),
     "tux2": _lazy("hwcosim.models.systems.graph.bench", "bench_tux2"),
     "tux2_procs": _lazy("hwcosim.models.systems.graph.bench", "bench_tux2_procs"),
+    "tux2_gas": _lazy("hwcosim.models.systems.graph.bench", "bench_tux2_gas"),
     "cognn": _lazy("hwcosim.models.systems.jobs.bench", "bench_cognn"),
     "cpualloc": _lazy("hwcosim.models.systems.jobs.bench", "bench_cpualloc"),
+    "jobcheck_real": _lazy("hwcosim.models.systems.jobs.bench", "bench_jobcheck_real"),
     "sim_speed": _lazy("hwcosim.cosim.flow.simspeed", "bench_simspeed"),
     "sweeps": _lazy("hwcosim.cosim.flow.sweep", "bench_sweeps"),
     "oneshot": _lazy("hwcosim.pruning.oneshot_study", "bench_oneshot"),
+    "compile": _lazy("hwcosim.cosim.compile_bench", "bench_compile"),
 }
 
 

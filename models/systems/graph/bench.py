@@ -2,7 +2,8 @@
 
 Benchmarks (``(out_dir, quick, **options) -> dict``; JSON + PNG into ``out_dir``, tables printed):
 :func:`bench_graph_engine` (edges/s/core of the engine vs scipy SpMV and igraph),
-:func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`; the compiled executor's
+:func:`bench_gnn_rewrite`, :func:`bench_tux2`, :func:`bench_tux2_procs`, :func:`bench_gram_dask` (GraM
+scale-out on Dask worker processes); the compiled executor's
 is :func:`hwcosim.models.systems.graph.bench_compiled.bench_graph_compiled`. :func:`load_graph`,
 :func:`run_report`, :func:`partition_report` and :func:`tux2_report` serve ``hwcosim graph run``,
 ``partition`` and ``tux2``.
@@ -20,8 +21,8 @@ from hwcosim.models.benchio import g4, print_table
 from hwcosim.models.benchio import write_json as _write_json
 from hwcosim.models.errors import UsageError
 
-__all__ = ["bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs", "load_graph", "run_report",
-           "partition_report", "tux2_report", "run_tux2"]
+__all__ = ["bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs", "bench_gram_dask", "load_graph",
+           "bench_tux2_gas", "run_report", "partition_report", "tux2_report", "run_tux2"]
 
 
 def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: bool = False) -> Path:
@@ -666,3 +667,343 @@ def run_tux2(out: Path, algo: str = "mf", staleness: int = 2, workers: int = 4, 
     res["algos"][algo]["executor"] = executor
     tux2_report(out, stem, res, f"TuX2 {algo}: staleness {s} vs BSP")
     return out / f"{stem}.json"
+
+
+# ---- GraM scale-out: scaling study ------------------------------------------------------------------
+def _gram_load1() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _gram_best_run(make_engine, program, repeats: int):
+    """Warm once (kernels, plan, shards), then ``repeats`` runs: (the fastest, every run's seconds)."""
+    make_engine().run(type(program)(tol=program.tol, max_steps=1))
+    best, secs = None, []
+    for _ in range(repeats):
+        r = make_engine().run(program)
+        secs.append(r.seconds)
+        if best is None or r.seconds < best.seconds:
+            best = r
+    return best, secs
+
+
+def gram_scaling_point(g, P, W: int, client, iterations: int, repeats: int) -> dict:
+    """PageRank (``iterations`` fixed supersteps) on ``W`` workers of ``client``'s cluster beside the
+    in-process compiled engine on ``min(W, cores)`` threads, same graph and partitioning."""
+    from hwcosim.models.systems.graph.algorithms import PageRank
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.engine import Engine
+    from hwcosim.models.systems.graph.gram_dask import GramDaskExecutor
+
+    ncpu = os.cpu_count() or 1
+    prog = PageRank(tol=1e-300, max_steps=iterations)
+    load0 = _gram_load1()
+    ex = GramDaskExecutor(workers=W, client=client).open()
+    try:
+        t0 = time.perf_counter()
+        ex.load(g, P)
+        load_s = time.perf_counter() - t0
+        rg, secs_g = _gram_best_run(lambda: Engine(g, P, executor=ex), prog, repeats)
+    finally:
+        ex.close()
+    threads = min(W, ncpu)
+    rc, secs_c = _gram_best_run(lambda: Engine(g, P, executor=CompiledExecutor(threads)), prog, repeats)
+    ref = Engine(g, P).run(prog).state  # the serial engine: the reference the results must equal
+    cut = rg.partitioning["cut"]
+    steps = rg.partitioning["supersteps"]
+    bps = float(np.mean([s["bytes"] for s in steps]))
+    eps_g, eps_c = rg.edges_per_second, rc.edges_per_second
+    cores = min(W, ncpu)
+
+    def rel(a, b):  # element-wise relative difference
+        return float((np.abs(a - b) / np.maximum(np.abs(b), 1e-300)).max())
+
+    return {
+        "workers": W, "partitions": P.k, "method": P.method, "n": g.n, "m": g.m, "iterations": rg.steps,
+        "gram": {"seconds": rg.seconds, "edges_per_s": eps_g, "edges_per_s_per_core": eps_g / cores,
+                 "edges_per_s_per_worker": eps_g / W, "shard_load_s": load_s,
+                 "client_cpu_s": rg.cpu_seconds, "repeat_seconds": secs_g,
+                 "superstep_s_mean": float(np.mean([s["seconds"] for s in steps])),
+                 "compute_s_mean": float(np.mean([s["max_compute_s"] for s in steps]))},
+        "compiled": {"threads": threads, "seconds": rc.seconds, "edges_per_s": eps_c,
+                     "edges_per_s_per_core": eps_c / threads, "repeat_seconds": secs_c},
+        "ratio_gram_to_compiled": eps_g / eps_c,
+        "max_rel_diff_vs_serial": rel(rg.state, ref),
+        "allclose_to_serial_rtol_1e-12": bool(np.allclose(rg.state, ref, rtol=1e-12, atol=0)),
+        "compiled_max_rel_diff_vs_serial": rel(rc.state, ref),
+        "max_rel_diff_vs_compiled": rel(rg.state, rc.state),
+        "bytes_per_superstep": bps,
+        "value_bytes_per_superstep": float(np.mean([s["value_bytes"] for s in steps])),
+        "batches_per_superstep": float(np.mean([s["batches"] for s in steps])),
+        "cut": cut,
+        "bytes_per_cut_entry": bps / max(cut["ghost_entries"] + cut["message_slots"], 1),
+        # what the broadcast executor (DaskExecutor) moves per superstep on the same partitioning, by
+        # construction: the whole value vector to every worker, every partition's partials back
+        "broadcast_executor_bytes_per_superstep": 8 * (W * g.n + sum(int(p.dst_unique.size) for p in P.parts)),
+        "cores_used": cores, "oversubscribed": W > ncpu,
+        "load_avg_1m": [load0, _gram_load1()],
+    }
+
+
+def gram_scaling_study(quick: bool = False, seed: int = 0, workers: tuple | None = None,
+                       strong_scale: int | None = None, weak_scale: int | None = None, iterations: int = 10,
+                       repeats: int | None = None, edge_factor: int = 16, method: str = "hybrid", progress=None,
+                       client=None) -> dict:
+    """Strong and weak scaling of PageRank over ``workers`` Dask worker processes (the headline of the
+    GraM scale-out; :func:`gram_scaling_point` per point).
+
+    Strong: one R-MAT graph of ``strong_scale`` (default 20; 11 when ``quick``) on every worker
+    count. Weak: ``weak_scale + log2(W)`` (default 18; 10 when ``quick``), the same edges per
+    worker. ``k = W`` partitions (``method``). One ``LocalCluster`` of ``max(workers)`` processes
+    (or the cluster of ``client``) serves every point (a point on ``W`` workers uses the first ``W``);
+    its start is recorded.
+    """
+    from hwcosim.models.systems.graph.gram_dask import GramDaskExecutor
+    from hwcosim.models.systems.graph.graph import RMATParams, rmat
+    from hwcosim.models.systems.graph.partition import partition
+
+    ncpu = os.cpu_count() or 1
+    workers = tuple(workers or ((1, 2) if quick else (1, 2, 4)))
+    if any(w < 1 or w & (w - 1) for w in workers):
+        raise UsageError(f"worker counts must be powers of two (weak scaling doubles the graph), not {workers}")
+    strong_scale = strong_scale or (11 if quick else 20)
+    weak_scale = weak_scale or (10 if quick else 18)
+    repeats = repeats or (1 if quick else 3)
+    say = progress or (lambda _d: None)
+    res = {"iterations": iterations, "repeats": repeats, "edge_factor": edge_factor, "method": method,
+           "seed": seed, "workers": list(workers), "host_cores": ncpu,
+           "oversubscribed": [w for w in workers if w > ncpu],
+           "note": (f"{ncpu} cores on the host: {', '.join(str(w) for w in workers if w > ncpu) or 'no'} worker "
+                    f"count(s) oversubscribe them (more worker processes than cores), so per-core rates there "
+                    f"divide by {ncpu} cores and time-share with the client and other work on the host"),
+           "load_avg_1m_start": _gram_load1(), "strong": [], "weak": []}
+    t0 = time.perf_counter()
+    with GramDaskExecutor(workers=max(workers), client=client) as ex:
+        res["cluster_start_s"] = time.perf_counter() - t0
+        graphs: dict = {}
+        for mode in ("strong", "weak"):
+            for W in workers:
+                scale = strong_scale if mode == "strong" else weak_scale + W.bit_length() - 1
+                if scale not in graphs:
+                    graphs.clear()
+                    say(f"GraM Dask: R-MAT scale {scale}")
+                    graphs[scale] = rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed), weights=False)
+                g = graphs[scale]
+                say(f"GraM Dask: {mode} scaling, scale {scale}, {W} worker(s)")
+                pt = gram_scaling_point(g, partition(g, W, method), W, ex.client, iterations, repeats)
+                pt["scale"] = scale
+                res[mode].append(pt)
+    for mode in ("strong", "weak"):
+        pts = res[mode]
+        base = pts[0]["gram"]["edges_per_s"] / pts[0]["workers"]
+        for pt in pts:
+            if mode == "strong":
+                pt["speedup_vs_1_worker"] = pts[0]["gram"]["seconds"] / pt["gram"]["seconds"]
+            pt["efficiency_per_worker"] = pt["gram"]["edges_per_s"] / pt["workers"] / base
+    res["load_avg_1m_end"] = _gram_load1()
+    res["paper"] = dict(GRAM_PAPER)
+    top = res["strong"][-1]
+    secs = top["gram"]["repeat_seconds"]
+    work = top["m"] * top["iterations"] / top["cores_used"]
+    res["headline"] = {
+        "what": f"PageRank on {top['workers']} Dask worker processes, R-MAT scale {top['scale']}, strong scaling",
+        "edges_per_s_per_core": top["gram"]["edges_per_s_per_core"],
+        "edges_per_s_per_core_band": [work / max(secs), work / min(secs)],
+        "band_over": "the repeats of the point (host load; the best is the headline)",
+        "ratio_gram_to_compiled": top["ratio_gram_to_compiled"],
+        "speedup_vs_1_worker": top["speedup_vs_1_worker"],
+        "bytes_per_superstep": top["bytes_per_superstep"],
+        "cut_bytes_per_superstep": top["cut"]["dense_bytes_per_superstep"],
+        "broadcast_executor_bytes_per_superstep": top["broadcast_executor_bytes_per_superstep"],
+        "vs_paper_edges_per_s_per_core": (top["gram"]["edges_per_s_per_core"]
+                                          / GRAM_PAPER["edges_per_s_per_core_lower_bound"]),
+    }
+    return res
+
+
+#: GraM's headline (SoCC 2015, abstract): a PageRank iteration on a synthetic graph of over one trillion
+#: edges in 140 s on 64 servers, 1,024 physical cores; per core a lower bound (the graph has *over* 1e12 edges)
+GRAM_PAPER = {
+    "source": "Wu et al., GraM: Scaling Graph Computation to the Trillions, SoCC 2015, abstract",
+    "edges": 1e12, "seconds_per_iteration": 140.0, "servers": 64, "cores": 1024,
+    "edges_per_s_per_core_lower_bound": 1e12 / 140.0 / 1024,
+    "sensitive_to": "edges per core (1e9 there, cache misses per edge grow with the graph), the network (RDMA "
+                    "between servers there, loopback TCP between processes here), the per-superstep coordination "
+                    "cost against the superstep's work, and cores per process (16 threads per server there, one "
+                    "thread per worker process here)",
+}
+
+
+# ---- GraM scale-out on Dask worker processes ---------------------------------------------------------
+def _gram_png(path: Path, res: dict) -> Path:
+    """Left: M edges/s of PageRank vs worker processes (strong and weak; GraM on Dask and the in-process
+    compiled engine). Right: bytes per superstep against the cut and the broadcast executor (log)."""
+    from hwcosim.models.atomic import save_png
+    from hwcosim.models.benchio import pyplot
+
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for mode, ls in (("strong", "-"), ("weak", "--")):
+        pts = res[mode]
+        w = [p["workers"] for p in pts]
+        a.plot(w, [p["gram"]["edges_per_s"] / 1e6 for p in pts], "o" + ls, label=f"GraM on Dask, {mode}")
+        a.plot(w, [p["compiled"]["edges_per_s"] / 1e6 for p in pts], "s" + ls, label=f"compiled in-process, {mode}")
+    a.set_xscale("log", base=2)
+    a.set_xlabel(f"worker processes ({res['host_cores']} cores on the host)")
+    a.set_ylabel("M edges / s")
+    a.set_title("PageRank on R-MAT, strong and weak scaling")
+    a.legend(fontsize=7)
+    pts = [p for p in res["strong"] + res["weak"] if p["workers"] > 1]
+    labels = [f"{p['workers']}w s{p['scale']}" for p in pts]
+    x = np.arange(len(pts))
+    for i, (key, name) in enumerate((("bytes_per_superstep", "sent (counted)"),
+                                     ("cut_dense", "cut x 8 B"),
+                                     ("broadcast_executor_bytes_per_superstep", "broadcast executor"))):
+        vals = [p["cut"]["dense_bytes_per_superstep"] if key == "cut_dense" else p[key] for p in pts]
+        b.bar(x + (i - 1) * 0.27, np.array(vals) / 2**20, 0.27, label=name)
+    b.set_xticks(x, labels, fontsize=7)
+    b.set_yscale("log")
+    b.set_ylabel("MiB per superstep")
+    b.set_title("Bytes moved per superstep")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, path, dpi=110)
+    return path
+
+
+def bench_gram_dask(out_dir: Path, quick: bool, seed: int = 0, workers: tuple | None = None,
+                    strong_scale: int | None = None, weak_scale: int | None = None, iterations: int = 10,
+                    repeats: int | None = None, client=None) -> dict:
+    """GraM scale-out: PageRank on 1, 2, 4 Dask worker processes with resident shards and boundary-only
+    messages (:func:`gram_scaling_study`), strong and weak scaling,
+    against the in-process compiled engine; ``graph_gram_dask.json`` + ``.png`` and tables. ``client``: run
+    on that Dask client's cluster instead of starting a ``LocalCluster``."""
+    from rich.progress import Progress
+
+    with Progress(transient=True) as prog:
+        task = prog.add_task("GraM Dask", total=None)
+        res = gram_scaling_study(quick, seed, workers, strong_scale, weak_scale, iterations, repeats,
+                            progress=lambda d: prog.update(task, description=d), client=client)
+    out = Path(out_dir)
+    _write_json(out / "graph_gram_dask.json", res)
+    _gram_png(out / "graph_gram_dask.png", res)
+    for mode in ("strong", "weak"):
+        _table(f"GraM on Dask worker processes, {mode} scaling, PageRank {iterations} iterations "
+               f"({res['host_cores']} cores; load avg {res['load_avg_1m_start']:.1f})",
+               ["workers", "scale", "M edges", "gram s", "gram M edges/s/core", "compiled M edges/s/core",
+                "gram/compiled ratio", "bytes/superstep", "cut entries", "bytes/cut entry",
+                "broadcast bytes/superstep"],
+               [[p["workers"], p["scale"], p["m"] / 1e6, p["gram"]["seconds"], p["gram"]["edges_per_s_per_core"] / 1e6,
+                 p["compiled"]["edges_per_s_per_core"] / 1e6, p["ratio_gram_to_compiled"], p["bytes_per_superstep"],
+                 p["cut"]["ghost_entries"] + p["cut"]["message_slots"], p["bytes_per_cut_entry"],
+                 p["broadcast_executor_bytes_per_superstep"]] for p in res[mode]])
+    print(f"  {res['note']}")
+    return res
+
+
+# ---- TuX2 against a GAS (PowerGraph-model) baseline, PAI stragglers -----------------------------------
+_TUX2_GAS_PAPER = ("paper: TuX2 (Xiao et al., NSDI 2017, abstract): an order of magnitude (~10x) faster than "
+                   "PowerGraph/PowerLyra (C++ engines, clusters, up to 64 B edges); MF/LR/LDA in ~25 % of the code "
+                   "of ML-platform versions - not of GAS programs. Its per-algorithm MF/LR evaluation figures were "
+                   "not found in the searchable copies, so only the abstract's figures are compared")
+
+
+def _tux2_gas_png(path: Path, res: dict) -> Path:
+    """Loss vs time per staleness (TuX2) and GAS, one panel per algorithm; the band as bars."""
+    from hwcosim.models.atomic import save_png
+    from hwcosim.models.benchio import pyplot
+
+    plt = pyplot()
+    algos = res["algos"]
+    fig, axes = plt.subplots(1, 2 * len(algos), figsize=(5.2 * 2 * len(algos), 3.8), squeeze=False)
+    unit = "wall s (threads; modelled durations slept)" if res["executor"] == "threads" else "simulated s"
+    for i, (algo, a) in enumerate(algos.items()):
+        ax, bx = axes[0, 2 * i], axes[0, 2 * i + 1]
+        r = a["runs"]
+        key = r["time_key"]
+        for s, v in r["tux2"].items():
+            ax.plot([h[key] for h in v["history"]], [h["loss"] for h in v["history"]], lw=1.1,
+                    label=f"TuX2 MEGA s={s}" if s != "0" else "TuX2 MEGA BSP (s=0)")
+        gh = r["gas"]["history"]
+        ax.plot([h[key] for h in gh], [h["loss"] for h in gh], "k--", lw=1.2, label="GAS (PowerGraph model), BSP")
+        ax.axhline(r["target_loss"], color="grey", lw=0.6, ls=":")
+        ax.set_title(f"{algo}: {a['data']['name']}, {a['data']['edges']} edges, {res['workers']} workers, "
+                     f"PAI job {res['stragglers']['job']}", fontsize=8)
+        ax.set_xlabel(unit, fontsize=8)
+        ax.set_ylabel(a["metric"], fontsize=8)
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+        labels = [f"job {b['job']}\n{b['batches']} batches" for b in a["band"]]
+        x = np.arange(len(labels))
+        ss = list(a["band"][0]["speedup_vs_gas"]) if a["band"] else []
+        for k, s in enumerate(ss):
+            bx.bar(x + (k - (len(ss) - 1) / 2) * 0.8 / len(ss), [b["speedup_vs_gas"][s] or 0 for b in a["band"]],
+                   0.8 / len(ss), label=f"s={s}")
+        bx.axhline(1.0, color="grey", lw=0.6)
+        bx.set_xticks(x, labels, fontsize=7)
+        bx.set_ylabel("GAS time / TuX2 time to target (x)", fontsize=8)
+        bx.set_title(f"{algo}: band (simulated), PAI jobs and batch counts", fontsize=8)
+        bx.legend(fontsize=7)
+    fig.suptitle("TuX2 MEGA under SSP vs a GAS baseline, stragglers from real PAI per-worker mini-batch times",
+                 fontsize=10)
+    fig.tight_layout()
+    save_png(fig, path, dpi=100)
+    return path
+
+
+def bench_tux2_gas(out_dir: Path, quick: bool, seed: int = 0, job: int = 1, workers: int = 10) -> dict:
+    """TuX2 MEGA (SSP s = 0, 1, 2, 4) vs MF and LR as plain GAS programs (PowerGraph model, vertex-cut,
+    BSP), time to a common target loss, stragglers from PAI job ``job``: see
+    :func:`hwcosim.models.systems.graph.gas.gas_vs_tux2` (headline: ``best_speedup_vs_gas``).
+    Writes ``tux2_gas.json`` and ``tux2_gas.png``; prints the tables, the paper's figures and the band."""
+    from hwcosim.models.systems.graph.gas import gas_vs_tux2
+    from rich.progress import Progress
+
+    with Progress(transient=True) as prog:
+        task = prog.add_task("TuX2 vs GAS", total=None)
+        res = gas_vs_tux2(quick=quick, seed=seed, job=job, workers=workers,
+                          progress=lambda d: prog.update(task, description=d))
+    res["paper"] = _TUX2_GAS_PAPER
+    out = Path(out_dir)
+    _write_json(out / "tux2_gas.json", res)
+    _tux2_gas_png(out / "tux2_gas.png", res)
+    unit = "wall s" if res["executor"] == "threads" else "sim s"
+    for algo, a in res["algos"].items():
+        r = a["runs"]
+        rows = [[f"TuX2 s={s}", v["final_loss"], v["time"], v["time_to_target"] if v["time_to_target"] is not None
+                 else "-", v["speedup_vs_gas"] or "-", v["speedup_vs_bsp"] or "-"] for s, v in r["tux2"].items()]
+        g = r["gas"]
+        rows.append([f"GAS ({g['steps']} supersteps)", g["final_loss"], g["time"],
+                     g["time_to_target"] if g["time_to_target"] is not None else "-", "-", "-"])
+        _table(f"TuX2 vs GAS, {algo} on {a['data']['name']} ({a['data']['edges']} edges, {res['workers']} workers, "
+               f"TuX2 {a['epochs']} epochs x {a['batches']} batches; PAI job {res['stragglers']['job']}); target "
+               f"{a['metric']} {r['target_loss']:.4g}",
+               ["system", "final loss", f"run ({unit})", f"to target ({unit})", "speedup vs GAS (x)",
+                "speedup vs BSP (x)"], rows)
+        _table(f"{algo}: band over PAI jobs and mini-batch counts (simulated)",
+               ["PAI job (id)", "batches (count)", "GAS to target (sim s)"]
+               + [f"TuX2 s={s} vs GAS (x)" for s in res["staleness"]],
+               [[b["job"], b["batches"], b["gas_time_to_target"] if b["gas_time_to_target"] is not None else "-"]
+                + [b["speedup_vs_gas"][str(s)] or "-" for s in res["staleness"]] for b in a["band"]])
+    lc = res["line_counts"]
+    _table("Code lines (not blank/comment/docstring), counted the same way for both forms",
+           ["algorithm", "GAS functions (lines)", "TuX2 functions (lines)", "TuX2/GAS functions (ratio)",
+            "GAS class (lines)", "TuX2 class (lines)"],
+           [[k, v["gas_functions"], v["tux2_functions"], v["tux2_over_gas_functions"], v["gas_class"], v["tux2_class"]]
+            for k, v in lc.items()])
+    print(res["paper"])
+    for algo, a in res["algos"].items():
+        b, sb = a["band_speedup_vs_gas"], a["band_ssp_speedup_vs_bsp"]
+        r = a["runs"]
+        if r["best_speedup_vs_gas"]:
+            la = res["host"]
+            print(f"ours ({algo}, {r['executor']}, PAI job {res['stragglers']['job']}): GAS time / TuX2 time to the "
+                  f"target: BSP {r['bsp_speedup_vs_gas']:.2f}x, best staleness {r['best_speedup_vs_gas']:.2f}x "
+                  f"({la['cpus']} CPUs, load average {la['loadavg_start'][0]:.1f} -> {la['loadavg_end'][0]:.1f})")
+        else:
+            print(f"ours ({algo}): GAS did not reach the target")
+        if b:
+            jobs = ", ".join(str(j) for j in sorted({x["job"] for x in a["band"]}))
+            bss = ", ".join(str(x) for x in sorted({x["batches"] for x in a["band"]}))
+            print(f"sensitive to: straggler job (PAI {jobs}), staleness {res['staleness']}, batch size ({bss} "
+                  f"batches): TuX2 vs GAS {b[0]:.2f}x .. {b[1]:.2f}x; SSP vs BSP {sb[0]:.2f}x .. {sb[1]:.2f}x")
+    return res

@@ -240,7 +240,9 @@ class DaskExecutor:
 
 def make_executor(kind: str, workers: int = 2, scheduler: str | None = None, threads: int | None = None):
     """An executor by name: ``compiled`` (``threads`` nogil threads), ``serial``, ``processes``,
-    ``dask`` or ``dask-compiled`` (Dask tasks running the compiled partition kernel)."""
+    ``dask``, ``dask-compiled`` (Dask tasks running the compiled partition kernel) or ``gram``
+    (:class:`~models.systems.graph.gram_dask.GramDaskExecutor`: shards resident on Dask worker
+    processes, boundary messages only)."""
     if kind == "compiled":
         from .compiled import CompiledExecutor
 
@@ -253,7 +255,11 @@ def make_executor(kind: str, workers: int = 2, scheduler: str | None = None, thr
         return DaskExecutor(scheduler, workers)
     if kind == "dask-compiled":
         return DaskExecutor(scheduler, workers, kernel="compiled")
-    raise UsageError(f"Unknown executor {kind!r}; choose compiled, serial, processes, dask or dask-compiled")
+    if kind == "gram":
+        from .gram_dask import GramDaskExecutor
+
+        return GramDaskExecutor(scheduler, workers)
+    raise UsageError(f"Unknown executor {kind!r}; choose compiled, serial, processes, dask, dask-compiled or gram")
 
 
 # ---- engine --------------------------------------------------------------------------------------
