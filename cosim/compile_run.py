@@ -8,7 +8,14 @@
   0), the pruned float network and the accelerator's golden model, and with ``rtl`` the RTL of every
   engine layer compared word for word with the golden model; cycles per inference vs the ideal;
   latency and throughput only at an Fmax measured by ``hwcosim build DESIGN --ooc`` of each
-  engine configuration (:func:`measured_fmax`), never an assumed clock.
+  engine configuration (:func:`measured_fmax`), never an assumed clock; with ``out`` the run folder
+  (inputs, a copy of the compiled folder, every engine layer's golden and RTL words, ``run.json`` with
+  the sha256 of every file);
+- :func:`check_compiled_run` (``hwcosim check RUN/``): every layer's words recomputed from the kept
+  inputs and compared word for word with the saved golden and RTL words, every file with its sha256;
+- :func:`run_bert` (``hwcosim run`` of a compiled BERT encoder, :func:`load_bert_compiled`): the
+  sentence-embedding cosine and error of the float, quantised dense, pruned and compiled encoders
+  (golden model only; the RTL of its linear layers is not run).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import numpy as np
 from hwcosim.cosim.compile import CompiledModel, compile_model, engine_stem
 from hwcosim.models.errors import UsageError
 
-__all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "build_command", "BUILDS"]
+__all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "build_command", "BUILDS",
+           "check_compiled_run", "is_compiled_run", "RUN_KIND", "BERT_RUN_KIND", "is_bert_folder",
+           "load_bert_compiled", "run_bert", "read_run_sentences", "print_bert_run"]
 
 #: Where ``hwcosim build --ooc`` writes by default (relative to the working folder): searched for
 #: ``build.json`` files of an engine configuration.
@@ -147,10 +156,9 @@ def run_compiled(m: CompiledModel, x, labels=None, *, rtl: bool = False, out: st
     it) and ``latency_us``/``inferences_per_s`` when every layer has a measured Fmax.
     Raises :class:`hwcosim.CheckFailed` when the RTL differs from the golden model in any word.
     """
-    from hwcosim.models.atomic import check_out_dir
 
     if out is not None:
-        check_out_dir(out)
+        _check_run_out(out)
     x = m._check_input(x)                      # shape and NaN: UsageError before any work
     n = _batch(m, x)
     if n == 0:
@@ -216,17 +224,449 @@ def run_compiled(m: CompiledModel, x, labels=None, *, rtl: bool = False, out: st
     if out is None:
         res["rtl"] = m.simulate(x, sim=sim)
         return res
-    with staged_dir(out) as st_dir:
+    with staged_dir(out, replace=True, keep=lambda name: False) as st_dir:
+        _save_model_copy(m, st_dir / "model")
         np.save(st_dir / "inputs.npy", x)
         if y is not None:
             np.save(st_dir / "labels.npy", y)
         np.save(st_dir / "golden_outputs.npy", golden)
         _, words, _ = m._run(x, trace=True)
-        for st, (win, wout) in zip(m.stages, words):
-            np.savez(st_dir / f"layer{st.index:02d}-golden-words.npz", inputs=win, outputs=wout)
         if rtl:
             res["rtl"] = m.simulate(x, out=st_dir / "rtl", sim=sim)
+        for st, (win, wout) in zip(m.stages, words):
+            arrays = {"inputs": win, "outputs": wout}
+            if rtl:
+                got = _rtl_words(st, st_dir / "rtl" / Path(res["rtl"]["layers"][st.index]["run_dir"]).name)
+                arrays["rtl"] = got.reshape(wout.shape) if got.size == wout.size else got
+            np.savez(st_dir / _words_file(st), **arrays)
+        if rtl:
             for d in res["rtl"]["layers"]:
                 d["run_dir"] = str(Path(out) / "rtl" / Path(d["run_dir"]).name)
-        (st_dir / "run.json").write_text(json.dumps(res, indent=1))
+        _write_run_json(st_dir, res)
     return res
+
+
+# -- the run folder and its re-check (hwcosim check RUN/) -------------------------------------------
+
+#: ``kind`` of the ``run.json`` of a folder written by ``hwcosim run -o``.
+RUN_KIND = "hwcosim-compiled-run"
+
+
+def _check_run_out(out) -> None:
+    """``-o RUN/`` of ``hwcosim run``: a new or empty folder, or an earlier run folder (replaced whole);
+    any other folder is refused (its files are not ours to replace)."""
+    from hwcosim.models.atomic import check_out_dir
+
+    out = check_out_dir(out)
+    if out.is_dir() and any(out.iterdir()) and not is_compiled_run(out):
+        raise UsageError(f"-o {str(out)!r}: the folder holds files and is not a run folder of hwcosim run; give a "
+                         "new or empty folder (an earlier run folder is replaced)")
+
+
+def _words_file(st) -> str:
+    return f"layer{st.index:02d}-golden-words.npz"
+
+
+def _rtl_words(st, tdir: Path) -> np.ndarray:
+    """The output words the RTL of one engine layer wrote into its simulation folder ``tdir``, in the
+    shape of the golden model's words."""
+    if st.engine == "bbs-lstm":
+        return np.asarray(json.loads((tdir / "metrics.json").read_text())["h_rtl"], dtype=np.int64)
+    with np.load(tdir / "outputs.npz", allow_pickle=False) as z:
+        return np.asarray(z["rtl"], dtype=np.int64)
+
+
+def _save_model_copy(m: CompiledModel, dest: Path) -> None:
+    """The compiled folder the run used, inside the run folder (a copy of ``m.folder``'s manifest files,
+    or ``m.save``): ``hwcosim check`` recomputes the golden words from it."""
+    import shutil
+
+    if m.folder is None:
+        m.save(dest)
+        return
+    dest.mkdir()
+    man = json.loads((m.folder / "manifest.json").read_text())
+    for name in [*man["files"], "manifest.json"]:
+        shutil.copy2(m.folder / name, dest / name)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` but ``run.json``, by '/'-separated relative path."""
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+            if (p.is_file() or p.is_symlink()) and p.relative_to(folder).as_posix() != "run.json"}
+
+
+def _write_run_json(folder: Path, res: dict) -> None:
+    doc = {"kind": RUN_KIND, "version": 1, **res, "files": _files(folder)}
+    (folder / "run.json").write_text(json.dumps(doc, indent=1))
+
+
+def is_compiled_run(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds the ``run.json`` of ``hwcosim run -o`` (not of ``hwcosim sim``)."""
+    f = Path(folder) / "run.json"
+    try:
+        doc = json.loads(f.read_text()) if f.is_file() and f.stat().st_size < (64 << 20) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") in (RUN_KIND, BERT_RUN_KIND)
+
+
+def _first_difference(what: str, got: np.ndarray, want: np.ndarray, engine: str) -> str | None:
+    """None when ``got`` equals ``want`` word for word, else a sentence naming the first differing word."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{what}: shape {list(got.shape)}, recomputed {list(want.shape)}"
+    bad = np.argwhere(got != want)
+    if not len(bad):
+        return None
+    i = tuple(int(v) for v in bad[0])
+    pos = (f"input {i[0]}, row {i[1]}" if engine == "bbs-spmxv" and len(i) == 2
+           else f"row {i[0]}, column {i[1]}" if engine == "fss-gemm" and len(i) == 2
+           else f"sequence {i[0]}, step {i[1]}, unit {i[2]}" if len(i) == 3 else f"word {list(i)}")
+    return (f"{what}: {len(bad)} of {want.size} words differ; first at {pos}: saved {int(got[i])} != recomputed "
+            f"{int(want[i])}")
+
+
+def check_compiled_run(run_dir: str | os.PathLike) -> dict:
+    """Re-check a run folder written by ``hwcosim run -o`` (``hwcosim check RUN/``).
+
+    The compiled model kept in ``RUN/model`` is loaded (its files against the run's checksums first),
+    every engine layer's words are recomputed by its golden model from the kept inputs, and compared
+    word for word with the saved golden words and, for a ``--rtl`` run, with the RTL's output words; then
+    every file against the sha256 in ``run.json``. Raises :class:`hwcosim.CheckFailed` (exit 1) naming
+    the first differing layer, row and word (or file); :class:`hwcosim.UsageError` (exit 2) for a folder
+    that is not such a run folder or misses a file."""
+    from hwcosim.models.errors import CheckFailed
+
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise UsageError(f"{str(d)!r} is not a folder; give a run folder (hwcosim run -o RUN/, hwcosim sim ...)")
+    try:
+        doc = json.loads((d / "run.json").read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{d}: no run.json; give a run folder (hwcosim run -o RUN/, hwcosim sim ...)") from None
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise UsageError(f"{d / 'run.json'}: not valid JSON; not a run folder") from None
+    if not isinstance(doc, dict) or doc.get("kind") not in (RUN_KIND, BERT_RUN_KIND) \
+            or not isinstance(doc.get("files"), dict):
+        raise UsageError(f"{d / 'run.json'}: not the manifest of a hwcosim run -o folder")
+    files = doc["files"]
+    for name in files:
+        rel = Path(str(name))
+        if rel.is_absolute() or ".." in rel.parts:
+            raise UsageError(f"{d / 'run.json'}: unexpected file name {name!r} in the manifest")
+        if not (d / rel).is_file():
+            raise UsageError(f"{d}: {name} is missing; the run folder is incomplete")
+    have = _files(d)
+    unlisted = sorted(set(have) - set(files))
+    if unlisted:
+        raise CheckFailed(f"{d / unlisted[0]}: not listed in run.json; a run folder holds only the files its "
+                          "manifest hashes (a file added after the run)")
+    changed = sorted(n for n in files if have[n] != files[n])
+    model_changed = [n for n in changed if n.startswith("model/")]
+    if model_changed:
+        raise CheckFailed(f"{d / model_changed[0]}: sha256 differs from run.json; the compiled model kept by the "
+                          "run was changed after it, so its golden words cannot be recomputed")
+    if doc["kind"] == BERT_RUN_KIND:
+        res = _check_bert_words(d, doc)
+    else:
+        res = _check_words(d, doc)
+    if changed:
+        raise CheckFailed(f"{d / changed[0]}: sha256 differs from run.json; the file was changed after the run"
+                          + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
+    res.update(files=len(files), run_dir=str(d))
+    return res
+
+
+def _check_words(d: Path, doc: dict) -> dict:
+    from hwcosim.models.errors import CheckFailed
+
+    m = CompiledModel.load(d / "model")
+    x = np.load(d / "inputs.npy", allow_pickle=False)
+    out, words, _ = m._run(x, trace=True)
+    rtl = "rtl" in doc
+    n_words = n_rtl = 0
+    for st, (win, wout) in zip(m.stages, words):
+        f = d / _words_file(st)
+        if not f.is_file():
+            raise UsageError(f"{d}: {f.name} is missing; the run folder is incomplete")
+        with np.load(f, allow_pickle=False) as z:
+            saved = {k: z[k] for k in z.files}
+        where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
+        checks = [("input words", "inputs", win), ("golden output words", "outputs", wout)]
+        if rtl:
+            if "rtl" not in saved:
+                raise UsageError(f"{f}: holds no RTL words although the run was made with --rtl")
+            checks.append(("RTL output words", "rtl", wout))
+        for what, key, want in checks:
+            if key not in saved:
+                raise UsageError(f"{f}: holds no {key!r} array; the run folder is damaged")
+            msg = _first_difference(f"{where}, {what} in {f.name}", saved[key], want, st.engine)
+            if msg:
+                raise CheckFailed(f"{d}: {msg}")
+        n_words += int(wout.size)
+        n_rtl += int(wout.size) if rtl else 0
+    gold = np.load(d / "golden_outputs.npy", allow_pickle=False)
+    if gold.shape != out.shape or not np.array_equal(gold, out):
+        raise CheckFailed(f"{d}: golden_outputs.npy differs from the golden model recomputed from inputs.npy")
+    return {"kind": "compiled model run", "layers": len(m.stages), "words": n_words, "rtl_words": n_rtl,
+            "mismatches": 0}
+
+
+# -- a compiled BERT encoder (hwcosim run BERT-OUT/ --inputs sentences.txt) ---------------------------
+
+#: ``kind`` of the ``run.json`` of ``hwcosim run -o`` on a compiled BERT folder.
+BERT_RUN_KIND = "hwcosim-compiled-bert-run"
+
+
+def is_bert_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` was written by ``hwcosim compile`` from a BERT-family checkpoint."""
+    from hwcosim.cosim.compile import BERT_MANIFEST_KIND
+
+    f = Path(folder) / "manifest.json"
+    try:
+        return f.is_file() and json.loads(f.read_text()).get("kind") == BERT_MANIFEST_KIND
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
+def load_bert_compiled(folder: str | os.PathLike, checkpoint=None):
+    """The :class:`hwcosim.cosim.compile.CompiledBert` of a folder written by ``hwcosim compile`` from a
+    BERT checkpoint: every file checked against the manifest's sha256, the host part (embeddings, layer
+    norms) read from ``checkpoint`` (default: the checkpoint the report names, relative to the working
+    folder or to the compiled folder's parent); its linear layers must be the ones compiled (the kept
+    weights equal the checkpoint's, shapes and biases too), else :class:`hwcosim.UsageError`."""
+    from hwcosim.cosim.compile import BERT_MANIFEST_KIND, CompiledBert, _layer_file_name, _sha256, _stage_from_arrays
+    from hwcosim.pruning.frontends import Layer
+    from hwcosim.pruning.frontends_bert import read_bert
+
+    folder = Path(folder)
+    try:
+        man = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise UsageError(f"{folder}: no readable manifest.json; give a folder written by hwcosim compile") from None
+    if not isinstance(man, dict) or man.get("kind") != BERT_MANIFEST_KIND or not isinstance(man.get("files"), dict):
+        raise UsageError(f"{folder}: not a compiled BERT encoder (hwcosim compile CHECKPOINT -o OUT)")
+    for name, digest in man["files"].items():
+        f = folder / name
+        if Path(name).name != name or not f.is_file():
+            raise UsageError(f"{folder}: {name} is missing; recompile the model or restore the file")
+        if _sha256(f) != digest:
+            raise UsageError(f"{folder}: {name} changed since it was compiled (its sha256 differs from "
+                             "manifest.json); recompile the model or restore the file")
+    report = json.loads((folder / "report.json").read_text())
+    if checkpoint is None:
+        src = Path(report["source"])
+        cands = [src] if src.is_absolute() else [src, folder.resolve().parent / src]
+        found = [c for c in cands if c.exists()]
+        if not found:
+            raise UsageError(f"{folder}: the checkpoint it was compiled from ({src}) is not there; pass "
+                             "--checkpoint FOLDER (the host ops, embeddings and layer norms, come from it)")
+        checkpoint = found[0]
+    model, tok = read_bert(checkpoint)
+    stages = []
+    for d in report["layers"]:
+        name = d["name"]
+        if name not in model.p:
+            raise UsageError(f"{checkpoint}: has no tensor {name!r}; give the checkpoint {folder} was compiled from")
+        w = np.asarray(model.p[name], np.float64)
+        b = np.asarray(model.p[name[:-len("weight")] + "bias"], np.float64)
+        with np.load(folder / _layer_file_name(d["index"], name), allow_pickle=False) as z:
+            a = dict(z)
+        pd = json.loads(a.pop("params").tobytes())
+        kept = a["w_pruned"] != 0
+        same = (a["w_pruned"].shape == w.shape and (d["method"] == "obs"
+                or np.allclose(a["w_pruned"][kept], w[kept], rtol=0, atol=1e-6)))
+        if not same:
+            raise UsageError(f"{checkpoint}: tensor {name!r} is not the one {folder} was compiled from; give that "
+                             "checkpoint (--checkpoint)")
+        stages.append(_stage_from_arrays(d["index"], Layer("dense", name, w=w, b=b), d["engine"], pd, a))
+    m = CompiledBert(model, tok, stages, man["target"], float(man["sparsity"]), dict(man.get("options", {})))
+    m._report = report
+    m.folder = folder
+    m.checkpoint = Path(checkpoint)
+    return m
+
+
+def _bert_dense_twin(m):
+    """The same encoder on the same engines and formats at sparsity 0 (the 'quantised dense' row)."""
+    import dataclasses
+
+    from hwcosim.cosim.compile import CompiledBert, _prune_fss, _prune_stage
+    from hwcosim.models.bbs.spmxv import BBSParams
+    from hwcosim.models.fixedpoint import quantize
+
+    o = m.options
+    stages = []
+    for st in m.stages:
+        if st.engine == "fss-gemm":
+            d = _prune_fss(st.index, st.layer, 0.0, tuple(o["region"]), o["pe_rows"], o["pe_cols"])
+            d.params = dataclasses.replace(d.params, act_fmt=st.params.act_fmt, out_fmt=st.params.out_fmt)
+        else:
+            d = _prune_stage(st.index, st.layer, 0.0, o["banks"], o["pes"])
+            p = d.params
+            d.params = BBSParams(rows=p.rows, cols=p.cols, banks=p.banks, k=p.k, pes=p.pes, weight_fmt=p.weight_fmt,
+                                 vec_fmt=st.params.vec_fmt, out_fmt=st.params.out_fmt)
+        if d.layer.b is not None:
+            d.bias_raw = quantize(d.layer.b, d.params.out_fmt)
+        stages.append(d)
+    return CompiledBert(m.model, m.tok, stages, m.target, 0.0, o)
+
+
+def _bert_traced(m, sentences) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Sentence embeddings of the compiled encoder and, per linear layer, its engine's (input, output)
+    words over every token of ``sentences`` (SpMxV: one row per token; FSS: one column per token)."""
+    from hwcosim.cosim.compile import CompiledModel
+    from hwcosim.models.fixedpoint import dequantize, quantize
+    from hwcosim.pruning.frontends_bert import encoder_embeddings
+
+    got: dict[str, list] = {st.layer.name: [] for st in m.stages}
+
+    def lin(name, x):
+        st = m._by_name[name]
+        z, ofmt, w, _ = CompiledModel._engine(st, quantize(x, st.in_fmt), st.in_fmt, True)
+        got[name].append(w)
+        return dequantize(z, ofmt)
+
+    emb = encoder_embeddings(m.model, m.ids(sentences), lin)
+    words = {}
+    for st in m.stages:
+        ax = 1 if st.engine == "fss-gemm" else 0
+        words[st.layer.name] = tuple(np.concatenate([w[i] for w in got[st.layer.name]], axis=ax) for i in (0, 1))
+    return emb, words
+
+
+def read_run_sentences(path) -> list[str]:
+    """``--inputs`` of a compiled BERT: a ``.txt`` of sentences, one per line."""
+    from hwcosim.pruning.oneshot import sentence_lines
+
+    p = Path(path)
+    if p.suffix.lower() != ".txt" or not p.is_file():
+        raise UsageError(f"--inputs {str(p)!r}: a compiled BERT encoder runs on sentences: give a .txt file, one "
+                         "sentence per line")
+    sents = sentence_lines(p)
+    if not sents:
+        raise UsageError(f"--inputs {str(p)!r} holds no sentences")
+    return sents
+
+
+def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLike | None = None) -> dict:
+    """A compiled BERT encoder on ``sentences``: the sentence-embedding cosine and output error vs the
+    float checkpoint of the float, quantised dense (same engines and formats, sparsity 0), pruned float
+    and accelerator (golden) encoders; cycles per token of every linear layer vs the ideal. The RTL of
+    the linear layers is not run (``rtl`` is refused): each has its own engine configuration, one
+    Verilator build each."""
+    from hwcosim.models.atomic import staged_dir
+
+    if rtl:
+        raise UsageError("--rtl is not supported for a compiled BERT encoder yet (every linear layer is its own "
+                         "engine configuration, a Verilator build each); run without --rtl for the golden model")
+    if out is not None:
+        _check_run_out(out)
+    if not sentences:
+        raise UsageError("--inputs holds no sentences")
+    ref = m.predict_float(sentences, pruned=False)
+    golden, words = _bert_traced(m, sentences)
+    outs = {"float": ref, "quantised dense": _bert_dense_twin(m).predict(sentences),
+            "pruned (float)": m.predict_float(sentences), "accelerator (golden)": golden}
+    variants = []
+    for name, o in outs.items():
+        cos = np.sum(o * ref, axis=1) / np.maximum(np.linalg.norm(o, axis=1) * np.linalg.norm(ref, axis=1), 1e-300)
+        variants.append({"variant": name, "cosine_vs_float_mean": float(cos.mean()),
+                         "cosine_vs_float_min": float(cos.min()),
+                         "max_abs_err_vs_float": float(np.abs(o - ref).max(initial=0)),
+                         "rms_err_vs_float": float(np.sqrt(np.mean((o - ref) ** 2)))})
+    tokens = sum(len(i) for i in m.ids(sentences))
+    rep = m.report()
+    layers = [{"index": d["index"], "name": d["name"], "engine": d["engine"], "engine_config": d["engine_config"],
+               "cycles_expected": d["cycles_expected"], "cycles_ideal": d["cycles_ideal"],
+               "cycles_per": d["cycles_per"]} for d in rep["layers"]]
+    res = {"kind_of_model": "bert", "n": len(sentences), "tokens": tokens, "labels": False, "target": m.target,
+           "sparsity": m.sparsity, "variants": variants, "layers": layers,
+           "cycles_expected": sum(d["cycles_expected"] for d in layers),
+           "cycles_ideal": sum(d["cycles_ideal"] for d in layers), "latency_us": None, "inferences_per_s": None,
+           "notes": ["sentence embeddings (mean-pooled, L2-normalised) compared with the float checkpoint's",
+                     "quantised dense: the same engines and formats with every weight kept",
+                     "cycles: per linear layer, per the unit named in cycles_per (batch 1), engine layers only; "
+                     "the host ops (float64) and weight loading are not counted; no latency: the encoder's "
+                     "engine configurations have no measured Fmax here",
+                     "the RTL of the linear layers is not run for a compiled BERT encoder (golden model only)"]}
+    if out is None:
+        return res
+    with staged_dir(out, replace=True, keep=lambda name: False) as st_dir:
+        import shutil
+
+        man = json.loads((m.folder / "manifest.json").read_text())
+        (st_dir / "model").mkdir()
+        for name in [*man["files"], "manifest.json"]:
+            shutil.copy2(m.folder / name, st_dir / "model" / name)
+        (st_dir / "inputs.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        np.save(st_dir / "golden_outputs.npy", golden)
+        for st in m.stages:
+            win, wout = words[st.layer.name]
+            np.savez(st_dir / _words_file(st), inputs=win, outputs=wout)
+        res["checkpoint"] = str(Path(m.checkpoint).resolve())
+        doc = {"kind": BERT_RUN_KIND, "version": 1, **res, "files": _files(st_dir)}
+        (st_dir / "run.json").write_text(json.dumps(doc, indent=1))
+    return res
+
+
+def _check_bert_words(d: Path, doc: dict) -> dict:
+    from hwcosim.models.errors import CheckFailed
+
+    m = load_bert_compiled(d / "model", doc.get("checkpoint"))
+    sents = read_run_sentences(d / "inputs.txt")
+    out, words = _bert_traced(m, sents)
+    n = 0
+    for st in m.stages:
+        f = d / _words_file(st)
+        if not f.is_file():
+            raise UsageError(f"{d}: {f.name} is missing; the run folder is incomplete")
+        with np.load(f, allow_pickle=False) as z:
+            saved = {k: z[k] for k in z.files}
+        where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
+        for (what, key), want in zip((("input words", "inputs"), ("golden output words", "outputs")),
+                                     words[st.layer.name]):
+            if key not in saved:
+                raise UsageError(f"{f}: holds no {key!r} array; the run folder is damaged")
+            msg = _first_difference(f"{where}, {what} in {f.name}", saved[key], want, st.engine)
+            if msg:
+                raise CheckFailed(f"{d}: {msg}")
+        n += int(words[st.layer.name][1].size)
+    gold = np.load(d / "golden_outputs.npy", allow_pickle=False)
+    if gold.shape != out.shape or not np.array_equal(gold, out):
+        raise CheckFailed(f"{d}: golden_outputs.npy differs from the golden model recomputed from inputs.txt")
+    return {"kind": "compiled BERT run", "layers": len(m.stages), "words": n, "rtl_words": 0, "mismatches": 0}
+
+
+def print_bert_run(args) -> int:
+    """``hwcosim run BERT-OUT/ --inputs sentences.txt``: print and emit :func:`run_bert`."""
+    from hwcosim.models.tables import emit, show, table
+
+    m = load_bert_compiled(args.folder, getattr(args, "checkpoint", None))
+    if args.labels is not None:
+        raise UsageError("--labels: a compiled BERT encoder outputs sentence embeddings, not classes; drop --labels")
+    res = run_bert(m, read_run_sentences(args.inputs), rtl=args.rtl, out=args.output)
+    show(table(f"hwcosim run {args.folder} on {res['n']} sentences ({res['tokens']} tokens)",
+               ["encoder", "cosine vs float mean (ratio)", "cosine vs float min (ratio)", "max abs err vs float (abs)",
+                "rms err vs float (abs)"],
+               [[v["variant"], f"{v['cosine_vs_float_mean']:.5f}", f"{v['cosine_vs_float_min']:.5f}",
+                 f"{v['max_abs_err_vs_float']:.3g}", f"{v['rms_err_vs_float']:.3g}"] for v in res["variants"]]))
+    show(table("cycles of every linear layer vs the ideal (engine golden models; no measured Fmax, no latency)",
+               ["layer", "engine", "expected (cycles)", "ideal (cycles)", "per"],
+               [[f"{d['index']} {d['name']}", d["engine"], d["cycles_expected"], d["cycles_ideal"], d["cycles_per"]]
+                for d in res["layers"]]))
+    if args.output:
+        print(f"wrote {args.output}/ (sentences, every linear layer's words, run.json; hwcosim check re-checks it)")
+    emit("run", res)
+    return 0

@@ -70,7 +70,8 @@ def register(subparsers) -> None:
         epilog=COMPILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_options(r, [
         ("folder", "a folder written by hwcosim compile"),
-        ("--inputs", "inputs in the model's input shape (.npy)", dict(required=True, metavar="X.npy")),
+        ("--inputs", "inputs in the model's input shape (.npy); a compiled BERT encoder: sentences, one per line "
+         "(.txt)", dict(required=True, metavar="X.npy|sentences.txt")),
         ("--labels", "class index per input (.npy): accuracy instead of output error", dict(metavar="y.npy")),
         ("--rtl", "also run every engine layer's RTL (cocotb + Verilator) and compare every word", True),
         ("--build", "measure a missing engine Fmax with hwcosim build --ooc (minutes per configuration)", True),

@@ -117,6 +117,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "reliability noise": (["--quick"], False),
     "reliability pai": (["--quick"], False),
     "docs": (["--check"], True),
+    "papers": (["bbs", "kv-direct"], True),
     "cluster trace": (["--quick"], False),
     "graph run": (["pagerank", "--graph", "karate", "--executor", "serial"], True),
     "graph partition": (["--graph", "karate"], True),
@@ -125,6 +126,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "graph bench": (["--quick"], False),
     "graph gnn": (["--quick"], False),
     "graph tux2-bench": (["--quick"], False),
+    "graph tux2-gas": (["--quick"], False),
     "graph tux2-procs": (["--quick"], False),
     "jobcheck": (["{train}"], True),
     "cognn": (["--quick"], False),
@@ -197,7 +199,8 @@ def test_json_at_60_columns(cmd, argv, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "60")
     argv = _inputs(tmp_path, argv)
     capsys.readouterr()
-    out_opt = [] if "-o" in argv or cmd in ("build", "formal", "fuzz", "jobcheck", "check", "docs") else ["-o", "out"]
+    no_out = ("build", "formal", "fuzz", "jobcheck", "check", "docs", "papers")
+    out_opt = [] if "-o" in argv or cmd in no_out else ["-o", "out"]
     rc = main([*cmd.split(), "--json", *argv, *out_opt])  # before the arguments: jobcheck passes on the rest
     out = capsys.readouterr().out
     doc = json.loads(out)  # exactly one document: anything else on stdout fails here

@@ -333,13 +333,18 @@ def test_a_planted_mismatch_names_its_layer(tmp_path, monkeypatch):
 
 # -- the page --------------------------------------------------------------------------------------
 
+def _page() -> str:
+    """The page up to the issue's examples (tests/flow/test_compile_examples.py runs those)."""
+    return DOC.read_text().split("\n## Examples of the issue")[0]
+
+
 def _blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    return re.findall(r"^```python\n(.*?)^```", _page(), flags=re.S | re.M)
 
 
 def _commands() -> list[str]:
     """The ``hwcosim`` command lines of the page's ``sh`` blocks, in order."""
-    blocks = re.findall(r"^```sh\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    blocks = re.findall(r"^```sh\n(.*?)^```", _page(), flags=re.S | re.M)
     return [line.strip() for b in blocks for line in b.splitlines() if line.strip().startswith("hwcosim ")]
 
 
