@@ -156,20 +156,26 @@ def _seernet(out: Path) -> dict:
     from hwcosim.pruning.seernet_bench import seernet_timing
 
     res = _quiet(seernet_timing, False, 0, [4], 2, False)
-    tot = next(t for t in res["totals"] if t["bits"] == 4 and not t["pool"])
+    tr = res["trained"]  # headline: the CNN trained here, its ResNet-18-sized layers, real activations
+    tot = next(t for t in tr["totals"] if t["bits"] == 4)
+    acc4 = next(p for p in tr["accuracy"]["per_bits"] if p["bits"] == 4)
     by_p: dict[float, list[float]] = {}
     for b in res["band"]:  # per layer and fraction of positive outputs: the same kernel / (predictor + sparse)
         acc = by_p.setdefault(b["positive"], [0.0, 0.0])
         acc[0] += b["dense_same_s"]
         acc[1] += b["per_bits"][0]["seer_s"]
     band = {p: a / c for p, (a, c) in sorted(by_p.items())}
+    rnd = next(t for t in res["totals"] if t["bits"] == 4 and not t["pool"])
     return _rec(tot["speedup_vs_same"],
-                "synthetic: random ResNet-18-shaped 3x3 conv layers (He-normal weights), batch 1, 1 thread",
-                "fraction of positive pre-activations (how many outputs are computed): "
+                f"real: {tr['note']}; layers {tr['timed_layers']} with test-image activations, batch 1, 1 thread",
+                "fraction of outputs computed (trained layers: "
+                + ", ".join(f"conv{li} {v:.2f}" for li, v in tot["kept_per_layer"].items())
+                + "); random ResNet-18-shaped layers over the fraction of positive pre-activations: "
                 + ", ".join(f"{p:g}: {v:.2f}x" for p, v in band.items()),
-                size="ResNet-18 layer shapes, k = 4 only, 2 timed rounds (the full study: k = 1..8, 7 rounds)",
+                size="k = 4 only, 2 timed rounds (the full study: k = 1..8, 7 rounds)",
                 speedup_vs_blas=tot["speedup_vs_blas"], kept=tot["kept"],
-                load_average=list(os.getloadavg()))
+                accuracy_change_k4=acc4["accuracy_change"], dense_accuracy=tr["accuracy"]["dense_accuracy"],
+                random_layers_speedup_vs_same=rnd["speedup_vs_same"], load_average=list(os.getloadavg()))
 
 
 def _kvdirect(out: Path) -> dict:
@@ -497,9 +503,11 @@ SYSTEMS: tuple[System, ...] = (
            (*_ACC, "pruning/patterns/fss.py"), _fss),
     System("seernet", "SeerNet", "Cao, Ma, Xiao et al., SeerNet: Predicting CNN Feature-Map Sparsity through Low-Bit "
            "Quantization, CVPR 2019", "wall-clock speedup, k = 4 predictor + sparse conv vs the same kernel on every "
-           "output", "x", "no speedup figure retrieved (abstract: negligible accuracy drop)",
+           "output, CNN trained here (digits at 56x56)", "x",
+           "no speedup figure retrieved (abstract: negligible accuracy drop)",
            "CVPR 2019 abstract (CVF open access); no table reachable", "hwcosim study seernet-timing",
-           ("pruning/seernet_bench.py", "pruning/seernet_kernels.py", "pruning/seernet.py"), _seernet),
+           ("pruning/seernet_bench.py", "pruning/seernet_kernels.py", "pruning/seernet.py", "pruning/recipes.py"),
+           _seernet),
     System("kv-direct", "KV-Direct", "Li, Ruan, Xiao et al., KV-Direct: High-Performance In-Memory Key-Value Store "
            "with "
            "Programmable NIC, SOSP 2017", "GET throughput of the RTL pipeline at its measured Fmax", "Mops", 180.0,

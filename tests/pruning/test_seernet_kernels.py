@@ -81,7 +81,7 @@ def test_float64_path_and_bad_shapes():
 def test_timing_bench_quick_writes_json(tmp_path):
     from hwcosim.pruning.seernet_bench import run_seernet_timing
 
-    run_seernet_timing(tmp_path / "out", quick=True, accuracy=False)
+    run_seernet_timing(tmp_path / "out", quick=True, accuracy=False, cache_dir=tmp_path / "cache")
     res = json.loads((tmp_path / "out" / "seernet_timing.json").read_text())
     assert (tmp_path / "out" / "seernet_timing.png").stat().st_size > 0
     assert res["threads"] == 1 and res["bits"] == [1, 4] and res["paper"]["cite"].startswith("Cao")
@@ -92,3 +92,43 @@ def test_timing_bench_quick_writes_json(tmp_path):
             assert p["speedup_vs_same"] == pytest.approx(lay["dense_same_s"] / p["seer_s"])
     assert {t["pool"] for t in res["totals"]} == {False, True} and res["band"]
     assert "accuracy" not in res
+    tr = res["trained"]  # the trained-network section: a tiny CNN in quick mode, trained into the cache
+    assert tr["note"] == "CNN trained here on digits upscaled to 56x56 (no pretrained weights reachable)"
+    assert not tr["cached"] and tr["train_cpu_s"] > 0 and list((tmp_path / "cache").glob("cnn-*.safetensors"))
+    assert tr["dense_test_accuracy"] > 0.3  # clearly above chance (0.1) even after the quick training
+    for lay in tr["layers"]:
+        assert [p["bits"] for p in lay["per_bits"]] == [1, 4]
+        for p in lay["per_bits"]:
+            assert p["computed"] == round(p["kept"] * lay["outputs"]) and 0 <= p["recall"] <= 1
+    for t in tr["totals"]:
+        assert 0 < t["kept"] <= 1 and set(t["kept_per_layer"]) == {str(li) for li in tr["timed_layers"]}
+        assert t["speedup_vs_blas"] == pytest.approx(t["blas_s"] / t["seer_s"])
+    accs = tr["accuracy"]["per_bits"]
+    assert [a["bits"] for a in accs] == [1, 4] and all(0 <= a["accuracy"] <= 1 for a in accs)
+    assert all(len(a["kept_per_layer"]) == 2 for a in accs)
+
+
+def test_seer_logits_equal_golden_forward_image_by_image():
+    from hwcosim.models.nn.cnn import CNN
+    from hwcosim.pruning.seernet import seer_forward
+    from hwcosim.pruning.seernet_bench import QUICK_TRAINED_CONFIG, seer_logits
+
+    cnn = CNN(QUICK_TRAINED_CONFIG, seed=3)
+    for li in range(cnn.n_conv):  # biases away from zero, so the masks are not trivially all-positive
+        cnn.params[f"conv{li}.b"][:] = np.linspace(-0.3, 0.3, len(cnn.params[f"conv{li}.b"]))
+    x = np.maximum(np.random.default_rng(1).normal(size=(3, 1, 8, 8)), 0).astype(np.float32)
+    for k in (1, 4):
+        fast, computed = seer_logits(cnn, x, k)
+        gold = [seer_forward(cnn, x[i:i + 1], k) for i in range(len(x))]
+        np.testing.assert_allclose(fast, np.concatenate([g[0] for g in gold]), rtol=1e-4, atol=1e-5)
+        assert computed == [sum(g[1][li]["computed"] for g in gold) for li in range(cnn.n_conv)]
+
+
+def test_upscale_nearest():
+    from hwcosim.pruning.seernet_bench import upscale
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2)
+    y = upscale(x, 6)
+    assert y.shape == (2, 1, 6, 6) and (y[:, :, :3, :3] == x[:, :, :1, :1]).all() and (y[1, 0, 5, 5] == 7)
+    with pytest.raises(UsageError, match="integer factor"):
+        upscale(x, 5)
