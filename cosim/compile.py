@@ -489,13 +489,7 @@ class CompiledModel:
                              "(its report.json holds the sentence-embedding cosine to the float model)")
         if not isinstance(man, dict) or man.get("kind") != MANIFEST_KIND or not isinstance(man.get("files"), dict):
             raise UsageError(f"{mf}: not a compiled-model manifest; give a folder written by hwcosim compile")
-        for name, digest in man["files"].items():
-            f = folder / name
-            if Path(name).name != name or not f.is_file():
-                raise UsageError(f"{folder}: {name} is missing; recompile the model or restore the file")
-            if _sha256(f) != digest:
-                raise UsageError(f"{folder}: {name} changed since it was compiled (its sha256 differs from "
-                                 "manifest.json); recompile the model or restore the file")
+        check_manifest_files(folder, man["files"])
         meta = json.loads((folder / "network.json").read_text())
         with np.load(folder / "network.npz", allow_pickle=False) as z:
             net = _network_from_files(meta, dict(z))
@@ -537,8 +531,25 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "layer"
 
 
+def check_manifest_files(folder: Path, files: dict) -> None:
+    """Every file a compiled folder's manifest lists is there, directly in ``folder``, with its sha256;
+    :class:`UsageError` naming the first missing or changed one."""
+    for name, digest in files.items():
+        f = folder / name
+        if Path(name).name != name or not f.is_file():
+            raise UsageError(f"{folder}: {name} is missing; recompile the model or restore the file")
+        if _sha256(f) != digest:
+            raise UsageError(f"{folder}: {name} changed since it was compiled (its sha256 differs from "
+                             "manifest.json); recompile the model or restore the file")
+
+
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 MANIFEST_KIND = "hwcosim-compiled-model"

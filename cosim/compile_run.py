@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from hwcosim.cosim.compile import CompiledModel, compile_model, engine_stem
+from hwcosim.cosim.compile import CompiledModel, _sha256, compile_model, engine_stem
 from hwcosim.models.errors import UsageError
 
 __all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "build_command", "BUILDS",
@@ -290,14 +290,6 @@ def _save_model_copy(m: CompiledModel, dest: Path) -> None:
         shutil.copy2(m.folder / name, dest / name)
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -446,7 +438,13 @@ def load_bert_compiled(folder: str | os.PathLike, checkpoint=None):
     norms) read from ``checkpoint`` (default: the checkpoint the report names, relative to the working
     folder or to the compiled folder's parent); its linear layers must be the ones compiled (the kept
     weights equal the checkpoint's, shapes and biases too), else :class:`hwcosim.UsageError`."""
-    from hwcosim.cosim.compile import BERT_MANIFEST_KIND, CompiledBert, _layer_file_name, _sha256, _stage_from_arrays
+    from hwcosim.cosim.compile import (
+        BERT_MANIFEST_KIND,
+        CompiledBert,
+        _layer_file_name,
+        _stage_from_arrays,
+        check_manifest_files,
+    )
     from hwcosim.pruning.frontends import Layer
     from hwcosim.pruning.frontends_bert import read_bert
 
@@ -457,13 +455,7 @@ def load_bert_compiled(folder: str | os.PathLike, checkpoint=None):
         raise UsageError(f"{folder}: no readable manifest.json; give a folder written by hwcosim compile") from None
     if not isinstance(man, dict) or man.get("kind") != BERT_MANIFEST_KIND or not isinstance(man.get("files"), dict):
         raise UsageError(f"{folder}: not a compiled BERT encoder (hwcosim compile CHECKPOINT -o OUT)")
-    for name, digest in man["files"].items():
-        f = folder / name
-        if Path(name).name != name or not f.is_file():
-            raise UsageError(f"{folder}: {name} is missing; recompile the model or restore the file")
-        if _sha256(f) != digest:
-            raise UsageError(f"{folder}: {name} changed since it was compiled (its sha256 differs from "
-                             "manifest.json); recompile the model or restore the file")
+    check_manifest_files(folder, man["files"])
     report = json.loads((folder / "report.json").read_text())
     if checkpoint is None:
         src = Path(report["source"])

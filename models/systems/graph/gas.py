@@ -58,7 +58,7 @@ from scipy.special import expit
 
 from .partition import partition
 from .tux2 import Bipartite, WorkerModel
-from .tux2_algos import _int, _nonneg, _positive, code_lines, lr_loss, mf_init, mf_rmse
+from .tux2_algos import MFModel, _nonneg, _positive, code_lines, lr_loss, mf_rmse
 
 __all__ = ["GASProgram", "GASEngine", "GASResult", "GasMF", "GasLR", "PaiWorkerModel", "pai_slowdown",
            "gas_line_counts", "gas_vs_tux2", "GAS_EXECUTORS"]
@@ -152,20 +152,8 @@ class Edges:
     g: Bipartite
 
 
-class GasMF(GASProgram):
+class GasMF(MFModel, GASProgram):
     """Matrix factorisation: users and items both gather ``e q_i - reg p_u`` / ``e p_u - reg q_i``."""
-
-    name, metric = "mf", "train RMSE"
-
-    def __init__(self, rank: int = 8, lr: float = 0.02, reg: float = 0.02, init_scale: float = 0.1):
-        _int("rank", rank)
-        _positive(lr=lr, init_scale=init_scale)
-        _nonneg(reg=reg)
-        self.rank, self.lr, self.reg, self.init_scale = rank, lr, reg, init_scale
-
-    def init(self, g, rng):
-        P, Q = mf_init(g.n_a, g.n_b, self.rank, self.init_scale, rng)
-        return {"a": {"p": P}, "b": {"q": Q}}
 
     def gather(self, side, e, state):
         p, q = state["a"]["p"][e.a], state["b"]["q"][e.b]

@@ -178,8 +178,9 @@ def mf_init(n_a: int, n_b: int, rank: int, scale: float, rng: np.random.Generato
 
 
 # ---- TuX2 (MEGA) form ----------------------------------------------------------------------------
-class MF(MEGAProgram):
-    """Matrix factorisation: Exchange sends each rating's gradient to its user and item; Apply steps."""
+class MFModel:
+    """Matrix factorisation's hyperparameters (checked) and initial factors, shared by the MEGA form
+    below and the GAS form of :mod:`~models.systems.graph.gas`."""
 
     name, metric = "mf", "train RMSE"
 
@@ -192,6 +193,10 @@ class MF(MEGAProgram):
     def init(self, g, rng):
         P, Q = mf_init(g.n_a, g.n_b, self.rank, self.init_scale, rng)
         return {"a": {"p": P}, "b": {"q": Q}}
+
+
+class MF(MFModel, MEGAProgram):
+    """Matrix factorisation: Exchange sends each rating's gradient to its user and item; Apply steps."""
 
     @property
     def stages(self):
