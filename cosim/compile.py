@@ -54,6 +54,7 @@ from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fixedpoint import Q, dequantize, quantize, requantize, saturate
 from hwcosim.models.fss.gemm import CycleModel as FSSCycleModel
 from hwcosim.models.fss.gemm import FSSParams, gemm, regions_to_dense
+from hwcosim.models.safeparse import read_json
 from hwcosim.pruning.frontends import ENGINE_KINDS, Layer, Network, read_model
 from hwcosim.pruning.oneshot import METHODS
 
@@ -480,20 +481,17 @@ class CompiledModel:
         if not mf.is_file():
             raise UsageError(f"{folder}: no manifest.json; give a folder written by hwcosim compile (or "
                              "CompiledModel.save)")
-        try:
-            man = json.loads(mf.read_text())
-        except (ValueError, UnicodeDecodeError):
-            raise UsageError(f"{mf}: not valid JSON; recompile the model") from None
+        man = read_json(mf, "manifest")  # one line naming the file for any bytes it holds
         if isinstance(man, dict) and man.get("kind") == BERT_MANIFEST_KIND:
             raise UsageError(f"{folder}: a compiled BERT encoder; hwcosim run takes ONNX/npz compilations only "
                              "(its report.json holds the sentence-embedding cosine to the float model)")
         if not isinstance(man, dict) or man.get("kind") != MANIFEST_KIND or not isinstance(man.get("files"), dict):
             raise UsageError(f"{mf}: not a compiled-model manifest; give a folder written by hwcosim compile")
         check_manifest_files(folder, man["files"])
-        meta = json.loads((folder / "network.json").read_text())
+        meta = read_json(folder / "network.json", "network description")
         with np.load(folder / "network.npz", allow_pickle=False) as z:
             net = _network_from_files(meta, dict(z))
-        report = json.loads((folder / "report.json").read_text())
+        report = read_json(folder / "report.json", "report")
         engine_layers = net.engine_layers
         stages = []
         for d in report["layers"]:

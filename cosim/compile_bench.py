@@ -21,12 +21,13 @@ figures are the ``points`` it returns.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 from hwcosim.models.benchio import print_table, write_json
+from hwcosim.models.errors import UsageError
+from hwcosim.models.safeparse import read_json
 
 __all__ = ["bench_compile", "compile_study", "measured_fmax_any", "lstm_to_onnx", "mlp_to_onnx", "dense_ops"]
 
@@ -97,9 +98,9 @@ def measured_fmax_any(engine: str, params) -> tuple[float, str] | None:
         files = sorted(root.glob("*.json")) + sorted(root.rglob("build.json"))
         for f in files:
             try:
-                doc = json.loads(f.read_text())
-            except (OSError, ValueError, UnicodeDecodeError):
-                continue
+                doc = read_json(f, "build result")
+            except UsageError:
+                continue  # not a result this lookup can use
             for r in doc.get("results", [doc]) if isinstance(doc, dict) else []:
                 if (isinstance(r, dict) and r.get("design") == engine and r.get("params") == want
                         and str(r.get("mode", "")).startswith("out-of-context") and (r.get("worst_fmax_mhz") or 0) > 0):

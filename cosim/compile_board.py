@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 from hwcosim.models.errors import CheckFailed, UsageError
 from hwcosim.models.fixedpoint import Q
+from hwcosim.models.safeparse import read_json
 
 __all__ = ["BOARD_TOPS", "BBS_LEVELS", "FSS_LEVELS", "LUT_FILL", "PNR_ROOT", "keep_count", "part_resources",
            "fit_models", "plan_board", "board_report", "check_bram_rule", "memory_map", "build_plan", "build_compiled",
@@ -99,9 +100,9 @@ def _records(roots=None) -> list[tuple[Path, dict]]:
     out = []
     for f in files:
         try:
-            doc = json.loads(f.read_text())
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
+            doc = read_json(f, "build result")
+        except UsageError:
+            continue  # not a result this lookup can use
         for r in (doc.get("results", [doc]) if isinstance(doc, dict) else []):
             if isinstance(r, dict) and isinstance(r.get("area"), dict) and r.get("design"):
                 out.append((f, r))

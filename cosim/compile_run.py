@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from hwcosim.cosim.compile import CompiledModel, _sha256, compile_model, engine_stem
 from hwcosim.models.errors import UsageError
+from hwcosim.models.safeparse import read_json
 
 __all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "build_command", "BUILDS",
            "check_compiled_run", "is_compiled_run", "RUN_KIND", "BERT_RUN_KIND", "is_bert_folder",
@@ -92,9 +93,9 @@ def measured_fmax(engine: str, params, roots=None) -> tuple[float, Path] | None:
             continue
         for f in root.rglob("build.json"):
             try:
-                doc = json.loads(f.read_text())
-            except (OSError, ValueError, UnicodeDecodeError):
-                continue
+                doc = read_json(f, "build result")
+            except UsageError:
+                continue  # not a build this lookup can use
             results = doc.get("results", [doc]) if isinstance(doc, dict) else []
             for r in results:
                 if (isinstance(r, dict) and r.get("design") == engine and r.get("params") == want
@@ -285,7 +286,7 @@ def _save_model_copy(m: CompiledModel, dest: Path) -> None:
         m.save(dest)
         return
     dest.mkdir()
-    man = json.loads((m.folder / "manifest.json").read_text())
+    man = read_json(m.folder / "manifest.json", "manifest")
     for name in [*man["files"], "manifest.json"]:
         shutil.copy2(m.folder / name, dest / name)
 
@@ -307,9 +308,9 @@ def is_compiled_run(folder: str | os.PathLike) -> bool:
     """Whether ``folder`` holds the ``run.json`` of ``hwcosim run -o`` (not of ``hwcosim sim``)."""
     f = Path(folder) / "run.json"
     try:
-        doc = json.loads(f.read_text()) if f.is_file() and f.stat().st_size < (64 << 20) else None
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
+        doc = read_json(f, "run description") if f.is_file() else None
+    except UsageError:
+        return False  # the generic run-folder check reports what is wrong with it
     return isinstance(doc, dict) and doc.get("kind") in (RUN_KIND, BERT_RUN_KIND)
 
 
@@ -344,7 +345,7 @@ def check_compiled_run(run_dir: str | os.PathLike) -> dict:
     if not d.is_dir():
         raise UsageError(f"{str(d)!r} is not a folder; give a run folder (hwcosim run -o RUN/, hwcosim sim ...)")
     try:
-        doc = json.loads((d / "run.json").read_text())
+        doc = read_json(d / "run.json", "run description")
     except FileNotFoundError:
         raise UsageError(f"{d}: no run.json; give a run folder (hwcosim run -o RUN/, hwcosim sim ...)") from None
     except (OSError, ValueError, UnicodeDecodeError):
@@ -427,9 +428,10 @@ def is_bert_folder(folder: str | os.PathLike) -> bool:
 
     f = Path(folder) / "manifest.json"
     try:
-        return f.is_file() and json.loads(f.read_text()).get("kind") == BERT_MANIFEST_KIND
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return False
+        doc = read_json(f, "manifest") if f.is_file() else None
+    except UsageError:
+        return False  # the loader reports what is wrong with it
+    return isinstance(doc, dict) and doc.get("kind") == BERT_MANIFEST_KIND
 
 
 def load_bert_compiled(folder: str | os.PathLike, checkpoint=None):
@@ -450,13 +452,13 @@ def load_bert_compiled(folder: str | os.PathLike, checkpoint=None):
 
     folder = Path(folder)
     try:
-        man = json.loads((folder / "manifest.json").read_text())
+        man = read_json(folder / "manifest.json", "manifest")
     except (OSError, ValueError, UnicodeDecodeError):
         raise UsageError(f"{folder}: no readable manifest.json; give a folder written by hwcosim compile") from None
     if not isinstance(man, dict) or man.get("kind") != BERT_MANIFEST_KIND or not isinstance(man.get("files"), dict):
         raise UsageError(f"{folder}: not a compiled BERT encoder (hwcosim compile CHECKPOINT -o OUT)")
     check_manifest_files(folder, man["files"])
-    report = json.loads((folder / "report.json").read_text())
+    report = read_json(folder / "report.json", "report")
     if checkpoint is None:
         src = Path(report["source"])
         cands = [src] if src.is_absolute() else [src, folder.resolve().parent / src]
@@ -598,7 +600,7 @@ def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLi
     with staged_dir(out, replace=True, keep=lambda name: False) as st_dir:
         import shutil
 
-        man = json.loads((m.folder / "manifest.json").read_text())
+        man = read_json(m.folder / "manifest.json", "manifest")
         (st_dir / "model").mkdir()
         for name in [*man["files"], "manifest.json"]:
             shutil.copy2(m.folder / name, st_dir / "model" / name)

@@ -14,7 +14,7 @@ import json
 import re
 import tomllib
 
-__all__ = ["decode_utf8", "toml_loads", "json_loads", "one_line"]
+__all__ = ["decode_utf8", "toml_loads", "json_loads", "read_json", "one_line"]
 
 
 def one_line(text: object, limit: int = 300) -> str:
@@ -68,3 +68,22 @@ def json_loads(text: str | bytes, where: str, error: type[Exception], what: str 
     if isinstance(text, bytes):
         text = decode_utf8(text, where, error, what)
     return _parse(json.loads, text, where, error, what, "JSON")
+
+
+def read_json(path, what: str = "file", error: type[Exception] | None = None, limit: int = 64 << 20):
+    """The JSON file at ``path`` (a user file: any bytes), through :func:`json_loads`; one ``error`` line
+    (default :class:`~hwcosim.models.errors.UsageError`) for a file that cannot be read, is over
+    ``limit`` bytes, is not UTF-8 or valid JSON, or is nested too deeply."""
+    from pathlib import Path
+
+    if error is None:
+        from hwcosim.models.errors import UsageError as error
+    path = Path(path)
+    try:
+        if path.stat().st_size > limit:
+            raise error(f"{path}: over {limit >> 20} MiB, larger than any {what} hwcosim writes; give the file it "
+                        "wrote")
+        data = path.read_bytes()
+    except OSError as e:
+        raise error(f"{path}: cannot read it ({e.strerror or e})") from None
+    return json_loads(data, str(path), error, what)

@@ -152,3 +152,17 @@ def test_plain_text_vector_is_not_called_pickled(tmp_path, capsys):
 def test_a_huge_value_is_not_echoed_whole(capsys, argv, needle):
     err = refused(capsys, argv, needle)
     assert len(err) < 300, len(err)
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "run.json"])
+def test_compiled_and_run_folders_with_deep_json(tmp_path, capsys, name):
+    """A compiled folder (hwcosim run) or a compiled-run folder (hwcosim check) whose JSON is nested too
+    deeply: one line naming the file, exit 2 (it was a RecursionError, exit 70, before)."""
+    d = tmp_path / "out"
+    d.mkdir()
+    (d / name).write_text(DEEP_JSON)
+    np.save(tmp_path / "x.npy", np.zeros((2, 4)))
+    if name == "manifest.json":
+        refused(capsys, ["run", str(d), "--inputs", str(tmp_path / "x.npy")], "manifest.json", "nested too deeply")
+    else:
+        refused(capsys, ["check", str(d)], "run.json", "nested too deeply")
