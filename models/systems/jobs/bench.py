@@ -35,6 +35,18 @@ def _png(path: Path, draw) -> Path:
     return path
 
 
+def _jct_bars(ax, sc: dict, key: str, label: str, title: str) -> None:
+    """Mean JCT beside ``sc[policy][key]`` for every policy of a CoGNN schedule, in seconds."""
+    names = list(sc)
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, [sc[n]["mean_jct_s"] for n in names], 0.4, label="mean JCT")
+    ax.bar(x + 0.2, [sc[n][key] for n in names], 0.4, label=label)
+    ax.set_xticks(x, names, rotation=20, fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+
+
 def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> dict:
     """CoGNN study: memory-model error, then scheduling of a tuning-task stream; JSON + PNG + tables."""
     from hwcosim.models.systems.jobs.cognn import MODELS, run_study
@@ -77,17 +89,8 @@ def bench_cognn(out_dir: Path, quick: bool, seed: int = 0, workers: int = 4) -> 
 
     _png(out_dir / "cognn_memory.png", draw)
 
-    def draw2(ax):
-        names = list(sc)
-        x = np.arange(len(names))
-        ax.bar(x - 0.2, [sc[n]["mean_jct_s"] for n in names], 0.4, label="mean JCT")
-        ax.bar(x + 0.2, [sc[n]["makespan_s"] for n in names], 0.4, label="makespan")
-        ax.set_xticks(x, names, rotation=20, fontsize=8)
-        ax.set_ylabel("seconds")
-        ax.legend(fontsize=8)
-        ax.set_title("CoGNN grouping vs sequential and naive co-location")
-
-    _png(out_dir / "cognn_schedule.png", draw2)
+    _png(out_dir / "cognn_schedule.png", lambda ax: _jct_bars(ax, sc, "makespan_s", "makespan",
+                                                               "CoGNN grouping vs sequential and naive co-location"))
     for n in res["notes"]:
         print(f"note: {n}")
     print("paper (SC 2022) reports its gains on GPUs with PyTorch/DGL; ours are a simulation over numpy-measured "
@@ -131,17 +134,8 @@ def _bench_cognn_trace(out_dir: Path, quick: bool, seed: int, workers: int) -> d
           f"{100 * b['jct_vs_sequential'][0]:+.1f}% .. {100 * b['jct_vs_sequential'][1]:+.1f}%, vs MPS-like "
           f"{100 * b['jct_vs_mps'][0]:+.1f}% .. {100 * b['jct_vs_mps'][1]:+.1f}%")
 
-    def draw(ax):
-        names = list(sc)
-        x = np.arange(len(names))
-        ax.bar(x - 0.2, [sc[n]["mean_jct_s"] for n in names], 0.4, label="mean JCT")
-        ax.bar(x + 0.2, [sc[n]["mean_queue_s"] for n in names], 0.4, label="mean queueing")
-        ax.set_xticks(x, names, rotation=20, fontsize=8)
-        ax.set_ylabel("seconds")
-        ax.legend(fontsize=8)
-        ax.set_title("CoGNN on the Alibaba 2023 trace's arrivals, measured co-location")
-
-    _png(out_dir / "cognn_trace.png", draw)
+    _png(out_dir / "cognn_trace.png", lambda ax: _jct_bars(
+        ax, sc, "mean_queue_s", "mean queueing", "CoGNN on the Alibaba 2023 trace's arrivals, measured co-location"))
     return tr
 
 
