@@ -17,7 +17,8 @@
   1 and 4 x the default rates: precision, recall and false alarms per day.
 - ``hwcosim reliability pai [--quick] [-o DIR] [--seed N]``: Mycroft's and C4D's slow-rank rules on
   the real Alibaba PAI 2020 training jobs (data directory) against the upstream straggler labels,
-  and their false alarms on 100 real healthy-variation jobs.
+  and their false alarms on 100 real healthy-variation jobs (normal and lognormal reconstructions:
+  alarms forced by a slow worker in the data vs unforced, every unforced page listed).
 
 Outputs (JSON + PNG) go under ``build/reliability`` by default.
 """

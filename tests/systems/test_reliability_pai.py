@@ -86,6 +86,16 @@ def test_healthy_variation_false_alarms_over_all_100_jobs(study):
         # bounded separately, at the level of that real episode
         assert fa["unforced_per_1000_iterations"][d] < 0.33, (d, fa)
         assert fa["per_1000_iterations"][d] < 3.3, (d, fa)
+    # both reconstructions report the split, and healthy variation pages nobody unless the data
+    # holds a slow worker (CV >= 1, or a named worker at >= 2x its peers through the whole run)
+    for gen in ("normal", "lognormal"):
+        g = study["false_alarms"][gen]
+        assert g["jobs"] == 100
+        for d in ("c4d", "mycroft"):
+            assert g["alarms"][d] == g["forced_alarms"][d] + g["unforced_alarms"][d], (gen, d, g)
+            assert g["forced_alarms"][d] == sum(g["forced_by"][d].values()), (gen, d, g)
+            assert g["unforced_alarms"][d] == 0 and g["unforced_pages"][d] == [], (gen, d, g["unforced_pages"])
+            assert all(r >= pai.FORCED_SLOW for r in g["slow_worker_ratios"][d])
 
 
 def test_relative_rules_and_params():
@@ -120,3 +130,37 @@ def test_study_quick(study):
     for x in w3.values():
         assert x["shift"] > 3 * x["healthy_spread"] and x["cross_spread_in_segment"] > 2 * x["healthy_spread"]
         assert x["shift"] < x["threshold"] and x["max_score"] < 6 and x["departing_together"] == 0.4
+
+
+def test_mycroft_root_cause_needs_the_same_rank_across_the_slow_run():
+    """A run of slow iterations made by two different ranks' one-iteration hiccups has no slow rank:
+    the trigger fires, the root cause names nobody (the single-iteration step named the last one);
+    the same rank slow in every iteration of the run is named. Synthetic telemetry, no data."""
+    rng = np.random.default_rng(3)
+    base = 1 + 0.02 * rng.standard_normal((80, 10))
+    pm = mycroft.MycroftParams()
+    assert pm.straggler_persist == 2
+
+    def run(slow):
+        x = base.copy()
+        for row, rank in slow:
+            x[row, rank] *= 3.0
+        tel = pai.replay_logs(x, 0.5, 0.45)
+        ev = pai.detect(tel)
+        its, _ranks, comp, _ = c4d.compute_phases(tel, np.inf)
+        return ev, comp
+
+    ev, comp = run([(60, 2), (61, 5)])  # two workers, one iteration each
+    assert [e["it"] for e in ev["mycroft"]] == [61] and ev["mycroft"][0]["start_it"] == 60
+    assert mycroft.late_ranks(comp, 61, pm) == [5]  # what the one-iteration step named
+    assert ev["mycroft"][0]["ranks"] == [] and ev["c4d"] == []  # nobody pages
+    ev, comp = run([(60, 2), (61, 2)])  # one worker slow for the whole run
+    assert [(e["it"], e["ranks"]) for e in ev["mycroft"]] == [(61, [2])]
+    assert mycroft.run_late_ranks(comp, 61, pm) == [2]
+    # a hiccup, then a worker that stays slow: the run goes on, and it is named once it has been
+    # late for straggler_persist iterations of it
+    ev, _ = run([(60, 2), (61, 5), (62, 5)])
+    assert [(e["trigger_it"], e["it"], e["start_it"], e["ranks"]) for e in ev["mycroft"]] == [(61, 62, 61, [5])]
+    # the forced-alarm accounting reads the data only: worker 2 at 3x its peers over the run
+    assert pai.slow_ratio(base * np.where(np.arange(10) == 2, 3.0, 1.0), 61, 60, [2]) > pai.FORCED_SLOW
+    assert pai.forced_by(base, np.full(80, 0.02), 61, 60, [2]) is None

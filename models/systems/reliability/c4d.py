@@ -244,13 +244,18 @@ def slow_rank_events(tel, p: C4DParams, now: float, recs=None, phases=None) -> l
 def healthy_period(t_post: np.ndarray, window: int) -> np.ndarray:
     """The job's healthy iteration time as the telemetry shows it at every iteration: the median of
     the trailing ``window`` gaps between the iterations' last posts (the first gap before any)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
     g = np.diff(np.asarray(t_post, dtype=float))
-    out = np.full(len(t_post), np.nan)
+    n = len(t_post)
+    out = np.full(n, np.nan)
     if g.size == 0:
-        return np.full(len(t_post), np.inf)
-    for i in range(len(t_post)):
-        h = g[max(0, i - 1 - window):max(i - 1, 1)]
-        out[i] = float(np.median(h))
+        return np.full(n, np.inf)
+    head = min(n, window + 1)
+    for i in range(head):  # iteration i: gaps [max(0, i - 1 - window), max(i - 1, 1))
+        out[i] = float(np.median(g[max(0, i - 1 - window):max(i - 1, 1)]))
+    if n > head:  # every later iteration: the full window of the `window` gaps before its last
+        out[head:] = np.median(sliding_window_view(g, window)[:n - head], axis=1)
     return out
 
 

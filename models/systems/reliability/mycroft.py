@@ -34,6 +34,12 @@ following the dependencies to the earliest culprit:
    its peak -> ``network``; else the flows blocked with ``G > T`` are walked downstream to the
    one whose receiver is not blocked itself: its own proxy lags -> ``host``.
 
+On a replayed trace (completion logs only, :mod:`~models.systems.reliability.pai`) a straggler's
+culprit is a rank late to post, relative to its own history and to its peers
+(:func:`late_ranks`), in *every* slow iteration of the run that fired the trigger
+(:func:`run_late_ranks`): the trigger needs ``straggler_persist`` slow iterations in a row, and a
+run made of two different ranks' one-iteration hiccups has no slow rank to name.
+
 Window multiple, sampling and analysis cost are ours: ``window_m = 10`` healthy durations,
 ``analyse_us_per_row = 1`` (the collection time itself is the state logs' bytes over the rate
 the job's own collectives show, :func:`collect_time`); the detection and
@@ -55,7 +61,7 @@ from .faults import FaultKind
 
 __all__ = ["MycroftParams", "trigger", "root_cause", "root_cause_at", "failure_window", "sample_ranks", "run_study",
            "COMPONENT", "collect_time", "robust_score", "runs", "straggler_events", "completion_times", "late_ranks",
-           "WINDOW_M_SWEEP"]
+           "run_late_ranks", "WINDOW_M_SWEEP"]
 
 #: Window multiples the study re-evaluates the trigger at (sensitivity of the detection time).
 WINDOW_M_SWEEP = (3.0, 5.0, 10.0, 20.0, 40.0)
@@ -85,8 +91,9 @@ class MycroftParams:
     straggler_floor : float
         Smallest spread, as a fraction of the median gap (a perfectly regular job has MAD 0).
     lag_frac : float
-        Root cause of a straggler on a replayed trace (:func:`late_ranks`): of the ranks standing
-        out, those whose excess is at least this fraction of the largest.
+        Root cause of a straggler on a replayed trace (:func:`late_ranks`, per iteration of the
+        trigger's run, :func:`run_late_ranks`): of the ranks standing out, those whose excess is
+        at least this fraction of the largest.
     analyse_us_per_row : float
         CPU time of the root-cause analysis per state-log row read (:func:`collect_time`).
     state_log_s : float
@@ -342,8 +349,9 @@ def completion_times(tel, sampled: np.ndarray, now: float, recs=None) -> np.ndar
 
 def straggler_events(ends: np.ndarray, p: MycroftParams, warmup: int = 2, now: float | None = None) -> list[dict]:
     """Straggler triggers from iteration completion times ``ends`` (module docstring): every run of
-    ``straggler_persist`` slow gaps is one trigger ``{"it", "t", "score"}`` (``it``: index of the
-    gap that completed the run; ``t``: when that gap crossed its threshold). With ``now`` (the job
+    ``straggler_persist`` slow gaps is one trigger ``{"it", "t", "score", "last"}`` (``it``: index of
+    the gap that completed the run; ``t``: when that gap crossed its threshold; ``last``: the run's
+    last slow gap so far). With ``now`` (the job
     still running), the open gap counts too once it exceeds its threshold."""
     last = np.concatenate([[0.0], np.asarray(ends, dtype=float)])
     gaps = np.diff(last)
@@ -356,7 +364,11 @@ def straggler_events(ends: np.ndarray, p: MycroftParams, warmup: int = 2, now: f
         slow = score > p.straggler_m
     out = []
     for _c, _s0, i in runs(slow, p.straggler_persist):
-        out.append({"it": int(i), "t": float(last[i] + _threshold(gaps, i, p)), "score": float(score[i])})
+        end = int(i)
+        while end + 1 < slow.size and slow[end + 1]:
+            end += 1
+        out.append({"it": int(i), "t": float(last[i] + _threshold(gaps, i, p)), "score": float(score[i]),
+                    "last": end})
     return out
 
 
@@ -387,6 +399,25 @@ def late_ranks(comp: np.ndarray, i: int, p: MycroftParams, warmup: int = 2) -> l
     if not spread > 0 or not ex.max() > 0:
         return []
     return np.flatnonzero((ex / spread > p.straggler_m) & (ex > p.lag_frac * ex.max())).tolist()
+
+
+def run_late_ranks(comp: np.ndarray, i: int, p: MycroftParams, warmup: int = 2) -> list[int]:
+    """Root cause of a straggler trigger on a compute-phase matrix: the ranks :func:`late_ranks`
+    names in *every* one of the ``straggler_persist`` slow iterations whose run made the trigger
+    (rows ``i - straggler_persist + 1 .. i``). The trigger fires on a run of slow iterations, so
+    its culprit must be late across that run: a rank late in one iteration of it while another
+    rank made the other slow is not the cause of the slow-down (two unrelated one-iteration
+    hiccups, e.g. two different workers each at 2-3x their peers once, make a run of slow
+    completion gaps but no slow rank). Empty: the trigger has no culprit."""
+    rows = range(max(0, i - p.straggler_persist + 1), i + 1)
+    common: set | None = None
+    for k in rows:
+        late = set(late_ranks(comp, k, p, warmup))
+        common = late if common is None else common & late
+        if not common:
+            return []
+    return sorted(common or ())
+
 
 def _host_or_gpu(tel, ranks) -> str:
     ranks = np.asarray(ranks)

@@ -44,7 +44,10 @@ Worker times are reconstructed as ``1 + cv * z`` with ``z`` drawn independently 
 iteration and standardised per iteration (mean 0, population std 1, so the row's CV is met
 exactly): ``normal`` (z Gaussian) and ``lognormal`` (z a standardised lognormal of the same CV:
 right-skewed, stragglers more likely). Values are clipped at 0.05 (counted). Independence across
-iterations is an assumption (the file cannot tell); it is the least persistent case.
+iterations is an assumption (the file cannot tell); it is the least persistent case. An alarm on
+these jobs is **forced** when the reconstructed data holds a slow worker (:func:`forced_by`: an
+iteration of CV >= 1 just before it, or a named worker at >= 2x the iteration's median worker in
+every iteration of the run that raised it); every other alarm is a false page and is listed.
 """
 
 from __future__ import annotations
@@ -204,8 +207,13 @@ def replay_logs(v: np.ndarray, compute_s: float = 0.5, comm_s: float | None = No
 # ---- detectors on a telemetry ------------------------------------------------------------------------
 def detect(tel, c4d_params=None, mycroft_params=None) -> dict:
     """Both detectors' slow-rank verdicts on telemetry ``tel`` (nothing else is read):
-    ``{"c4d": [{"rank", "it", ...}], "mycroft": [{"it", "t", "ranks"}]}``, iteration indices of
-    the replay."""
+    ``{"c4d": [{"rank", "it", "start_it", ...}], "mycroft": [{"it", "start_it", "trigger_it", "t", "score",
+    "ranks"}]}``,
+    iteration indices of the replay. A Mycroft trigger (at ``trigger_it``) names as ``ranks`` the
+    ranks late in every one of the last ``straggler_persist`` iterations of its slow run
+    (:func:`~models.systems.reliability.mycroft.run_late_ranks`), at the first iteration ``it`` of
+    the run at which some rank is (``start_it``: the first of those iterations); empty when none
+    is while the run lasts."""
     from . import c4d, mycroft
 
     pc = c4d_params or c4d.C4DParams()
@@ -220,9 +228,19 @@ def detect(tel, c4d_params=None, mycroft_params=None) -> dict:
     pos = {it: k for k, it in enumerate(its)}
     ev_m = []
     for e in mycroft.straggler_events(ends, pm, now=None if tel.finished is not None else now):
-        k = pos.get(e["it"])
-        late = [] if k is None else [int(ranks[j]) for j in mycroft.late_ranks(comp, k, pm)]
-        ev_m.append({"it": e["it"], "t": e["t"], "score": e["score"], "ranks": late})
+        # the root cause runs on the trigger's run and, while the run lasts, on each further slow
+        # iteration (its last straggler_persist iterations) until it names a rank late in all of them
+        it, late = e["it"], []
+        for g in range(e["it"], e["last"] + 1):
+            k = pos.get(g)
+            late = [] if k is None else [int(ranks[j]) for j in mycroft.run_late_ranks(comp, k, pm)]
+            it = g
+            if late:
+                break
+        k = pos.get(it)
+        start = it if k is None else int(its[max(0, k - pm.straggler_persist + 1)])
+        ev_m.append({"it": it, "start_it": start, "trigger_it": e["it"], "t": e["t"],
+                     "score": e["score"], "ranks": late})
     return {"c4d": ev_c, "mycroft": ev_m}
 
 
@@ -356,6 +374,38 @@ def _band(vals) -> dict:
 # ---- the study ----------------------------------------------------------------------------------------
 #: An alarm this many iterations after an iteration of CV >= FORCED_CV is "forced" (false_alarms note).
 FORCED_ROWS, FORCED_CV = 3, 1.0
+#: An alarm naming a worker at least this many times the iteration's median worker in every
+#: iteration of the run that raised it is "forced" too: a worker twice as slow as its peers in
+#: consecutive iterations is in the reconstructed data (the 2x of Mycroft's straggler trigger,
+#: throughput halved, applied to the worker's own time; :func:`forced_by`).
+FORCED_SLOW = 2.0
+#: The unforced count is also reported at these values of FORCED_SLOW (how the split moves with it).
+FORCED_SLOW_BAND = (1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def forced_by(x: np.ndarray, cv: np.ndarray, it: int, start_it: int, ranks) -> str | None:
+    """Why an alarm on a reconstructed healthy job is forced by the data, from the data only
+    (``x``: the reconstructed worker times, ``cv``: the job's CV per iteration): ``"cv"`` when an
+    iteration of CV >= :data:`FORCED_CV` lies within :data:`FORCED_ROWS` before ``it`` (some worker
+    is then at >= 2x the mean whatever the reconstruction); ``"slow worker"`` when one of the named
+    ``ranks`` is at >= :data:`FORCED_SLOW` x the iteration's median worker in every iteration
+    ``start_it .. it`` of the run that raised the alarm; None: the alarm is unforced."""
+    if (cv[max(0, it - FORCED_ROWS):it + 1] >= FORCED_CV).any():
+        return "cv"
+    if slow_ratio(x, it, start_it, ranks) >= FORCED_SLOW:
+        return "slow worker"
+    return None
+
+
+def slow_ratio(x: np.ndarray, it: int, start_it: int, ranks) -> float:
+    """How slow the slowest named rank stays over the run ``start_it .. it`` of ``x``: the largest,
+    over ``ranks``, of the smallest ratio to the iteration's median worker along the run (0 when
+    no rank is named)."""
+    rows = x[start_it:it + 1]
+    if not len(ranks) or not rows.size:
+        return 0.0
+    rel = rows / np.median(rows, axis=1, keepdims=True)
+    return float(rel[:, list(ranks)].min(axis=0).max())
 
 M_GRID = (3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 R_GRID = (1, 2, 3, 5)
@@ -390,8 +440,8 @@ def _job_report(job: PaiJob, ev: dict, ref: dict) -> dict:
 def run_pai_study(data_dir=None, quick: bool = False, out_dir=None, compute_s: float = 0.5, seed: int = 0) -> dict:
     """Everything of the module docstring as a JSON-serialisable dict; a PNG in ``out_dir`` if given.
 
-    ``quick``: the transport replay of job 1 only, healthy jobs with the normal generator and the
-    default parameters; otherwise every job on the transport, both generators, the sweeps over
+    ``quick``: the transport replay of job 1 only, healthy jobs (both generators) at the default
+    parameters; otherwise every job on the transport, the sweeps over
     (m, persistence, window) and the injected slow-downs. ``seed`` seeds the healthy-job
     reconstruction (job ``k`` uses ``1000 * seed + k``).
     """
@@ -475,7 +525,7 @@ def run_pai_study(data_dir=None, quick: bool = False, out_dir=None, compute_s: f
     res["detection_delay_rows_default"] = {d: {"values": v, **_band(v)} for d, v in dl.items()}
     # healthy variation
     cvs = load_cv(data_dir)
-    gens = ("normal",) if quick else ("normal", "lognormal")
+    gens = ("normal", "lognormal")
     fa: dict = {}
     for gen in gens:
         n_it = 0
@@ -484,7 +534,10 @@ def run_pai_study(data_dir=None, quick: bool = False, out_dir=None, compute_s: f
         jobs_alarmed = {"c4d": [], "mycroft": []}
         clipped = triggers = 0
         forced = {"c4d": 0, "mycroft": 0}
-        sweep = {"c4d": {}, "mycroft_triggers": {}, "mycroft": {}}
+        why = {"c4d": {"cv": 0, "slow worker": 0}, "mycroft": {"cv": 0, "slow worker": 0}}
+        ratios = {"c4d": [], "mycroft": []}  # slow_ratio of every alarm not forced by the CV
+        unforced_pages = {"c4d": [], "mycroft": []}
+        sweep = {"c4d": {}, "mycroft_triggers": {}, "mycroft": {}, "mycroft_unforced": {}}
         for k, (name, cv) in enumerate(sorted(cvs.items())):
             x, cl = healthy_times(cv, 10, gen, seed=1000 * seed + k)
             clipped += cl
@@ -496,8 +549,16 @@ def run_pai_study(data_dir=None, quick: bool = False, out_dir=None, compute_s: f
             for d in ("c4d", "mycroft"):
                 pages = [e for e in ev[d] if d == "c4d" or e["ranks"]]
                 alarms[d] += len(pages)
-                forced[d] += sum(bool((cv[max(0, e["it"] - FORCED_ROWS):e["it"] + 1] >= FORCED_CV).any())
-                                 for e in pages)
+                for e in pages:
+                    rk = [e["rank"]] if d == "c4d" else e["ranks"]
+                    f = forced_by(x, cv, e["it"], e["start_it"], rk)
+                    if f != "cv":
+                        ratios[d].append(slow_ratio(x, e["it"], e["start_it"], rk))
+                    if f is None:
+                        unforced_pages[d].append({"job": name, "it": e["it"], "start_it": e["start_it"], "ranks": rk})
+                    else:
+                        forced[d] += 1
+                        why[d][f] += 1
                 if pages:
                     jobs_alarmed[d].append(name)
             if not quick:
@@ -512,16 +573,25 @@ def run_pai_study(data_dir=None, quick: bool = False, out_dir=None, compute_s: f
                 for m in M_GRID:
                     e2 = detect(tel, pc, mycroft.MycroftParams(straggler_m=m))
                     key = f"{m}/{pm.straggler_persist}/{pm.straggler_window}"
-                    sweep["mycroft"][key] = sweep["mycroft"].get(key, 0) + sum(1 for e in e2["mycroft"] if e["ranks"])
+                    pages = [e for e in e2["mycroft"] if e["ranks"]]
+                    sweep["mycroft"][key] = sweep["mycroft"].get(key, 0) + len(pages)
+                    sweep["mycroft_unforced"][key] = sweep["mycroft_unforced"].get(key, 0) + sum(
+                        forced_by(x, cv, e["it"], e["start_it"], e["ranks"]) is None for e in pages)
         g = {"jobs": len(cvs), "iterations": n_it, "job_hours": hours, "clipped_values": clipped,
              "alarms": alarms, "jobs_alarmed": jobs_alarmed, "mycroft_triggers": triggers,
              "note": "an alarm pages: C4D's slow-rank verdict, or a Mycroft trigger whose root cause names a rank "
                      "(mycroft_triggers counts every throughput trigger, culprit or not)",
-             "forced_alarms": forced,
-             "forced_note": f"alarms within {FORCED_ROWS} iterations after an iteration with CV >= {FORCED_CV}: among "
-                            "10 non-negative times with mean 1 and CV c, sum (x-1)^2 <= max(x) * sum(x) - n, so "
-                            "some worker is at >= (1 + c^2) x the mean (>= 2x at CV 1): a slow worker is in the "
-                            "data whatever the reconstruction",
+             "forced_alarms": forced, "forced_by": why,
+             "unforced_alarms": {d: alarms[d] - forced[d] for d in alarms}, "unforced_pages": unforced_pages,
+             "slow_worker_ratios": ratios,
+             "unforced_by_forced_slow": {d: {str(k): sum(1 for r in ratios[d] if r < k) for k in FORCED_SLOW_BAND}
+                                         for d in ratios},
+             "forced_note": f"forced by 'cv': alarms within {FORCED_ROWS} iterations after an iteration with CV >= "
+                            f"{FORCED_CV}: among 10 non-negative times with mean 1 and CV c, sum (x-1)^2 <= max(x) * "
+                            "sum(x) - n, so some worker is at >= (1 + c^2) x the mean (>= 2x at CV 1): a slow worker "
+                            "is in the data whatever the reconstruction; by 'slow worker': a named worker is at >= "
+                            f"{FORCED_SLOW} x the iteration's median worker in every iteration of the run that "
+                            "raised the alarm (read from the reconstructed times, never by a detector)",
              "per_1000_iterations": {d: 1000.0 * a / n_it for d, a in alarms.items()},
              "unforced_per_1000_iterations": {d: 1000.0 * (alarms[d] - forced[d]) / n_it for d in alarms},
              "per_job_hour": {d: a / hours for d, a in alarms.items()}}
@@ -693,12 +763,27 @@ def bench_pai(out_dir, quick: bool, seed: int = 0, data_dir=None) -> dict:
     rows = []
     for gen, g in res["false_alarms"].items():
         for d in ("c4d", "mycroft"):
-            rows.append([gen, d, f"{g['per_1000_iterations'][d]:.3f}", f"{g['unforced_per_1000_iterations'][d]:.3f}",
-                         f"{g['per_job_hour'][d]:.2f}"])
-    print_table("healthy variation (100 jobs): alarms", ["reconstruction", "detector",
-                                                         "alarms (per 1,000 iterations)",
-                                                         "unforced alarms (per 1,000 iterations)",
-                                                         "alarms (per job-hour)"], rows)
+            rows.append([gen, d, g["alarms"][d], g["forced_by"][d]["cv"], g["forced_by"][d]["slow worker"],
+                         g["unforced_alarms"][d], f"{g['per_1000_iterations'][d]:.3f}",
+                         f"{g['unforced_per_1000_iterations'][d]:.3f}", f"{g['per_job_hour'][d]:.2f}"])
+    print_table("healthy variation (100 jobs): alarms, forced by the data or not", [
+        "reconstruction", "detector", "alarms (#)", "forced: CV >= 1 (#)", "forced: slow worker (#)",
+        "unforced (#)", "alarms (per 1,000 iterations)", "unforced alarms (per 1,000 iterations)",
+        "alarms (per job-hour)"], rows)
+    print(f"forced: within {FORCED_ROWS} iterations of an iteration with CV >= {FORCED_CV} (some worker at >= 2x the "
+          f"mean), or a named worker at >= {FORCED_SLOW:g}x the iteration's median worker in every iteration of the "
+          "run that raised the alarm (both read from the reconstructed times)")
+    for gen, g in res["false_alarms"].items():
+        band = "; ".join(f"{d} " + ", ".join(f"{k}x {n}" for k, n in g["unforced_by_forced_slow"][d].items())
+                         for d in ("c4d", "mycroft"))
+        print(f"sensitive to the slow-worker multiple ({gen}): unforced alarms at {band}")
+        sw = g.get("sweep_per_1000_iterations")
+        if sw:
+            print(f"Mycroft pages per 1,000 iterations over straggler_m ({gen}), all / unforced: " + ", ".join(
+                f"m {k.split('/')[0]} {v:.3f} / {sw['mycroft_unforced'][k]:.3f}" for k, v in sw["mycroft"].items()))
+        for d, pages in g["unforced_pages"].items():
+            for e in pages:
+                print(f"unforced page: {gen} {d} {e['job']} iterations {e['start_it']}-{e['it']} ranks {e['ranks']}")
     miss = [(j, w, x) for j, r in res["jobs"].items() for w, x in r.get("why_missed", {}).items()]
     if miss:
         print_table("departing workers not flagged: what the slow-rank rule compared (relative to the iteration's "
@@ -725,4 +810,4 @@ def bench_pai(out_dir, quick: bool, seed: int = 0, data_dir=None) -> dict:
     return res
 
 
-__all__ += ["bench_pai", "summary_rows", "injected_delays", "why_missed"]
+__all__ += ["bench_pai", "summary_rows", "injected_delays", "why_missed", "forced_by", "slow_ratio"]
