@@ -69,6 +69,7 @@ boards-ice40: setup ## the designs that register an iCE40 configuration on the i
 
 bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in build/bench/
 	$(BIN)/hwcosim bench -o build/bench
+	$(BIN)/hwcosim graph bench --out-of-core-only --out-of-core-scales 22,23,24 -o build/bench
 	$(BIN)/hwcosim study accuracy -o build/bench/study
 	$(BIN)/hwcosim study seernet -o build/bench/study
 	$(BIN)/hwcosim study seernet-timing -o build/bench/study/seernet_timing

@@ -41,6 +41,7 @@ _LAZY = {
     "load_compiled": ("hwcosim.cosim.compile", "load_compiled"),
     "CompiledModel": ("hwcosim.cosim.compile", "CompiledModel"),
     "papers": ("hwcosim.cosim.papers", "papers"),
+    "pagerank_out_of_core": ("hwcosim.models.systems.graph.outofcore", "pagerank_rmat_out_of_core"),
     "UsageError": ("hwcosim.models.errors", "UsageError"),
     "CheckFailed": ("hwcosim.models.errors", "CheckFailed"),
 }

@@ -5,9 +5,13 @@
   one algorithm, a table, JSON.
 - ``hwcosim graph partition [--graph ...] [-k K]``: replication factor and balance of the three
   partitioners, JSON + PNG.
-- ``hwcosim graph bench [--quick] [--gram-only]``: edges/s/core of the engine vs scipy SpMV and igraph, and
-  the GraM scale-out on 1, 2, 4 Dask worker processes (strong and weak scaling, bytes per superstep
-  vs the cut), JSON + PNG.
+- ``hwcosim graph bench [--quick] [--gram-only] [--out-of-core-scales 22,23,24] [--out-of-core-only]``:
+  edges/s/core of the engine vs scipy SpMV and igraph, and the GraM scale-out on 1, 2, 4 Dask worker
+  processes (strong and weak scaling, bytes per superstep vs the cut), JSON + PNG; with
+  ``--out-of-core-scales``, PageRank out of core at those R-MAT scales against the in-memory engine.
+- ``hwcosim graph outofcore [--scale S] [--edge-factor E] [--seed N] [--store DIR] [--blocks B]
+  [--iterations I] [--evict]``: PageRank with the graph on disk as memory-mapped CSR blocks
+  (:mod:`hwcosim.models.systems.graph.outofcore`), JSON + ranks.
 - ``hwcosim graph compiled-bench [--quick] [--scales 18,19,20] [--threads N] [--repeats R]``: the
   compiled executor vs scipy, GraphBLAS and igraph, strong scaling
   (:mod:`hwcosim.models.systems.graph.bench_compiled`).
@@ -110,6 +114,20 @@ def _cmd_compiled_bench(args) -> int:
     return 0
 
 
+def _cmd_outofcore(args) -> int:
+    from hwcosim.models.systems.graph.bench import outofcore_report
+    from hwcosim.models.systems.graph.outofcore import pagerank_rmat_out_of_core
+
+    def go(out):
+        r, info = pagerank_rmat_out_of_core(args.scale, args.edge_factor, args.seed, store=args.store,
+                                            blocks=args.blocks, iterations=args.iterations, evict=args.evict)
+        return outofcore_report(out, r, info, args.scale, args.edge_factor, args.seed)
+
+    path = staged(go, _out_dir(args.output))
+    print(f"wrote {_out_dir(args.output) / path.name}")
+    return 0
+
+
 def _study(fn):
     def cmd(args) -> int:
         staged(fn, _out_dir(args.output), args.quick)
@@ -136,7 +154,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("graph", help="partitioned graph engine (GraM/PowerLyra) and GNN rewrites",
                               description="Partitioned graph engine, GraM algorithms, TuX2 (MEGA/SSP) ML algorithms "
                                           "and GNN algebraic rewrites.")
-    sub = p.add_subparsers(dest="graph_cmd", metavar="{run,partition,bench,compiled-bench,gnn,tux2,tux2-bench}")
+    sub = p.add_subparsers(dest="graph_cmd",
+                           metavar="{run,partition,bench,outofcore,compiled-bench,gnn,tux2,tux2-bench}")
     sub.required = True
     s = sub.add_parser("run", help="run pagerank|bfs|cc|sssp on a graph",
                        description="Run one algorithm; JSON + table.")
@@ -190,8 +209,27 @@ def register(subparsers) -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_compiled_bench)
     hlp = "edges/s/core: engine vs scipy SpMV vs igraph; GraM scale-out on 1, 2, 4 Dask worker processes"
     s = sub.add_parser("bench", help=hlp, description=hlp + "; writes JSON + PNG.")
-    add_options(s, [_QUICK, ("--gram-only", "only the GraM scale-out study (graph_gram_dask.json)", True), _OUT])
+    add_options(s, [_QUICK, ("--gram-only", "only the GraM scale-out study (graph_gram_dask.json)", True),
+                    ("--out-of-core-scales", "also PageRank out of core (graph_outofcore.json) at these "
+                     "comma-separated R-MAT scales, 8..26, against the in-memory engine at the smallest "
+                     "(--quick: scale 12 only)"),
+                    ("--out-of-core-only", "only the out-of-core study (default scales 22,23,24)", True), _OUT])
     s.set_defaults(func=_cmd_bench)
+    hlp = "PageRank out of core: an R-MAT graph on disk as memory-mapped CSR blocks, streamed one block at a time"
+    s = sub.add_parser("outofcore", help=hlp, description=hlp + " (int32 ids, a JSON header with CRC-32s); "
+                       "writes JSON + the ranks (.npy).")
+    add_options(s, [
+        ("--scale", "R-MAT scale: 2**scale vertices (default 14)", dict(type=int, default=14)),
+        ("--edge-factor", "R-MAT edges per vertex (default 16)", dict(type=int, default=16)),
+        ("--seed", "seed (default 0)", dict(type=int, default=0)),
+        ("--store", "folder of the on-disk graph: reused if it holds one, else built there and kept (default a "
+         "temporary folder, deleted)", dict(metavar="DIR")),
+        ("--blocks", "CSR blocks (default one per 128 MiB of source ids)", dict(type=int, default=None)),
+        ("--iterations", "exactly this many iterations (default: to convergence, tol 1e-10)",
+         dict(type=int, default=None)),
+        ("--evict", "drop every block from the page cache after use (each iteration reads the device)", True),
+        _OUT])
+    s.set_defaults(func=_cmd_outofcore)
     for name, fn, hlp in (("gnn", "bench_gnn_rewrite", "GNN rewriter: speedup and peak memory vs untransformed"),
                           ("tux2-bench", "bench_tux2", "TuX2: SSP s=1,2,4 vs BSP for MF, LR, LDA on worker processes "
                            "(measured) and the worker model (simulated); code lines"),
@@ -211,10 +249,15 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_bench(args) -> int:
+    ooc = tuple(int(x) for x in args.out_of_core_scales.split(",")) if args.out_of_core_scales else None
+
     def both(out, quick):
-        if not args.gram_only:
-            lazy(f"{_BENCH}:bench_graph_engine")(out, quick)
-        lazy(f"{_BENCH}:bench_gram_dask")(out, quick)
+        if not args.out_of_core_only:
+            if not args.gram_only:
+                lazy(f"{_BENCH}:bench_graph_engine")(out, quick)
+            lazy(f"{_BENCH}:bench_gram_dask")(out, quick)
+        if ooc or args.out_of_core_only:
+            lazy(f"{_BENCH}:bench_graph_outofcore")(out, quick, scales=ooc)
 
     staged(both, _out_dir(args.output), args.quick)
     return 0

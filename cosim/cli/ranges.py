@@ -138,6 +138,10 @@ RANGES: dict[str, Range] = {
     "graph compiled-bench repeats": Range(1, 100),
     "study seernet-timing repeats": Range(1, 100),
     "graph tux2-procs repeats": Range(1, 1000),
+    "graph outofcore scale": Range(1, 26, note="R-MAT scale out of core: 2**26 vertices hold 2.7 GB of vectors in "
+                                               "memory (over the default budget) and 1 G edges on disk"),
+    "graph outofcore blocks": Range(1, 65_536, note="and at most the vertex count"),
+    "graph outofcore iterations": Range(1, 10_000),
 }
 
 #: "COMMAND PATH dest" -> (item type, Range) of the options that take a comma-separated list of numbers
@@ -147,6 +151,7 @@ LISTS: dict[str, tuple[type, Range]] = {
     "study oneshot sparsities": (float, Range(0.0, 1.0, lo_open=True, hi_open=True)),
     "study seernet bits": (int, Range(1, 8, note="a list 1,2,4 or a span 1-8")),
     "graph compiled-bench scales": (int, Range(8, 24, note="R-MAT scales")),
+    "graph bench out_of_core_scales": (int, Range(8, 26, note="R-MAT scales out of core (disk: 5 GB at scale 24)")),
     "cosim melo flows": (int, Range(0, 10**6, note="flow indices")),
     "prune block": (int, Range(1, 65536, note="a block width N or a tile RxC")),
     "prune region": (int, Range(1, 65536, note="a region RxC")),

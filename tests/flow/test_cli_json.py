@@ -124,6 +124,7 @@ CASES: dict[str, tuple[list[str], bool]] = {
     "graph tux2": (["--algo", "mf", "--epochs", "1", "--workers", "2", "--executor", "simulated"], False),
     "graph compiled-bench": (["--scales", "8", "--threads", "1", "--repeats", "1"], False),
     "graph bench": (["--quick"], False),
+    "graph outofcore": (["--scale", "8", "--blocks", "2", "--iterations", "3"], True),
     "graph gnn": (["--quick"], False),
     "graph tux2-bench": (["--quick"], False),
     "graph tux2-gas": (["--quick"], False),

@@ -21,8 +21,9 @@ from hwcosim.models.benchio import g4, print_table
 from hwcosim.models.benchio import write_json as _write_json
 from hwcosim.models.errors import UsageError
 
-__all__ = ["bench_graph_engine", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs", "bench_gram_dask", "load_graph",
-           "bench_tux2_gas", "run_report", "partition_report", "tux2_report", "run_tux2"]
+__all__ = ["bench_graph_engine", "bench_graph_outofcore", "bench_gnn_rewrite", "bench_tux2", "bench_tux2_procs",
+           "bench_gram_dask", "load_graph", "bench_tux2_gas", "run_report", "partition_report", "tux2_report",
+           "run_tux2", "outofcore_report"]
 
 
 def _bar_png(path: Path, labels, groups: dict, ylabel: str, title: str, log: bool = False) -> Path:
@@ -1007,3 +1008,213 @@ def bench_tux2_gas(out_dir: Path, quick: bool, seed: int = 0, job: int = 1, work
             print(f"sensitive to: straggler job (PAI {jobs}), staleness {res['staleness']}, batch size ({bss} "
                   f"batches): TuX2 vs GAS {b[0]:.2f}x .. {b[1]:.2f}x; SSP vs BSP {sb[0]:.2f}x .. {sb[1]:.2f}x")
     return res
+
+
+# ---- out of core: R-MAT scales beyond memory, CSR blocks on disk ----------------------------------------
+OOC_SCALES = (22, 23, 24)
+OOC_QUICK_SCALES = (12,)
+_OOC_MEM_FRACTION = 0.7  # the in-memory baseline only if graph_bytes fits this share of the free memory
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _ooc_child_inmem(scale: int, edge_factor: int, seed: int, iterations: int, ranks: str) -> dict:
+    """In a fresh process: R-MAT in memory, the compiled executor's PageRank (1 and every thread)."""
+    from hwcosim.models.systems.graph.algorithms import PageRank
+    from hwcosim.models.systems.graph.compiled import CompiledExecutor
+    from hwcosim.models.systems.graph.engine import Engine
+    from hwcosim.models.systems.graph.graph import RMATParams, rmat
+    from hwcosim.models.systems.graph.partition import partition
+
+    rss0 = _peak_rss()
+    t0 = time.perf_counter()
+    g = rmat(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed))
+    gen = time.perf_counter() - t0
+    P = partition(g, 4, "edge-cut")
+    out = {"scale": scale, "n": g.n, "m": g.m, "generate_s": gen, "runs": {}}
+    for t in sorted({1, os.cpu_count() or 1}):
+        Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=1))  # plan + numba cache
+        r = Engine(g, P, executor=CompiledExecutor(t)).run(PageRank(tol=1e-300, max_steps=iterations))
+        out["runs"][f"compiled ({t} thread{'s' if t > 1 else ''})"] = {
+            "threads": t, "seconds": r.seconds, "setup_s": r.setup_seconds, "steps": r.steps,
+            "edges_per_s": r.edges_per_second, "edges_per_s_per_core": r.edges_per_second / t}
+    np.save(ranks, r.state)
+    out["peak_rss_bytes"] = _peak_rss()
+    out["start_rss_bytes"] = rss0
+    return out
+
+
+def _ooc_child_build(scale: int, edge_factor: int, seed: int, work: str, blocks) -> dict:
+    from hwcosim.models.systems.graph.graph import RMATParams
+    from hwcosim.models.systems.graph.outofcore import build_rmat_store
+
+    rss0 = _peak_rss()
+    r = build_rmat_store(RMATParams(scale=scale, edge_factor=edge_factor, seed=seed), work, blocks)
+    r.update(peak_rss_bytes=_peak_rss(), start_rss_bytes=rss0)
+    return r
+
+
+def _ooc_child_run(store: str, iterations: int, evict: bool, ranks: str | None) -> dict:
+    from hwcosim.models.systems.graph.outofcore import BlockStore, pagerank_out_of_core
+
+    rss0 = _peak_rss()
+    t0 = time.perf_counter()
+    st = BlockStore(store)  # sizes and CRC-32 of every file checked
+    verify = time.perf_counter() - t0
+    r = pagerank_out_of_core(st, iterations=iterations, evict=evict)
+    if ranks:
+        np.save(ranks, r.state)
+    return {"verify_s": verify, "seconds": r.seconds, "steps": r.steps, "edges_per_s": r.edges_per_second,
+            "bytes_per_iteration": r.bytes_per_iteration, "blocks": r.blocks,
+            "device_bytes_per_iteration": r.device_bytes_read / r.steps if r.device_bytes_read >= 0 else None,
+            "max_block_edges": st.max_block_edges(), "peak_rss_bytes": _peak_rss(), "start_rss_bytes": rss0}
+
+
+def _in_child(fn, *args):
+    """``fn(*args)`` in a fresh (spawned) process, so its peak RSS is its own."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(fn, args)
+
+
+def bench_graph_outofcore(out_dir: Path, quick: bool, scales: tuple | None = None, seed: int = 0,
+                          iterations: int = 10, edge_factor: int = 16, blocks: int | None = None,
+                          work_dir: str | os.PathLike | None = None) -> dict:
+    """PageRank out of core (:mod:`~models.systems.graph.outofcore`) at R-MAT ``scales`` (default 22, 23,
+    24; ``quick``: scale 12 whatever ``scales`` says) against the compiled in-memory engine at the
+    smallest scale. Every stage runs in its own spawned process (its peak RSS is its own): the
+    in-memory run, the build (edge stream + external block build), PageRank reading the blocks from
+    the device (each block evicted from the page cache after use) and from the page cache. The
+    on-disk files go under ``work_dir`` (default the system temporary folder) and are deleted.
+    Writes ``graph_outofcore.json`` + ``.png``; the JSON is rewritten after every scale.
+    """
+    import shutil
+    import tempfile
+
+    from hwcosim.models.systems.graph.graph import graph_bytes
+    from hwcosim.models.systems.graph.outofcore import check_ooc_budget
+
+    scales = OOC_QUICK_SCALES if quick else tuple(sorted(scales or OOC_SCALES))
+    for sc in scales:
+        if not 1 <= sc <= 30:
+            raise UsageError(f"out-of-core scale must be in [1, 30], not {sc}")
+        check_ooc_budget(1 << sc, (edge_factor << sc) // max(1, blocks or 8), f"R-MAT scale {sc}")
+    out = Path(out_dir)
+    work = Path(tempfile.mkdtemp(prefix="hwcosim-ooc-", dir=work_dir))
+    res = {"iterations": iterations, "edge_factor": edge_factor, "seed": seed, "cores_on_host": os.cpu_count(),
+           "work_dir": str(work.parent), "in_memory": None, "scales": [],
+           "note": ("out-of-core PageRank runs one thread (numba pull kernel per block); 'device' evicts every block "
+                    "from the page cache after use, so each iteration reads the blocks from storage; 'page cache' "
+                    "reads them from memory the kernel does not count as its own; peak RSS is per process "
+                    "(ru_maxrss), including Python and numpy (start_rss_bytes)")}
+    try:
+        import psutil
+
+        free = psutil.virtual_memory().available
+    except ImportError:  # pragma: no cover
+        free = 1 << 62
+    base = scales[0]
+    load0 = os.getloadavg()[0]
+    try:
+        need = graph_bytes(1 << base, edge_factor << base)
+        if need <= _OOC_MEM_FRACTION * free:
+            res["in_memory"] = _in_child(_ooc_child_inmem, base, edge_factor, seed, iterations, str(work / "mem.npy"))
+        else:
+            res["in_memory"] = {"scale": base, "skipped": f"estimated {need / 2**30:.1f} GiB, over "
+                                f"{_OOC_MEM_FRACTION:.0%} of the {free / 2**30:.1f} GiB free"}
+        for sc in scales:
+            store = work / f"s{sc}"
+            b = _in_child(_ooc_child_build, sc, edge_factor, seed, str(store), blocks)
+            pt = {"scale": sc, "n": 1 << sc, "m": edge_factor << sc, "build": b}
+            ranks = str(work / "ooc.npy") if sc == base and "runs" in (res["in_memory"] or {}) else None
+            pt["device"] = _in_child(_ooc_child_run, b["blocks_dir"], iterations, True, ranks)
+            pt["page_cache"] = _in_child(_ooc_child_run, b["blocks_dir"], iterations, False, None)
+            if ranks:
+                pt["max_abs_diff_vs_in_memory"] = float(np.abs(np.load(ranks) - np.load(work / "mem.npy")).max())
+            shutil.rmtree(store)
+            res["scales"].append(pt)
+            _write_json(out / "graph_outofcore.json", res)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res["host_load_avg_1m"] = [load0, os.getloadavg()[0]]
+    _write_json(out / "graph_outofcore.json", res)
+    _ooc_png(out / "graph_outofcore.png", res)
+    _ooc_tables(res)
+    return res
+
+
+def _ooc_rows(res: dict) -> list:
+    rows = []
+    mem = res["in_memory"] or {}
+    for name, r in mem.get("runs", {}).items():
+        rows.append([f"in memory, {name}", mem["scale"], mem["m"] / 1e6, r["edges_per_s"] / 1e6,
+                     mem["peak_rss_bytes"] / 2**30, 0.0, mem["generate_s"] + r["setup_s"]])
+    for pt in res["scales"]:
+        for mode in ("device", "page_cache"):
+            r = pt[mode]
+            rows.append([f"out of core, {mode.replace('_', ' ')}", pt["scale"], pt["m"] / 1e6, r["edges_per_s"] / 1e6,
+                         r["peak_rss_bytes"] / 2**30, r["bytes_per_iteration"] / 2**20,
+                         pt["build"]["generate_s"] + pt["build"]["build_s"]])
+    return rows
+
+
+def _ooc_tables(res: dict) -> None:
+    _table(f"PageRank out of core vs in memory, R-MAT edge factor {res['edge_factor']}, {res['iterations']} iterations",
+           ["run", "scale", "M edges", "M edges/s", "peak RSS (GiB)", "disk MiB/iteration", "build s"],
+           _ooc_rows(res))
+    _table("Out-of-core build and device reads",
+           ["scale", "blocks (count)", "generate s", "block build s", "edge file MiB", "block MiB",
+            "build peak RSS (GiB)", "device MiB/iteration"],
+           [[pt["scale"], pt["device"]["blocks"], pt["build"]["generate_s"], pt["build"]["build_s"],
+             pt["build"]["edge_bytes"] / 2**20, pt["build"]["block_bytes"] / 2**20,
+             pt["build"]["peak_rss_bytes"] / 2**30,
+             (pt["device"]["device_bytes_per_iteration"] or 0) / 2**20] for pt in res["scales"]])
+    mem = res["in_memory"] or {}
+    if "skipped" in mem:
+        print(f"  in-memory baseline at scale {mem['scale']} skipped: {mem['skipped']}")
+    print(f"  {res['note']}")
+
+
+def _ooc_png(path: Path, res: dict) -> Path:
+    from hwcosim.models.atomic import save_png
+    from hwcosim.models.benchio import pyplot
+
+    plt = pyplot()
+    rows = _ooc_rows(res)
+    labels = [f"{r[0].replace('out of core, ', 'ooc ').replace('in memory, ', 'mem ')}\ns{r[1]}" for r in rows]
+    fig, axs = plt.subplots(1, 3, figsize=(12, 4))
+    for ax, col, yl in zip(axs, (3, 4, 5), ("M edges / s", "peak RSS (GiB)", "disk MiB / iteration")):
+        ax.bar(range(len(rows)), [r[col] for r in rows])
+        ax.set_xticks(range(len(rows)), labels, fontsize=6, rotation=60)
+        ax.set_ylabel(yl)
+    fig.suptitle(f"PageRank out of core (CSR blocks on disk) vs in memory, {res['iterations']} iterations")
+    fig.tight_layout()
+    save_png(fig, path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def outofcore_report(out: Path, r, info: dict, scale: int, edge_factor: int, seed: int) -> Path:
+    """``pagerank_outofcore_rmat-s<scale>.json`` (counters, the 10 highest ranks) and ``.npy`` (every rank,
+    by vertex id) of one out-of-core run (``hwcosim graph outofcore``), and its table; returns the JSON."""
+    stem = f"pagerank_outofcore_rmat-s{scale}-e{edge_factor}"
+    np.save(out / f"{stem}.npy", r.state)
+    top = np.argsort(-r.state, kind="stable")[:10]
+    path = _write_json(out / f"{stem}.json", {
+        "algorithm": "pagerank", "graph": {"rmat_scale": scale, "edge_factor": edge_factor, "seed": seed,
+                                           "n": info["n"], "m": info["m"]},
+        "steps": r.steps, "seconds": r.seconds, "edges_per_s": r.edges_per_second, "blocks": r.blocks,
+        "bytes_per_iteration": r.bytes_per_iteration, "device_bytes_read": r.device_bytes_read,
+        "peak_rss_bytes": _peak_rss(), "store": info, "ranks_file": f"{stem}.npy",
+        "top": {int(v): float(r.state[v]) for v in top}})
+    _table(f"PageRank out of core, R-MAT scale {scale} (edge factor {edge_factor})",
+           ["n (vertices)", "m (edges)", "blocks (count)", "steps", "s", "M edges/s", "disk MiB/iteration",
+            "peak RSS (GiB)", "sum (rank)"],
+           [[info["n"], info["m"], r.blocks, r.steps, r.seconds, r.edges_per_second / 1e6,
+             r.bytes_per_iteration / 2**20, _peak_rss() / 2**30, float(r.state.sum())]])
+    return path
