@@ -86,8 +86,8 @@ bench: setup ## benchmarks and paper-reproduction studies (slow): JSON + PNG in 
 	$(BIN)/hwcosim cluster trace -o build/bench/cluster
 	$(BIN)/pytest -q -m slow -n $(JOBS)
 
-formal: setup ## bounded model checking + k-induction of every registered design (FULL=1: larger shapes)
-	$(BIN)/hwcosim formal $(if $(FULL),--full,)
+formal: setup ## bounded model checking + k-induction of every design (FULL=1: larger shapes); records the fast set's verdicts in docs/formal/results.json
+	$(BIN)/hwcosim formal --record --jobs $(shell nproc 2>/dev/null || echo 2) $(if $(FULL),--full,)
 
 fuzz: setup ## coverage-guided fuzzing (atheris) of every reader of user files, FUZZ_SECONDS each run
 	$(BIN)/hwcosim fuzz --seconds $(FUZZ_SECONDS)

@@ -157,7 +157,8 @@ def cmd_bench(args) -> int:
 def cmd_formal(args) -> int:
     from hwcosim.cosim.flow import formal
 
-    found = formal.run(args.design, args.check, full=args.full, list_only=args.list, out_dir=args.out)
+    found = formal.run(args.design, args.check, full=args.full, list_only=args.list, out_dir=args.out,
+                       jobs=args.jobs, record=args.record)
     if args.list:
         for c in found:
             print(f"{c.id:40s} {c.mode:6s} depth {c.depth:3d} expect {c.expect.upper():4s} {c.doc}")
@@ -274,6 +275,9 @@ def register_checks(sub) -> None:
         ("--design", "only this design (repeatable); default: all", dict(action="append")),
         ("--check", "only checks whose name contains this text", dict(action="append")),
         ("--full", "larger parameter sets and deeper bounds", True), ("--list", "list the checks and exit", True),
+        ("-j --jobs", "checks run side by side (default 1)", dict(type=int, default=1)),
+        ("--record", "merge the fast checks' verdicts and fingerprints into docs/formal/results.json (what make test "
+         "reads to skip a check whose harness, task and tools are unchanged)", True),
         ("-o --out", "work directory (default build/formal)", dict(default=None))],
             description="Bounded model checking and k-induction of the RTL blocks' properties (SymbiYosys + "
                         "boolector, from PyPI).")

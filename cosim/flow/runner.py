@@ -35,6 +35,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import numpy as np
 from hwcosim.models.errors import CheckFailed, UsageError
 
 __all__ = ["SimResult", "SimFailure", "SimulatorMissing", "run", "check", "simulator", "ensure_simulator",
-           "build_root", "to_verilog"]
+           "build_root", "to_verilog", "rtlil_to_verilog"]
 
 TIMESCALE = ("1ns", "1ps")
 VERILATOR_FLAGS = ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT",
@@ -121,16 +122,31 @@ def to_verilog(design, toplevel: str) -> str:
     ``<build root>/sim/verilog``, keyed by the RTLIL text and the tool versions: tests and sweeps
     that simulate one design many times elaborate it each time but run Yosys once.
     """
-    from amaranth.back import rtlil, verilog
+    from amaranth.back import rtlil
 
-    il_text = rtlil.convert(design, name=toplevel, emit_src=False)
+    return rtlil_to_verilog(rtlil.convert(design, name=toplevel, emit_src=False), toplevel,
+                            fallback=lambda: _convert_uncached(design, toplevel))
+
+
+def _convert_uncached(design, toplevel: str) -> str:
+    from amaranth.back import verilog
+
+    return verilog.convert(design, name=toplevel, emit_src=False)
+
+
+def rtlil_to_verilog(il_text: str, toplevel: str, fallback: Callable[[], str]) -> str:
+    """The Verilog of Amaranth's RTLIL text ``il_text`` (Yosys, as ``verilog.convert`` runs it), cached
+    under ``<build root>/sim/verilog`` by the text and the tool versions; ``fallback()`` converts
+    uncached on an Amaranth without the internal RTLIL step."""
+    from amaranth.back import verilog
+
     key = hashlib.sha256(json.dumps([il_text, _yosys_id()]).encode()).hexdigest()[:24]
     cached = build_root() / "sim" / "verilog" / f"{toplevel}-{key}.v"
     with contextlib.suppress(OSError):
         return cached.read_text()
     convert_text = getattr(verilog, "_convert_rtlil_text", None)  # Amaranth 0.5's internal step
     if convert_text is None:  # another Amaranth: convert as before, uncached
-        return verilog.convert(design, name=toplevel, emit_src=False)
+        return fallback()
     text = convert_text(il_text)
     with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
         from hwcosim.models.atomic import atomic_path
