@@ -337,10 +337,7 @@ class CompiledModel:
         expected and ideal counts). Raises :class:`hwcosim.CheckFailed` naming the first layer,
         input, row and word where the RTL differs from ``predict``.
         """
-        from hwcosim.cosim.designs.bbs.lstm import run_lstm
-        from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
-        from hwcosim.cosim.designs.fss.gemm import run_gemm
-        from hwcosim.cosim.flow.runner import SimFailure, build_root
+        from hwcosim.cosim.flow.runner import build_root
 
         _, words, _ = self._run(x, trace=True)
         if out is None:
@@ -350,45 +347,17 @@ class CompiledModel:
             root.mkdir(parents=True, exist_ok=True)
             out = tempfile.mkdtemp(prefix="run-", dir=root)
         out = Path(out)
-        layers = []
-        for st, (xin, want) in zip(self.stages, words):
-            tdir = out / f"{st.index:02d}-{_safe(st.layer.name)}"
-            where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
-            failure = None
-            if st.engine in ("bbs-spmxv", "fss-gemm"):
-                run = run_spmxv if st.engine == "bbs-spmxv" else run_gemm
-                res = run(st.params, st.values, st.indices, xin, test_dir=tdir, sim=sim, raise_on_fail=False)
-                f = tdir / "outputs.npz"
-                got = np.load(f)["rtl"] if f.exists() else None
-                if not res.passed:
-                    failure = f"the testbench failed (log {res.log})"
-                metrics = res.metrics
-            else:
-                try:
-                    res = run_lstm(st.params, st.lstm_w, xin, test_dir=tdir, sim=sim)
-                    metrics = res.metrics
-                except SimFailure:
-                    mf = tdir / "metrics.json"
-                    metrics = json.loads(mf.read_text()) if mf.exists() else {}
-                    failure = f"the testbench failed (log {tdir / 'sim.log'})"
-                got = np.asarray(metrics["h_rtl"], dtype=np.int64) if "h_rtl" in metrics else None
-            if got is None:
-                why = failure or f"see {tdir}"
-                raise CheckFailed(f"{where}: the RTL simulation produced no output words; {why}")
-            _compare(where, got, want, st.engine)   # the words first: a mismatch is the most useful message
-            if failure:
-                raise CheckFailed(f"{where}: every word equals predict but {failure}")
-            layers.append({"layer": st.index, "name": st.layer.name, "engine": st.engine, "words": int(want.size),
-                           "cycles": metrics.get("cycles"), "expected": metrics.get("expected"),
-                           "ideal": metrics.get("ideal"), "run_dir": str(tdir)})
+        layers = [simulate_stage(st, xin, want, out / f"{st.index:02d}-{_safe(st.layer.name)}", sim)
+                  for st, (xin, want) in zip(self.stages, words)]
         return {"ok": True, "layers": layers, "words": sum(d["words"] for d in layers)}
 
     # -- on a board ----------------------------------------------------------------------------
     def build(self, board: str = "ulx3s-85f", ooc: bool = True, out=None, **kw) -> list[dict]:
-        """Build every engine configuration of this model (:func:`hwcosim.cosim.compile_board.build_compiled`):
-        ``ooc=True``, nextpnr out of context on the board's part (the measured Fmax ``hwcosim run``
-        reads from ``build/pnr/<engine stem>/build.json``); ``ooc=False``, each configuration's board
-        top (UART bridge + engine) into a bitstream. ``dry_run=True`` returns the plan only."""
+        """Build this model's ONE combined board top (:func:`hwcosim.cosim.compile_board.build_compiled`: every
+        distinct engine configuration behind one UART bridge): ``ooc=True``, nextpnr out of context on the
+        board's part; ``ooc=False``, a bitstream. ``combined=False``: each engine configuration on its own
+        (OOC: the measured Fmax ``hwcosim run`` reads from ``build/pnr/<engine stem>/build.json``).
+        ``dry_run=True`` returns the plan only."""
         from hwcosim.cosim.compile_board import build_compiled
 
         return build_compiled(self.stages, engine_stem, board, ooc, out, **kw)
@@ -399,8 +368,9 @@ class CompiledModel:
         layer, on the words :meth:`predict` feeds that layer; compare every output word with ``predict``'s.
         ``port=None``: the same host session against each layer's board top RTL (cocotb, a bit-level UART
         model; run folders under ``out``). Raises :class:`hwcosim.CheckFailed` naming the first differing
-        layer, row and word (:func:`hwcosim.cosim.compile_board.board_session` runs one layer)."""
-        from hwcosim.cosim.compile_board import board_session
+        layer, row and word (:func:`hwcosim.cosim.compile_board.board_sessions`: every layer on the model's
+        one combined board top, in one session)."""
+        from hwcosim.cosim.compile_board import board_sessions
 
         _, words, _ = self._run(x, trace=True)
         if out is None and port is None:
@@ -412,10 +382,9 @@ class CompiledModel:
             root.mkdir(parents=True, exist_ok=True)
             out = tempfile.mkdtemp(prefix="run-", dir=root)
         layers = []
-        for st, (xin, want) in zip(self.stages, words):
+        runs = board_sessions(self.stages, [xin for xin, _ in words], port, baud=baud, out=out, sim=sim)
+        for st, (_, want), (got, cycles, failure, run_dir) in zip(self.stages, words, runs):
             where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
-            run_dir = None if port else Path(out) / f"{st.index:02d}-{_safe(st.layer.name)}"
-            got, cycles, failure = board_session(st, xin, port, baud=baud, run_dir=run_dir, sim=sim)
             if got is None:
                 raise CheckFailed(f"{where}: the board session produced no output words; {failure}")
             _compare(where, np.asarray(got, dtype=np.int64).reshape(want.shape), want, st.engine)
@@ -508,6 +477,45 @@ class CompiledModel:
         m._report = report
         m.folder = folder
         return m
+
+
+def simulate_stage(st: Stage, xin: np.ndarray, want: np.ndarray, tdir: Path, sim: str | None = None) -> dict:
+    """One engine layer's RTL (cocotb + Verilator, run folder ``tdir``) on its golden model's input words
+    ``xin``; every output word compared with ``want`` (:class:`hwcosim.CheckFailed` naming the first
+    differing row and word). Returns the layer's words compared, measured cycles and run folder."""
+    from hwcosim.cosim.designs.bbs.lstm import run_lstm
+    from hwcosim.cosim.designs.bbs.spmxv import run_spmxv
+    from hwcosim.cosim.designs.fss.gemm import run_gemm
+    from hwcosim.cosim.flow.runner import SimFailure
+
+    where = f"layer {st.index} ({st.layer.name!r}, {st.engine})"
+    failure = None
+    if st.engine in ("bbs-spmxv", "fss-gemm"):
+        run = run_spmxv if st.engine == "bbs-spmxv" else run_gemm
+        res = run(st.params, st.values, st.indices, xin, test_dir=tdir, sim=sim, raise_on_fail=False)
+        f = tdir / "outputs.npz"
+        got = np.load(f)["rtl"] if f.exists() else None
+        if not res.passed:
+            failure = f"the testbench failed (log {res.log})"
+        metrics = res.metrics
+    else:
+        try:
+            res = run_lstm(st.params, st.lstm_w, xin, test_dir=tdir, sim=sim)
+            metrics = res.metrics
+        except SimFailure:
+            mf = tdir / "metrics.json"
+            metrics = json.loads(mf.read_text()) if mf.exists() else {}
+            failure = f"the testbench failed (log {tdir / 'sim.log'})"
+        got = np.asarray(metrics["h_rtl"], dtype=np.int64) if "h_rtl" in metrics else None
+    if got is None:
+        why = failure or f"see {tdir}"
+        raise CheckFailed(f"{where}: the RTL simulation produced no output words; {why}")
+    _compare(where, got, want, st.engine)   # the words first: a mismatch is the most useful message
+    if failure:
+        raise CheckFailed(f"{where}: every word equals predict but {failure}")
+    return {"layer": st.index, "name": st.layer.name, "engine": st.engine, "words": int(want.size),
+            "cycles": metrics.get("cycles"), "expected": metrics.get("expected"),
+            "ideal": metrics.get("ideal"), "run_dir": str(tdir)}
 
 
 def _compare(where: str, got: np.ndarray, want: np.ndarray, engine: str) -> None:

@@ -36,11 +36,21 @@ decides which layers keep their weights on chip:
 The largest configuration (:data:`BBS_LEVELS`, :data:`FSS_LEVELS`, each layer clamped to its own
 shape) whose summed estimate fits is chosen.
 
-What runs today: the existing board tops hold one engine configuration each, so
-:func:`build_compiled` (``m.build``, ``hwcosim build OUT/``) builds one bitstream (or one
-out-of-context core) per engine configuration, and :func:`board_session` (``m.run_on_board``,
-``hwcosim board run OUT/``) runs the layers in turn, each loading its weights over the UART bridge;
-a top holding every layer's engine side by side, as the plan sizes it, is not built here.
+What runs today: the model's ONE combined board top (:mod:`hwcosim.hdl.compiled.board`): one engine
+per distinct engine configuration (layers of equal configuration share it, their weights reloaded
+through its own loader before each layer), each the unchanged core of its engine's board top, behind
+one UART host bridge; an engine field in the upper AXI4-Lite address bits selects the engine's
+registers and each engine has its own stream channels (:func:`combined_config`).
+:func:`build_compiled` (``m.build``, ``hwcosim build OUT/``) builds that top, out of context
+(``--ooc``) or into one bitstream; ``combined=False`` builds each configuration on its own as before
+(OOC: the engine alone, where ``hwcosim run`` reads its Fmax). :func:`board_sessions`
+(``m.run_on_board``, ``hwcosim board run OUT/``) runs every layer on it in one session, each layer's
+own board session through an address-offsetting link
+(:class:`hwcosim.cosim.flow.board.EngineLink`), on a board or against the top's RTL (one cocotb
+simulation, :func:`run_combined_sim`). The plan above still sums one board top per layer (a bridge
+and the memories each), while the combined top shares one bridge and gives layers of equal
+configuration one engine; the plan's estimate of a combined top beside its nextpnr result is in
+``docs/boards/compiled.json`` (docs/compile.md, "On a board").
 """
 
 from __future__ import annotations
@@ -58,7 +68,8 @@ from hwcosim.models.safeparse import read_json
 
 __all__ = ["BOARD_TOPS", "BBS_LEVELS", "FSS_LEVELS", "LUT_FILL", "PNR_ROOT", "keep_count", "part_resources",
            "fit_models", "plan_board", "board_report", "check_bram_rule", "memory_map", "build_plan", "build_compiled",
-           "board_session", "board_memories", "elaborated_memories", "is_compiled_folder"]
+           "board_session", "board_sessions", "board_memories", "elaborated_memories", "is_compiled_folder",
+           "combined_config", "COMBINED", "run_combined_sim"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS_DIR = ROOT / "docs" / "boards"
@@ -519,23 +530,75 @@ def board_report(m, plan: dict) -> dict:
 
 # -- build ----------------------------------------------------------------------------------------
 
-def build_plan(stages, stem, board: str = "ulx3s-85f", ooc: bool = True, out=None) -> list[dict]:
-    """What :func:`build_compiled` runs for the engine layers ``stages`` (``stem(engine, params)``: the
-    configuration's file stem, :func:`hwcosim.cosim.compile.engine_stem`): per distinct configuration,
-    the design, its parameters, the part or board and the output folder (OOC: ``build/pnr/<stem>``,
-    where ``hwcosim run`` looks for the measured Fmax)."""
+def combined_config(stages):
+    """The combined board top of a compiled model's engine layers ``stages``
+    (:class:`hwcosim.hdl.compiled.board.CompiledTopParams`: one engine per distinct configuration, in the
+    order of their first layer) and each layer's engine slot."""
+    from hwcosim.hdl.compiled.board import MAX_ENGINES, CompiledTopParams
+
+    engines, slots, seen = [], [], {}
+    for st in stages:
+        key = (st.engine, json.dumps(st.params.to_dict(), sort_keys=True))
+        if key not in seen:
+            seen[key] = len(engines)
+            engines.append((st.engine, st.params))
+        slots.append(seen[key])
+    if len(engines) > MAX_ENGINES:
+        raise UsageError(f"the model has {len(engines)} distinct engine configurations, one board top holds at most "
+                         f"{MAX_ENGINES}; build one top per configuration (build_compiled(..., combined=False))")
+    return CompiledTopParams(tuple(engines)), slots
+
+
+class _CombinedDesign:
+    """The combined board top as the build flow sees a design (``name``, ``top``, ``build``, ``board_tops``)."""
+
+    name = "compiled-board"
+    top = "compiled_host"
+    board_tops = (("uart", "hwcosim.hdl.compiled.board:board_top", "hwcosim.cosim.compile_board"),)
+    on_board_in = None
+
+    def build(self, params):
+        """The core out of context: the bridge, the decode and the engines, the UART at 115200 baud from
+        100 MHz (the divisor is a counter's limit; it changes little)."""
+        from hwcosim.hdl.compiled.board import CompiledHost
+        from hwcosim.models.hostlink import divisor_for
+
+        return CompiledHost(params, divisor_for(100e6, 115200))
+
+
+#: the combined board top of a compiled model, as the build flow takes a design
+COMBINED = _CombinedDesign()
+
+
+def _combined_stem(cfg) -> str:
+    import hashlib
+
+    return f"compiled-{len(cfg.engines)}engines-{hashlib.sha256(cfg.key().encode()).hexdigest()[:10]}"
+
+
+def build_plan(stages, stem, board: str = "ulx3s-85f", ooc: bool = True, out=None, combined: bool = True) -> list[dict]:
+    """What :func:`build_compiled` runs for the engine layers ``stages``. ``combined`` (the default): ONE
+    plan, the combined board top (:mod:`hwcosim.hdl.compiled.board`: every distinct engine configuration
+    behind one UART bridge; ``slots``: each layer's engine), in ``build/pnr/compiled-...`` (OOC) or
+    ``build/board/compiled-...``. ``combined=False``: per distinct configuration, the engine (OOC, where
+    ``hwcosim run`` looks for the measured Fmax: ``build/pnr/<stem(engine, params)>``) or its own board top."""
     from hwcosim.cosim.flow.build import get_board
 
     b = get_board(board)
     if not ooc and not b.platform:
         raise UsageError(f"{b.name} is a bare part: a bitstream needs a board (ulx3s-85f), or use --ooc")
+    root = Path(out) if out is not None else (PNR_ROOT if ooc else Path("build") / "board")
+    if combined:
+        cfg, slots = combined_config(stages)
+        return [{"layers": [s.index for s in stages], "design": COMBINED.name,
+                 "engine": "+".join(e for e, _ in cfg.engines), "params": cfg, "slots": slots, "board": b.name,
+                 "mode": "out-of-context" if ooc else "board", "out": str(root / _combined_stem(cfg))}]
     plans, seen = [], set()
     for st in stages:
         name = stem(st.engine, st.params)
         if name in seen:
             continue
         seen.add(name)
-        root = Path(out) if out is not None else (PNR_ROOT if ooc else Path("build") / "board")
         plans.append({"layers": [s.index for s in stages if stem(s.engine, s.params) == name],
                       "design": st.engine if ooc else BOARD_TOPS[st.engine][0], "engine": st.engine,
                       "params": st.params, "board": b.name, "mode": "out-of-context" if ooc else "board",
@@ -544,20 +607,23 @@ def build_plan(stages, stem, board: str = "ulx3s-85f", ooc: bool = True, out=Non
 
 
 def build_compiled(stages, stem, board: str = "ulx3s-85f", ooc: bool = True, out=None, *, clock: float = 100.0,
-                   seed: int = 1, max_minutes: float = 30.0, dry_run: bool = False) -> list[dict]:
-    """Build every engine configuration of a compiled model's ``stages``: out of context (nextpnr Fmax and
-    area of exactly that configuration, ``build.json`` where ``hwcosim run`` reads it) or, ``ooc=False``,
-    its board top (UART bridge + engine) into a bitstream for ``board``. ``dry_run``: only the plan."""
+                   seed: int = 1, max_minutes: float = 30.0, dry_run: bool = False,
+                   combined: bool = True) -> list[dict]:
+    """Build a compiled model's ``stages``: by default its ONE combined board top (every distinct engine
+    configuration behind one UART bridge), out of context (nextpnr Fmax and area of the whole top) or,
+    ``ooc=False``, into a bitstream for ``board``. ``combined=False``: every engine configuration on its
+    own (OOC: exactly that engine, ``build.json`` where ``hwcosim run`` reads it; else its own board
+    top). ``dry_run``: only the plan."""
     from hwcosim.cosim.flow.build import get_board
     from hwcosim.cosim.flow.builds import build_board_tops, build_ooc_designs
     from hwcosim.cosim.registry import get_design
 
-    plans = build_plan(stages, stem, board, ooc, out)
+    plans = build_plan(stages, stem, board, ooc, out, combined)
     if dry_run:
         return plans
     b = get_board(board)
     for pl in plans:
-        d = get_design(pl["design"])
+        d = COMBINED if pl["design"] == COMBINED.name else get_design(pl["design"])
         if ooc:
             build_ooc_designs([(d, pl["params"])], b, clock, [seed], Path(pl["out"]), max_minutes=max_minutes,
                               timing_allow_fail=True)
@@ -603,6 +669,120 @@ def board_session(st, xin, port: str | None, *, baud: int = 115200, run_dir=None
     with np.load(f) as z:
         got = z["rtl"]
     return got, res.metrics.get("run_cycles"), failure
+
+
+#: UART divisor and bridge watchdog of the simulated combined top (the engines' board sessions' own)
+SIM_DIVISOR, SIM_TIMEOUT = 8, 2000
+
+
+def _layer_arrays(st, xin) -> dict:
+    """A layer's board-session arrays, named as its own board top's testbench names them."""
+    if st.engine == "bbs-lstm":
+        w = st.lstm_w
+        return {"values": w.values, "indices": w.indices, "bias": w.bias, "w_float": w.w_float, "b_float": w.b_float,
+                "xs": np.asarray(xin, dtype=np.int64)}
+    xs = np.asarray(xin, dtype=np.int64)
+    return {"values": np.asarray(st.values, dtype=np.int64), "indices": np.asarray(st.indices, dtype=np.int64),
+            "xs": xs[None] if st.engine == "fss-gemm" else np.atleast_2d(xs)}
+
+
+def layer_args(engine: str, params, arrays: dict) -> tuple:
+    """The positional arguments of ``engine``'s board session (and its ``compare``) from :func:`_layer_arrays`."""
+    if engine == "bbs-lstm":
+        from hwcosim.models.bbs.lstm import LSTMWeights
+
+        a = arrays
+        return (params, LSTMWeights(a["values"], a["indices"], a["bias"], a["w_float"], a["b_float"]), a["xs"])
+    return (params, arrays["values"], arrays["indices"], arrays["xs"])
+
+
+def run_combined_sim(stages, xins, test_dir, *, sim: str | None = None):
+    """Every layer's board session, in turn, against the RTL of the model's ONE combined board top
+    (:class:`hwcosim.hdl.compiled.board.CompiledHost`; cocotb, a bit-level UART model on its pins, one
+    simulation). The run folder ``test_dir`` holds the simulation; ``NN-LAYER/`` beside its files, each
+    layer's inputs, parameters and words as its own board top's run would (sealed, so ``hwcosim check``
+    re-verifies each). Returns the runner's result."""
+    from hwcosim.cosim.flow import runner
+    from hwcosim.cosim.flow.runs import seal_outputs
+    from hwcosim.hdl.compiled.board import CompiledHost
+
+    cfg, slots = combined_config(stages)
+    arrays = {f"l{i}_{k}": v for i, (st, x) in enumerate(zip(stages, xins)) for k, v in _layer_arrays(st, x).items()}
+    res = runner.run(
+        CompiledHost(cfg, SIM_DIVISOR, timeout=SIM_TIMEOUT), "compiled_host", "hwcosim.cosim.tb.compiled_board",
+        testcase="compiled_board_sessions_match_golden",
+        inputs={"top": cfg.to_dict(), "slots": slots, "engines": [st.engine for st in stages],
+                "layer_params": [st.params.to_dict() for st in stages], "divisor": SIM_DIVISOR,
+                "timeout": SIM_TIMEOUT},
+        arrays=arrays, test_dir=test_dir, sim=sim, raise_on_fail=False)
+    out = Path(res.test_dir)
+    f = out / "outputs.npz"
+    if f.exists():
+        with np.load(f) as z:
+            words = {k: z[k] for k in z.files}
+        metrics = res.metrics.get("layers", [])
+        for i, (st, x) in enumerate(zip(stages, xins)):
+            if f"rtl_{i}" not in words:
+                continue
+            d = out / f"{st.index:02d}-{_safe_name(st.layer.name)}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "inputs.json").write_text(json.dumps({"params": st.params.to_dict(), "divisor": SIM_DIVISOR,
+                                                       "timeout": SIM_TIMEOUT, "rate_error": 0.0,
+                                                       "combined_top_slot": slots[i]}, indent=1))
+            np.savez(d / "arrays.npz", **_layer_arrays(st, x))
+            np.savez(d / "outputs.npz", rtl=words[f"rtl_{i}"], golden=words[f"golden_{i}"])
+            (d / "metrics.json").write_text(json.dumps(metrics[i] if i < len(metrics) else {}, indent=1))
+            seal_outputs(d, BOARD_TOPS[st.engine][0])
+    return res
+
+
+def _safe_name(name: str) -> str:
+    """A layer's run folder name part (as ``CompiledModel.simulate`` names its folders)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "layer"
+
+
+def board_sessions(stages, xins, port: str | None, *, baud: int = 115200, out=None, sim: str | None = None) -> list:
+    """Every engine layer of ``stages`` on the model's ONE combined board top, in one session: each layer's
+    weights loaded over the UART bridge into its engine (layers of one configuration share it, reloaded
+    per layer), then its input words ``xins[i]`` run; on a board at ``port`` (one serial link for all
+    layers) or, without one, against the combined top's RTL (:func:`run_combined_sim`, run folder ``out``).
+    Returns per layer (output words or None, run cycles, a failure text or None, its run folder or None)."""
+    import importlib
+
+    cfg, slots = combined_config(stages)
+    if port:
+        from hwcosim.cosim.flow.board import EngineLink, HostLink, SerialTransport, run_sync
+
+        async def all_layers(link):
+            got = []
+            for st, x, e in zip(stages, xins, slots):
+                host = importlib.import_module(BOARD_TOPS[st.engine][2])
+                res = await host.session(EngineLink(link, e), *_session_args(st, x))
+                got.append(((res["h"] if st.engine == "bbs-lstm" else res["y"]), res.get("run_cycles"), None, None))
+            return got
+
+        transport = SerialTransport(port, baud)
+        try:
+            return run_sync(all_layers(HostLink(transport)))
+        finally:
+            transport.close()
+    res = run_combined_sim(stages, xins, out, sim=sim)
+    failure = None if res.passed else f"the board session failed (log {res.log})"
+    f = Path(res.test_dir) / "outputs.npz"
+    words = {}
+    if f.exists():
+        with np.load(f) as z:
+            words = {k: z[k] for k in z.files}
+    layers = res.metrics.get("layers", [])
+    outs = []
+    for i, st in enumerate(stages):
+        got = words.get(f"rtl_{i}")
+        cycles = layers[i].get("run_cycles") if i < len(layers) else None
+        outs.append((got, cycles, failure if got is not None else (failure or f"see {res.test_dir}"),
+                     str(Path(res.test_dir) / f"{st.index:02d}-{_safe_name(st.layer.name)}")))
+    return outs
 
 
 def is_compiled_folder(path) -> bool:

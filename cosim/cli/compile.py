@@ -215,7 +215,8 @@ def build_folder(args) -> int:
     plans = m.build(board, ooc=args.ooc, out=args.output, clock=args.clock or 100.0, seed=args.seed,
                     max_minutes=args.max_minutes)
     rows = [[", ".join(str(i) for i in p["layers"]), p["design"], p["mode"], p["board"], p["out"]] for p in plans]
-    show(table(f"hwcosim build {args.design} ({len(plans)} engine configurations)",
+    what = "one board top, every engine" if len(plans) == 1 else f"{len(plans)} builds"
+    show(table(f"hwcosim build {args.design} ({what})",
                ["layers", "design", "mode", "board", "build folder"], rows))
     emit("builds", [{k: (v.to_dict() if k == "params" else v) for k, v in p.items()} for p in plans])
     return 0

@@ -30,8 +30,8 @@ from hwcosim.models.hostlink import (
     status_text,
 )
 
-__all__ = ["Transport", "SerialTransport", "HostLink", "StreamLink", "beats_to_words", "words_to_beats", "run_sync",
-           "MAX_FRAME_WORDS"]
+__all__ = ["Transport", "SerialTransport", "HostLink", "EngineLink", "StreamLink", "beats_to_words", "words_to_beats",
+           "run_sync", "MAX_FRAME_WORDS"]
 
 #: stream words per frame (longer transfers are split)
 MAX_FRAME_WORDS = 1024
@@ -169,6 +169,52 @@ class HostLink:
             r = await self._command(OP["READ_STREAM"], channel, k, what=f"READ_STREAM {channel}")
             out += r.data
         return out
+
+
+class EngineLink:
+    """One engine of a compiled model's combined board top (:mod:`hwcosim.hdl.compiled.board`) seen as if it
+    were alone behind the bridge: its register addresses and stream channels mapped to the shared
+    bridge's (engine ``engine``: register ``A`` at ``engine << 8 | A``, output channel ``c`` at ``2 engine
+    + c``, input channel ``c`` at ``engine + c``), so an engine's board session runs on it unchanged.
+    Byte and command counts are the shared link's."""
+
+    def __init__(self, link: HostLink, engine: int):
+        self.link, self.engine = link, engine
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.link.bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return self.link.bytes_received
+
+    @property
+    def commands(self) -> int:
+        return self.link.commands
+
+    async def ping(self, value: int | None = None) -> int:
+        return await self.link.ping(value)
+
+    async def write_reg(self, addr: int, value: int) -> None:
+        from hwcosim.hdl.compiled.board import reg_address
+
+        await self.link.write_reg(reg_address(self.engine, addr), value)
+
+    async def read_reg(self, addr: int) -> int:
+        from hwcosim.hdl.compiled.board import reg_address
+
+        return await self.link.read_reg(reg_address(self.engine, addr))
+
+    async def write_stream(self, channel: int, words: list[int]) -> None:
+        from hwcosim.hdl.compiled.board import out_channel
+
+        await self.link.write_stream(out_channel(self.engine, channel), words)
+
+    async def read_stream(self, channel: int, n: int) -> list[int]:
+        from hwcosim.hdl.compiled.board import in_channel
+
+        return await self.link.read_stream(in_channel(self.engine, channel), n)
 
 
 def run_sync(coro):

@@ -160,8 +160,9 @@ def build_board_tops(plans: list, board, out: Path, baud: int = 115200, seed: in
     for r in results:
         con.print(f"  {r['design']}: critical path {crit_text(r)}")
         if r["bitstream"]:
+            target = "OUT/ (the compiled folder)" if r["design"] == "compiled-board" else r["design"]
             con.print(f"  bitstream: {out / r['design'] / Path(r['bitstream']).name} "
-                      f"(program it: {programmer(board)} FILE; then hwcosim board run {r['design']} --port PORT)")
+                      f"(program it: {programmer(board)} FILE; then hwcosim board run {target} --port PORT)")
     emit("results", results)
     missing = [r["design"] for r in results if not r["bitstream"]]
     if missing:

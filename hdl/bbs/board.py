@@ -40,9 +40,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from hwcosim.hdl.bbs.spmxv import SpMxV
 from hwcosim.hdl.common.axil_regs import AxiLiteRegFile
-from hwcosim.hdl.common.host_bridge import HostBoardTop, HostBridge
+from hwcosim.hdl.common.host_bridge import HostBoardTop, uart_bridge
 from hwcosim.hdl.common.registers import Field, Register, RegisterMap
-from hwcosim.hdl.common.uart import UartRx, UartTx
 from hwcosim.models.bbs.spmxv import BBSParams
 
 __all__ = ["SpMxVHost", "REGISTER_MAP", "REGS", "CTRL", "STATUS", "ERROR", "words_per_beat",
@@ -186,13 +185,8 @@ class SpMxVHost(wiring.Component):
         p = self.params
         bits = beat_bits(p)
         NY = words_per_beat(bits["y"])
-        m.submodules.urx = urx = UartRx(self.divisor)
-        m.submodules.utx = utx = UartTx(self.divisor)
-        m.submodules.bridge = br = HostBridge(out_channels=2, in_channels=1, addr_width=8, timeout=self.timeout)
+        br, line_error = uart_bridge(m, self, self.divisor, out_channels=2, in_channels=1, timeout=self.timeout)
         m.submodules.regs = rf = AxiLiteRegFile(REGISTER_MAP, addr_width=8)
-        wiring.connect(m, urx.o, br.rx)
-        wiring.connect(m, br.tx, utx.i)
-        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
         for name in ("awaddr", "awvalid", "wdata", "wstrb", "wvalid", "bready", "araddr", "arvalid", "rready"):
             m.d.comb += getattr(rf, f"s_axil_{name}").eq(getattr(br, f"m_axil_{name}"))
         for name in ("awready", "wready", "bresp", "bvalid", "arready", "rdata", "rresp", "rvalid"):
@@ -303,8 +297,7 @@ class SpMxVHost(wiring.Component):
                 "WEIGHT_WORDS": self.weight_words, "VECTOR_WORDS": self.vector_words,
                 "RESULT_WORDS": self.result_words}
         m.d.comb += [getattr(rf, f"r_{name}").eq(v) for name, v in regs.items()]
-        m.d.comb += self.leds.eq(Cat(busy, done, err.any(), w_loaded, x_loaded,
-                                     (urx.frame_errors != 0) | (urx.overruns != 0)))
+        m.d.comb += self.leds.eq(Cat(busy, done, err.any(), w_loaded, x_loaded, line_error))
         return m
 
 

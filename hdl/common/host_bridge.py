@@ -305,9 +305,12 @@ def board_pins(m, platform, host, n_leds: int) -> None:
 def uart_bridge(m, host, divisor: int, *, out_channels: int, in_channels: int, timeout: int):
     """UART receiver and transmitter on ``host``'s ``rx``/``tx`` pins, a :class:`HostBridge` between
     them (``m.submodules.urx``/``utx``/``bridge``). Returns ``(bridge, line_error)``, the latter high
-    once the receiver has seen a framing error or an overrun."""
+    once the receiver has seen a framing error or an overrun. A host given ``bridge_ports`` (one slot of a
+    shared bridge: :class:`hwcosim.hdl.compiled.board.BridgePorts`) gets those instead and builds neither."""
     from hwcosim.hdl.common.uart import UartRx, UartTx
 
+    if getattr(host, "bridge_ports", None) is not None:
+        return host.bridge_ports, Const(0)
     m.submodules.urx = urx = UartRx(divisor)
     m.submodules.utx = utx = UartTx(divisor)
     m.submodules.bridge = br = HostBridge(out_channels=out_channels, in_channels=in_channels, addr_width=8,

@@ -191,14 +191,20 @@ def test_build_plan_and_the_arguments_the_flow_gets(tmp_path, capsys, monkeypatc
     from hwcosim.cosim.flow import builds
 
     assert cb.PNR_ROOT == BUILDS
-    plans = mlp_board.build(BOARD, ooc=True, dry_run=True)
+    plans = mlp_board.build(BOARD, ooc=True, dry_run=True, combined=False)   # one build per configuration
     assert [p["layers"] for p in plans] == [[0], [1]]
     for p, st in zip(plans, mlp_board.stages):
         assert p["design"] == st.engine and p["params"] == st.params and p["mode"] == "out-of-context"
         assert p["out"] == str(BUILDS / engine_stem(st.engine, st.params))   # where hwcosim run looks
-    assert [p["design"] for p in mlp_board.build(BOARD, ooc=False, dry_run=True)] == ["bbs-spmxv", "bbs-spmxv"]
+    assert [p["design"] for p in mlp_board.build(BOARD, ooc=False, dry_run=True, combined=False)] == ["bbs-spmxv",
+                                                                                                     "bbs-spmxv"]
     lstm = hwcosim.compile(lstm_model(), calibration=X_SEQ, board=BOARD)
-    assert [p["design"] for p in lstm.build(BOARD, ooc=False, dry_run=True)] == ["bbs-lstm-axi", "bbs-spmxv"]
+    assert [p["design"] for p in lstm.build(BOARD, ooc=False, dry_run=True, combined=False)] == ["bbs-lstm-axi",
+                                                                                                 "bbs-spmxv"]
+    # the default: the model's ONE combined board top (hdl/compiled/board.py)
+    cfg, _ = cb.combined_config(mlp_board.stages)
+    one = mlp_board.build(BOARD, ooc=True, out=tmp_path / "pnr", dry_run=True)
+    assert [(p["design"], p["params"], p["layers"]) for p in one] == [(cb.COMBINED.name, cfg, [0, 1])]
 
     calls = []
     monkeypatch.setattr(builds, "build_ooc_designs", lambda plans, board, clock, seeds, out, **kw: calls.append(
@@ -208,12 +214,14 @@ def test_build_plan_and_the_arguments_the_flow_gets(tmp_path, capsys, monkeypatc
     mlp_board.save(tmp_path / "out")
     rc, out, _ = _cli(capsys, "build", tmp_path / "out", "--board", BOARD, "--ooc", "-o", tmp_path / "pnr")
     assert rc == 0
-    assert calls == [("ooc", [(st.engine, st.params)], BOARD, 100.0, [1],
-                      tmp_path / "pnr" / engine_stem(st.engine, st.params)) for st in mlp_board.stages]
+    assert calls == [("ooc", [(cb.COMBINED.name, cfg)], BOARD, 100.0, [1], Path(one[0]["out"]))]
     calls.clear()
     rc, out, _ = _cli(capsys, "build", tmp_path / "out", "--board", BOARD, "-o", tmp_path / "bit")
-    assert rc == 0 and [c[:3] for c in calls] == [("board", [("bbs-spmxv", st.params)], BOARD)
-                                                   for st in mlp_board.stages]
+    assert rc == 0 and [c[:3] for c in calls] == [("board", [(cb.COMBINED.name, cfg)], BOARD)]
+    calls.clear()
+    mlp_board.build(BOARD, ooc=True, out=tmp_path / "pnr", combined=False)   # per configuration, as before
+    assert calls == [("ooc", [(st.engine, st.params)], BOARD, 100.0, [1],
+                      tmp_path / "pnr" / engine_stem(st.engine, st.params)) for st in mlp_board.stages]
     rc, _, err = _cli(capsys, "build", tmp_path / "out", "--param", "k=2")
     assert rc == 2 and "--param" in err
     assert measured_fmax(mlp_board.stages[0].engine, mlp_board.stages[0].params, [tmp_path / "pnr"]) is None
@@ -257,22 +265,21 @@ def test_board_run_sim_equals_predict_in_every_word(tiny, capsys):
 
 
 def test_board_run_names_the_first_differing_word(tiny, capsys, monkeypatch):
-    from hwcosim.cosim.designs.bbs import board as host
-
     m, d = tiny
 
-    def fake(p, values, indices, xs, *, test_dir, **kw):   # the board's words with one planted error
+    def fake(stages, xins, test_dir, **kw):   # the combined top's words with one planted error
         from types import SimpleNamespace
 
         from hwcosim.models.bbs.spmxv import spmxv
 
-        y = spmxv(p, values, indices, xs)
+        st = stages[0]
+        y = spmxv(st.params, st.values, st.indices, xins[0])
         y[1, 2] += 1
-        Path(test_dir).mkdir(parents=True)
-        np.savez(Path(test_dir) / "outputs.npz", rtl=y)
-        return SimpleNamespace(passed=True, metrics={"run_cycles": [0]}, log="-")
+        Path(test_dir).mkdir(parents=True, exist_ok=True)
+        np.savez(Path(test_dir) / "outputs.npz", rtl_0=y)
+        return SimpleNamespace(passed=True, metrics={"layers": [{"run_cycles": [0]}]}, log="-", test_dir=test_dir)
 
-    monkeypatch.setattr(host, "run_board_sim", fake)
+    monkeypatch.setattr(cb, "run_combined_sim", fake)
     rc, _, err = _cli(capsys, "board", "run", d / "out", "--sim", "--inputs", d / "x.npy", "-o", d / "run")
     assert rc == 1
     assert re.search(r"layer 0 \('fc', bbs-spmxv\): 1 of 8 words differ from predict; first at input 1, row 2", err)
