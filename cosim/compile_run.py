@@ -14,8 +14,10 @@
 - :func:`check_compiled_run` (``hwcosim check RUN/``): every layer's words recomputed from the kept
   inputs and compared word for word with the saved golden and RTL words, every file with its sha256;
 - :func:`run_bert` (``hwcosim run`` of a compiled BERT encoder, :func:`load_bert_compiled`): the
-  sentence-embedding cosine and error of the float, quantised dense, pruned and compiled encoders
-  (golden model only; the RTL of its linear layers is not run).
+  sentence-embedding cosine and error of the float, quantised dense, pruned and compiled encoders;
+  with ``rtl`` every encoder linear layer's RTL (FSS GEMM or BBS SpMxV) on the run's real activation
+  words, compared word for word with the golden layer (``rtl_layers``/``rtl_tokens`` limit which
+  layers and how many tokens go through the RTL; the result says what ran and what did not).
 """
 
 from __future__ import annotations
@@ -554,17 +556,94 @@ def read_run_sentences(path) -> list[str]:
     return sents
 
 
-def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLike | None = None) -> dict:
+def _bert_rtl_words(st, words: tuple[np.ndarray, np.ndarray], tokens: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The part of one linear layer's (input, output) words that goes through the RTL: every token, or
+    the first ``tokens`` (SpMxV: rows; FSS: columns, rounded up to the PE array's columns)."""
+    win, wout = words
+    if tokens is None:
+        return win, wout
+    if st.engine == "fss-gemm":
+        k = min(win.shape[1], -(-tokens // st.params.pe_cols) * st.params.pe_cols)
+        return win[:, :k], wout[:, :k]
+    return win[:tokens], wout[:tokens]
+
+
+def _rtl_selection(n_layers: int, rtl: bool, rtl_layers, rtl_tokens) -> tuple[list[int], int | None]:
+    """``--rtl-layers`` (indices, default all) and ``--rtl-tokens`` (default all), checked."""
+    if not rtl and (rtl_layers is not None or rtl_tokens is not None):
+        raise UsageError("--rtl-layers and --rtl-tokens choose what goes through the RTL: add --rtl")
+    if rtl_layers is None:
+        layers = list(range(n_layers))
+    else:
+        if isinstance(rtl_layers, str):
+            try:
+                rtl_layers = [int(v) for v in rtl_layers.split(",") if v.strip()]
+            except ValueError:
+                raise UsageError(f"--rtl-layers {rtl_layers!r}: give layer indices, e.g. 0,1") from None
+        layers = sorted({int(v) for v in rtl_layers})
+        bad = [v for v in layers if not 0 <= v < n_layers]
+        if bad or not layers:
+            raise UsageError(f"--rtl-layers: layer {bad[0] if bad else '(none)'} is not a layer of this encoder; give "
+                             f"indices 0..{n_layers - 1} (hwcosim run prints them)")
+    if rtl_tokens is not None and int(rtl_tokens) < 1:
+        raise UsageError(f"--rtl-tokens {rtl_tokens}: give at least 1 token")
+    return layers, None if rtl_tokens is None else int(rtl_tokens)
+
+
+def _bert_rtl(m, words: dict, layers: list[int], tokens: int | None, out: Path, sim, progress) -> dict:
+    """The RTL of the chosen linear layers on their golden input words; every output word compared."""
+    import time
+
+    from hwcosim.cosim.compile import _safe, simulate_stage
+
+    done = []
+    for n, i in enumerate(layers):
+        st = m.stages[i]
+        win, wout = _bert_rtl_words(st, words[st.layer.name], tokens)
+        t0 = time.monotonic()
+        d = simulate_stage(st, win, wout, out / f"{st.index:02d}-{_safe(st.layer.name)}", sim)
+        d["token_words"] = int(wout.shape[1] if st.engine == "fss-gemm" else wout.shape[0])
+        d["token_words_all"] = int(words[st.layer.name][1].shape[1 if st.engine == "fss-gemm" else 0])
+        done.append(d)
+        if progress:
+            progress(f"RTL {n + 1}/{len(layers)}: layer {i} {st.layer.name} ({st.engine}): {d['words']} words = "
+                     f"golden, {d['cycles']} cycles (expected {d['expected']}), {time.monotonic() - t0:.1f} s")
+    skipped = [i for i in range(len(m.stages)) if i not in layers]
+    return {"ok": True, "layers": done, "words": sum(d["words"] for d in done), "layers_run": layers,
+            "layers_not_run": skipped, "tokens": "all" if tokens is None else tokens}
+
+
+def _rtl_note(r: dict | None) -> str:
+    if r is None:
+        return "golden model only: the RTL of the linear layers was not run (hwcosim run --rtl runs it)"
+    toks = "every token" if r["tokens"] == "all" else f"the first {r['tokens']} tokens"
+    text = f"RTL: linear layers {_span(r['layers_run'])} on {toks}, every output word compared with the golden layer"
+    if r["layers_not_run"]:
+        text += f"; layers {_span(r['layers_not_run'])} did not run on the RTL (golden model only)"
+    if r["tokens"] != "all":
+        text += "; the other tokens' words ran on the golden model only"
+    return text
+
+
+def _span(ix: list[int]) -> str:
+    return ", ".join(str(i) for i in ix)
+
+
+def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLike | None = None,
+             rtl_layers=None, rtl_tokens: int | None = None, sim: str | None = None, progress=None) -> dict:
     """A compiled BERT encoder on ``sentences``: the sentence-embedding cosine and output error vs the
     float checkpoint of the float, quantised dense (same engines and formats, sparsity 0), pruned float
-    and accelerator (golden) encoders; cycles per token of every linear layer vs the ideal. The RTL of
-    the linear layers is not run (``rtl`` is refused): each has its own engine configuration, one
-    Verilator build each."""
+    and accelerator (golden) encoders; cycles per token of every linear layer vs the ideal.
+
+    With ``rtl``, every encoder linear layer's RTL (its FSS GEMM or BBS SpMxV configuration, cocotb +
+    Verilator, one build per distinct configuration) runs on the words the golden model fed that layer
+    on these sentences, and every output word is compared (:class:`hwcosim.CheckFailed` naming the first
+    differing layer, row and word). ``rtl_layers`` (indices) and ``rtl_tokens`` (the first N tokens)
+    limit what goes through the RTL; ``res["rtl"]`` names the layers that ran and those that did not.
+    ``progress(line)`` is called once per layer."""
     from hwcosim.models.atomic import staged_dir
 
-    if rtl:
-        raise UsageError("--rtl is not supported for a compiled BERT encoder yet (every linear layer is its own "
-                         "engine configuration, a Verilator build each); run without --rtl for the golden model")
+    layers_rtl, tokens_rtl = _rtl_selection(len(m.stages), rtl, rtl_layers, rtl_tokens)
     if out is not None:
         _check_run_out(out)
     if not sentences:
@@ -593,10 +672,25 @@ def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLi
                      "quantised dense: the same engines and formats with every weight kept",
                      "cycles: per linear layer, per the unit named in cycles_per (batch 1), engine layers only; "
                      "the host ops (float64) and weight loading are not counted; no latency: the encoder's "
-                     "engine configurations have no measured Fmax here",
-                     "the RTL of the linear layers is not run for a compiled BERT encoder (golden model only)"]}
-    if out is None:
+                     "engine configurations have no measured Fmax here"]}
+
+    def finish(r: dict | None) -> dict:
+        if r is not None:
+            res["rtl"] = r
+        res["notes"].append(_rtl_note(r))
         return res
+
+    if out is None:
+        if not rtl:
+            return finish(None)
+        import tempfile
+
+        from hwcosim.cosim.flow.runner import build_root
+
+        root = build_root() / "compile-sim"
+        root.mkdir(parents=True, exist_ok=True)
+        return finish(_bert_rtl(m, words, layers_rtl, tokens_rtl, Path(tempfile.mkdtemp(prefix="bert-", dir=root)),
+                                sim, progress))
     with staged_dir(out, replace=True, keep=lambda name: False) as st_dir:
         import shutil
 
@@ -606,9 +700,20 @@ def run_bert(m, sentences: list[str], *, rtl: bool = False, out: str | os.PathLi
             shutil.copy2(m.folder / name, st_dir / "model" / name)
         (st_dir / "inputs.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
         np.save(st_dir / "golden_outputs.npy", golden)
+        r = _bert_rtl(m, words, layers_rtl, tokens_rtl, st_dir / "rtl", sim, progress) if rtl else None
+        ran = {} if r is None else {d["layer"]: d for d in r["layers"]}
         for st in m.stages:
             win, wout = words[st.layer.name]
-            np.savez(st_dir / _words_file(st), inputs=win, outputs=wout)
+            arrays = {"inputs": win, "outputs": wout}
+            if st.index in ran:
+                want = _bert_rtl_words(st, (win, wout), tokens_rtl)[1]
+                got = _rtl_words(st, Path(ran[st.index]["run_dir"]))
+                arrays["rtl"] = got.reshape(want.shape) if got.size == want.size else got
+            np.savez(st_dir / _words_file(st), **arrays)
+        if r is not None:
+            for d in r["layers"]:
+                d["run_dir"] = str(Path(out) / "rtl" / Path(d["run_dir"]).name)
+        finish(r)
         res["checkpoint"] = str(Path(m.checkpoint).resolve())
         doc = {"kind": BERT_RUN_KIND, "version": 1, **res, "files": _files(st_dir)}
         (st_dir / "run.json").write_text(json.dumps(doc, indent=1))
@@ -621,7 +726,15 @@ def _check_bert_words(d: Path, doc: dict) -> dict:
     m = load_bert_compiled(d / "model", doc.get("checkpoint"))
     sents = read_run_sentences(d / "inputs.txt")
     out, words = _bert_traced(m, sents)
-    n = 0
+    r = doc.get("rtl")
+    try:
+        rtl = {} if r is None else {int(x["layer"]): x for x in r["layers"]}
+        rtl_tokens = None if r is None or r["tokens"] == "all" else int(r["tokens"])
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{d / 'run.json'}: its 'rtl' entry is damaged; not a run folder of hwcosim run") from None
+    if any(not 0 <= i < len(m.stages) for i in rtl):
+        raise UsageError(f"{d / 'run.json'}: its 'rtl' entry names a layer the model does not have")
+    n = n_rtl = 0
     for st in m.stages:
         f = d / _words_file(st)
         if not f.is_file():
@@ -637,10 +750,22 @@ def _check_bert_words(d: Path, doc: dict) -> dict:
             if msg:
                 raise CheckFailed(f"{d}: {msg}")
         n += int(words[st.layer.name][1].size)
+        if st.index in rtl:
+            if "rtl" not in saved:
+                raise UsageError(f"{f}: holds no RTL words although the run put this layer through the RTL")
+            want = _bert_rtl_words(st, words[st.layer.name], rtl_tokens)[1]
+            if want.shape[1 if st.engine == "fss-gemm" else 0] != rtl[st.index].get("token_words"):
+                raise CheckFailed(f"{d}: {where}: run.json says {rtl[st.index].get('token_words')} token words went "
+                                  "through the RTL; the kept inputs give another count")
+            msg = _first_difference(f"{where}, RTL output words in {f.name}", saved["rtl"], want, st.engine)
+            if msg:
+                raise CheckFailed(f"{d}: {msg}")
+            n_rtl += int(want.size)
     gold = np.load(d / "golden_outputs.npy", allow_pickle=False)
     if gold.shape != out.shape or not np.array_equal(gold, out):
         raise CheckFailed(f"{d}: golden_outputs.npy differs from the golden model recomputed from inputs.txt")
-    return {"kind": "compiled BERT run", "layers": len(m.stages), "words": n, "rtl_words": 0, "mismatches": 0}
+    return {"kind": "compiled BERT run", "layers": len(m.stages), "words": n, "rtl_words": n_rtl, "mismatches": 0,
+            "rtl_layers": sorted(rtl)}
 
 
 def print_bert_run(args) -> int:
@@ -650,7 +775,14 @@ def print_bert_run(args) -> int:
     m = load_bert_compiled(args.folder, getattr(args, "checkpoint", None))
     if args.labels is not None:
         raise UsageError("--labels: a compiled BERT encoder outputs sentence embeddings, not classes; drop --labels")
-    res = run_bert(m, read_run_sentences(args.inputs), rtl=args.rtl, out=args.output)
+    import sys
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    res = run_bert(m, read_run_sentences(args.inputs), rtl=args.rtl, out=args.output,
+                   rtl_layers=getattr(args, "rtl_layers", None), rtl_tokens=getattr(args, "rtl_tokens", None),
+                   progress=progress)
     show(table(f"hwcosim run {args.folder} on {res['n']} sentences ({res['tokens']} tokens)",
                ["encoder", "cosine vs float mean (ratio)", "cosine vs float min (ratio)", "max abs err vs float (abs)",
                 "rms err vs float (abs)"],
@@ -660,6 +792,16 @@ def print_bert_run(args) -> int:
                ["layer", "engine", "expected (cycles)", "ideal (cycles)", "per"],
                [[f"{d['index']} {d['name']}", d["engine"], d["cycles_expected"], d["cycles_ideal"], d["cycles_per"]]
                 for d in res["layers"]]))
+    r = res.get("rtl")
+    if r is not None:
+        show(table("the RTL of the linear layers vs the golden model (cocotb + Verilator)",
+                   ["layer", "engine", "token words (of all)", "words compared (words)", "cycles (cycles)",
+                    "expected (cycles)"],
+                   [[f"{d['layer']} {d['name']}", d["engine"], f"{d['token_words']} of {d['token_words_all']}",
+                     d["words"], d["cycles"], d["expected"]] for d in r["layers"]]))
+        print(f"RTL = golden in 100% of {r['words']} words over {len(r['layers'])} of {len(res['layers'])} linear "
+              "layers")
+    print(_rtl_note(r))
     if args.output:
         print(f"wrote {args.output}/ (sentences, every linear layer's words, run.json; hwcosim check re-checks it)")
     emit("run", res)

@@ -10,7 +10,14 @@ Two readers, one IR (a chain of :class:`Layer` records, input to output):
   (a tensor feeding the chain and an ``Add`` further along it: a ``skip`` and an ``add`` layer),
   ``Relu``, ``Sigmoid``, ``Tanh``, ``Flatten``, ``Reshape`` (a constant shape),
   ``Softmax`` (the last op, on the last axis) and ``LSTM`` (forward, default activations, no
-  peepholes, no ``sequence_lens``/initial state, ``layout=0``; the chain goes on from ``Y_h``).
+  peepholes, no ``sequence_lens``, ``layout=0``, initial states absent or provably zero; the chain goes
+  on from ``Y_h`` or from the last step of ``Y``). PyTorch exports (``torch.onnx.export`` of
+  ``nn.LSTM(batch_first=True)``) are read as layout operations around the LSTM, done by the host: a
+  ``Transpose(perm=[1, 0, 2])`` right before the LSTM (the input is then ``(N, T, I)``), a zero
+  initial state (a constant or the ``Shape``/``ConstantOfShape``/``Expand`` subgraph a dynamic batch
+  size leaves) and, after it, ``Squeeze`` of the num_directions axis, ``Transpose`` and the selection
+  of the last step (``Gather`` of index -1 or ``Slice`` -1: on the time axis of ``Y``, or on axis 0
+  of ``Y_h``), until the tensor is the last hidden state ``(N, H)``.
   Anything else (another op, an unsupported attribute, a branch) is a
   :class:`~hwcosim.models.errors.UsageError` naming the op type and the node name.
 - :func:`read_npz`: an ``.npz`` weight bundle with a TOML description of the layers::
@@ -102,7 +109,7 @@ def _attrs(node) -> dict:
 def _refuse(node, what: str) -> UsageError:
     return UsageError(f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}): {what}; this compiler "
                       "supports Gemm, MatMul(+Add), Conv, MaxPool, AveragePool, residual Add, Relu, Sigmoid, Tanh, "
-                      "Flatten, Reshape, Softmax (last) and LSTM")
+                      "Flatten, Reshape, Softmax (last) and LSTM (with the layout ops of a PyTorch export around it)")
 
 
 def _only(node, attrs: dict, allowed: dict) -> None:
@@ -147,6 +154,8 @@ def read_onnx(path: str | Path) -> Network:
                 raise _refuse(node, "only Constant nodes with a tensor 'value' are supported")
             consts[node.output[0]] = numpy_helper.to_array(a["value"])
     nodes = [n for n in g.node if n.op_type != "Constant"]
+    zero_states, state_nodes = _zero_states(nodes, inits, consts, numpy_helper)
+    nodes = [n for n in nodes if id(n) not in state_nodes]
     inputs = [i.name for i in g.input if i.name not in inits]
     if len(inputs) != 1 or len(g.output) != 1:
         raise UsageError(f"{where}: the model has {len(inputs)} inputs and {len(g.output)} outputs; "
@@ -161,6 +170,7 @@ def read_onnx(path: str | Path) -> Network:
     out = g.output[0].name
     used: set[int] = set()
     pending: dict[int, str] = {}   # residual Add node -> the tensor its skip connection holds
+    batch_first = False            # a Transpose(perm=[1, 0, 2]) feeds the next LSTM
     while cur != out:
         nxt = consumers.get(cur, [])
         adds = [n for n in nxt if n.op_type == "Add" and len(n.input) == 2 and cur in n.input]
@@ -236,9 +246,29 @@ def read_onnx(path: str | Path) -> Network:
             shape = [int(s) for s in const(node.input[1], node).reshape(-1)]
             lay = Layer("reshape", name, attrs={"shape": shape})
             cur = node.output[0]
+        elif op == "Transpose":
+            _only(node, a, {"perm": None})
+            perm = [int(v) for v in a.get("perm", [])]
+            after = consumers.get(node.output[0], [])
+            if (perm != [1, 0, 2] or node.output[0] == out or len(after) != 1 or after[0].op_type != "LSTM"
+                    or after[0].input[0] != node.output[0]):
+                raise _refuse(node, f"perm={perm}: a Transpose is supported only as perm=[1, 0, 2] right before an "
+                                    "LSTM's input (a batch_first PyTorch export; the host transposes)")
+            batch_first = True
+            cur = node.output[0]
+            continue
         elif op == "LSTM":
-            lay = _lstm(node, a, const, consumers, out, where)
-            cur = node.output[1]
+            lay = _lstm(node, a, const, zero_states, where)
+            lay.attrs["layout"] = "nti" if batch_first else "tni"
+            batch_first = False
+            cur, shape_of = _lstm_output(node, const, consumers, out)
+            layers.append(lay)
+            H = lay.attrs["hidden"]
+            if shape_of == "1nh" and lay.attrs["layout"] == "nti":   # Y_h as is after a batch-first input
+                layers.append(Layer("reshape", f"{lay.name}.Y_h", attrs={"shape": [1, -1, H]}))
+            elif shape_of == "nh" and lay.attrs["layout"] == "tni":  # the last step selected from Y_h / Y
+                layers.append(Layer("reshape", f"{lay.name}.last", attrs={"shape": [-1, H]}))
+            continue
         elif op == "Conv":
             lay = _conv(node, a, const, where)
             cur = node.output[0]
@@ -256,7 +286,7 @@ def read_onnx(path: str | Path) -> Network:
     return Network(layers, where, inputs[0])
 
 
-def _lstm(node, a: dict, const, consumers: dict, out: str, where: str) -> Layer:
+def _lstm(node, a: dict, const, zero_states: set, where: str) -> Layer:
     def default_acts(v):
         return [s.lower() for s in v] == ["sigmoid", "tanh", "tanh"]
 
@@ -264,15 +294,9 @@ def _lstm(node, a: dict, const, consumers: dict, out: str, where: str) -> Layer:
                     "activations": default_acts})
     ins = list(node.input) + [""] * (8 - len(node.input))
     for i, what in ((4, "sequence_lens"), (5, "initial_h"), (6, "initial_c"), (7, "P (peepholes)")):
-        if ins[i]:
-            raise _refuse(node, f"input {what} is not supported")
-    outs = list(node.output) + [""] * (3 - len(node.output))
-    if outs[0] and consumers.get(outs[0]) or outs[0] == out:
-        raise _refuse(node, "output Y (the whole sequence) is not supported; use Y_h (the last hidden state)")
-    if outs[2] and (consumers.get(outs[2]) or outs[2] == out):
-        raise _refuse(node, "output Y_c is not supported; use Y_h")
-    if not outs[1]:
-        raise _refuse(node, "output Y_h must be used")
+        if ins[i] and not (i in (5, 6) and ins[i] in zero_states):
+            raise _refuse(node, f"input {what} is not supported" + (" (only an all-zero initial state)"
+                                                                     if i in (5, 6) else ""))
     W = const(ins[1], node)
     R = const(ins[2], node)
     if W.ndim != 3 or W.shape[0] != 1 or R.shape[0] != 1:
@@ -291,6 +315,193 @@ def _lstm(node, a: dict, const, consumers: dict, out: str, where: str) -> Layer:
     b = gates(B[:4 * H]) + gates(B[4 * H:])
     return Layer("lstm", node.name or "LSTM", _finite(f"{ins[1]}|{ins[2]}", w, where),
                  _finite(ins[3] or "B", b, where), attrs={"layout": "tni", "hidden": H, "input_size": W.shape[2]})
+
+
+#: ops that only compute a shape or move elements around: what a zero initial state built from the
+#: input's batch size is made of (``torch.zeros`` of a dynamic batch)
+_STATE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Reshape", "Expand", "Tile",
+              "ConstantOfShape", "Transpose", "Identity")
+#: of those, the ops whose output is zero when their first input is
+_ZERO_KEEPING = ("Unsqueeze", "Squeeze", "Cast", "Slice", "Reshape", "Expand", "Tile", "Transpose", "Identity",
+                 "Gather", "Concat")
+
+
+def _zero_states(nodes: list, inits: dict, consts: dict, numpy_helper) -> tuple[set, set]:
+    """The LSTM initial states (``initial_h``/``initial_c``) that are provably all zeros, and the ids of
+    the nodes that compute them and nothing else (a batch-size subgraph: ``Shape`` of the input ->
+    ``Gather`` -> ... -> ``ConstantOfShape``/``Expand``); those nodes are left out of the chain."""
+    producer = {o: n for n in nodes for o in n.output if o}
+
+    def value(name: str):
+        if name in consts:
+            return consts[name]
+        if name in inits:
+            return numpy_helper.to_array(inits[name])
+        return None
+
+    def zero(name: str, seen: set) -> bool:
+        """``name`` is provably zero; ``seen`` collects the nodes on the way."""
+        v = value(name)
+        if v is not None:
+            return v.size == 0 or not np.any(v)
+        n = producer.get(name)
+        if n is None or n.op_type not in _STATE_OPS:
+            return False
+        seen.add(id(n))
+        if n.op_type == "ConstantOfShape":
+            a = _attrs(n)
+            ok = "value" not in a or not np.any(numpy_helper.to_array(a["value"]))
+        elif n.op_type == "Concat":
+            ok = all(zero(i, seen) for i in n.input if i)
+        elif n.op_type in _ZERO_KEEPING:
+            ok = zero(n.input[0], seen)
+        else:
+            return False
+        shape_inputs = n.input if n.op_type == "ConstantOfShape" else [] if n.op_type == "Concat" else n.input[1:]
+        return ok and all(shape_side(i, seen) for i in shape_inputs if i)
+
+    def shape_side(name: str, seen: set) -> bool:
+        """``name`` is computed from constants and shapes only."""
+        if value(name) is not None:
+            return True
+        n = producer.get(name)
+        if n is None or n.op_type not in _STATE_OPS:
+            return False
+        seen.add(id(n))
+        return n.op_type == "Shape" or all(shape_side(i, seen) for i in n.input if i)
+
+    zeros, removed = set(), set()
+    for n in nodes:
+        if n.op_type != "LSTM":
+            continue
+        for name in list(n.input[5:7]):
+            seen: set = set()
+            if name and zero(name, seen):
+                zeros.add(name)
+                removed |= seen
+    # the nodes left out must feed only each other and the LSTMs' initial states
+    for n in nodes:
+        if id(n) in removed:
+            continue
+        for k, i in enumerate(n.input):
+            src = producer.get(i)
+            if src is not None and id(src) in removed and not (n.op_type == "LSTM" and k in (5, 6)):
+                return zeros - {o for m in nodes if id(m) in removed for o in m.output}, set()
+    return zeros, removed
+
+
+def _lstm_output(node, const, consumers: dict, out: str) -> tuple[str, str]:
+    """Follow the LSTM's used output (``Y`` or ``Y_h``) through the layout ops of a PyTorch export
+    (``Squeeze`` of num_directions, ``Transpose``, the last step by ``Gather``/``Slice``) to the tensor
+    the chain goes on from. Returns (that tensor, ``"nh"`` for the last hidden state (N, H) or ``"1nh"``
+    for ``Y_h`` as is, (1, N, H))."""
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    used = [k for k in (0, 1, 2) if outs[k] and (consumers.get(outs[k]) or outs[k] == out)]
+    if 2 in used:
+        raise _refuse(node, "output Y_c is not supported; use Y_h or the last step of Y")
+    if len(used) != 1:
+        raise _refuse(node, "use one of Y (its last step) and Y_h" if used else "output Y_h or Y must be used")
+    k = used[0]
+    labels = ["T", "D", "N", "H"] if k == 0 else ["D", "N", "H"]   # Y (T, 1, N, H); Y_h (1, N, H)
+    t, last = outs[k], k == 1
+    while not (labels == ["N", "H"] and last):
+        nxt = consumers.get(t, [])
+        if t != out and len(nxt) == 1 and nxt[0].op_type in ("Squeeze", "Transpose", "Gather", "Slice"):
+            labels, last = _layout_step(nxt[0], labels, last, const)
+            t = nxt[0].output[0]
+            continue
+        if k == 1 and labels == ["D", "N", "H"]:
+            return t, "1nh"
+        what = nxt[0] if t != out and len(nxt) == 1 else node
+        raise _refuse(what, "the LSTM's output Y must be reduced to its last step, shape (N, H), first (Squeeze of "
+                            "num_directions, Transpose, Gather or Slice of step -1); the whole sequence is not "
+                            "supported")
+    return t, "nh"
+
+
+_BIG = 2 ** 31 - 1  # a Slice end at or past this is "to the end"
+
+
+def _layout_step(n, labels: list[str], last: bool, const) -> tuple[list[str], bool]:
+    """One layout op after an LSTM on a tensor whose axes are ``labels`` (``T`` time, ``T1`` the last
+    step kept as an axis, ``D`` num_directions, ``N`` batch, ``H`` hidden)."""
+    op, a = n.op_type, _attrs(n)
+    r = len(labels)
+
+    def axis(v) -> int:
+        v = int(v)
+        if not -r <= v < r:
+            raise _refuse(n, f"axis {v} is out of range for a {r}-D tensor")
+        return v % r
+
+    def consts(k: int, attr: str):
+        if attr in a:
+            return [int(x) for x in a[attr]]
+        if len(n.input) > k and n.input[k]:
+            return [int(x) for x in np.asarray(const(n.input[k], n)).reshape(-1)]
+        return None
+
+    if op == "Squeeze":
+        _only(n, a, {"axes": None})
+        axes = consts(1, "axes")
+        if not axes:
+            raise _refuse(n, "a Squeeze after an LSTM needs its axes")
+        axes = {axis(v) for v in axes}
+        for ax in axes:
+            if labels[ax] not in ("D", "T1"):
+                raise _refuse(n, f"squeezes axis {ax} ({_AXIS[labels[ax]]}); only num_directions or the selected "
+                                 "time step can be squeezed")
+        return [lab for i, lab in enumerate(labels) if i not in axes], last
+    if op == "Transpose":
+        _only(n, a, {"perm": None})
+        perm = [int(v) for v in a.get("perm", range(r - 1, -1, -1))]
+        if sorted(perm) != list(range(r)):
+            raise _refuse(n, f"perm={perm} is not a permutation of {r} axes")
+        return [labels[p] for p in perm], last
+    if op == "Gather":
+        _only(n, a, {"axis": None})
+        ax = axis(a.get("axis", 0))
+        idx = np.asarray(const(n.input[1], n))
+        if idx.size != 1 or idx.ndim > 1:
+            raise _refuse(n, "only a single index is supported after an LSTM")
+        i, lab = int(idx.reshape(-1)[0]), labels[ax]
+        if lab == "T" and i == -1:
+            last, new = True, "T1"
+        elif lab in ("D", "T1") and i in (0, -1):
+            new = lab
+        else:
+            raise _refuse(n, f"Gather of index {i} on axis {ax} ({_AXIS[lab]}); only the last time step (index -1) "
+                             "can be selected")
+        out = list(labels)
+        if idx.ndim == 0:
+            del out[ax]
+        else:
+            out[ax] = new
+        return out, last
+    if op == "Slice":
+        _only(n, a, {"starts": None, "ends": None, "axes": None})
+        starts, ends = consts(1, "starts"), consts(2, "ends")
+        axes = consts(3, "axes") or list(range(len(starts or [])))
+        steps = consts(4, "steps") or [1] * len(axes)
+        if starts is None or ends is None or not len(starts) == len(ends) == len(axes) == len(steps):
+            raise _refuse(n, "give constant starts, ends and axes")
+        out = list(labels)
+        for s0, e0, ax, st in zip(starts, ends, axes, steps):
+            ax = axis(ax)
+            lab = labels[ax]
+            if st == 1 and s0 == 0 and (e0 >= _BIG or (lab in ("D", "T1") and e0 >= 1)):
+                continue                                   # the whole axis
+            if st == 1 and s0 == -1 and e0 >= _BIG and lab in ("T", "D", "T1"):
+                if lab == "T":
+                    out[ax], last = "T1", True
+                continue
+            raise _refuse(n, f"Slice {s0}:{e0}:{st} of axis {ax} ({_AXIS[lab]}); only the last time step (-1:) "
+                             "or a whole axis is supported")
+        return out, last
+    raise _refuse(n, "this op is not supported after an LSTM")
+
+
+_AXIS = {"T": "time", "T1": "the selected time step", "D": "num_directions", "N": "batch", "H": "hidden"}
 
 
 def _pair(v, default, name: str, node) -> list[int]:

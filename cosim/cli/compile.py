@@ -74,6 +74,10 @@ def register(subparsers) -> None:
          "(.txt)", dict(required=True, metavar="X.npy|sentences.txt")),
         ("--labels", "class index per input (.npy): accuracy instead of output error", dict(metavar="y.npy")),
         ("--rtl", "also run every engine layer's RTL (cocotb + Verilator) and compare every word", True),
+        ("--rtl-layers", "a compiled BERT encoder: only these linear layers (indices, e.g. 0,1) through the RTL "
+         "(default all; the report names the layers that did not run)", dict(default=None, metavar="I,J,...")),
+        ("--rtl-tokens", "a compiled BERT encoder: only the first N tokens through the RTL (default all)",
+         dict(type=int, default=None, metavar="N")),
         ("--build", "measure a missing engine Fmax with hwcosim build --ooc (minutes per configuration)", True),
         ("--builds", "folder searched for cached build.json files (default build/pnr)", dict(default=None)),
         ("-o --output", "keep the inputs, every layer's words, the RTL runs and run.json here", dict(default=None))])
@@ -151,6 +155,9 @@ def cmd_run(args) -> int:
 
     if is_bert_folder(args.folder):   # a compiled BERT encoder: sentences in, embeddings out
         return print_bert_run(args)
+    if args.rtl_layers is not None or args.rtl_tokens is not None:
+        raise UsageError("--rtl-layers and --rtl-tokens apply to a compiled BERT encoder; --rtl runs every engine "
+                         "layer of this model on every input")
     m = CompiledModel.load(args.folder)
     x = load_array(args.inputs, "--inputs")
     y = None if args.labels is None else load_array(args.labels, "--labels")

@@ -71,6 +71,7 @@ RANGES: dict[str, Range] = {
     "sim n": Range(1, 100_000, note="random vectors through the RTL"),
     "board run n": Range(1, 100_000, note="random vectors through the board"),
     "board run steps": Range(1, 10_000, note="LSTM time steps per sequence"),
+    "run rtl_tokens": Range(1, 10**7, note="tokens of a compiled BERT run through the RTL"),
     "baud": Range(115200, 921600, note="standard UART rates (choices)"),
     "prune n": Range(1, 1024),
     "prune damp": Range(0.0, 10.0, hi_open=True, note="OBS damping, a fraction of the mean Hessian diagonal"),
@@ -156,6 +157,7 @@ LISTS: dict[str, tuple[type, Range]] = {
     "prune block": (int, Range(1, 65536, note="a block width N or a tile RxC")),
     "prune region": (int, Range(1, 65536, note="a region RxC")),
     "cluster trace seeds": (int, Range(0, 2**32 - 1, note="1 to 64 seeds")),
+    "run rtl_layers": (int, Range(0, 10_000, note="linear layer indices of a compiled BERT encoder")),
 }
 
 

