@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from hwcosim.models.errors import UsageError
 
-__all__ = ["Graph", "RMATParams", "rmat", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS", "graph_bytes",
+__all__ = ["Graph", "RMATParams", "rmat", "rmat_chunk", "load_real", "REAL_GRAPHS", "LARGE_REAL_GRAPHS", "graph_bytes",
            "check_rmat_budget", "BYTES_PER_EDGE", "BYTES_PER_VERTEX"]
 
 _DATA = Path(__file__).with_name("data")
@@ -272,6 +272,24 @@ def check_rmat_budget(params: RMATParams) -> None:
                 f"({n} vertices, {params.edge_factor * n} edges)", "lower --scale or --edge-factor")
 
 
+def rmat_chunk(rng: np.random.Generator, k: int, params: RMATParams) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` R-MAT edges (unpermuted source and destination ids) drawn from ``rng``: each edge descends
+    ``scale`` levels, one uniform double per level choosing the quadrant (a -> (0,0), b -> (0,1),
+    c -> (1,0), d -> (1,1)). :func:`rmat` and the out-of-core generator draw their chunks here, so
+    their edge streams are the same."""
+    ab, abc = params.a + params.b, params.a + params.b + params.c
+    pa = params.a / ab if ab > 0 else 0.0
+    s = np.zeros(k, np.int64)
+    d = np.zeros(k, np.int64)
+    for level in range(params.scale):
+        r = rng.random(k)
+        row = r >= ab
+        col = np.where(row, r >= abc, r >= ab * pa)
+        s |= row.astype(np.int64) << level
+        d |= col.astype(np.int64) << level
+    return s, d
+
+
 def rmat(params: RMATParams, *, weights: bool = True, permute: bool = True, chunk: int = 1 << 22) -> Graph:
     """Generate an R-MAT graph (Graph500 Kronecker generator), vectorised in chunks.
 
@@ -291,20 +309,9 @@ def rmat(params: RMATParams, *, weights: bool = True, permute: bool = True, chun
     m = params.edge_factor * n
     src = np.empty(m, np.int64)
     dst = np.empty(m, np.int64)
-    ab, abc = params.a + params.b, params.a + params.b + params.c
-    pa = params.a / ab if ab > 0 else 0.0
     for lo in range(0, m, chunk):
         k = min(chunk, m - lo)
-        s = np.zeros(k, np.int64)
-        d = np.zeros(k, np.int64)
-        for level in range(params.scale):
-            r = rng.random(k)
-            # quadrant: a -> (0,0), b -> (0,1), c -> (1,0), d -> (1,1)
-            row = r >= ab
-            col = np.where(row, r >= abc, r >= ab * pa)
-            s |= row.astype(np.int64) << level
-            d |= col.astype(np.int64) << level
-        src[lo:lo + k], dst[lo:lo + k] = s, d
+        src[lo:lo + k], dst[lo:lo + k] = rmat_chunk(rng, k, params)
     if permute:
         perm = rng.permutation(n)
         src, dst = perm[src], perm[dst]

@@ -49,7 +49,7 @@ import numpy as np
 from hwcosim.models.errors import UsageError
 from numba import njit
 
-from .graph import RMATParams
+from .graph import RMATParams, rmat_chunk
 
 __all__ = ["FORMAT", "CHUNK", "BYTES_PER_VERTEX", "BLOCK_BYTES", "write_rmat_edges", "rmat_edge_chunks",
            "build_blocks", "BlockStore", "OOCResult", "pagerank_out_of_core", "check_ooc_budget",
@@ -94,18 +94,8 @@ def rmat_edge_chunks(params: RMATParams, chunk: int = CHUNK):
     perm = ahead.permutation(n)
     del ahead
     rng = np.random.default_rng(params.seed)
-    ab, abc = params.a + params.b, params.a + params.b + params.c
-    pa = params.a / ab if ab > 0 else 0.0
     for lo in range(0, m, chunk):
-        k = min(chunk, m - lo)
-        s = np.zeros(k, np.int64)
-        d = np.zeros(k, np.int64)
-        for level in range(params.scale):
-            r = rng.random(k)
-            row = r >= ab
-            col = np.where(row, r >= abc, r >= ab * pa)
-            s |= row.astype(np.int64) << level
-            d |= col.astype(np.int64) << level
+        s, d = rmat_chunk(rng, min(chunk, m - lo), params)
         yield perm[s], perm[d]
 
 
