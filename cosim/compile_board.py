@@ -14,7 +14,8 @@ decides which layers keep their weights on chip:
   ``docs/boards/results.json`` and any ``build.json`` under the build roots (one point: a line
   through the origin), plus the in-context overhead measured on the board (``bitstreams.json``
   minus the out-of-context result of the same parameters); a plan may fill at most
-  :data:`LUT_FILL` of the part's LUT4s (routability). The fit's error on its own points is
+  :data:`LUT_FILL` of the part's LUT4s and at most as many DSPs as a recorded bitstream has
+  routed on the part (:func:`routed_dsp_max`; routability). The fit's error on its own points is
   reported (:func:`fit_models`); with one or two points it says little about other sizes.
 - **BRAM**: every memory of the layer's board top (:func:`board_memories`: the geometry of each
   memory the RTL declares, equal to the elaborated Amaranth netlist's, :func:`elaborated_memories`)
@@ -129,12 +130,33 @@ def part_resources(board: str) -> dict:
     for f, r in _records():
         if r.get("board") == b.name and r.get("family") == "ecp5":
             a = r["area"]
+            dsp_routed, dsp_src = routed_dsp_max(b.device)
             return {"board": b.name, "part": b.device, "LUT4": int(a["LUT4_available"]),
                     "DSP": int(a["DSP_available"]), "BRAM": int(a["BRAM_available"]),
+                    "DSP_routed": dsp_routed, "DSP_routed_from": dsp_src,
                     "source": str(f.relative_to(ROOT))}
     known = sorted({r["board"] for _, r in _records() if r.get("family") == "ecp5" and r.get("mode") == "board"})
     raise UsageError(f"--board {board}: sizing needs an ECP5 board with nextpnr results in docs/boards/*.json; "
                      f"it knows {', '.join(known)}")
+
+
+def routed_dsp_max(device: str) -> tuple[int, str]:
+    """The most MULT18X18D blocks a recorded nextpnr result on ``device`` (``docs/boards/*.json``) has
+    placed AND routed in context on a board (a bitstream's run: fixed pins, the UART bridge), and which
+    result that is: the plan's DSP ceiling (:func:`plan_board`).
+
+    Docs example (a)'s network at 50 % as one combined top (135 of 156 MULT18X18D, 28 % of the LUT4s)
+    placed but router2 still had thousands of overused wires after half an hour
+    (``docs/boards/compiled.json``'s ``failures``), although a 144-DSP design has routed out of context:
+    in context, no top with more than the ceiling has been shown to route, so the plan does not go past
+    it; a larger routed bitstream raises the ceiling by itself. (0, "") without such a result."""
+    best, src = 0, ""
+    for f, r in _records():
+        a = r["area"]
+        if (r.get("part") == device and r.get("mode") == "board" and r.get("worst_fmax_mhz")
+                and isinstance(a.get("DSP"), int) and a["DSP"] > best):
+            best, src = a["DSP"], f"{f.relative_to(ROOT)}: {r['design']}"
+    return best, src
 
 
 # -- estimates --------------------------------------------------------------------------------------
@@ -402,6 +424,10 @@ def plan_board(net, target: str, sparsity: float, board: str, region=(2, 8), roo
     part = part_resources(board)
     models = fit_models(board, roots)
     lut_cap = int(part["LUT4"] * LUT_FILL)
+    dsp_cap = min(part["DSP"], part["DSP_routed"] or part["DSP"])  # routability: see routed_dsp_max
+    caps = {"DSP": f" (the most a recorded bitstream has routed on {part['part']}: {part['DSP_routed_from']};"
+                   f" the part has {part['DSP']})" if dsp_cap < part["DSP"] else "",
+            "LUT4": f" ({int(LUT_FILL * 100)}% of {part['LUT4']})", "BRAM": ""}
     layers = net.engine_layers
     levels = FSS_LEVELS if target == "fss" else BBS_LEVELS
     def at(level):
@@ -417,12 +443,11 @@ def plan_board(net, target: str, sparsity: float, board: str, region=(2, 8), roo
     for r in at(levels[0]):
         e = r["estimate"]
         where = f"layer {r['index']} ({r['name']!r}, {r['engine']}) cannot fit {part['board']}"
-        for res, need, have in (("DSP", e["DSP"], part["DSP"]), ("LUT4", e["LUT4"], lut_cap),
+        for res, need, have in (("DSP", e["DSP"], dsp_cap), ("LUT4", e["LUT4"], lut_cap),
                                 ("BRAM", e["BRAM"], part["BRAM"])):
             if need > have:
-                cap = f" ({int(LUT_FILL * 100)}% of {part['LUT4']})" if res == "LUT4" else ""
                 raise UsageError(f"{where} even at the smallest configuration ({_opts_text(r['options'])}): {res} "
-                                 f"needs {need}, the part has {have}{cap}")
+                                 f"needs {need}, the plan allows {have}{caps[res]}")
         if e["BRAM"] + e["BRAM_weights"] > part["BRAM"]:
             raise UsageError(f"{where} even with its weights reloaded per layer: BRAM needs {e['BRAM_weights']} "
                              f"for its weight store beside {e['BRAM']} for its buffers, the part has {part['BRAM']}")
@@ -431,7 +456,7 @@ def plan_board(net, target: str, sparsity: float, board: str, region=(2, 8), roo
         rows = at(level)
         dsp = sum(r["estimate"]["DSP"] for r in rows)
         lut = sum(r["estimate"]["LUT4"] for r in rows)
-        if dsp > part["DSP"] or lut > lut_cap:   # before any elaboration (the BRAM estimate)
+        if dsp > dsp_cap or lut > lut_cap:   # before any elaboration (the BRAM estimate)
             continue
         other = sum(r["estimate"]["BRAM"] for r in rows)
         left = part["BRAM"] - other
@@ -452,12 +477,12 @@ def plan_board(net, target: str, sparsity: float, board: str, region=(2, 8), roo
     if chosen is None:  # every layer fits alone (checked above) but not all side by side
         rows = at(levels[0])
         tot = {k: sum(r["estimate"][k] for r in rows) for k in ("DSP", "LUT4", "BRAM")}
-        res, need, have = next((k, tot[k], v) for k, v in (("DSP", part["DSP"]), ("LUT4", lut_cap),
+        res, need, have = next((k, tot[k], v) for k, v in (("DSP", dsp_cap), ("LUT4", lut_cap),
                                                            ("BRAM", part["BRAM"])) if tot[k] > v)
         big = max(rows, key=lambda r: r["estimate"][res])
         raise UsageError(f"the {len(rows)} engine layers cannot fit {part['board']} side by side even at the "
-                         f"smallest configuration: {res} needs {need}, the part has {have} (largest: layer "
-                         f"{big['index']} {big['name']!r}, {big['estimate'][res]})")
+                         f"smallest configuration: {res} needs {need}, the plan allows {have}{caps[res]} (largest: "
+                         f"layer {big['index']} {big['name']!r}, {big['estimate'][res]})")
     level, rows, reloaded, dsp, lut, other, buf = chosen
     out = []
     for r in rows:
@@ -471,6 +496,7 @@ def plan_board(net, target: str, sparsity: float, board: str, region=(2, 8), roo
     return {"board": part["board"], "part": part["part"], "level": list(level),
             "level_names": ["pe_rows", "pe_cols"] if target == "fss" else ["banks", "pes"],
             "available": {k: part[k] for k in ("LUT4", "DSP", "BRAM")}, "lut_fill_limit": LUT_FILL,
+            "dsp_limit": dsp_cap, "dsp_limit_from": part["DSP_routed_from"],
             "resources_from": part["source"],
             "estimate_total": {"LUT4": lut, "DSP": dsp, "BRAM": bram, "BRAM_reload_buffer": buf},
             "layers": out,

@@ -94,7 +94,7 @@ def test_sized_to_the_part_and_reported_per_layer(mlp_board):
     assert b["board"] == BOARD and av == {"LUT4": 83640, "DSP": 156, "BRAM": 208} == {
         k: cb.part_resources(BOARD)[k] for k in av}
     t = b["estimate_total"]
-    assert t["DSP"] <= av["DSP"] and t["LUT4"] <= cb.LUT_FILL * av["LUT4"] and t["BRAM"] <= av["BRAM"]
+    assert t["DSP"] <= b["dsp_limit"] <= av["DSP"] and t["LUT4"] <= cb.LUT_FILL * av["LUT4"] and t["BRAM"] <= av["BRAM"]
     assert len(b["layers"]) == len(mlp_board.stages)
     for d, st in zip(b["layers"], mlp_board.stages):
         assert {"banks": st.params.banks, "pes": st.params.pes} == d["options"]
@@ -109,10 +109,35 @@ def test_sized_to_the_part_and_reported_per_layer(mlp_board):
         rows = [cb.layer_params(lay, "bbs", 0.5, cb.layer_options(lay, "bbs", cb.BBS_LEVELS[i + 1]))
                 for lay in net.engine_layers]
         bigger = [cb._estimate(cb.fit_models(BOARD, [cb.PNR_ROOT]), e, p) for e, p in rows]
-        assert (sum(e["DSP"] for e in bigger) > av["DSP"] or sum(e["LUT4"] for e in bigger) > cb.LUT_FILL * av["LUT4"]
+        assert (sum(e["DSP"] for e in bigger) > b["dsp_limit"]
+                or sum(e["LUT4"] for e in bigger) > cb.LUT_FILL * av["LUT4"]
                 or sum(e["BRAM"] + e["BRAM_weights"] for e in bigger) > av["BRAM"])
     # the compiled model is the same accelerator as its golden model says, sized or not
     assert np.isfinite(mlp_board.predict(X_MLP[:3])).all()
+
+
+def test_dsp_limit_is_the_most_a_recorded_result_routed(monkeypatch):
+    """The plan's DSP ceiling is the largest MULT18X18D count of a routed in-context (bitstream) result
+    on the part, not the part's count: docs example (a)'s network at 50 % (8 banks x 8 PEs on both layers, 135 of
+    156 DSPs) placed but did not route (``compiled.json``'s ``failures``); sized again it stays
+    within what has routed, and a new routed result raises the ceiling."""
+    part = cb.part_resources(BOARD)
+    want = max(r["area"]["DSP"] for _, r in cb._records()
+               if r.get("part") == "LFE5U-85F" and r.get("mode") == "board" and r.get("worst_fmax_mhz")
+               and isinstance(r["area"].get("DSP"), int))
+    assert part["DSP_routed"] == want < part["DSP"] and part["DSP_routed_from"]
+    failed = json.loads((cb.BOARDS_DIR / "compiled.json").read_text())["failures"][0]
+    assert "did not route" not in failed["error"] or "135 MULT18X18D" in failed["error"]
+    net = hwcosim.compile(lstm_model(T=8, I=8, H=24, C=10), sparsity=0.5, calibration=np.zeros((8, 1, 8))).network
+    plan = cb.plan_board(net, "bbs", 0.5, BOARD)
+    assert plan["dsp_limit"] == want and plan["estimate_total"]["DSP"] <= want
+    assert tuple(plan["level"]) < tuple(failed["plan_estimate"]["level"])   # smaller than the unrouted one
+    # with a larger routed result on record, the same network may grow again
+    real = cb._records
+    monkeypatch.setattr(cb, "_records", lambda roots=None: real(roots) + [(
+        cb.BOARDS_DIR / "results.json", {"design": "x", "part": "LFE5U-85F", "mode": "board",
+                                         "worst_fmax_mhz": 50.0, "area": {"DSP": 156}})])
+    assert cb.plan_board(net, "bbs", 0.5, BOARD)["level"] == failed["plan_estimate"]["level"]
 
 
 def test_weights_that_do_not_fit_are_reloaded_per_layer():
@@ -128,7 +153,9 @@ def test_weights_that_do_not_fit_are_reloaded_per_layer():
 def test_reload_cycles_are_the_loaders_words(monkeypatch):
     net = _dense_net([(64, 128), (64, 64), (64, 64), (8, 64)])
     x = np.random.default_rng(1).normal(size=(6, 128))
-    real = cb.part_resources(BOARD)
+    # the part without its DSP ceiling (test_dsp_limit_...): this network at the largest level that fits
+    real = dict(cb.part_resources(BOARD), DSP_routed=0)
+    monkeypatch.setattr(cb, "part_resources", lambda board: real)
     plan = cb.plan_board(net, "bbs", 0.0, BOARD)
     w = [d["estimate"]["BRAM_weights"] for d in plan["layers"]]
     assert w[0] > w[1] == w[2] > 0 and w[3] == 0   # three weight stores in block RAM, the last in LUT RAM
@@ -164,7 +191,7 @@ def test_a_model_that_cannot_fit_is_refused_with_one_line(tmp_path, capsys):
     assert rc == 2 and not out.exists()
     line = err.strip()
     assert "\n" not in line and "layer 0 ('wide', bbs-spmxv)" in line and "BRAM needs" in line
-    assert "the part has 208" in line and "smallest configuration" in line
+    assert "the plan allows 208" in line and "smallest configuration" in line
     # one layer's weight store beyond the block RAM even when reloaded
     with pytest.raises(hwcosim.UsageError, match=r"layer 0 \('fc0', bbs-spmxv\) cannot fit ulx3s-85f even with its "
                                                  r"weights reloaded per layer: BRAM needs \d+ .* the part has 208"):
