@@ -7,8 +7,10 @@
   float network) of the float network, the quantised dense network (the same engines at sparsity
   0), the pruned float network and the accelerator's golden model, and with ``rtl`` the RTL of every
   engine layer compared word for word with the golden model; cycles per inference vs the ideal;
-  latency and throughput only at an Fmax measured by ``hwcosim build DESIGN --ooc`` of each
-  engine configuration (:func:`measured_fmax`), never an assumed clock; with ``out`` the run folder
+  latency and throughput only at a measured Fmax, never an assumed clock: the model's combined board
+  top's when ``hwcosim build OUT/`` has measured it (:func:`combined_fmax`: the one clock every layer
+  runs at on the board), else each engine configuration's from ``hwcosim build DESIGN --ooc``
+  (:func:`measured_fmax`: the engine alone, optimistic for the whole top); with ``out`` the run folder
   (inputs, a copy of the compiled folder, every engine layer's golden and RTL words, ``run.json`` with
   the sha256 of every file);
 - :func:`check_compiled_run` (``hwcosim check RUN/``): every layer's words recomputed from the kept
@@ -31,7 +33,8 @@ from hwcosim.cosim.compile import CompiledModel, _sha256, compile_model, engine_
 from hwcosim.models.errors import UsageError
 from hwcosim.models.safeparse import read_json
 
-__all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "build_command", "BUILDS",
+__all__ = ["load_array", "compile_to_folder", "run_compiled", "measured_fmax", "combined_fmax", "build_command",
+           "BUILDS",
            "check_compiled_run", "is_compiled_run", "RUN_KIND", "BERT_RUN_KIND", "is_bert_folder",
            "load_bert_compiled", "run_bert", "read_run_sentences", "print_bert_run"]
 
@@ -82,10 +85,11 @@ def compile_to_folder(model, out: str | os.PathLike, *, target: str = "bbs", spa
 
 # -- measured clock -------------------------------------------------------------------------------
 
-def measured_fmax(engine: str, params, roots=None) -> tuple[float, Path] | None:
+def measured_fmax(engine: str, params, roots=None, *, modes=("out-of-context",)) -> tuple[float, Path] | None:
     """The worst Fmax over seeds (MHz) that ``hwcosim build ENGINE --ooc`` measured for exactly this
     parameter set, and its ``build.json``; None when no build of it is cached under ``roots``
-    (default :data:`BUILDS`). Several: the most recent file."""
+    (default :data:`BUILDS`). Several: the most recent file. ``modes``: the build modes accepted
+    (the prefix of the result's ``mode``; the combined board top's bitstream is ``board``)."""
     from hwcosim.cosim.flow.build import _jsonable
 
     want = _jsonable(params.to_dict())
@@ -101,12 +105,27 @@ def measured_fmax(engine: str, params, roots=None) -> tuple[float, Path] | None:
             results = doc.get("results", [doc]) if isinstance(doc, dict) else []
             for r in results:
                 if (isinstance(r, dict) and r.get("design") == engine and r.get("params") == want
-                        and r.get("mode", "").startswith("out-of-context") and r.get("worst_fmax_mhz", 0) > 0):
+                        and str(r.get("mode", "")).startswith(tuple(modes)) and r.get("worst_fmax_mhz", 0) > 0):
                     found.append((f.stat().st_mtime, float(r["worst_fmax_mhz"]), f))
     if not found:
         return None
     _, fmax, f = max(found, key=lambda t: t[0])
     return fmax, f
+
+
+def combined_fmax(m: CompiledModel, roots=None) -> tuple[float, Path] | None:
+    """The Fmax of compiled model ``m``'s ONE combined board top (every engine behind one bridge: the clock
+    all its layers run at) as ``hwcosim build OUT/`` measured it, out of context or in a bitstream, and
+    its ``build.json``; None when no build of exactly this top is cached under ``roots`` (default
+    :data:`BUILDS` and ``build/board``) or the model's engines cannot share one top."""
+    from hwcosim.cosim.compile_board import COMBINED, combined_config
+
+    try:
+        cfg, _ = combined_config(m.stages)
+    except UsageError:
+        return None
+    return measured_fmax(COMBINED.name, cfg, roots or [BUILDS, Path("build") / "board"],
+                         modes=("out-of-context", "board"))
 
 
 def build_command(folder: Path, engine: str, params) -> str:
@@ -194,11 +213,12 @@ def run_compiled(m: CompiledModel, x, labels=None, *, rtl: bool = False, out: st
     layers = []
     lat_us = 0.0
     timed = True
+    whole = combined_fmax(m, builds)
     for st, d in zip(m.stages, rep["layers"]):
         row = {"index": st.index, "name": st.layer.name, "engine": st.engine, "engine_config": d["engine_config"],
                "cycles_expected": d["cycles_expected"], "cycles_ideal": d["cycles_ideal"],
                "cycles_per": d["cycles_per"]}
-        hit = measured_fmax(st.engine, st.params, builds)
+        hit = whole or measured_fmax(st.engine, st.params, builds)
         if hit is None and build:
             _build(m, st.engine, st.params)
             hit = measured_fmax(st.engine, st.params, builds)
@@ -216,10 +236,13 @@ def run_compiled(m: CompiledModel, x, labels=None, *, rtl: bool = False, out: st
            "variants": variants, "layers": layers,
            "cycles_expected": rep["cycles_expected"], "cycles_ideal": rep["cycles_ideal"],
            "latency_us": lat_us if timed else None, "inferences_per_s": 1e6 / lat_us if timed and lat_us else None,
+           "clock_from": ("the model's combined board top" if whole else "each engine configuration out of context"),
            "notes": ["cycles and latency per inference: batch 1, engine layers one after the other, streams that "
                      "never stall; host ops and weight loading are not counted",
-                     "latency only at the Fmax hwcosim build --ooc measured for each engine configuration "
-                     "(nextpnr, not vendor sign-off); no assumed clock"]}
+                     "latency only at a measured Fmax (nextpnr, not vendor sign-off; no assumed clock): the model's "
+                     "combined board top's when hwcosim build OUT/ has measured it (every layer runs at that one "
+                     "clock), else each engine configuration's from hwcosim build ENGINE --ooc (the engine alone: "
+                     "optimistic for the whole top)"]}
     if not rtl and out is None:
         return res
     from hwcosim.models.atomic import staged_dir

@@ -179,7 +179,7 @@ def cmd_run(args) -> int:
                ["layer", "engine", "expected (cycles)", "ideal (cycles)", "Fmax (MHz)", "latency (us)"], rows))
     if res["latency_us"] is not None:
         print(f"latency {res['latency_us']:.3f} us per inference, {res['inferences_per_s']:.4g} inferences/s "
-              f"(engine layers at their measured Fmax; host ops not counted)")
+              f"(engine layers at the measured Fmax of {res['clock_from']}; host ops not counted)")
     else:
         for d in res["layers"]:
             if d["fmax_mhz"] is None:

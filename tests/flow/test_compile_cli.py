@@ -159,6 +159,26 @@ def test_run_uses_only_the_measured_fmax_of_the_same_configuration(files, capsys
     assert res["latency_us"] == pytest.approx(cyc[0] / 91.5 + cyc[1] / 123.25)
     assert res["inferences_per_s"] == pytest.approx(1e6 / res["latency_us"])
     assert engine_config(m.stages[0].params) in res["layers"][0]["build_json"]
+    assert res["clock_from"] == "each engine configuration out of context"
+    # the model's ONE combined board top measured (hwcosim build OUT/): every layer at its clock, not the
+    # engines' own (alone, out of context: optimistic for the whole top); another top's build is not used
+    from hwcosim.cosim.compile_board import COMBINED, combined_config
+    from hwcosim.cosim.flow.build import _jsonable
+
+    cfg, _ = combined_config(m.stages)
+    top = {"design": COMBINED.name, "params": _jsonable(cfg.to_dict()), "mode": "board", "worst_fmax_mhz": 48.5}
+    (Path("builds") / "compiled-top").mkdir()
+    (Path("builds") / "compiled-top" / "build.json").write_text(json.dumps(top))
+    other_top = dict(top, worst_fmax_mhz=999.0, params={"engines": top["params"]["engines"][:1]})
+    (Path("builds") / "compiled-other").mkdir()
+    (Path("builds") / "compiled-other" / "build.json").write_text(json.dumps(other_top))
+    rc, out, _ = _cli(capsys, "run", "out", "--inputs", "x.npy", "--builds", "builds")
+    assert rc == 0 and "at the measured Fmax of the model's combined board top" in out
+    rc, out, _ = _cli(capsys, "run", "out", "--inputs", "x.npy", "--builds", "builds", "--json")
+    res = json.loads(out)["result"]["run"]
+    assert [d["fmax_mhz"] for d in res["layers"]] == [48.5, 48.5]
+    assert res["clock_from"] == "the model's combined board top"
+    assert res["latency_us"] == pytest.approx(sum(cyc) / 48.5)
 
 
 # -- bad input: exit 2, one line, nothing written -----------------------------------------------------
