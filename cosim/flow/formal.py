@@ -311,12 +311,33 @@ def fingerprint(check: FormalCheck, il_text: str | None = None) -> str:
     import hashlib
     import json
 
-    spec = {"check": check.id, "expect": check.expect, "fails_with": check.fails_with,
-            "sby": sby_text(check.mode, check.depth, presat=check.expect != "fail"), "tools": tool_versions(),
-            "yosys_env": [os.environ.get("AMARANTH_USE_YOSYS"), os.environ.get("YOSYS")]}
-    h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(_spec(check), sort_keys=True).encode())
     h.update((harness_rtlil(check) if il_text is None else il_text).encode())
     return h.hexdigest()
+
+
+def _spec(check: FormalCheck) -> dict:
+    return {"check": check.id, "expect": check.expect, "fails_with": check.fails_with,
+            "sby": sby_text(check.mode, check.depth, presat=check.expect != "fail"), "tools": tool_versions(),
+            "yosys_env": [os.environ.get("AMARANTH_USE_YOSYS"), os.environ.get("YOSYS")]}
+
+
+def source_key(check: FormalCheck) -> str | None:
+    """A key of the check's harness as constructed, before elaboration (:func:`hwcosim.cosim.flow.elabkey.design_key`:
+    the harness object, the sources of ``hdl/`` and ``models/``, their module state) with its task and
+    tools; None when the harness has no key. The record keeps it beside the fingerprint: an entry whose
+    key is unchanged is this exact harness without elaborating it (seconds for the larger harnesses)."""
+    import hashlib
+    import json
+
+    from hwcosim.cosim.flow.elabkey import design_key, mark_used
+
+    harness = check.build()
+    key = design_key(harness, "formal-harness")
+    mark_used(harness)
+    if key is None:
+        return None
+    return hashlib.sha256(json.dumps([_spec(check), key], sort_keys=True).encode()).hexdigest()
 
 
 def read_record(path: Path | str | None = None) -> dict:
@@ -332,11 +353,43 @@ def read_record(path: Path | str | None = None) -> dict:
 
 
 def recorded(check: FormalCheck, record: dict | None = None, fp: str | None = None) -> dict | None:
-    """The record's entry for ``check`` when it reached the expected verdict at this exact fingerprint."""
+    """The record's entry for ``check`` when it reached the expected verdict at this exact fingerprint.
+    Without ``fp``, an entry whose :func:`source_key` equals the check's counts without elaborating
+    the harness (the key was stored beside a fingerprint computed from the same sources); otherwise
+    the fingerprint is computed."""
     entry = (read_record() if record is None else record)["checks"].get(check.id)
     if not isinstance(entry, dict) or not entry.get("ok"):
         return None
+    if fp is None and entry.get("source_key") and entry["source_key"] == source_key(check):
+        return entry
     return entry if entry.get("fingerprint") == (fp or fingerprint(check)) else None
+
+
+def refresh_record_keys(path: Path | str | None = None) -> int:
+    """Store the current :func:`source_key` of every recorded ok check whose fingerprint still matches
+    (nothing is proved: the harness elaborates to the RTLIL that reached the verdict); returns how many
+    entries changed. After an edit to ``hdl/`` or ``models/`` that leaves the harnesses' RTLIL as it was,
+    this restores the fast path without ``make formal``; a changed harness keeps its stale entry."""
+    import json
+
+    from hwcosim.models.atomic import atomic_path
+
+    p = Path(path or RECORD)
+    doc = read_record(p)
+    changed = 0
+    for d in designs():
+        for c in checks(d):
+            entry = doc["checks"].get(c.id)
+            if not isinstance(entry, dict) or not entry.get("ok") or entry.get("fingerprint") != fingerprint(c):
+                continue
+            key = source_key(c)
+            if key and entry.get("source_key") != key:
+                entry["source_key"] = key
+                changed += 1
+    if changed:
+        with atomic_path(p) as tmp:
+            tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return changed
 
 
 def canaries(selected: Iterable[FormalCheck], record: dict | None = None) -> set[str]:
@@ -369,7 +422,8 @@ def write_record(results: Iterable[FormalResult], path: Path | str | None = None
     for r in results:
         if not r.fingerprint:
             continue
-        doc["checks"][r.check.id] = {"fingerprint": r.fingerprint, "status": r.status, "ok": r.ok,
+        doc["checks"][r.check.id] = {"fingerprint": r.fingerprint, "source_key": source_key(r.check),
+                                     "status": r.status, "ok": r.ok,
                                      "mode": r.check.mode, "depth": r.check.depth, "expect": r.check.expect,
                                      "seconds": round(r.seconds, 1), "failed": r.failed,
                                      "date": datetime.date.today().isoformat()}

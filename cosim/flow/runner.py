@@ -118,14 +118,31 @@ def _yosys_id() -> list:
 def to_verilog(design, toplevel: str) -> str:
     """``amaranth.back.verilog.convert(design, name=toplevel, emit_src=False)``, the same text.
 
-    The Yosys half of the conversion (RTLIL -> Verilog) is cached under
-    ``<build root>/sim/verilog``, keyed by the RTLIL text and the tool versions: tests and sweeps
-    that simulate one design many times elaborate it each time but run Yosys once.
+    Cached under ``<build root>/sim/verilog`` twice over: by the design's key
+    (:func:`hwcosim.cosim.flow.elabkey.design_key`: the design object as constructed, the sources that
+    elaborate it, their module state), which skips the elaboration; and by the RTLIL text and the
+    tool versions, which skips Yosys (RTLIL -> Verilog) for a design without a key or not seen yet.
+    Tests and sweeps simulate one configuration many times.
     """
     from amaranth.back import rtlil
+    from hwcosim.cosim.flow.elabkey import design_key, mark_used
 
-    return rtlil_to_verilog(rtlil.convert(design, name=toplevel, emit_src=False), toplevel,
+    key = design_key(design, toplevel, _yosys_id())
+    by_key = build_root() / "sim" / "verilog" / "by-design" / f"{toplevel}-{key[:32]}.v" if key else None
+    if by_key is not None:
+        with contextlib.suppress(OSError):
+            text = by_key.read_text()
+            mark_used(design)
+            return text
+    text = rtlil_to_verilog(rtlil.convert(design, name=toplevel, emit_src=False), toplevel,
                             fallback=lambda: _convert_uncached(design, toplevel))
+    if by_key is not None:
+        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
+            from hwcosim.models.atomic import atomic_path
+
+            with atomic_path(by_key) as tmp:
+                tmp.write_text(text)
+    return text
 
 
 def _convert_uncached(design, toplevel: str) -> str:

@@ -188,6 +188,8 @@ ALLOWED = {
     "LayoutError": "an internal invariant of the KV store's own memory (models.kvdirect.layout): raised only by "
                    "a bug, so it must surface as one",
     "_CacheMiss": "control flow inside cosim.flow.sweep (a cache file to ignore), caught where it is raised",
+    "_NoKey": "control flow inside cosim.flow.elabkey (a design without a key: elaborated as before), caught "
+              "where it is raised",
     "WrongResult": "only the __cause__ of a fuzz Crash (a CheckFailed), never raised on its own",
     "SetupError": "models/systems/jobs/_sandbox_init.py runs by path as the sandbox's PID 1 (standard library "
                   "only, never imported): it reports the error through the status descriptor, the host "
