@@ -113,3 +113,32 @@ def test_designs_with_different_tops_get_their_own_main_object(tmp_path):
         assert r.returncode == 0, r.stderr
     assert (tmp_path / "small" / "main.o").read_bytes() != (tmp_path / "large" / "main.o").read_bytes()
     assert len([p for p in cache.iterdir() if p.suffix == ".o"]) == 2
+
+
+@needs_cxx
+def test_model_compiles_use_one_precompiled_runtime_header_per_flag_set(tmp_path, monkeypatch):
+    """The design's own model (a source in the build folder) is compiled with the runtime headers
+    precompiled once per command line (here a small stand-in header): the object is byte for byte the
+    plain compile's, a second build reuses the .gch, other flags get their own."""
+    inc = tmp_path / "include"
+    inc.mkdir()
+    (inc / "rt.h").write_text("#pragma once\ninline int twice(int x) { return 2 * x; }\n")
+    monkeypatch.setattr(objcache, "_PCH_HEADERS", ("rt.h",))
+    cache = tmp_path / "cache"
+    objs = []
+    for d, flags in (("a", ["-O0"]), ("b", ["-O0"]), ("c", ["-O0", "-DOTHER=1"])):
+        build = tmp_path / d
+        build.mkdir()
+        (build / "Vtop.cpp").write_text('#include "rt.h"\nint model(int x) { return twice(x) + 1; }\n')
+        monkeypatch.chdir(build)
+        args = ["c++", *flags, f"-I{inc}", "-MMD", "-c", "-o", "Vtop.o", "Vtop.cpp"]
+        assert objcache.main([str(cache), *args]) == 0
+        plain = subprocess.run([*args[:-3], "-c", "-o", "plain.o", "Vtop.cpp"], capture_output=True)
+        assert plain.returncode == 0
+        assert (build / "Vtop.o").read_bytes() == (build / "plain.o").read_bytes()
+        assert "Vtop.cpp" in (build / "Vtop.d").read_text()   # (GCC leaves the precompiled headers out)
+        objs.append(sorted(p.name for p in (cache / "pch").iterdir()))
+    assert len(objs[0]) == len(objs[1]) == 1 and len(objs[2]) == 2     # reused, then a second flag set
+    for folder in (cache / "pch").iterdir():
+        assert (folder / "vl_runtime.h.gch").stat().st_size > 0
+    assert not list((cache).glob("*.o"))       # the model's own object is never cached
