@@ -13,9 +13,10 @@ function of, so those can reuse a netlist (:func:`hwcosim.cosim.flow.runner.to_v
 - the source of the code that elaborates it: every ``.py`` file of ``hdl/`` and of ``models/`` but
   ``models/systems/`` (what ``hdl`` imports), and the versions of Python and Amaranth;
 - the state of those modules in this process (every module of ``hdl/`` and the ``models`` modules it
-  names, a fixed list): every module-level constant (a monkeypatched table, e.g. a test's smaller
-  FIFO depth) and the qualified name of every module-level function and class and of their methods
-  (a patched-in replacement has another name).
+  names, a fixed list): every module-level constant and table by value (a monkeypatched one, e.g. a
+  test's smaller FIFO depth), the current value of every context variable (``dsp_target("ecp5")``
+  elaborates DSP primitives) and the qualified name of every module-level function and class and of
+  their methods (a patched-in replacement has another name).
 
 A key is a sha256 hex digest; equal keys mean the same netlist for everything listed. What it does not
 see, and what therefore must not change a netlist: state held elsewhere than the design object and
@@ -24,6 +25,7 @@ those modules (environment variables: ``hdl/`` reads none).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import enum
 import functools
@@ -114,11 +116,16 @@ def _module_state() -> str:
                         h.update(f"{ak}={av!r},".encode())
                 h.update(b"]")
             elif isinstance(v, types.ModuleType):
-                h.update(f"{k}:module {v.__name__};".encode())
+                continue   # a submodule (present once anything imported it): not state
+            elif isinstance(v, contextvars.ContextVar):   # e.g. hdl.common.dsp's target family
+                h.update(f"{k}:context={v.get('<unset>')!r};".encode())
             elif callable(v):
                 h.update(f"{k}:{_name(v)};".encode())
-            else:
-                h.update(f"{k}:{type(v).__qualname__};".encode())
+            else:   # tables, register maps, arrays: by value
+                try:
+                    h.update(f"{k}:{json.dumps(_canon(v, {}, [0]))};".encode())
+                except (_NoKey, RecursionError, TypeError, ValueError):
+                    h.update(f"{k}:{type(v).__qualname__};".encode())
     return h.hexdigest()
 
 

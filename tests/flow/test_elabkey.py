@@ -40,12 +40,41 @@ def test_patched_module_state_changes_the_key(monkeypatch):
     assert _key(SpMxV(P), "top") != k
     monkeypatch.undo()
     assert _key(SpMxV(P), "top") == k
+    import hwcosim.hdl.bbs.board as bb
+
+    monkeypatch.setitem(bb.CTRL, "START", 64)                       # a table edited in place
+    assert _key(SpMxV(P), "top") != k
+    monkeypatch.undo()
     name = next(n for n, v in vars(hs).items() if isinstance(v, type) and v.__module__ == hs.__name__
                 and any(callable(f) for f in vars(v).values()))
     cls = getattr(hs, name)
     meth = next(n for n, f in vars(cls).items() if callable(f) and not n.startswith("__"))
     monkeypatch.setattr(cls, meth, lambda self, *a, **kw: None)     # a method replaced
     assert _key(SpMxV(P), "top") != k
+
+
+def test_the_dsp_target_is_in_the_key():
+    """``dsp_target("ecp5")`` (a context variable) makes the same construction elaborate MULT18X18D
+    primitives: another netlist, another key."""
+    from hwcosim.hdl.common.dsp import dsp_target
+
+    k = _key(SpMxV(P), "top")
+    with dsp_target("ecp5"):
+        assert _key(SpMxV(P), "top") != k
+    assert _key(SpMxV(P), "top") == k
+
+
+def test_what_else_a_process_imported_does_not_change_the_key():
+    """Keys are compared across processes (the formal record, other test workers): importing a module
+    outside the fixed list, which also becomes an attribute of its listed package, changes nothing."""
+    import importlib
+    import sys
+
+    k = _key(SpMxV(P), "top")
+    extra = [m for m in ("hwcosim.models.kvdirect.study", "hwcosim.models.kvdirect.mops") if m not in sys.modules]
+    for m in extra:
+        importlib.import_module(m)
+    assert _key(SpMxV(P), "top") == k
 
 
 def test_sources_are_in_the_key(monkeypatch):
