@@ -43,6 +43,11 @@ MAX_NODES = 200_000
 _SIMPLE = (type(None), bool, int, float, complex, str, bytes)
 
 
+#: attributes that say where an object was created (absolute source paths, lines): the Verilog is
+#: written without source locations, and a key must not change with the checkout's folder
+_WHERE = ("_MustUse__context", "_MustUse__used", "src_loc", "_src_loc", "src_loc_at", "_src_loc_at")
+
+
 class _NoKey(Exception):
     pass
 
@@ -192,8 +197,8 @@ def _canon(obj, seen: dict, count: list):
                 state[s] = getattr(obj, s)
     if not state and not hasattr(obj, "__dict__") and not getattr(type(obj), "__slots__", None):
         raise _NoKey(f"an object of type {_name(type(obj))}")
-    state.pop("_MustUse__context", None)   # where it was created (a source line): not the netlist
-    state.pop("_MustUse__used", None)
+    for where in _WHERE:   # where it was created (an absolute path and a line): not the netlist
+        state.pop(where, None)
     return ["object", _name(type(obj)), sorted([k, _canon(v, seen, count)] for k, v in state.items())]
 
 

@@ -77,6 +77,20 @@ def test_what_else_a_process_imported_does_not_change_the_key():
     assert _key(SpMxV(P), "top") == k
 
 
+def test_the_key_does_not_name_the_checkout_folder():
+    """Amaranth objects record where they were created (absolute paths): a key holding them would differ
+    between the checkout that wrote the formal record and a fresh clone (it did, and every harness was
+    elaborated again); only paths-free state enters it."""
+    import json
+    import re
+
+    c = next(c for c in formal.checks("bbs-lstm") if c.name == "mutant-wrap")
+    for design in (SpMxV(P), c.build()):
+        text = json.dumps(elabkey._canon(design, {}, [0]))
+        elabkey.mark_used(design)
+        assert not re.findall(r"'(/[^'\\]*)'", text)
+
+
 def test_sources_are_in_the_key(monkeypatch):
     k = _key(SpMxV(P), "top")
     monkeypatch.setattr(elabkey, "source_digest", lambda: "another source tree")
