@@ -140,6 +140,8 @@ def build_board_tops(plans: list, board, out: Path, baud: int = 115200, seed: in
         for d, p in plans:
             res = build_board(d, p, board, st / d.name, baud=baud, seed=seed, log=con.print, pll=pll,
                               router=router, max_minutes=max_minutes)
+            if res["bitstream"]:   # beside build.json: the staging folder it was written in is renamed
+                res["bitstream"] = Path(res["bitstream"]).name
             (st / d.name / "build.json").write_text(json.dumps(res, indent=1) + "\n")
             results.append(res)
         commit(st, out)

@@ -316,3 +316,27 @@ def test_board_run_names_the_first_differing_word(tiny, capsys, monkeypatch):
         assert rc == 2 and needle in err
     rc, _, err = _cli(capsys, "board", "run", "bbs-spmxv", "--sim", "--inputs", d / "x.npy")
     assert rc == 2 and "compiled model" in err
+
+
+def test_board_build_json_names_the_bitstream_beside_it(tmp_path, monkeypatch):
+    """build.json is written in a staging folder that is then renamed: it names the bitstream by its
+    file name (beside it), not by the staging path that no longer exists."""
+    from hwcosim.cosim.flow import board_build, builds
+    from hwcosim.cosim.flow.build import get_board
+
+    def fake_build(d, p, board, out_dir, **kw):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "top.bit").write_bytes(b"bits")
+        return {"design": d.name, "bitstream": str(out_dir / "top.bit"), "timing_met": True,
+                "worst_fmax_mhz": 50.0, "area": {}, "fmax_mhz": {}}
+
+    monkeypatch.setattr(board_build, "build_board", fake_build)
+    monkeypatch.setattr(builds, "show", lambda *a, **kw: None)
+    monkeypatch.setattr(builds, "emit", lambda *a, **kw: None)
+    monkeypatch.setattr("hwcosim.cosim.flow.build.summary_row", lambda r: [])
+    monkeypatch.setattr("hwcosim.cosim.flow.build.summary_columns", lambda fam: [])
+    monkeypatch.setattr("hwcosim.cosim.flow.build.crit_text", lambda r: "-")
+    out = tmp_path / "out"
+    builds.build_board_tops([(cb.COMBINED, None)], get_board(BOARD), out)
+    doc = json.loads((out / cb.COMBINED.name / "build.json").read_text())
+    assert doc["bitstream"] == "top.bit" and (out / cb.COMBINED.name / doc["bitstream"]).read_bytes() == b"bits"
