@@ -370,10 +370,6 @@ def refresh_record_keys(path: Path | str | None = None) -> int:
     (nothing is proved: the harness elaborates to the RTLIL that reached the verdict); returns how many
     entries changed. After an edit to ``hdl/`` or ``models/`` that leaves the harnesses' RTLIL as it was,
     this restores the fast path without ``make formal``; a changed harness keeps its stale entry."""
-    import json
-
-    from hwcosim.models.atomic import atomic_path
-
     p = Path(path or RECORD)
     doc = read_record(p)
     changed = 0
@@ -387,8 +383,7 @@ def refresh_record_keys(path: Path | str | None = None) -> int:
                 entry["source_key"] = key
                 changed += 1
     if changed:
-        with atomic_path(p) as tmp:
-            tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        _save_record(doc, p)
     return changed
 
 
@@ -410,9 +405,6 @@ def write_record(results: Iterable[FormalResult], path: Path | str | None = None
     """Merge ``results`` into the record (atomically): each entry keeps the check's fingerprint, its
     verdict and solver time; a check that did not end as expected is stored as not ok."""
     import datetime
-    import json
-
-    from hwcosim.models.atomic import atomic_path
 
     p = Path(path or RECORD)
     doc = read_record(p)
@@ -428,6 +420,15 @@ def write_record(results: Iterable[FormalResult], path: Path | str | None = None
                                      "seconds": round(r.seconds, 1), "failed": r.failed,
                                      "date": datetime.date.today().isoformat()}
     doc["checks"] = dict(sorted(doc["checks"].items()))
+    return _save_record(doc, p)
+
+
+def _save_record(doc: dict, p: Path) -> Path:
+    """Write the record ``doc`` to ``p`` whole (staged, then renamed)."""
+    import json
+
+    from hwcosim.models.atomic import atomic_path
+
     p.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(p) as tmp:
         tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -115,7 +115,7 @@ _PCH_HEADERS = ("verilated.h", "verilated_dpi.h")
 _DEP_OPTS = ("-MMD", "-MD", "-MP", "-c")
 
 
-def _pch_flags(args: list[str], source: str, out: str) -> list[str]:
+def _pch_flags(args: list[str], source: str) -> list[str]:
     keep, skip = [], False
     for a in args[1:]:
         if skip:
@@ -130,12 +130,12 @@ def _pch_flags(args: list[str], source: str, out: str) -> list[str]:
     return keep
 
 
-def runtime_pch(cache: str, args: list[str], source: str, out: str) -> str | None:
+def runtime_pch(cache: str, args: list[str], source: str) -> str | None:
     """The path of a header including Verilator's runtime headers whose precompiled form (``.gch``
     beside it) was made with the flags of ``args``, making it on first use; None when it cannot."""
     import fcntl
 
-    flags = _pch_flags(args, source, out)
+    flags = _pch_flags(args, source)
     cxx = shutil.which(args[0]) or args[0]
     k = hashlib.sha256("\0".join([os.path.realpath(cxx), *flags]).encode()).hexdigest()[:24]
     folder = os.path.join(cache, "pch", k)
@@ -165,14 +165,14 @@ def runtime_pch(cache: str, args: list[str], source: str, out: str) -> str | Non
     return header
 
 
-def _model_compile(args: list[str], cwd: str) -> tuple[str, str] | None:
-    """``(source, object)`` when ``args`` compiles one C++ source of the build directory with ``-c -o``."""
+def _model_source(args: list[str]) -> str | None:
+    """The source when ``args`` compiles one C++ source with ``-c -o`` (the caller has ruled out the runtime's)."""
     if "-c" not in args or "-x" in args:
         return None
     src, out = _sources(args[1:]), _output(args)
     if len(src) != 1 or out is None or not src[0].endswith(".cpp"):
         return None
-    return src[0], out
+    return src[0]
 
 
 def _copy(src: str, dst: str) -> None:
@@ -195,8 +195,8 @@ def main(argv: list[str]) -> int:
     cache, args = argv[0], argv[1:]
     job = cacheable(args, os.getcwd())
     if job is None:
-        model = _model_compile(args, os.getcwd())
-        header = runtime_pch(cache, args, *model) if model is not None else None
+        source = _model_source(args)
+        header = runtime_pch(cache, args, source) if source is not None else None
         if header is not None:
             return subprocess.call([args[0], "-include", header, *args[1:]])
         return subprocess.call(args)
